@@ -1,48 +1,155 @@
 package hwdb
 
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"strings"
+)
+
 // DB is an opened hardware database. It is safe for concurrent use.
 type DB struct {
-	// STUB: the hwdb implementation replaces this file.
-	models []Model
+	names  names
+	models []Model             // sorted by vendor, then name
+	byPF   map[uint32]int      // deviceKey(vendor, PF) → index in models
+	byVF   map[uint32]vfModels // deviceKey(vendor, VF) → models with that VF ID
+	byName map[string]int      // nameKey(name) → index in models
+}
+
+// vfModels is how many models use one VF ID, and the index of the last one,
+// which is the model when there is only one.
+type vfModels struct {
+	index, count int
 }
 
 // Open loads the embedded database and adds the admin's models, which take
-// precedence over built-in ones with the same PF vendor and device ID.
-func Open(extra ...Model) (*DB, error) { return &DB{models: append(builtinModels(), extra...)}, nil }
+// precedence over built-in ones with the same PF vendor and device ID. Open
+// copies the models it is given. An extra model that is invalid, or that
+// takes the name of a built-in model it does not replace, is an error.
+func Open(extra ...Model) (*DB, error) {
+	if err := validateModels("extra", extra); err != nil {
+		return nil, fmt.Errorf("hwdb: %w", err)
+	}
+	n, err := loadNames(pciIDsGz)
+	if err != nil {
+		return nil, fmt.Errorf("hwdb: embedded pci.ids: %w", err)
+	}
+	db := &DB{names: n, models: modelTable(extra)}
+	if err := db.index(); err != nil {
+		return nil, fmt.Errorf("hwdb: %w", err)
+	}
+	return db, nil
+}
 
-// VendorName returns the vendor's name from pci.ids, or "" if unknown.
-func (db *DB) VendorName(vendor PCIID) string { return "" }
+// modelTable returns the built-in models, each replaced by the extra model
+// with the same PF if there is one, plus the other extra models, sorted by
+// vendor, then name.
+func modelTable(extra []Model) []Model {
+	models := builtinModels()
+	at := make(map[uint32]int, len(models))
+	for i, m := range models {
+		at[deviceKey(m.Vendor, m.PFDevice)] = i
+	}
+	for _, m := range extra {
+		m = cloneModel(m)
+		if i, ok := at[deviceKey(m.Vendor, m.PFDevice)]; ok {
+			models[i] = m
+			continue
+		}
+		models = append(models, m)
+	}
+	slices.SortFunc(models, func(a, b Model) int {
+		return cmp.Or(cmp.Compare(a.Vendor, b.Vendor), strings.Compare(a.Name, b.Name))
+	})
+	return models
+}
 
-// DeviceName returns the device's name from pci.ids, or "" if unknown.
-func (db *DB) DeviceName(vendor, device PCIID) string { return "" }
+// index builds the lookup maps over db.models.
+func (db *DB) index() error {
+	db.byPF = make(map[uint32]int, len(db.models))
+	db.byVF = make(map[uint32]vfModels, len(db.models))
+	db.byName = make(map[string]int, len(db.models))
+	for i, m := range db.models {
+		name := nameKey(m.Name)
+		if j, dup := db.byName[name]; dup {
+			other := db.models[j]
+			return fmt.Errorf("models %s:%s and %s:%s are both named %q",
+				other.Vendor, other.PFDevice, m.Vendor, m.PFDevice, m.Name)
+		}
+		db.byName[name] = i
+		db.byPF[deviceKey(m.Vendor, m.PFDevice)] = i
+		if m.VFDevice != 0 {
+			vf := deviceKey(m.Vendor, m.VFDevice)
+			db.byVF[vf] = vfModels{index: i, count: db.byVF[vf].count + 1}
+		}
+	}
+	return nil
+}
 
-// ModelByPF returns the model whose PF has this vendor and device ID.
+// Models returns a copy of every model, sorted by vendor, then name.
+func (db *DB) Models() []Model {
+	models := make([]Model, len(db.models))
+	for i, m := range db.models {
+		models[i] = cloneModel(m)
+	}
+	return models
+}
+
+// ModelByPF returns the model whose PF has this vendor and device ID. The
+// model belongs to the DB and must not be modified.
 func (db *DB) ModelByPF(vendor, device PCIID) (*Model, bool) {
-	for i := range db.models {
-		if db.models[i].Vendor == vendor && db.models[i].PFDevice == device {
-			return &db.models[i], true
-		}
+	i, ok := db.byPF[deviceKey(vendor, device)]
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	return &db.models[i], true
 }
 
-// ModelByVF returns the model whose VF has this ID, only when exactly one
-// model uses that VF ID; otherwise ok is false and n says how many share it.
-func (db *DB) ModelByVF(vendor, device PCIID) (m *Model, n int) { return nil, 0 }
+// ModelByVF returns the model whose VF has this ID when exactly one model
+// uses it; n says how many do. Several models share a VF ID (NVIDIA's 101e,
+// Intel's 1889), so when n > 1 the model must come from the VF's PF. The
+// model belongs to the DB and must not be modified.
+func (db *DB) ModelByVF(vendor, device PCIID) (m *Model, n int) {
+	vf := db.byVF[deviceKey(vendor, device)]
+	if vf.count != 1 {
+		return nil, vf.count
+	}
+	return &db.models[vf.index], 1
+}
 
-// ModelByName returns the model with this name (case-insensitive).
+// ModelByName returns the model with this name, ignoring the case of ASCII
+// letters. The model belongs to the DB and must not be modified.
 func (db *DB) ModelByName(name string) (*Model, bool) {
-	for i := range db.models {
-		if db.models[i].Name == name {
-			return &db.models[i], true
-		}
+	var buf [64]byte // long enough for any sane name, so no allocation
+	i, ok := db.byName[string(appendNameKey(buf[:0], name))]
+	if !ok {
+		return nil, false
 	}
-	return nil, false
+	return &db.models[i], true
 }
 
-func builtinModels() []Model {
-	return []Model{
-		{Name: "E810-C", Family: "Intel E810", Vendor: 0x8086, PFDevice: 0x1592, VFDevice: 0x1889, PFDrivers: []string{"ice"}, VFDrivers: []string{"iavf"}, MaxVFs: 256, LinkTypes: []LinkType{Ethernet}, RDMA: true, Switchdev: true, DPDK: VFIO},
-		{Name: "ConnectX-6", Family: "NVIDIA ConnectX-6", Vendor: 0x15b3, PFDevice: 0x101b, VFDevice: 0x101c, PFDrivers: []string{"mlx5_core"}, VFDrivers: []string{"mlx5_core"}, MaxVFs: 127, LinkTypes: []LinkType{InfiniBand, Ethernet}, RDMA: true, Switchdev: true, DPDK: Bifurcated},
+// nameKey is the key under which ModelByName finds a model, and under which
+// two names are the same.
+func nameKey(name string) string {
+	return string(appendNameKey(nil, name))
+}
+
+// appendNameKey appends name to dst with ASCII letters lower-cased.
+func appendNameKey(dst []byte, name string) []byte {
+	for i := range len(name) {
+		c := name[i]
+		if 'A' <= c && c <= 'Z' {
+			c += 'a' - 'A'
+		}
+		dst = append(dst, c)
 	}
+	return dst
+}
+
+// cloneModel returns m with its own copies of its slices.
+func cloneModel(m Model) Model {
+	m.PFDrivers = slices.Clone(m.PFDrivers)
+	m.VFDrivers = slices.Clone(m.VFDrivers)
+	m.LinkTypes = slices.Clone(m.LinkTypes)
+	return m
 }

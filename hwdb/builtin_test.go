@@ -1,0 +1,120 @@
+package hwdb
+
+import (
+	"fmt"
+	"testing"
+)
+
+func TestBuiltinModelsAreValid(t *testing.T) {
+	models := builtinModels()
+	if err := validateModels("builtin", models); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range models {
+		if m.VFDevice == 0 || m.MaxVFs == 0 || len(m.LinkTypes) == 0 || m.DPDK == "" ||
+			len(m.PFDrivers) == 0 || len(m.VFDrivers) == 0 || m.Family == "" {
+			t.Errorf("built-in model %q leaves a field empty: %+v", m.Name, m)
+		}
+	}
+}
+
+// newerThanPCIIDs lists the built-in IDs that the embedded pci.ids
+// (2023.04.10) does not name, because the parts came later. Each was
+// confirmed in the driver's kernel PCI ID table and, where noted, in the PCI
+// ID Project's current pci.ids instead. When data/pci.ids.gz is regenerated
+// from a newer pci.ids, TestBuiltinIDsHaveNames says which to remove.
+var newerThanPCIIDs = map[[2]PCIID]string{
+	{0x8086, 0x12d1}: "E830-CC backplane: ice_devids.h, pci.ids",
+	{0x8086, 0x12d2}: "E830-CC QSFP: ice_devids.h, pci.ids, sriov-network-operator",
+	{0x8086, 0x12d3}: "E830-CC SFP: ice_devids.h, pci.ids, sriov-network-operator",
+	{0x15b3, 0x1025}: "ConnectX-9: mlx5_core_pci_table, pci.ids",
+	{0x14e4, 0x1760}: "BCM57608: bnxt_pci_tbl, pci.ids",
+	{0x14e4, 0x1761}: "BCM57604: bnxt_pci_tbl",
+	{0x14e4, 0x1762}: "BCM57602: bnxt_pci_tbl",
+	{0x14e4, 0x1763}: "BCM57601: bnxt_pci_tbl",
+	{0x14e4, 0x1819}: "BCM5760x VF (NETXTREME_E_P7_VF): bnxt_pci_tbl, pci.ids",
+}
+
+// TestBuiltinIDsHaveNames checks every built-in vendor, PF and VF ID against
+// pci.ids, so a mistyped ID fails here.
+func TestBuiltinIDsHaveNames(t *testing.T) {
+	db := openDB(t)
+	used := map[[2]PCIID]bool{}
+	for _, m := range builtinModels() {
+		if db.VendorName(m.Vendor) == "" {
+			t.Errorf("%s: vendor %v is not in pci.ids", m.Name, m.Vendor)
+		}
+		for _, id := range []PCIID{m.PFDevice, m.VFDevice} {
+			key := [2]PCIID{m.Vendor, id}
+			used[key] = true
+			_, newer := newerThanPCIIDs[key]
+			switch named := db.DeviceName(m.Vendor, id) != ""; {
+			case !named && !newer:
+				t.Errorf("%s: %v:%v is not in pci.ids", m.Name, m.Vendor, id)
+			case named && newer:
+				t.Errorf("%s: %v:%v is in pci.ids now; remove it from newerThanPCIIDs", m.Name, m.Vendor, id)
+			}
+		}
+	}
+	for key, why := range newerThanPCIIDs {
+		if !used[key] {
+			t.Errorf("newerThanPCIIDs lists %v:%v (%s), which no built-in model uses", key[0], key[1], why)
+		}
+	}
+}
+
+// TestBuiltinFamilies pins what each vendor's parts can do, as a user
+// choosing a NIC would read it.
+func TestBuiltinFamilies(t *testing.T) {
+	tests := []struct {
+		name                  string
+		vendor, pf, vf        PCIID
+		maxVFs                int
+		pfDriver, vfDriver    string
+		rdma, switchdev, vdpa bool
+		dpdk                  DPDKBinding
+		links                 []LinkType
+	}{
+		{"82599 SFP+", 0x8086, 0x10fb, 0x10ed, 63, "ixgbe", "ixgbevf", false, false, false, VFIO, []LinkType{Ethernet}},
+		{"X540", 0x8086, 0x1528, 0x1515, 63, "ixgbe", "ixgbevf", false, false, false, VFIO, []LinkType{Ethernet}},
+		{"X550", 0x8086, 0x1563, 0x1565, 63, "ixgbe", "ixgbevf", false, false, false, VFIO, []LinkType{Ethernet}},
+		{"XL710 QSFP+", 0x8086, 0x1583, 0x154c, 128, "i40e", "iavf", false, false, false, VFIO, []LinkType{Ethernet}},
+		{"XXV710 SFP28", 0x8086, 0x158b, 0x154c, 128, "i40e", "iavf", false, false, false, VFIO, []LinkType{Ethernet}},
+		{"X722 SFP+", 0x8086, 0x37d0, 0x37cd, 128, "i40e", "iavf", false, false, false, VFIO, []LinkType{Ethernet}},
+		{"E810-C", 0x8086, 0x1592, 0x1889, 256, "ice", "iavf", true, true, false, VFIO, []LinkType{Ethernet}},
+		{"E810-XXV SFP", 0x8086, 0x159b, 0x1889, 256, "ice", "iavf", true, true, false, VFIO, []LinkType{Ethernet}},
+		{"E830-CC QSFP", 0x8086, 0x12d2, 0x1889, 256, "ice", "iavf", false, true, false, VFIO, []LinkType{Ethernet}},
+		{"ConnectX-4", 0x15b3, 0x1013, 0x1014, 127, "mlx5_core", "mlx5_core", true, false, false, Bifurcated, []LinkType{InfiniBand, Ethernet}},
+		{"ConnectX-4 Lx", 0x15b3, 0x1015, 0x1016, 127, "mlx5_core", "mlx5_core", true, true, false, Bifurcated, []LinkType{Ethernet}},
+		{"ConnectX-5", 0x15b3, 0x1017, 0x1018, 127, "mlx5_core", "mlx5_core", true, true, false, Bifurcated, []LinkType{InfiniBand, Ethernet}},
+		{"ConnectX-5 Ex", 0x15b3, 0x1019, 0x101a, 127, "mlx5_core", "mlx5_core", true, true, false, Bifurcated, []LinkType{InfiniBand, Ethernet}},
+		{"ConnectX-6", 0x15b3, 0x101b, 0x101c, 127, "mlx5_core", "mlx5_core", true, true, false, Bifurcated, []LinkType{InfiniBand, Ethernet}},
+		{"ConnectX-6 Dx", 0x15b3, 0x101d, 0x101e, 127, "mlx5_core", "mlx5_core", true, true, true, Bifurcated, []LinkType{Ethernet}},
+		{"ConnectX-6 Lx", 0x15b3, 0x101f, 0x101e, 127, "mlx5_core", "mlx5_core", true, true, true, Bifurcated, []LinkType{Ethernet}},
+		{"ConnectX-7", 0x15b3, 0x1021, 0x101e, 127, "mlx5_core", "mlx5_core", true, true, true, Bifurcated, []LinkType{InfiniBand, Ethernet}},
+		{"ConnectX-8", 0x15b3, 0x1023, 0x101e, 127, "mlx5_core", "mlx5_core", true, true, true, Bifurcated, []LinkType{InfiniBand, Ethernet}},
+		{"ConnectX-9", 0x15b3, 0x1025, 0x101e, 127, "mlx5_core", "mlx5_core", true, true, true, Bifurcated, []LinkType{InfiniBand, Ethernet}},
+		{"BlueField-2", 0x15b3, 0xa2d6, 0x101e, 127, "mlx5_core", "mlx5_core", true, true, true, Bifurcated, []LinkType{Ethernet, InfiniBand}},
+		{"BlueField-3", 0x15b3, 0xa2dc, 0x101e, 127, "mlx5_core", "mlx5_core", true, true, true, Bifurcated, []LinkType{Ethernet, InfiniBand}},
+		{"BCM57414", 0x14e4, 0x16d7, 0x16dc, 128, "bnxt_en", "bnxt_en", true, true, false, VFIO, []LinkType{Ethernet}},
+		{"BCM57508", 0x14e4, 0x1750, 0x1806, 128, "bnxt_en", "bnxt_en", true, true, false, VFIO, []LinkType{Ethernet}},
+		{"BCM57608", 0x14e4, 0x1760, 0x1819, 128, "bnxt_en", "bnxt_en", true, true, false, VFIO, []LinkType{Ethernet}},
+		{"QL41000", 0x1077, 0x8070, 0x8090, 192, "qede", "qede", false, false, false, VFIO, []LinkType{Ethernet}},
+		{"QL45000 50GbE", 0x1077, 0x1654, 0x1664, 120, "qede", "qede", false, false, false, VFIO, []LinkType{Ethernet}},
+	}
+	db := openDB(t)
+	for _, tt := range tests {
+		m, ok := db.ModelByName(tt.name)
+		if !ok {
+			t.Errorf("no built-in model %q", tt.name)
+			continue
+		}
+		got := fmt.Sprintf("%v:%v/%v maxVFs=%d %s/%s rdma=%t switchdev=%t vdpa=%t %s %v",
+			m.Vendor, m.PFDevice, m.VFDevice, m.MaxVFs, m.PFDrivers[0], m.VFDrivers[0], m.RDMA, m.Switchdev, m.VDPA, m.DPDK, m.LinkTypes)
+		want := fmt.Sprintf("%v:%v/%v maxVFs=%d %s/%s rdma=%t switchdev=%t vdpa=%t %s %v",
+			tt.vendor, tt.pf, tt.vf, tt.maxVFs, tt.pfDriver, tt.vfDriver, tt.rdma, tt.switchdev, tt.vdpa, tt.dpdk, tt.links)
+		if got != want {
+			t.Errorf("%s:\n got  %s\n want %s", tt.name, got, want)
+		}
+	}
+}
