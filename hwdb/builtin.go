@@ -45,15 +45,14 @@ func intelModels() []Model {
 		i40e("X722 10GBASE-T", "Intel X722", 0x37d2, 0x37cd),
 
 		// The QSFP part keeps the plain name "E810-C" that other packages
-		// already look up.
-		ice(Model{Name: "E810-C", Family: "Intel E810", PFDevice: 0x1592, RDMA: true}),
-		ice(Model{Name: "E810-C backplane", Family: "Intel E810", PFDevice: 0x1591, RDMA: true}),
-		ice(Model{Name: "E810-C SFP", Family: "Intel E810", PFDevice: 0x1593, RDMA: true}),
-		ice(Model{Name: "E810-XXV backplane", Family: "Intel E810", PFDevice: 0x1599, RDMA: true}),
-		ice(Model{Name: "E810-XXV QSFP", Family: "Intel E810", PFDevice: 0x159a, RDMA: true}),
-		ice(Model{Name: "E810-XXV SFP", Family: "Intel E810", PFDevice: 0x159b, RDMA: true}),
-		// irdma documents RDMA for E810 and X722 only, so the E82x and
-		// E830 parts below claim none.
+		// already look up. RDMA stays false: irdma serves the E810 PF, but
+		// upstream iavf gives its VFs no RDMA device.
+		ice(Model{Name: "E810-C", Family: "Intel E810", PFDevice: 0x1592}),
+		ice(Model{Name: "E810-C backplane", Family: "Intel E810", PFDevice: 0x1591}),
+		ice(Model{Name: "E810-C SFP", Family: "Intel E810", PFDevice: 0x1593}),
+		ice(Model{Name: "E810-XXV backplane", Family: "Intel E810", PFDevice: 0x1599}),
+		ice(Model{Name: "E810-XXV QSFP", Family: "Intel E810", PFDevice: 0x159a}),
+		ice(Model{Name: "E810-XXV SFP", Family: "Intel E810", PFDevice: 0x159b}),
 		ice(Model{Name: "E823-C backplane", Family: "Intel E823", PFDevice: 0x188a}),
 		ice(Model{Name: "E823-C QSFP", Family: "Intel E823", PFDevice: 0x188b}),
 		ice(Model{Name: "E823-C SFP", Family: "Intel E823", PFDevice: 0x188c}),
