@@ -1,0 +1,172 @@
+package virtualnode
+
+import (
+	"fmt"
+
+	"github.com/hwnet-io/hwnet/hwdb"
+)
+
+// Function is one PCI function of a virtual node as built: what hardware
+// discovery should find in the tree.
+type Function struct {
+	// Addr is the PCI address, "0000:3b:00.0".
+	Addr string `json:"addr"`
+	// SysPath is the device directory relative to the sysfs root,
+	// "devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0".
+	SysPath string `json:"sysPath"`
+	// PF is the address of a VF's physical function; "" for other functions.
+	PF string `json:"pf,omitempty"`
+	// VFIndex is a VF's index on its PF (N of the PF's virtfnN link).
+	VFIndex int `json:"vfIndex,omitempty"`
+	// Model is the hwdb model name; "" for standalone NICs and root ports.
+	Model string `json:"model,omitempty"`
+
+	Vendor          hwdb.PCIID `json:"vendor"`
+	Device          hwdb.PCIID `json:"device"`
+	SubsystemVendor hwdb.PCIID `json:"subsystemVendor"`
+	SubsystemDevice hwdb.PCIID `json:"subsystemDevice"`
+	// Class is the 24-bit PCI class: 0x020000 Ethernet, 0x020700
+	// InfiniBand, 0x060400 PCI bridge.
+	Class    uint32 `json:"class"`
+	Revision uint8  `json:"revision"`
+
+	// Driver is the bound driver's name; "" when unbound.
+	Driver     string `json:"driver,omitempty"`
+	NUMA       int    `json:"numa"`
+	IOMMUGroup int    `json:"iommuGroup"`
+	// LinkType is the port's link layer; "" for root ports.
+	LinkType hwdb.LinkType `json:"linkType,omitempty"`
+	// Ifname is the name the function's netdev has whenever a netdev driver
+	// binds it; "" for root ports.
+	Ifname string `json:"ifname,omitempty"`
+	// Speed is the netdev's link speed in Mb/s.
+	Speed int `json:"speed,omitempty"`
+	// RDMACapable says the function has an RDMA device while a netdev
+	// driver binds it.
+	RDMACapable bool `json:"rdmaCapable,omitempty"`
+
+	// SRIOV is set on PFs.
+	SRIOV *SRIOV `json:"sriov,omitempty"`
+	// Bridge is set on root ports.
+	Bridge *Bridge `json:"bridge,omitempty"`
+	// Netdev is the function's netdev; nil on vfio-pci, unbound or root
+	// port functions.
+	Netdev *Netdev `json:"netdev,omitempty"`
+	// Representor is the other end of the netdev's veth pair, which plays
+	// the function's representor; nil when Netdev is.
+	Representor *Netdev `json:"representor,omitempty"`
+	// RDMA is the function's RDMA device, when it has one.
+	RDMA *RDMADevice `json:"rdma,omitempty"`
+}
+
+// SRIOV is a PF's SR-IOV capability.
+type SRIOV struct {
+	TotalVFs int `json:"totalVFs"`
+	NumVFs   int `json:"numVFs"`
+	// Offset and Stride place VF i at routing ID PF + Offset + Stride*i.
+	Offset   int        `json:"offset"`
+	Stride   int        `json:"stride"`
+	VFDevice hwdb.PCIID `json:"vfDevice"`
+	// VFDriver is the driver that binds new VFs.
+	VFDriver string `json:"vfDriver"`
+}
+
+// Bridge is a root port's bus range.
+type Bridge struct {
+	Secondary   int `json:"secondary"`
+	Subordinate int `json:"subordinate"`
+}
+
+// Netdev is a network interface as the tree shows it. With real links its
+// Index and, for Ethernet, its Address are the veth's own.
+type Netdev struct {
+	Name  string `json:"name"`
+	Index int    `json:"index"`
+	// Address is the colon-separated hardware address: 6 bytes, or 20 for
+	// IPoIB (the real veth behind an IPoIB netdev stays Ethernet).
+	Address string `json:"address"`
+	// Type is the ARPHRD type: 1 Ethernet, 32 InfiniBand.
+	Type int `json:"type"`
+	MTU  int `json:"mtu"`
+	// Up is the administrative state; OperState is "up", "down" or
+	// "lowerlayerdown" as the kernel derives it for a veth pair.
+	Up        bool   `json:"up"`
+	OperState string `json:"operState"`
+}
+
+// RDMADevice is a function's RDMA device with its single port.
+type RDMADevice struct {
+	// Name is e.g. "mlx5_0".
+	Name string `json:"name"`
+	// Uverbs is N of /dev/infiniband/uverbsN.
+	Uverbs int `json:"uverbs"`
+	// GUIDs are in sysfs's form, "0c42:a103:0000:3b00".
+	NodeGUID     string `json:"nodeGUID"`
+	SysImageGUID string `json:"sysImageGUID"`
+	PortGUID     string `json:"portGUID"`
+	// LinkLayer is "InfiniBand" or "Ethernet" (RoCE).
+	LinkLayer string `json:"linkLayer"`
+	LID       int    `json:"lid,omitempty"`
+}
+
+// IsVF reports whether the function is a virtual function.
+func (f *Function) IsVF() bool { return f.PF != "" }
+
+// IsNetwork reports whether the function is a network controller, i.e. not
+// one of the root ports the tree puts above each NIC.
+func (f *Function) IsNetwork() bool { return f.Class>>16 == 0x02 }
+
+// clone returns a deep copy.
+func (f *Function) clone() Function {
+	c := *f
+	c.SRIOV = clonePtr(f.SRIOV)
+	c.Bridge = clonePtr(f.Bridge)
+	c.Netdev = clonePtr(f.Netdev)
+	c.Representor = clonePtr(f.Representor)
+	c.RDMA = clonePtr(f.RDMA)
+	return c
+}
+
+func clonePtr[T any](p *T) *T {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	return &c
+}
+
+// Drivers with a special meaning to the tree.
+const (
+	driverVFIO     = "vfio-pci"
+	driverRootPort = "pcieport"
+)
+
+// hasNetdevDriver reports whether the bound driver makes a netdev.
+func (f *Function) hasNetdevDriver() bool { return makesNetdev(f.Driver) }
+
+// makesNetdev reports whether a function bound to driver has a netdev.
+func makesNetdev(driver string) bool {
+	return driver != "" && driver != driverVFIO && driver != driverRootPort
+}
+
+// routingID is a PCI function's bus, device and function number as one
+// 16-bit value, the unit of SR-IOV's offset and stride.
+type routingID uint16
+
+func (r routingID) bus() int  { return int(r >> 8) }
+func (r routingID) slot() int { return int(r >> 3 & 0x1f) }
+func (r routingID) fn() int   { return int(r & 7) }
+
+// addr returns the PCI address in domain 0.
+func (r routingID) addr() string {
+	return fmt.Sprintf("0000:%02x:%02x.%d", r.bus(), r.slot(), r.fn())
+}
+
+// parseRoutingID reads the routing ID back from an address made by addr.
+func parseRoutingID(addr string) (routingID, error) {
+	var bus, slot, fn int
+	if _, err := fmt.Sscanf(addr, "0000:%02x:%02x.%1d", &bus, &slot, &fn); err != nil {
+		return 0, fmt.Errorf("PCI address %q: %w", addr, err)
+	}
+	return routingID(bus<<8 | slot<<3 | fn), nil
+}

@@ -1,0 +1,137 @@
+package virtualnode
+
+import (
+	"encoding/binary"
+	"fmt"
+	"net"
+
+	"github.com/hwnet-io/hwnet/hwdb"
+)
+
+// ARPHRD types of a netdev's type attribute.
+const (
+	arphrdEther      = 1
+	arphrdInfiniBand = 32
+)
+
+// MTUs the drivers start with.
+const (
+	mtuEthernet = 1500
+	mtuIPoIB    = 2044 // datagram mode on a 2048-byte IB MTU
+)
+
+// Roles in byte 3 of a deterministic MAC, which keep a function's MAC and
+// its representor's apart.
+const (
+	roleFunction    = 0
+	roleRepresentor = 1
+)
+
+// mellanoxGUIDBase is the upper half of the GUIDs given to InfiniBand ports:
+// NVIDIA's OUI 0c:42:a1 and a 0x03, as ConnectX cards use.
+const mellanoxGUIDBase = 0x0c42a103 << 32
+
+// attachDriver gives a function bound to a netdev driver its netdev, its
+// representor and, if it has one, its RDMA device; other functions lose
+// them, as when the kernel unbinds a driver.
+func (st *state) attachDriver(f *Function) {
+	f.Netdev, f.Representor, f.RDMA = nil, nil, nil
+	if !f.hasNetdevDriver() {
+		return
+	}
+	rid, _ := parseRoutingID(f.Addr)
+	f.Netdev = &Netdev{
+		Name: f.Ifname, Index: st.allocIfindex(), Address: st.linkMAC(rid, roleFunction).String(),
+		Type: arphrdEther, MTU: mtuEthernet, Up: true, OperState: "up",
+	}
+	if f.LinkType == hwdb.InfiniBand {
+		f.Netdev.Address = ipoibAddress(st.portGUID(f, rid))
+		f.Netdev.Type, f.Netdev.MTU = arphrdInfiniBand, mtuIPoIB
+	}
+	f.Representor = &Netdev{
+		Name: representorName(rid), Index: st.allocIfindex(), Address: st.linkMAC(rid, roleRepresentor).String(),
+		Type: arphrdEther, MTU: f.Netdev.MTU, Up: true, OperState: "up",
+	}
+	if f.RDMACapable {
+		f.RDMA = st.newRDMA(f, rid)
+	}
+}
+
+func (st *state) allocIfindex() int {
+	i := st.Next.Ifindex
+	st.Next.Ifindex++
+	return i
+}
+
+// newRDMA makes the function's RDMA device, named as its driver names
+// them: mlx5_N for mlx5_core, irdmaN for Intel's.
+func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
+	prefix := "irdma"
+	if f.Driver == "mlx5_core" {
+		prefix = "mlx5_"
+	}
+	if st.Next.RDMA == nil {
+		st.Next.RDMA = map[string]int{}
+	}
+	n := st.Next.RDMA[prefix]
+	st.Next.RDMA[prefix]++
+	guid := formatGUID(st.portGUID(f, rid)) // single-port devices share node and port GUID
+	d := &RDMADevice{
+		Name: fmt.Sprintf("%s%d", prefix, n), Uverbs: st.Next.Uverbs,
+		NodeGUID: guid, PortGUID: guid, LinkLayer: "Ethernet",
+	}
+	st.Next.Uverbs++
+	pfRID := rid
+	if f.IsVF() {
+		pfRID, _ = parseRoutingID(f.PF)
+	}
+	d.SysImageGUID = formatGUID(st.portGUID(f, pfRID))
+	if f.LinkType == hwdb.InfiniBand {
+		d.LinkLayer, d.LID = "InfiniBand", st.Next.LID
+		st.Next.LID++
+	}
+	return d
+}
+
+// linkMAC is the locally administered MAC of a function's veth end or of
+// its representor: 02:<seed>:<role>:<bus>:<devfn>.
+func (st *state) linkMAC(rid routingID, role byte) net.HardwareAddr {
+	s0, s1 := st.seed()
+	return net.HardwareAddr{0x02, s0, s1, role, byte(rid >> 8), byte(rid)}
+}
+
+// portGUID is the port GUID of the function at rid: NVIDIA-style for
+// InfiniBand, and for RoCE the EUI-64 of the function's MAC, as the kernel
+// derives it.
+func (st *state) portGUID(f *Function, rid routingID) uint64 {
+	s0, s1 := st.seed()
+	if f.LinkType == hwdb.InfiniBand {
+		return mellanoxGUIDBase | uint64(s0)<<24 | uint64(s1)<<16 | uint64(rid)
+	}
+	mac := st.linkMAC(rid, roleFunction)
+	eui := [8]byte{mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
+	return binary.BigEndian.Uint64(eui[:])
+}
+
+// formatGUID writes a GUID as sysfs does, "0c42:a103:0000:3b00".
+func formatGUID(g uint64) string {
+	return fmt.Sprintf("%04x:%04x:%04x:%04x", g>>48, g>>32&0xffff, g>>16&0xffff, g&0xffff)
+}
+
+// ipoibAddress is an IPoIB hardware address: flags and queue pair number
+// (00:00:10:87), then the port's GID, fe80::/64 and the port GUID.
+func ipoibAddress(guid uint64) string {
+	b := make(net.HardwareAddr, 20)
+	copy(b, []byte{0x00, 0x00, 0x10, 0x87, 0xfe, 0x80})
+	binary.BigEndian.PutUint64(b[12:], guid)
+	return b.String()
+}
+
+// gid0 is a port's GID 0: the link-local prefix and the port GUID.
+func gid0(portGUID string) string { return "fe80:0000:0000:0000:" + portGUID }
+
+// representorName names the veth peer after the function's address, which
+// keeps it unique and within 15 characters: r3b01.2 for 0000:3b:01.2.
+func representorName(rid routingID) string {
+	return fmt.Sprintf("r%02x%02x.%d", rid.bus(), rid.slot(), rid.fn())
+}

@@ -1,0 +1,225 @@
+package virtualnode
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// netnsDir is where named network namespaces are bound, as by ip netns.
+const netnsDir = "/run/netns"
+
+// The management network of the NIC that holds the default route.
+var (
+	routeAddr    = net.IPNet{IP: net.IPv4(10, 255, 0, 2), Mask: net.CIDRMask(24, 32)}
+	routeGateway = net.IPv4(10, 255, 0, 1)
+)
+
+// createNetns creates the named network namespace. netns.NewNamed moves
+// the calling thread into it, so it runs on a locked thread of its own that
+// exits with its goroutine instead of returning to the scheduler.
+func createNetns(name string) error {
+	errc := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread dies in the new netns
+		h, err := netns.NewNamed(name)
+		if err == nil {
+			err = h.Close()
+		}
+		errc <- err
+	}()
+	if err := <-errc; err != nil {
+		return fmt.Errorf("create netns %s: %w", name, err)
+	}
+	return nil
+}
+
+// deleteNetns unbinds and removes a named netns, which destroys its links
+// once no process is left in it. A netns that is already gone is no error.
+func deleteNetns(name string) error {
+	path := filepath.Join(netnsDir, name)
+	err := unix.Unmount(path, unix.MNT_DETACH)
+	if err != nil && err != unix.EINVAL && err != unix.ENOENT {
+		return fmt.Errorf("delete netns %s: unmount: %w", name, err)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("delete netns %s: %w", name, err)
+	}
+	return nil
+}
+
+// links changes the veth pairs in a node's netns.
+type links struct {
+	ns netns.NsHandle
+	h  *netlink.Handle
+}
+
+func openLinks(netnsName string) (*links, error) {
+	ns, err := netns.GetFromName(netnsName)
+	if err != nil {
+		return nil, fmt.Errorf("open netns %s: %w", netnsName, err)
+	}
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		ns.Close()
+		return nil, fmt.Errorf("netlink in netns %s: %w", netnsName, err)
+	}
+	return &links{ns: ns, h: h}, nil
+}
+
+func (l *links) Close() {
+	l.h.Close()
+	l.ns.Close()
+}
+
+// add creates a veth pair for each function with a netdev, both ends up,
+// records the real ifindexes and gives the node's route-holding netdev its
+// address and route.
+func (l *links) add(ctx context.Context, st *state, fs []*Function) error {
+	for _, f := range fs {
+		if f.Netdev == nil {
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := l.addPair(st, f); err != nil {
+			return err
+		}
+	}
+	if err := l.refresh(fs); err != nil {
+		return err
+	}
+	// The peer's flags cannot be given at creation; set it up by the
+	// index the dump found, which saves a lookup by name.
+	for _, f := range fs {
+		if f.Representor == nil {
+			continue
+		}
+		if err := l.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: f.Representor.Index}}); err != nil {
+			return fmt.Errorf("set %s up: %w", f.Representor.Name, err)
+		}
+		if f.Ifname == st.RouteDev {
+			if err := l.addDefaultRoute(f); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+func (l *links) addPair(st *state, f *Function) error {
+	rid, err := parseRoutingID(f.Addr)
+	if err != nil {
+		return err
+	}
+	flags := net.Flags(0)
+	if f.Netdev.Up {
+		flags = net.FlagUp
+	}
+	veth := &netlink.Veth{
+		LinkAttrs: netlink.LinkAttrs{
+			Name: f.Netdev.Name, HardwareAddr: st.linkMAC(rid, roleFunction),
+			MTU: f.Netdev.MTU, Flags: flags, TxQLen: -1,
+		},
+		PeerName:         f.Representor.Name,
+		PeerHardwareAddr: st.linkMAC(rid, roleRepresentor),
+		PeerTxQLen:       -1,
+	}
+	if err := l.h.LinkAdd(veth); err != nil {
+		return fmt.Errorf("add veth %s/%s: %w", f.Netdev.Name, f.Representor.Name, err)
+	}
+	return nil
+}
+
+// refresh reads the real ifindex and MAC of the functions' veth ends with
+// one link dump. An IPoIB netdev keeps its 20-byte address in the tree.
+func (l *links) refresh(fs []*Function) error {
+	all, err := l.h.LinkList()
+	if err != nil {
+		return fmt.Errorf("list links: %w", err)
+	}
+	byName := make(map[string]*netlink.LinkAttrs, len(all))
+	for _, link := range all {
+		byName[link.Attrs().Name] = link.Attrs()
+	}
+	for _, f := range fs {
+		for _, nd := range []*Netdev{f.Netdev, f.Representor} {
+			if nd == nil {
+				continue
+			}
+			a, ok := byName[nd.Name]
+			if !ok {
+				return fmt.Errorf("link %s: %w", nd.Name, os.ErrNotExist)
+			}
+			nd.Index = a.Index
+			if nd.Type == arphrdEther {
+				nd.Address = a.HardwareAddr.String()
+			}
+		}
+	}
+	return nil
+}
+
+// del deletes the function's veth pair; deleting one end takes the other.
+// A netdev that is no longer in the netns, e.g. moved into a pod by a CNI
+// plugin, is left alone.
+func (l *links) del(f *Function) error {
+	link, err := l.h.LinkByName(f.Netdev.Name)
+	if _, gone := errors.AsType[netlink.LinkNotFoundError](err); gone {
+		return nil
+	}
+	if err == nil {
+		err = l.h.LinkDel(link)
+	}
+	if err != nil {
+		return fmt.Errorf("delete veth %s: %w", f.Netdev.Name, err)
+	}
+	return nil
+}
+
+// setUp sets the function's end of the pair up or down. Links are found
+// by name, which a CNI plugin restores when it gives a link back.
+func (l *links) setUp(f *Function, up bool) error {
+	link, err := l.h.LinkByName(f.Netdev.Name)
+	if err == nil && up {
+		err = l.h.LinkSetUp(link)
+	} else if err == nil {
+		err = l.h.LinkSetDown(link)
+	}
+	if err != nil {
+		return fmt.Errorf("set %s up=%t: %w", f.Netdev.Name, up, err)
+	}
+	return nil
+}
+
+// setUpLoopback brings lo up, as on any booted host.
+func (l *links) setUpLoopback() error {
+	if err := l.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: 1}}); err != nil {
+		return fmt.Errorf("set lo up: %w", err)
+	}
+	return nil
+}
+
+// addDefaultRoute gives the function's netdev the management address and
+// the netns's default route through it.
+func (l *links) addDefaultRoute(f *Function) error {
+	link := &netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: f.Netdev.Index, Name: f.Netdev.Name}}
+	addr := routeAddr
+	if err := l.h.AddrAdd(link, &netlink.Addr{IPNet: &addr}); err != nil {
+		return fmt.Errorf("add %s to %s: %w", routeAddr.String(), f.Netdev.Name, err)
+	}
+	route := &netlink.Route{LinkIndex: f.Netdev.Index, Gw: routeGateway}
+	if err := l.h.RouteAdd(route); err != nil {
+		return fmt.Errorf("add default route via %s: %w", routeGateway, err)
+	}
+	return nil
+}

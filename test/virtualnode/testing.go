@@ -1,0 +1,70 @@
+package virtualnode
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/hwdb"
+)
+
+// RequireRoot skips a test that needs root (network namespaces, veth
+// links, mounts) when not root or with -short, and fails it instead when
+// the environment has HWNET_REQUIRE_ROOT=1, as CI does, where such tests
+// must run.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Getenv("HWNET_REQUIRE_ROOT") == "1" {
+		if os.Geteuid() != 0 {
+			t.Fatal("needs root, and HWNET_REQUIRE_ROOT=1 forbids skipping")
+		}
+		return
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: network namespaces, veth links and mounts")
+	}
+	if testing.Short() {
+		t.Skip("needs root: network namespaces, veth links and mounts; skipped with -short")
+	}
+}
+
+// BuildForTest builds spec for a test and destroys the node when the test
+// ends. With links it needs root (see RequireRoot); the spec's name must
+// then be unique among the tests that run at once, as it names the netns.
+func BuildForTest(t testing.TB, spec *Spec, db *hwdb.DB, links bool) *Node {
+	t.Helper()
+	if links {
+		RequireRoot(t)
+	}
+	n, err := Build(context.Background(), spec, db, Options{Dir: testDir(t), Links: links})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := n.Destroy(); err != nil {
+			t.Error(err)
+		}
+	})
+	return n
+}
+
+// testDir returns a directory for a test node's state. As root Build
+// mounts a tmpfs there; otherwise the directory is on /dev/shm when that
+// is a tmpfs, because writing and removing thousands of files on a disk
+// file system takes seconds.
+func testDir(t testing.TB) string {
+	t.Helper()
+	var fs unix.Statfs_t
+	if os.Geteuid() == 0 || unix.Statfs("/dev/shm", &fs) != nil || fs.Type != unix.TMPFS_MAGIC {
+		return filepath.Join(t.TempDir(), "node")
+	}
+	dir, err := os.MkdirTemp("/dev/shm", "virtualnode-test-")
+	if err != nil {
+		return filepath.Join(t.TempDir(), "node")
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return filepath.Join(dir, "node")
+}
