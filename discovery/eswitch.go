@@ -1,0 +1,96 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+)
+
+// Eswitch modes.
+const (
+	ModeLegacy    = "legacy"
+	ModeSwitchdev = "switchdev"
+)
+
+// ESwitchReader reads a PF's eswitch mode. The kernel serves it through
+// devlink, which not every kernel has; tests use an in-memory one.
+type ESwitchReader interface {
+	ESwitchMode(ctx context.Context, pciAddress string) (string, error)
+}
+
+// DevlinkESwitch reads eswitch modes from the kernel's devlink.
+type DevlinkESwitch struct{}
+
+// ESwitchMode asks devlink for the PF's eswitch mode.
+func (DevlinkESwitch) ESwitchMode(_ context.Context, pciAddress string) (string, error) {
+	dev, err := netlink.DevLinkGetDeviceByName("pci", pciAddress)
+	if err != nil {
+		return "", fmt.Errorf("devlink: %w", err)
+	}
+	return dev.Attrs.Eswitch.Mode, nil
+}
+
+// readESwitch reads a PF's mode; without devlink a PF is in legacy mode,
+// which is what the kernel boots every PF in.
+func (a *assembler) readESwitch(ctx context.Context, address string) ESwitch {
+	mode, err := a.opts.ESwitch.ESwitchMode(ctx, address)
+	if err != nil {
+		return ESwitch{Mode: ModeLegacy, Reason: fmt.Sprintf("assumed: %v", err)}
+	}
+	if mode == "" {
+		return ESwitch{Mode: ModeLegacy, Reason: "assumed: devlink reports no eswitch mode"}
+	}
+	return ESwitch{Mode: mode}
+}
+
+// representors finds a switchdev PF's VF representors: the netdevs on the
+// PF's switch (same phys_switch_id) whose phys_port_name is "pf<P>vf<N>".
+func (a *assembler) representors(pf *scanned) map[int]string {
+	if pf.fn.Netdev == nil {
+		return nil
+	}
+	var r attrReader
+	switchID, err := r.read(filepath.Join(pf.dir, "net", pf.fn.Netdev.Name, "phys_switch_id"))
+	if err != nil || switchID == "" {
+		return nil
+	}
+	classNet := filepath.Join(a.opts.SysfsRoot, "class", "net")
+	names, err := readDirNames(classNet)
+	if err != nil {
+		return nil
+	}
+	reps := map[int]string{}
+	for _, n := range names {
+		if id, err := r.read(filepath.Join(classNet, n, "phys_switch_id")); err != nil || id != switchID {
+			continue
+		}
+		port, err := r.read(filepath.Join(classNet, n, "phys_port_name"))
+		if err != nil {
+			continue
+		}
+		if vf, ok := parseVFPortName(port); ok {
+			reps[vf] = n
+		}
+	}
+	return reps
+}
+
+// parseVFPortName returns N of a representor port name "pf0vfN" (or "c1pf0vfN").
+func parseVFPortName(name string) (int, bool) {
+	_, vf, ok := strings.Cut(name, "vf")
+	if !ok || !strings.Contains(name, "pf") {
+		return 0, false
+	}
+	if vf == "" || vf[0] < '0' || vf[0] > '9' {
+		return 0, false
+	}
+	n, err := strconv.Atoi(vf)
+	if err != nil {
+		return 0, false
+	}
+	return n, true
+}

@@ -1,0 +1,109 @@
+package discovery_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// TestDiscoverSwitchdevRepresentors: with devlink saying switchdev, each
+// VF gets the netdev on the PF's switch (same phys_switch_id) whose
+// phys_port_name is pf0vfN; the virtual node's veth peers are those.
+func TestDiscoverSwitchdevRepresentors(t *testing.T) {
+	db := openDB(t)
+	node := buildTree(t, db, virtualnode.DefaultSpec())
+	addRepresentor(t, node.SysRoot(), "other0", "ffff0000", "pf0vf4") // on another switch
+	inv := discover(t, db, node, discovery.Options{ESwitch: fakeESwitch{pf0: discovery.ModeSwitchdev}})
+	pf := findPF(t, inv, pf0)
+	if pf.ESwitch != (discovery.ESwitch{Mode: discovery.ModeSwitchdev}) {
+		t.Errorf("eswitch %+v, want switchdev with no reason", pf.ESwitch)
+	}
+	for _, vf := range pf.VFs {
+		built, _ := node.Device(vf.Address)
+		want := netdevNameBuilt(built.Representor)
+		if vf.Representor != want {
+			t.Errorf("VF %d representor %q, want %q", vf.Index, vf.Representor, want)
+		}
+	}
+	if pf.VFs[4].Representor == "" {
+		t.Error("VF 4 has no representor; the test needs one to tell the switches apart")
+	}
+	legacy := findPF(t, inv, pf1)
+	if legacy.ESwitch.Mode != discovery.ModeLegacy || legacy.VFs[0].Representor != "" {
+		t.Errorf("%s eswitch %+v with VF 0 representor %q, want legacy without", pf1, legacy.ESwitch, legacy.VFs[0].Representor)
+	}
+}
+
+func addRepresentor(t *testing.T, sys, name, switchID, portName string) {
+	t.Helper()
+	dir := filepath.Join(sys, "devices/virtual/net", name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "phys_switch_id"), switchID)
+	writeFile(t, filepath.Join(dir, "phys_port_name"), portName+"\n")
+	if err := os.Symlink("../../devices/virtual/net/"+name, filepath.Join(sys, "class/net", name)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDiscoverVDPADevices(t *testing.T) {
+	db := openDB(t)
+	node := buildTree(t, db, virtualnode.DefaultSpec())
+	vdpa := fakeVDPA{{Parent: pf1vf0, VDPADevice: discovery.VDPADevice{Name: "vdpa0", Driver: "vhost_vdpa", Path: "/dev/vhost-vdpa-0"}}}
+	inv := discover(t, db, node, discovery.Options{VDPA: vdpa})
+	f, _ := inv.Function(pf1vf0)
+	if len(f.VDPA) != 1 || f.VDPA[0] != vdpa[0].VDPADevice {
+		t.Errorf("%s vdpa %+v, want %+v", pf1vf0, f.VDPA, vdpa[0].VDPADevice)
+	}
+}
+
+// TestDiscoverSharedVFDevice: NVIDIA VFs from ConnectX-6 Dx on share
+// device 101e, so a VF's model comes from its PF; a VF whose PF is not
+// visible says why it has no model.
+func TestDiscoverSharedVFDevice(t *testing.T) {
+	db := openDB(t)
+	spec := &virtualnode.Spec{Name: "dx", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-6 Dx", VFs: 2}, {Model: "ConnectX-7", VFs: 2},
+	}}
+	node := buildTree(t, db, spec)
+	inv := discover(t, db, node, discovery.Options{})
+	for _, pf := range inv.PFs {
+		for _, vf := range pf.VFs {
+			if vf.Device != 0x101e || vf.Model != pf.Model {
+				t.Errorf("VF %s (%s) model %q, want its PF's %q", vf.Address, vf.Device, vf.Model, pf.Model)
+			}
+		}
+	}
+	cx7 := inv.PFs[1]
+	removeFunction(t, node.SysRoot(), cx7.Address)
+	inv = discover(t, db, node, discovery.Options{})
+	f, _ := inv.Function(cx7.VFs[0].Address)
+	if f.Model != "" || !hasProblem(f, "shared by") {
+		t.Errorf("orphan VF model %q problems %q, want no model and a problem naming the shared VF ID", f.Model, f.Problems)
+	}
+}
+
+func findPF(t *testing.T, inv *discovery.Inventory, addr string) *discovery.PF {
+	t.Helper()
+	for i := range inv.PFs {
+		if inv.PFs[i].Address == addr {
+			return &inv.PFs[i]
+		}
+	}
+	t.Fatalf("PF %s not in the inventory", addr)
+	return nil
+}
+
+// TestDiscoverBadRoot: a sysfs root without PCI is an error naming it.
+func TestDiscoverBadRoot(t *testing.T) {
+	dir := t.TempDir()
+	_, err := discovery.Discover(t.Context(), discovery.Options{SysfsRoot: dir, DB: openDB(t)})
+	if err == nil || !strings.Contains(err.Error(), dir) {
+		t.Errorf("error %v, want one naming %s", err, dir)
+	}
+}

@@ -1,0 +1,149 @@
+// Package discovery scans a node's sysfs (and /dev) into an immutable
+// Inventory of its network PCI functions: SR-IOV physical functions with
+// their virtual functions, and standalone NICs. Cost is linear in the number
+// of functions; nothing is ever dropped silently: a function that cannot be
+// offered to pods stays in the inventory with the reasons why.
+package discovery
+
+import (
+	"github.com/hwnet-io/hwnet/hwdb"
+)
+
+// Inventory is a snapshot of the node's network PCI functions. It is never
+// modified after Discover returns it, so it can be shared between goroutines.
+type Inventory struct {
+	// PFs are the SR-IOV capable physical functions, sorted by PCI address.
+	PFs []PF `json:"pfs"`
+	// NICs are the network functions that are neither SR-IOV PFs nor VFs of
+	// a PF in this inventory, sorted by PCI address.
+	NICs []Function `json:"nics"`
+	// Problems are node-wide failures, such as an unreadable sysfs root or
+	// a netlink dump that failed; per-function ones live on the function.
+	Problems []string `json:"problems,omitempty"`
+
+	byAddress map[string]*Function
+}
+
+// PF is an SR-IOV physical function and its enabled virtual functions.
+type PF struct {
+	Function
+	SRIOV   SRIOV   `json:"sriov"`
+	ESwitch ESwitch `json:"eswitch"`
+	// VFs are sorted by VF index.
+	VFs []VF `json:"vfs"`
+}
+
+// VF is a virtual function of a PF.
+type VF struct {
+	Function
+	// Index is N of the PF's virtfnN link.
+	Index int `json:"index"`
+	// PF is the PCI address of the physical function.
+	PF string `json:"pf"`
+	// Representor is the VF representor netdev when the PF is in switchdev mode.
+	Representor string `json:"representor,omitempty"`
+}
+
+// SRIOV holds a PF's SR-IOV capability as sysfs reports it.
+type SRIOV struct {
+	TotalVFs int        `json:"totalVFs"`
+	NumVFs   int        `json:"numVFs"`
+	VFDevice hwdb.PCIID `json:"vfDevice"`
+	Offset   int        `json:"offset"`
+	Stride   int        `json:"stride"`
+}
+
+// ESwitch is the PF's embedded switch mode.
+type ESwitch struct {
+	// Mode is "legacy", "switchdev" or "unknown".
+	Mode string `json:"mode"`
+	// Reason explains a mode that was assumed rather than read.
+	Reason string `json:"reason,omitempty"`
+}
+
+// Function is one PCI function and everything discovery learnt about it.
+type Function struct {
+	Address    string        `json:"pciAddress"`
+	Vendor     hwdb.PCIID    `json:"vendor"`
+	Device     hwdb.PCIID    `json:"device"`
+	VendorName string        `json:"vendorName,omitempty"`
+	DeviceName string        `json:"deviceName,omitempty"`
+	Model      string        `json:"model,omitempty"`
+	Class      string        `json:"class"`
+	Driver     string        `json:"driver,omitempty"`
+	NUMANode   int           `json:"numaNode"`
+	IOMMUGroup string        `json:"iommuGroup,omitempty"`
+	VFIODevice string        `json:"vfioDevice,omitempty"`
+	LinkType   hwdb.LinkType `json:"linkType,omitempty"`
+	Netdev     *Netdev       `json:"netdev,omitempty"`
+	RDMA       *RDMA         `json:"rdma,omitempty"`
+	VDPA       []VDPADevice  `json:"vdpa,omitempty"`
+	// Excluded gives the reasons the function must not be offered to pods;
+	// empty means it can be.
+	Excluded []string `json:"excluded,omitempty"`
+	// Problems lists what could not be read or did not make sense.
+	Problems []string `json:"problems,omitempty"`
+}
+
+// Netdev is the kernel network interface a function is bound to.
+type Netdev struct {
+	Name    string `json:"name"`
+	Ifindex int    `json:"ifindex"`
+	// HardwareAddr is the MAC (6 bytes) or IPoIB address (20 bytes).
+	HardwareAddr string `json:"hardwareAddr"`
+	AddrLen      int    `json:"addrLen"`
+	// Type is the ARPHRD type: 1 for Ethernet, 32 for InfiniBand, derived
+	// from the address length.
+	Type      int    `json:"type"`
+	MTU       int    `json:"mtu"`
+	OperState string `json:"operState"`
+	// Speed is in Mb/s; -1 when the link reports none.
+	Speed int `json:"speed"`
+	// StateFrom says whether MTU and OperState came from "netlink" or "sysfs".
+	StateFrom string `json:"stateFrom"`
+	// DefaultRoute is true when the node's default route goes through it.
+	DefaultRoute bool `json:"defaultRoute,omitempty"`
+}
+
+// RDMA is the RDMA device of a function and its first port.
+type RDMA struct {
+	Device      string        `json:"device"`
+	NodeGUID    string        `json:"nodeGUID,omitempty"`
+	PortGUID    string        `json:"portGUID,omitempty"`
+	LinkLayer   hwdb.LinkType `json:"linkLayer,omitempty"`
+	PortState   string        `json:"portState,omitempty"`
+	CharDevices []string      `json:"charDevices,omitempty"`
+}
+
+// VDPADevice is a vDPA device whose parent is the function.
+type VDPADevice struct {
+	Name   string `json:"name"`
+	Driver string `json:"driver,omitempty"`
+	// Path is the vhost-vdpa character device, for the vhost_vdpa driver.
+	Path string `json:"path,omitempty"`
+	// Netdev is the virtio netdev, for the virtio_vdpa driver.
+	Netdev string `json:"netdev,omitempty"`
+}
+
+// Function returns the function with this PCI address, whether PF, VF or NIC.
+func (inv *Inventory) Function(address string) (*Function, bool) {
+	f, ok := inv.byAddress[address]
+	return f, ok
+}
+
+// Len returns the number of functions in the inventory.
+func (inv *Inventory) Len() int { return len(inv.byAddress) }
+
+func (inv *Inventory) index() {
+	inv.byAddress = make(map[string]*Function, len(inv.NICs)+len(inv.PFs)*9)
+	for i := range inv.NICs {
+		inv.byAddress[inv.NICs[i].Address] = &inv.NICs[i]
+	}
+	for i := range inv.PFs {
+		pf := &inv.PFs[i]
+		inv.byAddress[pf.Address] = &pf.Function
+		for j := range pf.VFs {
+			inv.byAddress[pf.VFs[j].Address] = &pf.VFs[j].Function
+		}
+	}
+}

@@ -1,0 +1,255 @@
+package discovery
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+)
+
+// linkState is what netlink says of one link.
+type linkState struct {
+	ifindex   int
+	mtu       int
+	operState string
+}
+
+// linkTable is one netlink dump of the links and default routes of the
+// network namespace discovery runs in.
+type linkTable struct {
+	byName       map[string]linkState
+	defaultRoute map[int]bool
+	problems     []string
+}
+
+// readLinkTable dumps links and routes once each, so that discovery costs
+// three netlink requests however many functions there are. netnsPath
+// names the network namespace to ask; "" means the caller's.
+func readLinkTable(netnsPath string) linkTable {
+	t := linkTable{byName: map[string]linkState{}, defaultRoute: map[int]bool{}}
+	sock, err := openRouteSocket(netnsPath)
+	if err != nil {
+		t.problems = append(t.problems, fmt.Sprintf("netlink: %v; link state comes from sysfs", err))
+		return t
+	}
+	defer sock.Close()
+	buf := make([]byte, 1<<16)
+	if err := dump(sock, buf, linkDumpRequest(), unix.RTM_NEWLINK, t.addLink); err != nil {
+		t.problems = append(t.problems, fmt.Sprintf("netlink: listing links: %v; link state comes from sysfs", err))
+	}
+	for _, family := range []int{unix.AF_INET, unix.AF_INET6} {
+		if err := dump(sock, buf, routeDumpRequest(family), unix.RTM_NEWROUTE, t.addRoute); err != nil {
+			t.problems = append(t.problems, fmt.Sprintf("netlink: listing routes: %v; default-route NICs are not detected", err))
+			break
+		}
+	}
+	return t
+}
+
+// openRouteSocket opens a rtnetlink socket in the network namespace at
+// path, or in the caller's when path is "". A socket, unlike switching
+// the thread's namespace, serves any goroutine.
+func openRouteSocket(path string) (*nl.NetlinkSocket, error) {
+	ns := netns.None()
+	if path != "" {
+		var err error
+		if ns, err = netns.GetFromPath(path); err != nil {
+			return nil, fmt.Errorf("opening network namespace %s: %w", path, err)
+		}
+		defer ns.Close()
+	}
+	return nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
+}
+
+// rtextFilterSkipStats asks the kernel to leave link statistics out of a
+// dump (linux/rtnetlink.h), which cuts a quarter of the bytes.
+const rtextFilterSkipStats = 1 << 3
+
+func linkDumpRequest() *nl.NetlinkRequest {
+	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
+	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
+	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(rtextFilterSkipStats)))
+	return req
+}
+
+func routeDumpRequest(family int) *nl.NetlinkRequest {
+	req := nl.NewNetlinkRequest(unix.RTM_GETROUTE, unix.NLM_F_DUMP)
+	req.AddData(&nl.RtMsg{RtMsg: unix.RtMsg{Family: uint8(family), Table: unix.RT_TABLE_MAIN}})
+	return req
+}
+
+// dump sends a dump request and hands the body of every message of type
+// want to fn. It walks each datagram in place and parses only what fn
+// asks for: the netlink package's LinkList and RouteList parse every
+// attribute of every link and route, which on a node with thousands of VFs
+// (and their IPv6 link-local routes) costs more than the whole sysfs scan.
+func dump(sock *nl.NetlinkSocket, buf []byte, req *nl.NetlinkRequest, want uint16, fn func(body []byte)) error {
+	if err := sock.Send(req); err != nil {
+		return err
+	}
+	for {
+		n, _, err := unix.Recvfrom(sock.GetFd(), buf, 0)
+		if err == unix.EINTR {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		done, err := walkMessages(buf[:n], want, fn)
+		if done || err != nil {
+			return err
+		}
+	}
+}
+
+// walkMessages walks one datagram of a dump; done is true at its end.
+func walkMessages(b []byte, want uint16, fn func(body []byte)) (done bool, err error) {
+	for len(b) >= unix.NLMSG_HDRLEN {
+		l := int(nl.NativeEndian().Uint32(b))
+		typ := nl.NativeEndian().Uint16(b[4:])
+		if l < unix.NLMSG_HDRLEN || l > len(b) {
+			return true, fmt.Errorf("malformed netlink message of length %d", l)
+		}
+		body := b[unix.NLMSG_HDRLEN:l]
+		switch typ {
+		case unix.NLMSG_DONE:
+			return true, nil
+		case unix.NLMSG_ERROR:
+			return true, nlError(body)
+		case want:
+			fn(body)
+		}
+		b = b[min(nlmAlign(l), len(b)):]
+	}
+	return false, nil
+}
+
+func (t *linkTable) addLink(body []byte) {
+	if name, st, ok := parseLinkMessage(body); ok {
+		t.byName[name] = st
+	}
+}
+
+// addRoute records the interfaces of a default route of the main table.
+func (t *linkTable) addRoute(body []byte) {
+	for _, ifindex := range parseDefaultRoute(body) {
+		t.defaultRoute[ifindex] = true
+	}
+}
+
+// apply replaces the sysfs link state of nd with netlink's when netlink
+// sees a link of that name and ifindex. The ifindex check keeps a link of
+// the same name in another namespace from being mistaken for this one.
+func (t *linkTable) apply(nd *Netdev) {
+	l, ok := t.byName[nd.Name]
+	if !ok || l.ifindex != nd.Ifindex {
+		return
+	}
+	nd.MTU = l.mtu
+	nd.OperState = l.operState
+	nd.StateFrom = "netlink"
+	nd.DefaultRoute = t.defaultRoute[l.ifindex]
+}
+
+// Offsets in a RTM_NEWLINK message: struct ifinfomsg, then attributes.
+const (
+	ifinfomsgLen    = 16
+	ifinfomsgIndex  = 4
+	rtattrHeaderLen = 4
+)
+
+// operStates are the kernel's IF_OPER_* values, as ip and sysfs name them.
+var operStates = [...]string{"unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up"}
+
+// parseLinkMessage takes name, index, MTU and operstate from the body of a
+// RTM_NEWLINK message; ok is false for a message too short or unnamed.
+func parseLinkMessage(b []byte) (name string, st linkState, ok bool) {
+	if len(b) < ifinfomsgLen {
+		return "", st, false
+	}
+	st.ifindex = int(int32(nl.NativeEndian().Uint32(b[ifinfomsgIndex:])))
+	st.operState = operStates[0]
+	walkAttrs(b[ifinfomsgLen:], func(typ uint16, v []byte) {
+		switch {
+		case typ == unix.IFLA_IFNAME && len(v) > 0:
+			name = strings.TrimRight(string(v), "\x00")
+		case typ == unix.IFLA_MTU && len(v) == 4:
+			st.mtu = int(nl.NativeEndian().Uint32(v))
+		case typ == unix.IFLA_OPERSTATE && len(v) == 1 && int(v[0]) < len(operStates):
+			st.operState = operStates[v[0]]
+		}
+	})
+	return name, st, name != ""
+}
+
+func nlmAlign(n int) int { return (n + 3) &^ 3 }
+
+// nlError turns an NLMSG_ERROR body into the errno it carries.
+func nlError(b []byte) error {
+	if len(b) < 4 {
+		return fmt.Errorf("short netlink error message")
+	}
+	return unix.Errno(-int32(nl.NativeEndian().Uint32(b)))
+}
+
+// Offsets in a RTM_NEWROUTE message: struct rtmsg, then attributes.
+const (
+	rtmsgLen     = 12
+	rtmsgDstLen  = 1
+	rtmsgTable   = 4
+	rtmsgType    = 7
+	rtnexthopLen = 8
+	rtnexthopOIF = 4
+)
+
+// parseDefaultRoute returns the output interfaces of a unicast default
+// route (destination length 0) in the main table, or nil for any other.
+func parseDefaultRoute(b []byte) []int {
+	if len(b) < rtmsgLen || b[rtmsgDstLen] != 0 || b[rtmsgType] != unix.RTN_UNICAST {
+		return nil
+	}
+	table := uint32(b[rtmsgTable])
+	var oifs []int
+	walkAttrs(b[rtmsgLen:], func(typ uint16, v []byte) {
+		switch {
+		case typ == unix.RTA_TABLE && len(v) == 4:
+			table = nl.NativeEndian().Uint32(v)
+		case typ == unix.RTA_OIF && len(v) == 4:
+			oifs = append(oifs, int(int32(nl.NativeEndian().Uint32(v))))
+		case typ == unix.RTA_MULTIPATH:
+			oifs = append(oifs, nexthopOIFs(v)...)
+		}
+	})
+	if table != unix.RT_TABLE_MAIN {
+		return nil
+	}
+	return oifs
+}
+
+// nexthopOIFs lists the interfaces of a RTA_MULTIPATH's rtnexthops.
+func nexthopOIFs(b []byte) []int {
+	var oifs []int
+	for len(b) >= rtnexthopLen {
+		l := int(nl.NativeEndian().Uint16(b))
+		if l < rtnexthopLen || l > len(b) {
+			break
+		}
+		oifs = append(oifs, int(int32(nl.NativeEndian().Uint32(b[rtnexthopOIF:]))))
+		b = b[min(nlmAlign(l), len(b)):]
+	}
+	return oifs
+}
+
+// walkAttrs calls fn for each route attribute, stopping at a malformed one.
+func walkAttrs(b []byte, fn func(typ uint16, v []byte)) {
+	for len(b) >= rtattrHeaderLen {
+		l := int(nl.NativeEndian().Uint16(b))
+		if l < rtattrHeaderLen || l > len(b) {
+			return
+		}
+		fn(nl.NativeEndian().Uint16(b[2:])&^unix.NLA_F_NESTED, b[rtattrHeaderLen:l])
+		b = b[min(nlmAlign(l), len(b)):]
+	}
+}

@@ -1,0 +1,67 @@
+package discovery
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/k8snetworkplumbingwg/govdpa/pkg/kvdpa"
+)
+
+// VDPALister lists the node's vDPA devices. The kernel serves them through
+// its vdpa netlink family, which not every kernel has; tests use an
+// in-memory one.
+type VDPALister interface {
+	VDPADevices(ctx context.Context) ([]ParentedVDPA, error)
+}
+
+// ParentedVDPA is a vDPA device and the PCI function it runs on.
+type ParentedVDPA struct {
+	VDPADevice
+	// Parent is the PCI address of the management device.
+	Parent string
+}
+
+// KernelVDPA lists vDPA devices through govdpa.
+type KernelVDPA struct{}
+
+// VDPADevices lists the vDPA devices whose management device is on PCI.
+func (KernelVDPA) VDPADevices(context.Context) ([]ParentedVDPA, error) {
+	devs, err := kvdpa.ListVdpaDevices()
+	if err != nil {
+		return nil, fmt.Errorf("vdpa: %w", err)
+	}
+	var out []ParentedVDPA
+	for _, d := range devs {
+		mgmt := d.MgmtDev()
+		if mgmt == nil || mgmt.BusName() != "pci" {
+			continue
+		}
+		v := ParentedVDPA{Parent: mgmt.DevName(), VDPADevice: VDPADevice{Name: d.Name(), Driver: d.Driver()}}
+		if vh := d.VhostVdpa(); vh != nil {
+			v.Path = vh.Path()
+		}
+		if vn := d.VirtioNet(); vn != nil {
+			v.Netdev = vn.NetDev()
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// vdpaTable is the node's vDPA devices by parent PCI address.
+type vdpaTable struct {
+	byParent map[string][]VDPADevice
+	problem  string
+}
+
+func readVDPATable(ctx context.Context, l VDPALister) vdpaTable {
+	devs, err := l.VDPADevices(ctx)
+	if err != nil {
+		return vdpaTable{problem: fmt.Sprintf("%v; no vDPA devices listed", err)}
+	}
+	t := vdpaTable{byParent: map[string][]VDPADevice{}}
+	for _, d := range devs {
+		t.byParent[d.Parent] = append(t.byParent[d.Parent], d.VDPADevice)
+	}
+	return t
+}
