@@ -1,0 +1,94 @@
+// Package ctl implements hwnetctl, the operator's command line: the node's
+// NIC inventory and the virtual SR-IOV node for trying hwnet without
+// hardware.
+package ctl
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"sort"
+)
+
+// command is one hwnetctl subcommand.
+type command struct {
+	summary string
+	run     func(ctx context.Context, args []string, out, errOut io.Writer) error
+}
+
+func commands() map[string]command {
+	return map[string]command{
+		"inventory":    {"list the node's PFs, VFs and NICs", runInventory},
+		"virtual-node": {"create, enter or destroy a virtual SR-IOV node", runVirtualNode},
+	}
+}
+
+// Main runs hwnetctl with args (without the program name) and returns the
+// process exit code: 0 on success, 2 for usage errors, 1 otherwise.
+func Main(ctx context.Context, args []string, out, errOut io.Writer) int {
+	cmds := commands()
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(errOut, cmds)
+		return 2
+	}
+	cmd, ok := cmds[args[0]]
+	if !ok {
+		fmt.Fprintf(errOut, "hwnetctl: unknown command %q\n", args[0])
+		usage(errOut, cmds)
+		return 2
+	}
+	err := cmd.run(ctx, args[1:], out, errOut)
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 2
+	case errors.As(err, new(usageError)):
+		if err.Error() != "" {
+			fmt.Fprintf(errOut, "hwnetctl %s: %v\n", args[0], err)
+		}
+		return 2
+	default:
+		fmt.Fprintf(errOut, "hwnetctl %s: %v\n", args[0], err)
+		return 1
+	}
+}
+
+func usage(w io.Writer, cmds map[string]command) {
+	fmt.Fprintln(w, "usage: hwnetctl <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(cmds))
+	for n := range cmds {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-14s %s\n", n, cmds[n].summary)
+	}
+	fmt.Fprintln(w, "\nRun 'hwnetctl <command> -h' for a command's flags.")
+}
+
+// usageError is a mistake in the command line rather than a failure.
+type usageError struct{ msg string }
+
+func (e usageError) Error() string { return e.msg }
+
+// newFlagSet returns a flag set that reports errors instead of exiting.
+func newFlagSet(name string, errOut io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("hwnetctl "+name, flag.ContinueOnError)
+	fs.SetOutput(errOut)
+	return fs
+}
+
+// parseFlags parses args and turns a flag mistake, which the flag package
+// has already printed with the usage, into a silent usageError.
+func parseFlags(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return usageError{}
+	}
+	return nil
+}
