@@ -30,10 +30,11 @@ func renderTable(w io.Writer, inv *discovery.Inventory) error {
 		}
 	}
 	if len(inv.NICs) > 0 {
-		fmt.Fprintln(tw, "\nNIC\tVENDOR:DEVICE\tMODEL\tDRIVER\tNUMA\tLINK\tNETDEV\tSTATE")
+		fmt.Fprintln(tw, "\nNIC\tVENDOR:DEVICE\tMODEL\tDRIVER\tNUMA\tLINK\tNETDEV\tSTATE\tNAME")
 		for _, n := range inv.NICs {
-			fmt.Fprintf(tw, "%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Address, n.Vendor, n.Device, dash(n.Model),
-				dash(n.Driver), numa(n.NUMANode), dash(string(n.LinkType)), netdevName(n.Netdev), state(n.Netdev))
+			fmt.Fprintf(tw, "%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Address, n.Vendor, n.Device, dash(n.Model),
+				dash(n.Driver), numa(n.NUMANode), dash(string(n.LinkType)), netdevName(n.Netdev), state(n.Netdev),
+				dash(strings.TrimSpace(n.VendorName+" "+n.DeviceName)))
 		}
 	}
 	if err := tw.Flush(); err != nil {

@@ -39,10 +39,10 @@ func (DevlinkESwitch) ESwitchMode(_ context.Context, pciAddress string) (string,
 func (a *assembler) readESwitch(ctx context.Context, address string) ESwitch {
 	mode, err := a.opts.ESwitch.ESwitchMode(ctx, address)
 	if err != nil {
-		return ESwitch{Mode: ModeLegacy, Reason: fmt.Sprintf("assumed: %v", err)}
+		return ESwitch{Mode: ModeLegacy, Reason: fmt.Sprintf("assumed, the kernel's default (%v)", err)}
 	}
 	if mode == "" {
-		return ESwitch{Mode: ModeLegacy, Reason: "assumed: devlink reports no eswitch mode"}
+		return ESwitch{Mode: ModeLegacy, Reason: "assumed, the kernel's default (devlink reports no eswitch mode)"}
 	}
 	return ESwitch{Mode: mode}
 }

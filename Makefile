@@ -1,0 +1,49 @@
+# hwnet build, test, benchmark and demo entry points. Everything runs on a
+# fresh machine: `make deps` installs what the tests need.
+GO        ?= go
+BIN       := bin
+PKGS      := ./...
+# Root tests fail instead of skipping when this is 1 (CI sets it).
+HWNET_REQUIRE_ROOT ?= 0
+FUZZTIME  ?= 10s
+
+.PHONY: all build test unit deps lint bench bench-peers fuzz demo clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/ ./cmd/...
+
+deps:
+	bash test/install-deps.sh
+
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+# The whole suite: unit, root (virtual node with real netns and veth) and
+# fuzz seed corpora.
+test: deps lint
+	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) $(GO) test -count=1 -race $(PKGS)
+
+# Unit tests only: no root, no network namespaces.
+unit:
+	$(GO) test -count=1 -short $(PKGS)
+
+bench:
+	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
+
+# Discovery beside its peers on one virtual node per size (root).
+bench-peers:
+	bash test/bench/discovery-peers.sh
+
+# Each fuzz target for FUZZTIME.
+fuzz:
+	bash test/fuzz.sh $(FUZZTIME)
+
+# The main job: hwnetctl inventory on a freshly generated virtual SR-IOV node.
+demo: build
+	bash test/demo.sh
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs what hwnet's build and tests need on a fresh Debian machine of
+# this project's kind, and nothing when it is already there.
+set -euo pipefail
+
+need=()
+command -v ip >/dev/null || need+=(iproute2)
+command -v gcc >/dev/null || need+=(gcc)   # go test -race needs cgo
+command -v git >/dev/null || need+=(git)
+command -v make >/dev/null || need+=(make)
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    echo "install-deps: missing ${need[*]}; run as root or install them" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${need[*]}"
+  apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if ! command -v go >/dev/null; then
+  echo "install-deps: no go on PATH (expected /usr/local/go/bin)" >&2
+  exit 1
+fi
+want=1.26
+have=$(go env GOVERSION | sed 's/^go//')
+case "$have" in
+  "$want"|"$want".*) ;;
+  *) echo "install-deps: go $have found, go $want needed" >&2; exit 1 ;;
+esac
