@@ -2,12 +2,14 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 // Eswitch modes.
@@ -28,6 +30,9 @@ type DevlinkESwitch struct{}
 // ESwitchMode asks devlink for the PF's eswitch mode.
 func (DevlinkESwitch) ESwitchMode(_ context.Context, pciAddress string) (string, error) {
 	dev, err := netlink.DevLinkGetDeviceByName("pci", pciAddress)
+	if errors.Is(err, unix.ENOENT) {
+		return "", fmt.Errorf("devlink: the kernel has no devlink netlink family: %w", err)
+	}
 	if err != nil {
 		return "", fmt.Errorf("devlink: %w", err)
 	}

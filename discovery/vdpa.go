@@ -2,9 +2,11 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/k8snetworkplumbingwg/govdpa/pkg/kvdpa"
+	"golang.org/x/sys/unix"
 )
 
 // VDPALister lists the node's vDPA devices. The kernel serves them through
@@ -27,6 +29,9 @@ type KernelVDPA struct{}
 // VDPADevices lists the vDPA devices whose management device is on PCI.
 func (KernelVDPA) VDPADevices(context.Context) ([]ParentedVDPA, error) {
 	devs, err := kvdpa.ListVdpaDevices()
+	if errors.Is(err, unix.ENOENT) {
+		return nil, fmt.Errorf("vdpa: the kernel has no vdpa netlink family: %w", err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("vdpa: %w", err)
 	}
