@@ -226,6 +226,32 @@ func TestExec(t *testing.T) {
 	}
 }
 
+// TestQuietIPv6: the node's netns does no duplicate address detection or
+// router solicitation, which would keep the kernel busy after a build,
+// while the host's settings stay as they were.
+func TestQuietIPv6(t *testing.T) {
+	RequireRoot(t)
+	const dad = "/proc/sys/net/ipv6/conf/default/accept_dad"
+	host, err := os.ReadFile(dad)
+	if err != nil {
+		t.Skip("needs root and a kernel with IPv6:", err)
+	}
+	n := build(t, rootSpec(t), true)
+	ctx := context.Background()
+	var out strings.Builder
+	cmd := exec.CommandContext(ctx, "sh", "-c", "cat "+dad+" /proc/sys/net/ipv6/conf/default/router_solicitations")
+	cmd.Stdout = &out
+	if err := n.Exec(ctx, cmd); err != nil {
+		t.Fatal(err)
+	}
+	if out.String() != "0\n0\n" {
+		t.Errorf("inside the node accept_dad and router_solicitations are %q, want 0 and 0", out.String())
+	}
+	if after, _ := os.ReadFile(dad); string(after) != string(host) {
+		t.Errorf("host accept_dad changed from %q to %q", host, after)
+	}
+}
+
 // TestMutationsWithLinks changes the hardware and checks that the links
 // follow the tree.
 func TestMutationsWithLinks(t *testing.T) {
