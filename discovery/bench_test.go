@@ -11,18 +11,29 @@ import (
 // BenchmarkDiscovery scans trees of 16 PFs with 128, 512 and 2048 VFs in
 // all. The foundation issue's bound: 2048 VFs in under 100 ms, i.e. cost
 // linear in devices; ns/device should stay flat across sizes.
-func BenchmarkDiscovery(b *testing.B) {
+func BenchmarkDiscovery(b *testing.B) { benchmarkDiscovery(b, false) }
+
+// BenchmarkDiscoveryLinked is the agent's own path (root): every netdev a
+// real veth link with its representor peer, so netlink is dumped and
+// matched too.
+func BenchmarkDiscoveryLinked(b *testing.B) { benchmarkDiscovery(b, true) }
+
+func benchmarkDiscovery(b *testing.B, links bool) {
 	db := openDB(b)
 	for _, vfs := range []int{128, 512, 2048} {
 		b.Run(fmt.Sprintf("vfs=%d", vfs), func(b *testing.B) {
-			spec := &virtualnode.Spec{Name: "bench", PFs: []virtualnode.PFSpec{
+			spec := &virtualnode.Spec{Name: fmt.Sprintf("bench-%d", vfs), PFs: []virtualnode.PFSpec{
 				{Model: "E810-C", Count: 16, VFs: vfs / 16, NUMA: []int{0, 1}},
 			}}
-			node := buildTree(b, db, spec)
+			node := virtualnode.BuildForTest(b, spec, db, links)
+			opts := discovery.Options{}
+			if links {
+				opts.Netns = "/run/netns/" + node.NetnsName()
+			}
 			var inv *discovery.Inventory
 			b.ResetTimer()
 			for b.Loop() {
-				inv = discover(b, db, node, discovery.Options{})
+				inv = discover(b, db, node, opts)
 			}
 			if inv.Len() != vfs+16 {
 				b.Fatalf("found %d functions, want %d", inv.Len(), vfs+16)

@@ -38,8 +38,9 @@ type virtfn struct {
 
 // functionScanner reads one PCI function's directory at a time.
 type functionScanner struct {
-	opts Options
-	r    attrReader
+	opts  Options
+	links *pendingLinks
+	r     attrReader
 }
 
 // scan returns nil for functions that are neither network controllers nor

@@ -34,25 +34,28 @@ func (s *functionScanner) readNetdev(sc *scanned) {
 		sc.problem(fmt.Errorf("netdev %s: %w", name, err))
 	}
 	nd.Type = arphrdType(nd.AddrLen)
-	for _, a := range []struct {
-		name string
-		dst  *int
-	}{{"ifindex", &nd.Ifindex}, {"mtu", &nd.MTU}} {
-		v, err := s.r.readInt(path.Join(dir, a.name))
-		if err != nil {
+	nd.Ifindex = s.readNetdevInt(sc, dir, "ifindex")
+	// Once netlink's dump is in, the assembler takes MTU and operstate
+	// from it; reading them here as well would be wasted.
+	if !s.links.has(name, nd.Ifindex) {
+		nd.MTU = s.readNetdevInt(sc, dir, "mtu")
+		if nd.OperState, err = s.r.read(path.Join(dir, "operstate")); err != nil {
 			sc.problem(fmt.Errorf("netdev %s: %w", name, err))
 		}
-		*a.dst = v
-	}
-	nd.OperState, err = s.r.read(path.Join(dir, "operstate"))
-	if err != nil {
-		sc.problem(fmt.Errorf("netdev %s: %w", name, err))
 	}
 	// The kernel answers EINVAL for speed while the link is down.
 	if v, err := s.r.readInt(path.Join(dir, "speed")); err == nil && v > 0 {
 		nd.Speed = v
 	}
 	sc.fn.Netdev = nd
+}
+
+func (s *functionScanner) readNetdevInt(sc *scanned, dir, attr string) int {
+	v, err := s.r.readInt(path.Join(dir, attr))
+	if err != nil {
+		sc.problem(fmt.Errorf("netdev %s: %w", path.Base(dir), err))
+	}
+	return v
 }
 
 // arphrdType derives the link type from the address length, which saves

@@ -24,6 +24,24 @@ type linkTable struct {
 	problems     []string
 }
 
+// pendingLinks is a link table that is being dumped while the scan runs.
+type pendingLinks struct {
+	done  chan struct{}
+	table linkTable
+}
+
+// has reports whether the dump is in and has a link of that name and
+// ifindex; it never waits.
+func (p *pendingLinks) has(name string, ifindex int) bool {
+	select {
+	case <-p.done:
+		l, ok := p.table.byName[name]
+		return ok && l.ifindex == ifindex
+	default:
+		return false
+	}
+}
+
 // readLinkTable dumps links and routes once each, so that discovery costs
 // three netlink requests however many functions there are. netnsPath
 // names the network namespace to ask; "" means the caller's.
@@ -60,7 +78,15 @@ func openRouteSocket(path string) (*nl.NetlinkSocket, error) {
 		}
 		defer ns.Close()
 	}
-	return nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
+	sock, err := nl.GetNetlinkSocketAt(ns, netns.None(), unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, err
+	}
+	// Strict checking makes the kernel honour the route dump's table, so
+	// the local table's route per link and address never reaches us.
+	// Kernels before 4.20 lack it; parseDefaultRoute checks the table too.
+	_ = unix.SetsockoptInt(sock.GetFd(), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1)
+	return sock, nil
 }
 
 // rtextFilterSkipStats asks the kernel to leave link statistics out of a

@@ -46,17 +46,17 @@ func Discover(ctx context.Context, opts Options) (*Inventory, error) {
 	}
 	var (
 		wg    sync.WaitGroup
-		links linkTable
+		links = &pendingLinks{done: make(chan struct{})}
 		vdpa  vdpaTable
 	)
-	wg.Go(func() { links = readLinkTable(opts.Netns) })
+	wg.Go(func() { links.table = readLinkTable(opts.Netns); close(links.done) })
 	wg.Go(func() { vdpa = readVDPATable(ctx, opts.VDPA) })
-	scanned, err := scanAll(ctx, opts, names)
+	scanned, err := scanAll(ctx, opts, names, links)
 	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	a := assembler{opts: opts, links: links, vdpa: vdpa}
+	a := assembler{opts: opts, links: links.table, vdpa: vdpa}
 	return a.assemble(ctx, scanned), nil
 }
 
@@ -78,14 +78,14 @@ func (o Options) withDefaults() Options {
 
 // scanAll reads every PCI function in parallel, one attrReader a worker,
 // and returns the network ones in address order.
-func scanAll(ctx context.Context, opts Options, names []string) ([]*scanned, error) {
+func scanAll(ctx context.Context, opts Options, names []string, links *pendingLinks) ([]*scanned, error) {
 	slices.Sort(names)
 	results := make([]*scanned, len(names))
 	workers := min(runtime.GOMAXPROCS(0), len(names)/32+1)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			s := functionScanner{opts: opts}
+			s := functionScanner{opts: opts, links: links}
 			for i := w; i < len(names); i += workers {
 				if ctx.Err() != nil {
 					return
