@@ -53,15 +53,14 @@ func (s *functionScanner) scan(name string) *scanned {
 	}
 	defer unix.Close(fd)
 	s.r.dirfd = fd
-	entries, err := s.r.listFD(fd, dir)
+	entries, err := s.r.listDevice(fd, dir)
 	if err != nil {
 		return s.unreadable(name, dir, err)
 	}
-	has := func(e string) bool { return slices.Contains(entries, e) }
-	sc := &scanned{dir: dir, fn: Function{Address: name, NUMANode: -1}, hasPhysfn: has("physfn")}
+	sc := &scanned{dir: dir, fn: Function{Address: name, NUMANode: -1}, hasPhysfn: entries.physfn}
 	// A function whose class cannot be read stays, with the problem: it
 	// may be a NIC, and a NIC is never dropped silently.
-	if s.readIDs(sc) && sc.class>>16 != classNetwork && !has("sriov_totalvfs") && !sc.hasPhysfn {
+	if s.readIDs(sc) && sc.class>>16 != classNetwork && !entries.sriov && !sc.hasPhysfn {
 		return nil
 	}
 	if _, err := parsePCIAddress(name); err != nil {
@@ -69,13 +68,13 @@ func (s *functionScanner) scan(name string) *scanned {
 	}
 	sc.fn.Class = fmt.Sprintf("0x%06x", sc.class)
 	s.readIdentity(sc)
-	if has("sriov_totalvfs") {
-		s.readSRIOV(sc, entries)
+	if entries.sriov {
+		s.readSRIOV(sc, entries.virtfns)
 	}
-	if has("net") {
+	if entries.net {
 		s.readNetdev(sc)
 	}
-	if has("infiniband") {
+	if entries.infiniband {
 		s.readRDMA(sc)
 	}
 	return sc
@@ -181,7 +180,7 @@ func (s *functionScanner) findVFIODevice(sc *scanned) {
 }
 
 // readSRIOV reads a PF's SR-IOV attributes and its virtfnN links.
-func (s *functionScanner) readSRIOV(sc *scanned, entries []string) {
+func (s *functionScanner) readSRIOV(sc *scanned, virtfns []string) {
 	sr := &SRIOV{}
 	for _, a := range []struct {
 		name string
@@ -199,7 +198,7 @@ func (s *functionScanner) readSRIOV(sc *scanned, entries []string) {
 		}
 	}
 	sc.sriov = sr
-	for _, e := range entries {
+	for _, e := range virtfns {
 		idx, ok := parseVirtfn(e)
 		if !ok {
 			continue

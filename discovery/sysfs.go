@@ -1,6 +1,8 @@
 package discovery
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -83,26 +85,89 @@ func (r *attrReader) dirNames(rel string) ([]string, error) {
 // NAME_MAX name and its NUL, 8-byte aligned.
 const maxDirent = (19 + 255 + 1 + 7) &^ 7
 
-// listFD lists an open directory with raw getdents into the reader's
-// buffer, which spares os.File's fstat and fcntl calls. Linux fills a
-// getdents buffer until the directory ends or the next entry does not
-// fit, so a read that leaves room for the largest entry was the last one,
-// and the call that would return 0 is skipped.
+// listFD lists an open directory's entry names.
 func (r *attrReader) listFD(fd int, name string) ([]string, error) {
 	var names []string
+	err := r.getdents(fd, name, func(e []byte) { names = append(names, string(e)) })
+	return names, err
+}
+
+// getdents calls fn with each entry name of an open directory, "." and
+// ".." aside, as a slice of the reader's buffer. It uses raw getdents,
+// which spares os.File's fstat and fcntl calls. Linux fills a getdents
+// buffer until the directory ends or the next entry does not fit, so a
+// read that leaves room for the largest entry was the last one, and the
+// call that would return 0 is skipped.
+func (r *attrReader) getdents(fd int, name string, fn func(entry []byte)) error {
 	for {
 		n, err := unix.Getdents(fd, r.buf[:])
 		if err == unix.EINTR {
 			continue
 		}
 		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
+			return fmt.Errorf("%s: %w", name, err)
 		}
-		_, _, names = unix.ParseDirent(r.buf[:n], -1, names)
+		walkDirents(r.buf[:n], fn)
 		if n == 0 || n <= len(r.buf)-maxDirent {
-			return names, nil
+			return nil
 		}
 	}
+}
+
+// Offsets in a struct linux_dirent64.
+const (
+	direntReclen = 16
+	direntName   = 19
+)
+
+// walkDirents calls fn with each name in a getdents buffer.
+func walkDirents(b []byte, fn func(name []byte)) {
+	for len(b) > direntName {
+		reclen := int(binary.NativeEndian.Uint16(b[direntReclen:]))
+		if reclen <= direntName || reclen > len(b) {
+			return
+		}
+		name := b[direntName:reclen]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		if string(name) != "." && string(name) != ".." {
+			fn(name)
+		}
+		b = b[reclen:]
+	}
+}
+
+// deviceEntries is what the listing of a PCI function's directory tells
+// discovery.
+type deviceEntries struct {
+	physfn, sriov, net, infiniband bool
+	// virtfns are the names of a PF's virtfnN links.
+	virtfns []string
+}
+
+// listDevice lists an open function directory, keeping only the entries
+// discovery looks at: turning all of a VF's thirty-odd names into strings
+// costs half as much again as the listing itself.
+func (r *attrReader) listDevice(fd int, name string) (deviceEntries, error) {
+	var d deviceEntries
+	err := r.getdents(fd, name, func(e []byte) {
+		switch string(e) {
+		case "physfn":
+			d.physfn = true
+		case "sriov_totalvfs":
+			d.sriov = true
+		case "net":
+			d.net = true
+		case "infiniband":
+			d.infiniband = true
+		default:
+			if len(e) > len("virtfn") && string(e[:len("virtfn")]) == "virtfn" {
+				d.virtfns = append(d.virtfns, string(e))
+			}
+		}
+	})
+	return d, err
 }
 
 func openat(dirfd int, rel string, flags int) (int, error) {

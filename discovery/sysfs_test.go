@@ -199,6 +199,11 @@ func FuzzSysfsParsers(f *testing.F) {
 		if u, err := parsePCIUevent(s); err == nil && u.class > 0xffffff {
 			t.Errorf("parsePCIUevent(%q) accepted class %#x", s, u.class)
 		}
+		walkDirents([]byte(s), func(name []byte) {
+			if len(name) == 0 || len(name) > len(s) {
+				t.Errorf("walkDirents(%q) gave name %q", s, name)
+			}
+		})
 		if n, ok := parseVFPortName(s); ok && n < 0 {
 			t.Errorf("parseVFPortName(%q) = %d", s, n)
 		}
