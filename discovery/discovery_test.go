@@ -2,8 +2,10 @@ package discovery_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -86,6 +88,29 @@ func TestDiscoverFindsEveryFunction(t *testing.T) {
 	}
 	for _, pf := range inv.PFs {
 		checkPF(t, node, &pf)
+	}
+}
+
+// TestInventoryJSONRoundTrip: an inventory read back from JSON answers
+// lookups like the one discovery made.
+func TestInventoryJSONRoundTrip(t *testing.T) {
+	db := openDB(t)
+	inv := discover(t, db, buildTree(t, db, virtualnode.DefaultSpec()), discovery.Options{})
+	data, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back discovery.Inventory
+	if err := json.Unmarshal(data, &back); err != nil {
+		t.Fatal(err)
+	}
+	if back.Len() != inv.Len() {
+		t.Errorf("read back %d functions, want %d", back.Len(), inv.Len())
+	}
+	want, _ := inv.Function(ibVF1)
+	got, ok := back.Function(ibVF1)
+	if !ok || !reflect.DeepEqual(got, want) {
+		t.Errorf("read back %s as %+v, want %+v", ibVF1, got, want)
 	}
 }
 

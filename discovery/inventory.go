@@ -6,6 +6,8 @@
 package discovery
 
 import (
+	"encoding/json"
+
 	"github.com/hwnet-io/hwnet/hwdb"
 )
 
@@ -133,6 +135,17 @@ func (inv *Inventory) Function(address string) (*Function, bool) {
 
 // Len returns the number of functions in the inventory.
 func (inv *Inventory) Len() int { return len(inv.byAddress) }
+
+// UnmarshalJSON decodes an inventory, as hwnetctl inventory -o json writes
+// it, and rebuilds its address index so that Function and Len work.
+func (inv *Inventory) UnmarshalJSON(data []byte) error {
+	type fields Inventory // without this method
+	if err := json.Unmarshal(data, (*fields)(inv)); err != nil {
+		return err
+	}
+	inv.index()
+	return nil
+}
 
 func (inv *Inventory) index() {
 	inv.byAddress = make(map[string]*Function, len(inv.NICs)+len(inv.PFs)*9)
