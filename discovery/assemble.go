@@ -16,6 +16,9 @@ type assembler struct {
 	opts  Options
 	links linkTable
 	vdpa  vdpaTable
+	// switches maps switch IDs to their VF representors, read on the
+	// first switchdev PF.
+	switches map[string]map[int]string
 }
 
 func (a *assembler) assemble(ctx context.Context, all []*scanned) *Inventory {
@@ -143,9 +146,8 @@ func (a *assembler) orphan(sc *scanned) Function {
 
 func physfnProblem(dir string) string {
 	target, err := os.Readlink(filepath.Join(dir, "physfn"))
-	pf := filepath.Base(target)
 	if err != nil {
 		return fmt.Sprintf("VF with an unreadable physfn link: %v", err)
 	}
-	return fmt.Sprintf("VF of PF %s, which is not present or does not list it", pf)
+	return fmt.Sprintf("VF of PF %s, which is not present or does not list it", filepath.Base(target))
 }

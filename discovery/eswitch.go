@@ -58,30 +58,41 @@ func (a *assembler) representors(pf *scanned) map[int]string {
 	if pf.fn.Netdev == nil {
 		return nil
 	}
-	var r attrReader
+	r := cwdReader()
 	switchID, err := r.read(filepath.Join(pf.dir, "net", pf.fn.Netdev.Name, "phys_switch_id"))
 	if err != nil || switchID == "" {
 		return nil
 	}
-	classNet := filepath.Join(a.opts.SysfsRoot, "class", "net")
-	names, err := readDirNames(classNet)
-	if err != nil {
-		return nil
+	if a.switches == nil {
+		a.switches = readSwitchPorts(r, filepath.Join(a.opts.SysfsRoot, "class", "net"))
 	}
-	reps := map[int]string{}
+	return a.switches[switchID]
+}
+
+// readSwitchPorts reads every netdev's switch ID and VF port once, for all
+// switchdev PFs together: VF index to representor name, by switch ID.
+func readSwitchPorts(r *attrReader, classNet string) map[string]map[int]string {
+	switches := map[string]map[int]string{}
+	names, err := r.dirNames(classNet)
+	if err != nil {
+		return switches
+	}
 	for _, n := range names {
-		if id, err := r.read(filepath.Join(classNet, n, "phys_switch_id")); err != nil || id != switchID {
+		id, err := r.read(filepath.Join(classNet, n, "phys_switch_id"))
+		if err != nil || id == "" {
 			continue
 		}
 		port, err := r.read(filepath.Join(classNet, n, "phys_port_name"))
-		if err != nil {
+		vf, ok := parseVFPortName(port)
+		if err != nil || !ok {
 			continue
 		}
-		if vf, ok := parseVFPortName(port); ok {
-			reps[vf] = n
+		if switches[id] == nil {
+			switches[id] = map[int]string{}
 		}
+		switches[id][vf] = n
 	}
-	return reps
+	return switches
 }
 
 // parseVFPortName returns N of a representor port name "pf0vfN" (or "c1pf0vfN").

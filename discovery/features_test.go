@@ -38,6 +38,33 @@ func TestDiscoverSwitchdevRepresentors(t *testing.T) {
 	}
 }
 
+// TestDiscoverRelativeRoot: a sysfs root given relative to the working
+// directory, as `hwnetctl inventory --sysfs sys` does, finds the same
+// functions and representors as an absolute one.
+func TestDiscoverRelativeRoot(t *testing.T) {
+	db := openDB(t)
+	node := buildTree(t, db, virtualnode.DefaultSpec())
+	opts := discovery.Options{ESwitch: fakeESwitch{pf0: discovery.ModeSwitchdev, pf1: discovery.ModeSwitchdev}}
+	abs := discover(t, db, node, opts)
+	t.Chdir(node.Dir())
+	opts.SysfsRoot, opts.DevRoot, opts.DB, opts.VDPA = "sys", "dev", db, fakeVDPA(nil)
+	rel, err := discovery.Discover(t.Context(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel.Len() != abs.Len() {
+		t.Errorf("relative root found %d functions, absolute %d", rel.Len(), abs.Len())
+	}
+	for _, addr := range []string{pf0, pf1} {
+		for i, vf := range findPF(t, rel, addr).VFs {
+			want := findPF(t, abs, addr).VFs[i].Representor
+			if vf.Representor != want || (want == "" && vf.Netdev != nil) {
+				t.Errorf("%s VF %d: representor %q with a relative root, %q with an absolute one", addr, vf.Index, vf.Representor, want)
+			}
+		}
+	}
+}
+
 func addRepresentor(t *testing.T, sys, name, switchID, portName string) {
 	t.Helper()
 	dir := filepath.Join(sys, "devices/virtual/net", name)

@@ -3,7 +3,6 @@ package discovery
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -40,7 +39,7 @@ func Discover(ctx context.Context, opts Options) (*Inventory, error) {
 	if opts.DB == nil {
 		return nil, fmt.Errorf("discovery: Options.DB is required")
 	}
-	names, err := readDirNames(filepath.Join(opts.SysfsRoot, pciDevicesDir))
+	names, err := cwdReader().dirNames(filepath.Join(opts.SysfsRoot, pciDevicesDir))
 	if err != nil {
 		return nil, fmt.Errorf("discovery: listing PCI functions under sysfs root %q: %w", opts.SysfsRoot, err)
 	}
@@ -99,14 +98,4 @@ func scanAll(ctx context.Context, opts Options, names []string, links *pendingLi
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
 	return slices.DeleteFunc(results, func(s *scanned) bool { return s == nil }), nil
-}
-
-// readDirNames lists a directory without sorting or stat-ing its entries.
-func readDirNames(dir string) ([]string, error) {
-	f, err := os.Open(dir)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	return f.Readdirnames(-1)
 }

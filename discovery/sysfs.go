@@ -24,6 +24,10 @@ type attrReader struct {
 	buf   [4096]byte
 }
 
+// cwdReader returns a reader whose relative paths start at the working
+// directory, for reads that are not about one function's directory.
+func cwdReader() *attrReader { return &attrReader{dirfd: unix.AT_FDCWD} }
+
 // read returns the attribute at rel, relative to the directory, with
 // surrounding white space trimmed. Errors name rel.
 func (r *attrReader) read(rel string) (string, error) {
