@@ -2,6 +2,7 @@ package ctl
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -74,9 +75,7 @@ func loadSpec(file string) (*virtualnode.Spec, error) {
 // nodeFlags are the flags that find an existing node.
 type nodeFlags struct{ name, dir *string }
 
-func addNodeFlags(fs interface {
-	String(name, value, usage string) *string
-}) nodeFlags {
+func addNodeFlags(fs *flag.FlagSet) nodeFlags {
 	return nodeFlags{
 		name: fs.String("name", "default", "node name"),
 		dir:  fs.String("dir", "", "state directory; default /run/hwnet/virtual-node/<name>"),
