@@ -99,6 +99,9 @@ type Netdev struct {
 	Type      int    `json:"type"`
 	MTU       int    `json:"mtu"`
 	OperState string `json:"operState"`
+	// Up is the administrative state (IFF_UP): a link that is up with
+	// OperState "down" has lost its carrier.
+	Up bool `json:"up"`
 	// Speed is in Mb/s; -1 when the link reports none.
 	Speed int `json:"speed"`
 	// StateFrom says whether MTU and OperState came from "netlink" or "sysfs".

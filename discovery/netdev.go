@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hwnet-io/hwnet/hwdb"
 )
@@ -42,6 +46,7 @@ func (s *functionScanner) readNetdev(sc *scanned) {
 		if nd.OperState, err = s.r.read(path.Join(dir, "operstate")); err != nil {
 			sc.problem(fmt.Errorf("netdev %s: %w", name, err))
 		}
+		nd.Up = s.readNetdevFlags(sc, dir)&unix.IFF_UP != 0
 	}
 	// The kernel answers EINVAL for speed while the link is down.
 	if v, err := s.r.readInt(path.Join(dir, "speed")); err == nil && v > 0 {
@@ -56,6 +61,19 @@ func (s *functionScanner) readNetdevInt(sc *scanned, dir, attr string) int {
 		sc.problem(fmt.Errorf("netdev %s: %w", path.Base(dir), err))
 	}
 	return v
+}
+
+// readNetdevFlags reads the interface flags, which sysfs writes in hex.
+func (s *functionScanner) readNetdevFlags(sc *scanned, dir string) uint64 {
+	v, err := s.r.read(path.Join(dir, "flags"))
+	if err == nil {
+		var flags uint64
+		if flags, err = strconv.ParseUint(strings.TrimPrefix(v, "0x"), 16, 32); err == nil {
+			return flags
+		}
+	}
+	sc.problem(fmt.Errorf("netdev %s: flags: %w", path.Base(dir), err))
+	return 0
 }
 
 // arphrdType derives the link type from the address length, which saves

@@ -14,6 +14,7 @@ type linkState struct {
 	ifindex   int
 	mtu       int
 	operState string
+	up        bool
 }
 
 // linkTable is one netlink dump of the links and default routes of the
@@ -175,6 +176,7 @@ func (t *linkTable) apply(nd *Netdev) {
 	}
 	nd.MTU = l.mtu
 	nd.OperState = l.operState
+	nd.Up = l.up
 	nd.StateFrom = "netlink"
 	nd.DefaultRoute = t.defaultRoute[l.ifindex]
 }
@@ -183,13 +185,14 @@ func (t *linkTable) apply(nd *Netdev) {
 const (
 	ifinfomsgLen    = 16
 	ifinfomsgIndex  = 4
+	ifinfomsgFlags  = 8
 	rtattrHeaderLen = 4
 )
 
 // operStates are the kernel's IF_OPER_* values, as ip and sysfs name them.
 var operStates = [...]string{"unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up"}
 
-// parseLinkMessage takes name, index, MTU and operstate from the body of a
+// parseLinkMessage takes name, index, flags, MTU and operstate from the body of a
 // RTM_NEWLINK message; ok is false for a message too short or unnamed.
 func parseLinkMessage(b []byte) (name string, st linkState, ok bool) {
 	if len(b) < ifinfomsgLen {
@@ -197,6 +200,7 @@ func parseLinkMessage(b []byte) (name string, st linkState, ok bool) {
 	}
 	st.ifindex = int(int32(nl.NativeEndian().Uint32(b[ifinfomsgIndex:])))
 	st.operState = operStates[0]
+	st.up = nl.NativeEndian().Uint32(b[ifinfomsgFlags:])&unix.IFF_UP != 0
 	walkAttrs(b[ifinfomsgLen:], func(typ uint16, v []byte) {
 		switch {
 		case typ == unix.IFLA_IFNAME && len(v) > 0:

@@ -173,6 +173,12 @@ func (p *planner) addPF(ps *PFSpec, m *hwdb.Model, k int) (*Function, error) {
 		IOMMUGroup: p.st.allocIOMMUGroup(), LinkType: linkType, Ifname: pciIfname(linkType, rid),
 		Speed: speed, RDMACapable: m.RDMA || linkType == hwdb.InfiniBand, SRIOV: sr,
 	}
+	if k < len(ps.Names) {
+		if err := checkIfname(ps.Names[k]); err != nil {
+			return nil, &SpecError{Field: "names", Err: err}
+		}
+		pf.Ifname = ps.Names[k]
+	}
 	if sr.TotalVFs > 0 {
 		if err := checkIfname(vfIfname(pf, sr.TotalVFs-1)); err != nil {
 			return nil, &SpecError{Field: "totalVFs", Err: fmt.Errorf("VF netdev names get too long: %w", err)}

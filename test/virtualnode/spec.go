@@ -40,6 +40,9 @@ type PFSpec struct {
 	VFIO VFIndices `json:"vfio,omitempty"`
 	// NUMA is the NUMA node of each PF, cycled; empty means node 0.
 	NUMA []int `json:"numa,omitempty"`
+	// Names are the PFs' netdev names, one per PF in order, e.g. to match
+	// a config's pfNames; missing ones get the predictable enp<bus>s0f0.
+	Names []string `json:"names,omitempty"`
 	// LinkType is the ports' link layer; "" means the model's default.
 	LinkType hwdb.LinkType `json:"linkType,omitempty"`
 	// VFOffset and VFStride place VF i at routing ID
@@ -231,6 +234,9 @@ func (p *PFSpec) validate() error {
 	}
 	if p.TotalVFs != 0 && p.TotalVFs < p.VFs {
 		return &SpecError{Field: "totalVFs", Err: fmt.Errorf("%d is less than vfs (%d)", p.TotalVFs, p.VFs)}
+	}
+	if len(p.Names) > max(p.Count, 1) {
+		return &SpecError{Field: "names", Err: fmt.Errorf("%d names for %d PFs", len(p.Names), max(p.Count, 1))}
 	}
 	if _, err := parseRanges(string(p.VFIO), p.VFs); err != nil {
 		return &SpecError{Field: "vfio", Err: err}

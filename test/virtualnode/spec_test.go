@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"sigs.k8s.io/yaml"
@@ -242,5 +244,28 @@ func checkPlan(t *testing.T, spec *Spec, db *hwdb.DB) {
 		if vf.Addr != want.addr() {
 			t.Fatalf("VF %d of %s at %s, want %s", vf.VFIndex, pf.Addr, vf.Addr, want.addr())
 		}
+	}
+}
+
+func TestSpecPFNames(t *testing.T) {
+	db := openDB(t)
+	spec := &Spec{Name: "names", PFs: []PFSpec{{Model: "E810-C", Count: 2, VFs: 2, Names: []string{"ens785f0"}}}}
+	st, err := plan(spec, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, f := range st.Functions {
+		if f.Ifname != "" {
+			got = append(got, f.Ifname)
+		}
+	}
+	want := []string{"ens785f0", "ens785f0v0", "ens785f0v1", "enp62s0f0", "enp62s0f0v0", "enp62s0f0v1"}
+	if !slices.Equal(got, want) {
+		t.Errorf("netdev names %v, want %v", got, want)
+	}
+	spec.PFs[0].Names = []string{"a", "b", "c"}
+	if err := spec.Validate(); err == nil || !strings.Contains(err.Error(), "names") {
+		t.Errorf("three names for two PFs: error %v, want one naming the names field", err)
 	}
 }
