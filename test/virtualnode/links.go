@@ -210,17 +210,17 @@ func (l *links) del(f *Function) error {
 	return nil
 }
 
-// setUp sets the function's end of the pair up or down. Links are found
-// by name, which a CNI plugin restores when it gives a link back.
-func (l *links) setUp(f *Function, up bool) error {
-	link, err := l.h.LinkByName(f.Netdev.Name)
+// setUp sets a link up or down by name: a CNI plugin restores the name
+// when it gives a link back, while its index may change.
+func (l *links) setUp(name string, up bool) error {
+	link, err := l.h.LinkByName(name)
 	if err == nil && up {
 		err = l.h.LinkSetUp(link)
 	} else if err == nil {
 		err = l.h.LinkSetDown(link)
 	}
 	if err != nil {
-		return fmt.Errorf("set %s up=%t: %w", f.Netdev.Name, up, err)
+		return fmt.Errorf("set %s up=%t: %w", name, up, err)
 	}
 	return nil
 }

@@ -200,13 +200,46 @@ func checkBind(f *Function, driver string) error {
 func (n *Node) SetLinkUp(ctx context.Context, ifname string, up bool) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := n.setLinkUp(ctx, ifname, up); err != nil {
+	netdev := func(f *Function) *Netdev { return f.Netdev }
+	err := n.changeLink(ctx, ifname, netdev, up, func(f *Function) {
+		f.Netdev.Up = up
+		f.Netdev.OperState, f.Representor.OperState = "down", "lowerlayerdown"
+		if up {
+			f.Netdev.OperState, f.Representor.OperState = "up", "up"
+		}
+	})
+	if err != nil {
 		return fmt.Errorf("set link %s up=%t: %w", ifname, up, err)
 	}
 	return nil
 }
 
-func (n *Node) setLinkUp(ctx context.Context, ifname string, up bool) error {
+// SetCarrier takes a function's carrier away or gives it back while the
+// netdev stays administratively up, as a VF's `link_state disable` or a
+// pulled cable does: the veth peer (the representor) goes down or up.
+func (n *Node) SetCarrier(ctx context.Context, ifname string, on bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	representor := func(f *Function) *Netdev { return f.Representor }
+	err := n.changeLink(ctx, ifname, representor, on, func(f *Function) {
+		f.Representor.Up = on
+		f.Netdev.OperState, f.Representor.OperState = "down", "down"
+		if on {
+			f.Representor.OperState = "up"
+			if f.Netdev.Up {
+				f.Netdev.OperState = "up"
+			}
+		}
+	})
+	if err != nil {
+		return fmt.Errorf("set carrier of %s on=%t: %w", ifname, on, err)
+	}
+	return nil
+}
+
+// changeLink sets one link of the function whose netdev is ifname up or
+// down, applies the resulting state and rewrites it into the tree.
+func (n *Node) changeLink(ctx context.Context, ifname string, link func(*Function) *Netdev, up bool, apply func(*Function)) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -215,14 +248,10 @@ func (n *Node) setLinkUp(ctx context.Context, ifname string, up bool) error {
 		return errors.New("no function has this netdev")
 	}
 	f := n.st.Functions[i]
-	if err := n.changeLinks(func(ls *links) error { return ls.setUp(f, up) }); err != nil {
+	if err := n.changeLinks(func(ls *links) error { return ls.setUp(link(f).Name, up) }); err != nil {
 		return err
 	}
-	f.Netdev.Up = up
-	f.Netdev.OperState, f.Representor.OperState = "down", "lowerlayerdown"
-	if up {
-		f.Netdev.OperState, f.Representor.OperState = "up", "up"
-	}
+	apply(f)
 	l := n.layout()
 	l.writeLinkChange(f)
 	if err := l.Err(); err != nil {

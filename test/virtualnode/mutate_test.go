@@ -271,3 +271,26 @@ func TestBuildRefusesUsedDir(t *testing.T) {
 		t.Errorf("Build removed what was there: %v", err)
 	}
 }
+
+// TestSetCarrier: the netdev stays administratively up while its carrier
+// goes, which is what separates a broken VF from an idle one.
+func TestSetCarrier(t *testing.T) {
+	ctx := context.Background()
+	n := build(t, DefaultSpec(), true)
+	for _, tt := range []struct {
+		on                   bool
+		operstate, flags, up string
+	}{
+		{false, "down", "0x1003", "0"},
+		{true, "up", "0x1003", "1"},
+	} {
+		if err := n.SetCarrier(ctx, "enp59s0f0v1", tt.on); err != nil {
+			t.Fatal(err)
+		}
+		nd := filepath.Join(n.SysRoot(), "class/net/enp59s0f0v1")
+		got := readAttr(t, nd+"/operstate") + " " + readAttr(t, nd+"/flags") + " " + readAttr(t, nd+"/carrier")
+		if want := tt.operstate + " " + tt.flags + " " + tt.up; got != want {
+			t.Errorf("carrier on=%t: operstate, flags and carrier %q, want %q", tt.on, got, want)
+		}
+	}
+}
