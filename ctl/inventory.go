@@ -3,6 +3,7 @@ package ctl
 import (
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,10 +16,7 @@ import (
 
 func runInventory(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("inventory", errOut)
-	sysfs := fs.String("sysfs", "/sys", "sysfs root to scan")
-	dev := fs.String("dev", "/dev", "device directory root")
-	netns := fs.String("netns", "", "network namespace path whose links and routes to read (default: this process's)")
-	extra := fs.String("hwdb", "", "YAML or JSON file of NIC models to add to the hardware database")
+	df := addDiscoveryFlags(fs)
 	format := fs.String("o", "table", "output format: table, json or yaml")
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -30,15 +28,37 @@ func runInventory(ctx context.Context, args []string, out, errOut io.Writer) err
 	if !ok {
 		return usageError{fmt.Sprintf("-o: unknown output format %q (want table, json or yaml)", *format)}
 	}
-	db, err := openDB(*extra)
-	if err != nil {
-		return err
-	}
-	inv, err := discovery.Discover(ctx, discovery.Options{SysfsRoot: *sysfs, DevRoot: *dev, Netns: *netns, DB: db})
+	inv, _, err := df.discover(ctx)
 	if err != nil {
 		return err
 	}
 	return render(out, inv)
+}
+
+// discoveryFlags are the flags that say where and how to discover the
+// node's functions.
+type discoveryFlags struct{ sysfs, dev, netns, hwdb *string }
+
+func addDiscoveryFlags(fs *flag.FlagSet) discoveryFlags {
+	return discoveryFlags{
+		sysfs: fs.String("sysfs", "/sys", "sysfs root to scan"),
+		dev:   fs.String("dev", "/dev", "device directory root"),
+		netns: fs.String("netns", "", "network namespace path whose links and routes to read (default: this process's)"),
+		hwdb:  fs.String("hwdb", "", "YAML or JSON file of NIC models to add to the hardware database"),
+	}
+}
+
+// discover opens the hardware database and discovers the node with it.
+func (f discoveryFlags) discover(ctx context.Context) (*discovery.Inventory, *hwdb.DB, error) {
+	db, err := openDB(*f.hwdb)
+	if err != nil {
+		return nil, nil, err
+	}
+	inv, err := discovery.Discover(ctx, discovery.Options{SysfsRoot: *f.sysfs, DevRoot: *f.dev, Netns: *f.netns, DB: db})
+	if err != nil {
+		return nil, nil, err
+	}
+	return inv, db, nil
 }
 
 // openDB opens the hardware database with the admin's models, if any.

@@ -1,0 +1,85 @@
+package pools_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// noESwitch answers as a kernel without devlink does.
+type noESwitch struct{}
+
+func (noESwitch) ESwitchMode(context.Context, string) (string, error) {
+	return "", errors.New("devlink: no such file or directory")
+}
+
+// fakeVDPA is an in-memory vdpa netlink family: the node's vDPA devices.
+type fakeVDPA []discovery.ParentedVDPA
+
+func (f fakeVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return f, nil }
+
+func openDB(t testing.TB) *hwdb.DB {
+	t.Helper()
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
+
+// discoverNode builds spec as a tree-only virtual node (no root needed)
+// and discovers it, with vdpa as the node's vDPA devices.
+func discoverNode(t testing.TB, db *hwdb.DB, spec *virtualnode.Spec, vdpa fakeVDPA) *discovery.Inventory {
+	t.Helper()
+	node := virtualnode.BuildForTest(t, spec, db, false)
+	inv, err := discovery.Discover(context.Background(), discovery.Options{
+		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db, ESwitch: noESwitch{}, VDPA: vdpa,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+func mustParse(t testing.TB, config string) *pools.Config {
+	t.Helper()
+	cfg, err := pools.Parse([]byte(config))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	return cfg
+}
+
+// vfs returns the addresses of VFs first to last of the virtual node PF
+// on bus: the node puts VF i at device 1+i/8, function i%8 of its PF's bus.
+func vfs(bus string, first, last int) []string {
+	var out []string
+	for i := first; i <= last; i++ {
+		out = append(out, fmt.Sprintf("0000:%s:%02x.%d", bus, 1+i/8, i%8))
+	}
+	return out
+}
+
+// poolIDs returns each pool's full name and device IDs, in order.
+func poolIDs(res *pools.Result) []namedIDs {
+	var out []namedIDs
+	for _, p := range res.Pools {
+		ids := []string{}
+		for _, d := range p.Devices {
+			ids = append(ids, d.ID)
+		}
+		out = append(out, namedIDs{p.Resource.FullName(), ids})
+	}
+	return out
+}
+
+type namedIDs struct {
+	Name string
+	IDs  []string
+}
