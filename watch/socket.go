@@ -1,0 +1,122 @@
+package watch
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// SocketEvent says an entry of a watched directory was created or removed.
+type SocketEvent struct {
+	// Name is the entry's name in the directory, e.g. "kubelet.sock".
+	Name    string
+	Removed bool
+}
+
+// SocketWatcher reports entries created in and removed from a directory,
+// such as kubelet's device-plugins directory: a restarting kubelet
+// removes every socket there and creates kubelet.sock anew, and each
+// device plugin must then serve its socket again and re-register. If the
+// directory does not exist, it waits for it to appear.
+type SocketWatcher struct {
+	dir   *dirWatch
+	match func(name string) bool
+	// present holds the matching entries known to exist.
+	present map[string]bool
+}
+
+// WatchSockets starts watching the entries of dir whose names match; a
+// nil match takes every entry. Entries that exist already are not
+// reported.
+func WatchSockets(dir string, match func(name string) bool) (*SocketWatcher, error) {
+	d, err := newDirWatch(dir)
+	if err != nil {
+		return nil, fmt.Errorf("watch sockets in %s: %w", dir, err)
+	}
+	if match == nil {
+		match = func(string) bool { return true }
+	}
+	w := &SocketWatcher{dir: d, match: match}
+	if w.present, err = w.list(); err != nil {
+		d.Close()
+		return nil, fmt.Errorf("watch sockets in %s: %w", dir, err)
+	}
+	return w, nil
+}
+
+// Run sends the creation and removal of matching entries to out until ctx
+// is done, keeping only the latest event per name while out is not ready.
+// When the directory appears or goes, or the kernel dropped events, it
+// reports every matching entry as created, since any may have been
+// replaced unseen, and every one gone as removed. Run closes the watch
+// when it returns, so a SocketWatcher runs once.
+func (w *SocketWatcher) Run(ctx context.Context, out chan<- SocketEvent) error {
+	return pump(ctx, w.dir, out, func(put func(string, SocketEvent)) error {
+		emit := func(ev SocketEvent) { put(ev.Name, ev) }
+		onEntry := func(ev fsnotify.Event) { w.entry(ev, emit) }
+		onReset := func() error { return w.rescan(emit) }
+		if err := w.dir.run(onEntry, onReset); err != nil {
+			return fmt.Errorf("watch sockets in %s: %w", w.dir.dir, err)
+		}
+		return nil
+	})
+}
+
+// Close releases the watch of a SocketWatcher that is not run.
+func (w *SocketWatcher) Close() error { return w.dir.Close() }
+
+// entry reports an entry's creation or removal. It reports only changes of
+// what is known to exist: a rescan may have seen an entry whose event was
+// still on its way.
+func (w *SocketWatcher) entry(ev fsnotify.Event, emit func(SocketEvent)) {
+	name := filepath.Base(ev.Name)
+	if !w.match(name) {
+		return
+	}
+	switch {
+	case ev.Has(fsnotify.Create) && !w.present[name]:
+		w.present[name] = true
+		emit(SocketEvent{Name: name})
+	case ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && w.present[name]:
+		delete(w.present, name)
+		emit(SocketEvent{Name: name, Removed: true})
+	}
+}
+
+func (w *SocketWatcher) rescan(emit func(SocketEvent)) error {
+	now, err := w.list()
+	if err != nil {
+		return err
+	}
+	for _, name := range slices.Sorted(maps.Keys(w.present)) {
+		if !now[name] {
+			emit(SocketEvent{Name: name, Removed: true})
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(now)) {
+		emit(SocketEvent{Name: name})
+	}
+	w.present = now
+	return nil
+}
+
+// list returns the matching entries of the directory; none if it is
+// missing.
+func (w *SocketWatcher) list() (map[string]bool, error) {
+	entries, err := os.ReadDir(w.dir.dir)
+	if err != nil && !missing(err) {
+		return nil, err
+	}
+	names := map[string]bool{}
+	for _, e := range entries {
+		if w.match(e.Name()) {
+			names[e.Name()] = true
+		}
+	}
+	return names, nil
+}

@@ -1,0 +1,154 @@
+package watch
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// makeSocket binds a unix socket at path and closes it, which leaves the
+// socket file, as a server that went away does.
+func makeSocket(t *testing.T, path string) {
+	t.Helper()
+	fd, err := unix.Socket(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	if err := unix.Bind(fd, &unix.SockaddrUnix{Name: path}); err != nil {
+		t.Fatalf("bind %s: %v", path, err)
+	}
+}
+
+func remove(t *testing.T, path string) {
+	t.Helper()
+	if err := os.RemoveAll(path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// plugins matches kubelet's socket and the agent's plugin sockets.
+func plugins(name string) bool {
+	return name == "kubelet.sock" || strings.HasPrefix(name, "hwnet-")
+}
+
+func TestSocketWatcher(t *testing.T) {
+	tests := []struct {
+		name string
+		// dir is the watched directory below the test's temporary one,
+		// which exists before the watch starts unless absent, with the
+		// sockets existing.
+		dir      string
+		absent   bool
+		existing []string
+		change   func(t *testing.T, dir string)
+		want     []SocketEvent
+	}{{
+		name:   "kubelet socket created",
+		dir:    "device-plugins",
+		change: func(t *testing.T, dir string) { makeSocket(t, filepath.Join(dir, "kubelet.sock")) },
+		want:   []SocketEvent{{Name: "kubelet.sock"}},
+	}, {
+		name:     "plugin socket removed",
+		dir:      "device-plugins",
+		existing: []string{"kubelet.sock", "hwnet-a.sock", "hwnet-b.sock"},
+		change:   func(t *testing.T, dir string) { remove(t, filepath.Join(dir, "hwnet-a.sock")) },
+		want:     []SocketEvent{{Name: "hwnet-a.sock", Removed: true}},
+	}, {
+		name:     "kubelet restart",
+		dir:      "device-plugins",
+		existing: []string{"kubelet.sock", "hwnet-a.sock", "other.sock"},
+		change: func(t *testing.T, dir string) {
+			for _, name := range []string{"hwnet-a.sock", "other.sock", "kubelet.sock"} {
+				remove(t, filepath.Join(dir, name))
+			}
+			makeSocket(t, filepath.Join(dir, "kubelet.sock"))
+		},
+		want: []SocketEvent{{Name: "hwnet-a.sock", Removed: true}, {Name: "kubelet.sock"}},
+	}, {
+		name:   "directory and parent made later",
+		dir:    "kubelet/device-plugins",
+		absent: true,
+		change: func(t *testing.T, dir string) {
+			if err := os.MkdirAll(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			makeSocket(t, filepath.Join(dir, "kubelet.sock"))
+		},
+		want: []SocketEvent{{Name: "kubelet.sock"}},
+	}, {
+		name:     "directory made again",
+		dir:      "device-plugins",
+		existing: []string{"kubelet.sock", "hwnet-a.sock"},
+		change: func(t *testing.T, dir string) {
+			remove(t, dir)
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			makeSocket(t, filepath.Join(dir, "kubelet.sock"))
+		},
+		want: []SocketEvent{{Name: "hwnet-a.sock", Removed: true}, {Name: "kubelet.sock"}},
+	}, {
+		name:     "directory renamed",
+		dir:      "device-plugins",
+		existing: []string{"kubelet.sock"},
+		change: func(t *testing.T, dir string) {
+			if err := os.Rename(dir, dir+".old"); err != nil {
+				t.Fatal(err)
+			}
+		},
+		want: []SocketEvent{{Name: "kubelet.sock", Removed: true}},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), tt.dir)
+			if !tt.absent {
+				if err := os.MkdirAll(dir, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, name := range tt.existing {
+				makeSocket(t, filepath.Join(dir, name))
+			}
+			w, err := WatchSockets(dir, plugins)
+			if err != nil {
+				t.Fatal(err)
+			}
+			events := run(t, w.Run)
+			tt.change(t, dir)
+			expectSockets(t, events, tt.want)
+			expectNone(t, events, quiet)
+		})
+	}
+}
+
+// expectSockets reads socket events until the latest of each name wanted
+// is the one wanted; every event must be of a name wanted.
+func expectSockets(t *testing.T, events <-chan SocketEvent, want []SocketEvent) {
+	t.Helper()
+	latest := map[string]SocketEvent{}
+	for !slices.EqualFunc(want, want, func(w, _ SocketEvent) bool { return latest[w.Name] == w }) {
+		ev := receive(t, events)
+		if !slices.ContainsFunc(want, func(w SocketEvent) bool { return w.Name == ev.Name }) {
+			t.Errorf("unexpected %+v", ev)
+		}
+		latest[ev.Name] = ev
+	}
+}
+
+func TestSocketWatcherAllEntries(t *testing.T) {
+	dir := t.TempDir()
+	w, err := WatchSockets(dir, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := run(t, w.Run)
+	write(t, filepath.Join(dir, "kubelet_internal_checkpoint"), "{}")
+	if ev := receive(t, events); ev != (SocketEvent{Name: "kubelet_internal_checkpoint"}) {
+		t.Errorf("event %+v, want kubelet_internal_checkpoint created", ev)
+	}
+}
