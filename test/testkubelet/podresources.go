@@ -1,0 +1,79 @@
+package testkubelet
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"sync"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	podresourcesapi "k8s.io/kubelet/pkg/apis/podresources/v1"
+)
+
+// PodResources serves kubelet's PodResources API from a list of pods the
+// test sets, as kubelet does from its device manager's checkpoint.
+type PodResources struct {
+	podresourcesapi.UnimplementedPodResourcesListerServer
+	server *grpc.Server
+
+	mu   sync.Mutex
+	pods []*podresourcesapi.PodResources
+}
+
+// ServePodResources listens on the unix socket path.
+func ServePodResources(path string) (*PodResources, error) {
+	l, err := net.Listen("unix", path)
+	if err != nil {
+		return nil, fmt.Errorf("test kubelet pod resources: %w", err)
+	}
+	pr := &PodResources{server: grpc.NewServer()}
+	podresourcesapi.RegisterPodResourcesListerServer(pr.server, pr)
+	go pr.server.Serve(l) //nolint:errcheck // ends with Close
+	return pr, nil
+}
+
+// Close stops serving.
+func (pr *PodResources) Close() { pr.server.Stop() }
+
+// SetPod records that the pod's one container holds these devices of the
+// resource, replacing what the pod held; no ids removes the pod.
+func (pr *PodResources) SetPod(namespace, name, resource string, ids ...string) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	kept := pr.pods[:0]
+	for _, p := range pr.pods {
+		if p.Namespace != namespace || p.Name != name {
+			kept = append(kept, p)
+		}
+	}
+	pr.pods = kept
+	if len(ids) == 0 {
+		return
+	}
+	pr.pods = append(pr.pods, &podresourcesapi.PodResources{
+		Namespace: namespace, Name: name,
+		Containers: []*podresourcesapi.ContainerResources{{
+			Name:    "main",
+			Devices: []*podresourcesapi.ContainerDevices{{ResourceName: resource, DeviceIds: ids}},
+		}},
+	})
+}
+
+func (pr *PodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return &podresourcesapi.ListPodResourcesResponse{PodResources: append([]*podresourcesapi.PodResources(nil), pr.pods...)}, nil
+}
+
+func (pr *PodResources) Get(_ context.Context, req *podresourcesapi.GetPodResourcesRequest) (*podresourcesapi.GetPodResourcesResponse, error) {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	for _, p := range pr.pods {
+		if p.Namespace == req.PodNamespace && p.Name == req.PodName {
+			return &podresourcesapi.GetPodResourcesResponse{PodResources: p}, nil
+		}
+	}
+	return nil, status.Errorf(codes.NotFound, "pod %s/%s not found", req.PodNamespace, req.PodName)
+}
