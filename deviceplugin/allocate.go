@@ -1,0 +1,103 @@
+package deviceplugin
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/hwnet-io/hwnet/devinfo"
+)
+
+// Allocate hands each container its devices: their device nodes, the
+// variable PCIDEVICE_<PREFIX>_<NAME> with their PCI addresses sorted and
+// comma-separated, and PCIDEVICE_<PREFIX>_<NAME>_INFO with a JSON object
+// of each device's details by device ID, as the SR-IOV network device
+// plugin sets them. It writes each device's information file before it
+// answers, for the CNI side. A device ID that is not one of the pool's
+// fails the request with InvalidArgument.
+func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+	s := p.current.Load()
+	resp := &pluginapi.AllocateResponse{
+		ContainerResponses: make([]*pluginapi.ContainerAllocateResponse, len(req.ContainerRequests)),
+	}
+	for i, c := range req.ContainerRequests {
+		devs, err := s.lookup(c.DevicesIds)
+		if err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "%s: allocate: %v", p.name, err)
+		}
+		if resp.ContainerResponses[i], err = p.containerResponse(devs); err != nil {
+			return nil, status.Errorf(codes.Internal, "%s: allocate: %v", p.name, err)
+		}
+	}
+	p.logAllocation(resp)
+	return resp, nil
+}
+
+// lookup returns the devices of ids sorted by ID.
+func (s *snapshot) lookup(ids []string) ([]*prepared, error) {
+	if len(ids) == 0 {
+		return nil, fmt.Errorf("a container request without devices")
+	}
+	sorted := slices.Sorted(slices.Values(ids))
+	devs := make([]*prepared, len(sorted))
+	for i, id := range sorted {
+		if i > 0 && id == sorted[i-1] {
+			return nil, fmt.Errorf("device %q requested twice", id)
+		}
+		d, ok := s.byID[id]
+		if !ok {
+			return nil, fmt.Errorf("device %q is not a device of the pool", id)
+		}
+		devs[i] = d
+	}
+	return devs, nil
+}
+
+func (p *Plugin) containerResponse(devs []*prepared) (*pluginapi.ContainerAllocateResponse, error) {
+	ids := make([]string, len(devs))
+	info := make(map[string]*deviceEnvInfo, len(devs))
+	var specs []*pluginapi.DeviceSpec
+	for i, d := range devs {
+		ids[i] = d.ID
+		info[d.ID] = d.env
+		for _, spec := range d.specs {
+			if !slices.ContainsFunc(specs, func(s *pluginapi.DeviceSpec) bool { return s.HostPath == spec.HostPath }) {
+				specs = append(specs, spec)
+			}
+		}
+		if err := devinfo.Write(p.opts.DevinfoDir, p.name, d.ID, d.devinfo); err != nil {
+			return nil, err
+		}
+	}
+	infoJSON, err := json.Marshal(info)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p.envInfo, err)
+	}
+	return &pluginapi.ContainerAllocateResponse{
+		Envs:    map[string]string{p.envList: strings.Join(ids, ","), p.envInfo: string(infoJSON)},
+		Devices: specs,
+	}, nil
+}
+
+// containerAllocation is what a log line says a container got.
+type containerAllocation struct {
+	Devices     string   `json:"devices"`
+	DeviceNodes []string `json:"deviceNodes,omitempty"`
+}
+
+func (p *Plugin) logAllocation(resp *pluginapi.AllocateResponse) {
+	containers := make([]containerAllocation, len(resp.ContainerResponses))
+	for i, c := range resp.ContainerResponses {
+		containers[i].Devices = c.Envs[p.envList]
+		for _, spec := range c.Devices {
+			containers[i].DeviceNodes = append(containers[i].DeviceNodes, spec.ContainerPath)
+		}
+	}
+	p.log.Info("allocated", "env", p.envList, "containers", containers)
+}

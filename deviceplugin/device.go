@@ -1,0 +1,260 @@
+package deviceplugin
+
+import (
+	"path"
+	"strings"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/pools"
+)
+
+// Device nodes every container of some pools gets.
+const (
+	vfioContainer = "/dev/vfio/vfio"
+	vhostNet      = "/dev/vhost-net"
+	tun           = "/dev/net/tun"
+)
+
+// prepared is a device with what Allocate hands out for it, computed by
+// SetDevices so that Allocate only gathers.
+type prepared struct {
+	DeviceState
+	specs   []*pluginapi.DeviceSpec
+	env     *deviceEnvInfo
+	devinfo *devinfo.DeviceInfo
+}
+
+// deviceEnvInfo is a device's entry in the PCIDEVICE_<...>_INFO variable.
+// Its keys are the SR-IOV network device plugin's info provider names with
+// the keys each provider sets, so that workloads reading that variable
+// work unchanged; fields are in the order encoding/json sorts a map's keys,
+// which is the order that plugin prints them in.
+type deviceEnvInfo struct {
+	Extra   map[string]string `json:"extra,omitempty"`
+	Generic genericEnvInfo    `json:"generic"`
+	RDMA    *rdmaEnvInfo      `json:"rdma,omitempty"`
+	VDPA    *vdpaEnvInfo      `json:"vdpa,omitempty"`
+	VFIO    *vfioEnvInfo      `json:"vfio,omitempty"`
+	Vhost   *vhostEnvInfo     `json:"vhost,omitempty"`
+}
+
+type genericEnvInfo struct {
+	DeviceID string `json:"deviceID"`
+}
+
+type rdmaEnvInfo struct {
+	Issm    string `json:"issm,omitempty"`
+	RDMACM  string `json:"rdma_cm,omitempty"`
+	RDMADev string `json:"rdma_dev,omitempty"`
+	Umad    string `json:"umad,omitempty"`
+	Uverbs  string `json:"uverbs,omitempty"`
+}
+
+type vdpaEnvInfo struct {
+	Mount string `json:"mount,omitempty"`
+}
+
+type vfioEnvInfo struct {
+	DevMount string `json:"dev-mount,omitempty"`
+	Mount    string `json:"mount"`
+}
+
+type vhostEnvInfo struct {
+	NetMount string `json:"net-mount"`
+	TunMount string `json:"tun-mount"`
+}
+
+// prepare computes what Allocate hands out for one device.
+func (p *Plugin) prepare(s DeviceState) *prepared {
+	d := &prepared{DeviceState: s, env: &deviceEnvInfo{Generic: genericEnvInfo{DeviceID: s.ID}}}
+	d.env.Extra = additionalInfo(p.res.AdditionalInfo, s.ID)
+	fn := &s.Function
+	if fn.Driver == "vfio-pci" {
+		d.addVFIO(p.devPath(fn.VFIODevice))
+	}
+	if fn.RDMA != nil && len(fn.RDMA.CharDevices) > 0 {
+		d.addRDMA(fn.RDMA, p.devPath)
+	}
+	vdpa := p.vdpaDevice(fn)
+	if vdpa != nil {
+		d.addVDPA(p.res.VDPAType, p.devPath(vdpa.Path))
+	}
+	if p.res.NeedVhostNet {
+		d.env.Vhost = &vhostEnvInfo{NetMount: vhostNet, TunMount: tun}
+		d.addSpec(vhostNet)
+		d.addSpec(tun)
+	}
+	d.devinfo = p.deviceInfo(s.Device, vdpa)
+	return d
+}
+
+// additionalInfo merges the resource's "*" entry and the device's own.
+func additionalInfo(info map[string]map[string]string, id string) map[string]string {
+	var merged map[string]string
+	for _, key := range []string{"*", id} {
+		for k, v := range info[key] {
+			if merged == nil {
+				merged = map[string]string{}
+			}
+			merged[k] = v
+		}
+	}
+	return merged
+}
+
+func (d *prepared) addSpec(p string) {
+	d.specs = append(d.specs, &pluginapi.DeviceSpec{HostPath: p, ContainerPath: p, Permissions: "rw"})
+}
+
+// addVFIO hands out the VFIO container and the device's group, which
+// discovery found as /dev/vfio/<group> or, without an IOMMU,
+// /dev/vfio/noiommu-<group>.
+func (d *prepared) addVFIO(group string) {
+	d.env.VFIO = &vfioEnvInfo{Mount: vfioContainer}
+	d.addSpec(vfioContainer)
+	if group != "" {
+		d.env.VFIO.DevMount = group
+		d.addSpec(group)
+	}
+}
+
+func (d *prepared) addRDMA(rdma *discovery.RDMA, devPath func(string) string) {
+	info := &rdmaEnvInfo{RDMADev: rdma.Device}
+	for _, c := range rdma.CharDevices {
+		p := devPath(c)
+		d.addSpec(p)
+		switch base := path.Base(p); {
+		case strings.HasPrefix(base, "uverbs"):
+			info.Uverbs = p
+		case strings.HasPrefix(base, "umad"):
+			info.Umad = p
+		case strings.HasPrefix(base, "issm"):
+			info.Issm = p
+		case base == "rdma_cm":
+			info.RDMACM = p
+		}
+	}
+	d.env.RDMA = info
+}
+
+// addVDPA hands out a vhost-vdpa device node; a virtio-vdpa device is a
+// netdev in the host and has none.
+func (d *prepared) addVDPA(vdpaType, devPath string) {
+	d.env.VDPA = &vdpaEnvInfo{}
+	if vdpaType == "vhost" && devPath != "" {
+		d.env.VDPA.Mount = devPath
+		d.addSpec(devPath)
+	}
+}
+
+// vdpaDevice is the function's vDPA device bound to the driver of the
+// pool's vdpaType, nil when the pool is not a vDPA pool or the function
+// has none.
+func (p *Plugin) vdpaDevice(fn *discovery.Function) *discovery.VDPADevice {
+	var want string
+	switch p.res.VDPAType {
+	case "vhost":
+		want = "vhost_vdpa"
+	case "virtio":
+		want = "virtio_vdpa"
+	default:
+		return nil
+	}
+	for i := range fn.VDPA {
+		if fn.VDPA[i].Driver == want {
+			return &fn.VDPA[i]
+		}
+	}
+	return nil
+}
+
+// deviceInfo is the device's device information file.
+func (p *Plugin) deviceInfo(dev pools.Device, vdpa *discovery.VDPADevice) *devinfo.DeviceInfo {
+	if vdpa != nil {
+		return devinfo.NewVDPA(devinfo.VDPA{
+			ParentDevice:      vdpa.Name,
+			Driver:            p.res.VDPAType,
+			Path:              p.vdpaPath(vdpa),
+			PCIAddress:        dev.ID,
+			PFPCIAddress:      dev.PF,
+			RepresentorDevice: dev.Representor,
+		})
+	}
+	info := devinfo.PCI{PCIAddress: dev.ID, PFPCIAddress: dev.PF, RepresentorDevice: dev.Representor}
+	if rdma := dev.Function.RDMA; rdma != nil && len(rdma.CharDevices) > 0 {
+		info.RDMADevice = rdma.Device
+	}
+	if p.res.NeedVhostNet {
+		info.VhostNet = vhostNet
+	}
+	return devinfo.NewPCI(info)
+}
+
+// vdpaPath is the device node of a vhost-vdpa device and, as a virtio-vdpa
+// device has none, the vDPA device's sysfs directory otherwise.
+func (p *Plugin) vdpaPath(vdpa *discovery.VDPADevice) string {
+	if vdpa.Path != "" {
+		return p.devPath(vdpa.Path)
+	}
+	return "/sys/bus/vdpa/devices/" + vdpa.Name
+}
+
+// devPath turns a path discovery found under DevRoot into the /dev path of
+// the host, which kubelet and the container see.
+func (p *Plugin) devPath(found string) string {
+	rest, ok := strings.CutPrefix(found, p.opts.DevRoot)
+	if !ok || p.opts.DevRoot == "/dev" || (rest != "" && rest[0] != '/') {
+		return found
+	}
+	return "/dev" + rest
+}
+
+// listing is what kubelet sees of a device.
+func (p *Plugin) listing(s DeviceState) *pluginapi.Device {
+	d := &pluginapi.Device{ID: s.ID, Health: pluginapi.Unhealthy}
+	if s.Healthy {
+		d.Health = pluginapi.Healthy
+	}
+	if node := s.Function.NUMANode; node >= 0 && !p.res.ExcludeTopology {
+		d.Topology = &pluginapi.TopologyInfo{Nodes: []*pluginapi.NUMANode{{ID: int64(node)}}}
+	}
+	return d
+}
+
+// sameListing reports whether kubelet would see no difference.
+func sameListing(a, b []*pluginapi.Device) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i].ID != b[i].ID || a[i].Health != b[i].Health || numaOf(a[i]) != numaOf(b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+func numaOf(d *pluginapi.Device) int64 {
+	if d.Topology == nil || len(d.Topology.Nodes) == 0 {
+		return -1
+	}
+	return d.Topology.Nodes[0].ID
+}
+
+// envName makes a POSIX environment variable name of the parts joined by
+// '_': upper case, every character other than A-Z, 0-9 and '_' written
+// as '_'. The SR-IOV network device plugin only replaces '.', so a
+// resource such as intel.com/sriov-net gave names with '-' and '/' that
+// shells cannot read.
+func envName(parts ...string) string {
+	name := []byte(strings.ToUpper(strings.Join(parts, "_")))
+	for i, c := range name {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+			name[i] = '_'
+		}
+	}
+	return string(name)
+}

@@ -1,0 +1,185 @@
+// Package deviceplugin serves one resource pool to kubelet as a device
+// plugin (API v1beta1) over gRPC on a unix socket: it lists the pool's
+// devices with their health and NUMA node, answers GetPreferredAllocation
+// with NUMA- and PF-aware choices, and on Allocate hands out the device
+// nodes, the PCIDEVICE_* variables of the SR-IOV network device plugin and
+// a device information file per device for the CNI side.
+//
+// The plugin computes nothing about the devices: the agent gives it their
+// health and topology through SetDevices.
+package deviceplugin
+
+import (
+	"cmp"
+	"log/slog"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/pools"
+)
+
+// Options says where the plugin meets kubelet and the CNI side.
+type Options struct {
+	// PluginDir is kubelet's device plugin directory; "" means
+	// /var/lib/kubelet/device-plugins.
+	PluginDir string
+	// KubeletSocket is kubelet's registration socket; "" means
+	// PluginDir/kubelet.sock.
+	KubeletSocket string
+	// DevinfoDir receives a device information file per allocated device;
+	// "" means /var/run/k8s.cni.cncf.io/devinfo/dp.
+	DevinfoDir string
+	// DevRoot is where discovery found device nodes; "" means /dev.
+	// Paths under it are handed to kubelet as the same paths under /dev.
+	DevRoot string
+	// Logger gets one line per Allocate and per registration; nil
+	// discards them.
+	Logger *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	o.PluginDir = filepath.Clean(cmp.Or(o.PluginDir, pluginapi.DevicePluginPath))
+	o.KubeletSocket = cmp.Or(o.KubeletSocket, filepath.Join(o.PluginDir, "kubelet.sock"))
+	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.DPDir)
+	o.DevRoot = filepath.Clean(cmp.Or(o.DevRoot, "/dev"))
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// DeviceState is a device of the pool and whether pods may get it.
+type DeviceState struct {
+	pools.Device
+	Healthy bool
+	// Reason says why a device is unhealthy; kubelet does not see it.
+	Reason string
+}
+
+// Plugin is the device plugin of one resource pool. Its methods are safe
+// for concurrent use.
+type Plugin struct {
+	pluginapi.UnimplementedDevicePluginServer
+
+	res     pools.Resource
+	name    string // prefix/name, as kubelet knows the resource
+	opts    Options
+	log     *slog.Logger
+	socket  string
+	envList string // PCIDEVICE_<PREFIX>_<NAME>
+	envInfo string // PCIDEVICE_<PREFIX>_<NAME>_INFO
+
+	setMu   sync.Mutex // serialises SetDevices
+	current atomic.Pointer[snapshot]
+	serving atomic.Bool
+	// kubeletUp wakes a registration waiting to be retried.
+	kubeletUp chan struct{}
+	// firstRetry and maxRetry bound Run's waits between registrations.
+	firstRetry, maxRetry time.Duration
+}
+
+// snapshot is the device list SetDevices last gave, with what each RPC
+// needs of it. It is never modified once stored.
+type snapshot struct {
+	devices []*prepared // sorted by ID
+	byID    map[string]*prepared
+	listed  []*pluginapi.Device
+	layout  *Layout
+	// changed is closed once a later snapshot lists something else.
+	changed chan struct{}
+}
+
+// New returns the plugin of res with no devices.
+func New(res pools.Resource, opts Options) *Plugin {
+	opts = opts.withDefaults()
+	name := res.FullName()
+	p := &Plugin{
+		res:     res,
+		name:    name,
+		opts:    opts,
+		log:     opts.Logger.With("resource", name),
+		socket:  filepath.Join(opts.PluginDir, SocketName(name)),
+		envList: envName("PCIDEVICE", res.Prefix, res.Name),
+
+		kubeletUp:  make(chan struct{}, 1),
+		firstRetry: 100 * time.Millisecond,
+		maxRetry:   5 * time.Second,
+	}
+	p.envInfo = p.envList + "_INFO"
+	p.current.Store(&snapshot{byID: map[string]*prepared{}, layout: NewLayout(nil), changed: make(chan struct{})})
+	return p
+}
+
+// SocketName is the socket file name of a resource in kubelet's directory:
+// the resource name with every character other than letters, digits, '.',
+// '-' and '_' written as '_', then ".sock" (intel.com/sriov ->
+// intel.com_sriov.sock).
+func SocketName(resourceName string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '.' || r == '-' || r == '_' || ('a' <= r && r <= 'z') || ('A' <= r && r <= 'Z') || ('0' <= r && r <= '9') {
+			return r
+		}
+		return '_'
+	}, resourceName) + ".sock"
+}
+
+// ResourceName is the extended resource name kubelet knows, prefix/name.
+func (p *Plugin) ResourceName() string { return p.name }
+
+// SocketPath is the socket Serve listens on.
+func (p *Plugin) SocketPath() string { return p.socket }
+
+// SetDevices replaces the pool's devices. ListAndWatch streams get the new
+// list only when something kubelet sees changed: the IDs, a health or a
+// NUMA node. Of duplicate IDs the first is kept.
+func (p *Plugin) SetDevices(states []DeviceState) {
+	p.setMu.Lock()
+	defer p.setMu.Unlock()
+	old := p.current.Load()
+	next := p.snapshotOf(states)
+	if sameListing(old.listed, next.listed) {
+		next.changed = old.changed
+		p.current.Store(next)
+		return
+	}
+	next.changed = make(chan struct{})
+	p.current.Store(next)
+	close(old.changed)
+	p.log.Debug("device list changed", "devices", len(next.listed))
+}
+
+func (p *Plugin) snapshotOf(states []DeviceState) *snapshot {
+	sorted := slices.Clone(states)
+	slices.SortStableFunc(sorted, func(a, b DeviceState) int { return cmp.Compare(a.ID, b.ID) })
+	sorted = slices.CompactFunc(sorted, func(a, b DeviceState) bool { return a.ID == b.ID })
+	s := &snapshot{
+		devices: make([]*prepared, len(sorted)),
+		byID:    make(map[string]*prepared, len(sorted)),
+		listed:  make([]*pluginapi.Device, len(sorted)),
+	}
+	placement := make(map[string]Placement, len(sorted))
+	for i, st := range sorted {
+		d := p.prepare(st)
+		s.devices[i], s.byID[st.ID], s.listed[i] = d, d, p.listing(st)
+		placement[st.ID] = Placement{NUMANode: st.Function.NUMANode, PF: st.PF}
+	}
+	s.layout = NewLayout(placement)
+	return s
+}
+
+// Devices returns the devices SetDevices last gave, sorted by ID.
+func (p *Plugin) Devices() []DeviceState {
+	devs := p.current.Load().devices
+	out := make([]DeviceState, len(devs))
+	for i, d := range devs {
+		out[i] = d.DeviceState
+	}
+	return out
+}
