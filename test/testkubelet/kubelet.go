@@ -53,7 +53,7 @@ func Start(dir string) (*Kubelet, error) {
 }
 
 func (k *Kubelet) listen() error {
-	l, err := net.Listen("unix", filepath.Join(k.Dir, pluginapi.KubeletSocket))
+	l, err := net.Listen("unix", filepath.Join(k.Dir, "kubelet.sock"))
 	if err != nil {
 		return fmt.Errorf("test kubelet: %w", err)
 	}

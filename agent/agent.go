@@ -1,0 +1,344 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hwnet-io/hwnet/deviceplugin"
+	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/pools"
+)
+
+// Agent is hwnet-agent's state. One goroutine, Run's, owns it; watchers
+// and discovery report to it over channels.
+type Agent struct {
+	opts Options
+	log  *slog.Logger
+	db   *hwdb.DB
+	cfg  *pools.Config
+
+	inv   *discovery.Inventory
+	links linkStates
+	pools map[string]*poolRun // by full resource name
+	// reported holds the match warnings already logged.
+	reported map[string]bool
+	// resources is every resource name served since start, for the
+	// device-info collector.
+	resources resourceNames
+}
+
+// poolRun is one pool's device plugin and what it lists.
+type poolRun struct {
+	res     pools.Resource
+	plugin  *deviceplugin.Plugin
+	devices poolDevices
+	stop    context.CancelFunc
+	done    chan struct{}
+}
+
+// New opens the hardware database and reads the configuration; an invalid
+// configuration at start is an error, since there is no last good one.
+func New(opts Options) (*Agent, error) {
+	opts = opts.withDefaults()
+	db, err := openDB(opts.HWDBFile)
+	if err != nil {
+		return nil, err
+	}
+	cfg, err := loadConfig(opts.ConfigFile, db)
+	if err != nil {
+		return nil, err
+	}
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, pools: map[string]*poolRun{}, reported: map[string]bool{}}
+	a.logWarnings(cfg)
+	return a, nil
+}
+
+// loadConfig reads and checks the pool configuration, models included.
+func loadConfig(path string, db *hwdb.DB) (*pools.Config, error) {
+	cfg, err := pools.Load(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.CheckModels(db); err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return cfg, nil
+}
+
+func (a *Agent) logWarnings(cfg *pools.Config) {
+	for _, w := range cfg.Warnings {
+		a.log.Warn("configuration", "warning", w)
+	}
+}
+
+func openDB(extraFile string) (*hwdb.DB, error) {
+	if extraFile == "" {
+		return hwdb.Open()
+	}
+	data, err := os.ReadFile(extraFile)
+	if err != nil {
+		return nil, fmt.Errorf("hwdb models: %w", err)
+	}
+	models, err := hwdb.ParseModels(data)
+	if err != nil {
+		return nil, fmt.Errorf("hwdb models %s: %w", extraFile, err)
+	}
+	return hwdb.Open(models...)
+}
+
+// events carries what the watchers saw to Run's goroutine.
+type events struct {
+	links      chan linkEvent
+	hardware   chan struct{}
+	config     chan struct{}
+	kubelet    chan struct{}
+	discovered chan discovered
+}
+
+type discovered struct {
+	inv   *discovery.Inventory
+	start time.Time
+	err   error
+}
+
+// Run serves until ctx ends, then stops every plugin and removes its
+// socket and the device-info files of devices no pod holds.
+func (a *Agent) Run(ctx context.Context) error {
+	ev := events{
+		links: make(chan linkEvent, 1), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
+		kubelet: make(chan struct{}, 1), discovered: make(chan discovered, 1),
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wctx, stopWatchers := context.WithCancel(ctx)
+	defer stopWatchers()
+	if err := a.startWatchers(wctx, &wg, ev); err != nil {
+		return err
+	}
+	start := time.Now()
+	inv, err := a.discover(ctx)
+	if err != nil {
+		return err
+	}
+	a.applyInventory(ctx, inv, start)
+	wg.Go(func() { a.collectDevinfo(wctx) })
+	a.loop(ctx, ev)
+	a.shutdown()
+	return nil
+}
+
+func (a *Agent) discover(ctx context.Context) (*discovery.Inventory, error) {
+	return discovery.Discover(ctx, discovery.Options{
+		SysfsRoot: a.opts.SysfsRoot, DevRoot: a.opts.DevRoot, Netns: a.opts.Netns,
+		DB: a.db, ESwitch: a.opts.ESwitch, VDPA: a.opts.VDPA,
+	})
+}
+
+// loop handles events until ctx ends. Discovery runs beside it, so link
+// events keep flowing while a slow re-discovery is under way; requests
+// that arrive meanwhile make one more run once it ends.
+func (a *Agent) loop(ctx context.Context, ev events) {
+	var running, again bool
+	rediscover := func() {
+		if running {
+			again = true
+			return
+		}
+		running = true
+		go func() {
+			start := time.Now()
+			inv, err := a.discover(ctx)
+			ev.discovered <- discovered{inv, start, err}
+		}()
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			if running {
+				<-ev.discovered
+			}
+			return
+		case e := <-ev.links:
+			a.applyLink(e)
+		case <-ev.hardware:
+			rediscover()
+		case <-ev.config:
+			a.reloadConfig(ctx)
+		case <-ev.kubelet:
+			a.kubeletStarted()
+		case d := <-ev.discovered:
+			running = false
+			if d.err != nil {
+				a.log.Error("re-discovery failed; keeping the last inventory", "err", d.err)
+			} else {
+				a.applyInventory(ctx, d.inv, d.start)
+			}
+			if again {
+				again = false
+				rediscover()
+			}
+		}
+	}
+}
+
+// applyInventory matches a new inventory to the pools and tells every
+// plugin what changed.
+func (a *Agent) applyInventory(ctx context.Context, inv *discovery.Inventory, start time.Time) {
+	a.inv = inv
+	a.links.since(start)
+	for _, p := range inv.Problems {
+		a.reportOnce("discovery problem", p)
+	}
+	a.rematch(ctx, false)
+}
+
+// rematch matches the current inventory against the configuration. fresh
+// forgets the devices pools lost, as after a configuration change.
+func (a *Agent) rematch(ctx context.Context, fresh bool) {
+	res := a.cfg.Match(a.inv)
+	a.reportMatch(res, fresh)
+	pooled := map[string]bool{}
+	for _, p := range res.Pools {
+		for _, d := range p.Devices {
+			pooled[d.ID] = true
+		}
+	}
+	wanted := map[string]bool{}
+	for _, p := range res.Pools {
+		name := p.Resource.FullName()
+		wanted[name] = true
+		run := a.ensurePool(ctx, p.Resource)
+		if fresh {
+			run.devices = poolDevices{}
+		}
+		run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
+		run.plugin.SetDevices(run.devices.states(a.inv, a.links))
+	}
+	for name, run := range a.pools {
+		if !wanted[name] {
+			a.log.Info("pool removed from the configuration", "resource", name)
+			a.stopPool(run)
+			delete(a.pools, name)
+		}
+	}
+}
+
+// reportMatch logs conflicts and warnings the first time they appear, not
+// at every re-discovery.
+func (a *Agent) reportMatch(res *pools.Result, fresh bool) {
+	if fresh {
+		a.reported = map[string]bool{}
+	}
+	for _, c := range res.Conflicts {
+		key := "conflict " + c.Device + " " + strings.Join(c.Pools, ",")
+		if !a.reported[key] {
+			a.reported[key] = true
+			a.log.Warn("device matched by more than one pool; the first one has it", "device", c.Device, "pools", c.Pools)
+		}
+	}
+	for _, w := range res.Warnings {
+		a.reportOnce("pool matching", w)
+	}
+}
+
+// reportOnce logs a warning the first time it is seen.
+func (a *Agent) reportOnce(what, warning string) {
+	if !a.reported[warning] {
+		a.reported[warning] = true
+		a.log.Warn(what, "warning", warning)
+	}
+}
+
+// ensurePool returns the running plugin for the resource, starting it, or
+// restarting it when its settings changed.
+func (a *Agent) ensurePool(ctx context.Context, res pools.Resource) *poolRun {
+	name := res.FullName()
+	if run, ok := a.pools[name]; ok {
+		if sameResource(run.res, res) {
+			return run
+		}
+		a.log.Info("pool settings changed; restarting its device plugin", "resource", name)
+		a.stopPool(run)
+	}
+	run := a.startPool(ctx, res)
+	a.pools[name] = run
+	a.resources.add(name)
+	return run
+}
+
+func sameResource(a, b pools.Resource) bool {
+	a.Index, b.Index = 0, 0
+	return a.Prefix == b.Prefix && a.Name == b.Name && a.DeviceType == b.DeviceType &&
+		a.ExcludeTopology == b.ExcludeTopology && a.NeedVhostNet == b.NeedVhostNet &&
+		a.VDPAType == b.VDPAType && a.Policy == b.Policy && maps.EqualFunc(a.AdditionalInfo, b.AdditionalInfo, maps.Equal)
+}
+
+// applyLink records a netlink event and refreshes the health of every
+// pool; a list that did not change is not sent again.
+func (a *Agent) applyLink(e linkEvent) {
+	a.links[e.name] = e.state
+	for _, run := range a.pools {
+		run.plugin.SetDevices(run.devices.states(a.inv, a.links))
+	}
+}
+
+// reloadConfig switches to a changed configuration file; a bad one is
+// reported and the last good one keeps serving.
+func (a *Agent) reloadConfig(ctx context.Context) {
+	cfg, err := loadConfig(a.opts.ConfigFile, a.db)
+	if err != nil {
+		a.log.Error("configuration rejected; still serving the last good one", "file", a.opts.ConfigFile, "err", err)
+		return
+	}
+	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
+	a.logWarnings(cfg)
+	a.cfg = cfg
+	a.rematch(ctx, true)
+}
+
+// shutdown stops every plugin, which removes its socket, then removes the
+// device-info files of devices no pod holds. Files of devices that running
+// pods hold stay: those pods' network attachments still need them.
+func (a *Agent) shutdown() {
+	for name, run := range a.pools {
+		a.stopPool(run)
+		delete(a.pools, name)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
+	defer cancel()
+	if err := a.removeUnallocated(ctx, 0); err != nil {
+		a.log.Warn("device-info files left in place at shutdown", "dir", a.opts.DevinfoDir, "err", err)
+	}
+}
+
+// shutdownTimeout bounds the last talk with kubelet at shutdown.
+const shutdownTimeout = 3 * time.Second
+
+// resourceNames is a set shared with the device-info collector.
+type resourceNames struct {
+	mu    sync.Mutex
+	names map[string]bool
+}
+
+func (r *resourceNames) add(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.names == nil {
+		r.names = map[string]bool{}
+	}
+	r.names[name] = true
+}
+
+func (r *resourceNames) list() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Sorted(maps.Keys(r.names))
+}

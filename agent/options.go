@@ -1,0 +1,85 @@
+// Package agent is hwnet-agent: it discovers the node's NICs, groups them
+// into resource pools by the admin's configuration, serves one kubelet
+// device plugin per pool and keeps all of it current as hardware, links,
+// configuration and kubelet change, without a restart.
+package agent
+
+import (
+	"cmp"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/hwnet-io/hwnet/discovery"
+)
+
+// Options are the agent's paths and intervals; zero values mean the
+// production defaults, so tests set only what they move into a temp dir.
+type Options struct {
+	// SysfsRoot and DevRoot are where the kernel's /sys and /dev are seen.
+	SysfsRoot string
+	DevRoot   string
+	// Netns is the path of the network namespace holding the node's
+	// netdevs; "" is the agent's own.
+	Netns string
+	// ConfigFile is the pool configuration: the SR-IOV network device
+	// plugin's file, read as-is.
+	ConfigFile string
+	// HWDBFile adds NIC models to the built-in hardware database.
+	HWDBFile string
+	// PluginDir is kubelet's device plugin directory, where kubelet.sock
+	// and the pools' sockets live.
+	PluginDir string
+	// PodResourcesSocket is kubelet's PodResources API.
+	PodResourcesSocket string
+	// DevinfoDir receives a device-info file per allocated device.
+	DevinfoDir string
+	// PollInterval is how often the PCI layout is fingerprinted, for
+	// trees and kernels that send no uevents.
+	PollInterval time.Duration
+	// GCInterval is how often device-info files are checked against
+	// PodResources; DevinfoGrace protects files written since, before
+	// kubelet records the allocation.
+	GCInterval   time.Duration
+	DevinfoGrace time.Duration
+	Logger       *slog.Logger
+	// ESwitch and VDPA replace the kernel's devlink and vDPA netlink, which
+	// some kernels lack; nil means the kernel's.
+	ESwitch discovery.ESwitchReader
+	VDPA    discovery.VDPALister
+}
+
+// Production defaults.
+const (
+	DefaultConfigFile         = "/etc/pcidp/config.json"
+	DefaultPluginDir          = "/var/lib/kubelet/device-plugins"
+	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+	DefaultDevinfoDir         = "/var/run/k8s.cni.cncf.io/devinfo/dp"
+	DefaultPollInterval       = 250 * time.Millisecond
+	DefaultGCInterval         = 30 * time.Second
+	DefaultDevinfoGrace       = time.Minute
+)
+
+func (o Options) withDefaults() Options {
+	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/sys")
+	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
+	o.ConfigFile = cmp.Or(o.ConfigFile, DefaultConfigFile)
+	o.PluginDir = cmp.Or(o.PluginDir, DefaultPluginDir)
+	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, DefaultPodResourcesSocket)
+	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
+	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
+	o.GCInterval = cmp.Or(o.GCInterval, DefaultGCInterval)
+	o.DevinfoGrace = cmp.Or(o.DevinfoGrace, DefaultDevinfoGrace)
+	if o.Logger == nil {
+		o.Logger = slog.Default()
+	}
+	if o.ESwitch == nil {
+		o.ESwitch = &kernelESwitch{devlink: discovery.DevlinkESwitch{}}
+	}
+	if o.VDPA == nil {
+		o.VDPA = &kernelVDPA{vdpa: discovery.KernelVDPA{}}
+	}
+	return o
+}
+
+func (o Options) kubeletSocket() string { return filepath.Join(o.PluginDir, "kubelet.sock") }

@@ -1,0 +1,124 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hwnet-io/hwnet/watch"
+)
+
+// linkEvent is a netlink event as the agent keeps it.
+type linkEvent struct {
+	name  string
+	state linkState
+}
+
+// startWatchers subscribes every source before the first discovery, so
+// that nothing that happens during it is missed, and runs them until ctx
+// ends. Link events are required; kernel uevents are a bonus that some
+// namespaces refuse, and the PCI poller covers for them.
+func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev events) error {
+	links, err := watch.WatchLinks(a.opts.Netns)
+	if err != nil {
+		return fmt.Errorf("watching links: %w", err)
+	}
+	poller, err := watch.NewPCIPoller(a.opts.SysfsRoot)
+	if err != nil {
+		links.Close()
+		return fmt.Errorf("watching PCI functions: %w", err)
+	}
+	cfg, err := watch.WatchFile(a.opts.ConfigFile)
+	if err != nil {
+		links.Close()
+		return fmt.Errorf("watching the configuration: %w", err)
+	}
+	isKubelet := func(name string) bool { return name == filepath.Base(a.opts.kubeletSocket()) }
+	kubelet, err := watch.WatchSockets(a.opts.PluginDir, isKubelet)
+	if err != nil {
+		links.Close()
+		cfg.Close()
+		return fmt.Errorf("watching kubelet's socket: %w", err)
+	}
+	rawLinks := make(chan watch.LinkEvent, 64)
+	sockets := make(chan watch.SocketEvent, 4)
+	a.run(ctx, wg, "links", func(ctx context.Context) error { return links.Run(ctx, rawLinks) })
+	a.run(ctx, wg, "PCI poller", func(ctx context.Context) error { return poller.Run(ctx, a.opts.PollInterval, ev.hardware) })
+	a.run(ctx, wg, "configuration", func(ctx context.Context) error { return cfg.Run(ctx, ev.config) })
+	a.run(ctx, wg, "kubelet socket", func(ctx context.Context) error { return kubelet.Run(ctx, sockets) })
+	a.startUEvents(ctx, wg, ev)
+	wg.Go(func() { forwardLinks(ctx, rawLinks, ev.links) })
+	wg.Go(func() { forwardKubelet(ctx, sockets, ev.kubelet) })
+	return nil
+}
+
+// run runs a watcher; one that fails is logged, since the others and the
+// device plugins are still worth serving.
+func (a *Agent) run(ctx context.Context, wg *sync.WaitGroup, what string, fn func(context.Context) error) {
+	wg.Go(func() {
+		if err := fn(ctx); err != nil {
+			a.log.Error("watcher stopped", "watcher", what, "err", err)
+		}
+	})
+}
+
+func (a *Agent) startUEvents(ctx context.Context, wg *sync.WaitGroup, ev events) {
+	uevents, err := watch.WatchUEvents(a.opts.Netns)
+	if err != nil {
+		a.log.Warn("no kernel uevents; PCI changes are seen by polling only", "interval", a.opts.PollInterval, "err", err)
+		return
+	}
+	raw := make(chan watch.UEvent, 64)
+	a.run(ctx, wg, "uevents", func(ctx context.Context) error { return uevents.Run(ctx, raw) })
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-raw:
+				signal(ev.hardware)
+			}
+		}
+	})
+}
+
+// signal sends on a one-slot channel without blocking: a pending signal
+// already says what this one would.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+func forwardLinks(ctx context.Context, in <-chan watch.LinkEvent, out chan<- linkEvent) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-in:
+			st := linkState{operState: e.OperState, up: e.Up, gone: e.Deleted, seen: time.Now()}
+			select {
+			case out <- linkEvent{e.Name, st}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}
+}
+
+// forwardKubelet signals each (re)creation of kubelet.sock.
+func forwardKubelet(ctx context.Context, in <-chan watch.SocketEvent, out chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e := <-in:
+			if !e.Removed {
+				signal(out)
+			}
+		}
+	}
+}
