@@ -120,15 +120,25 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
-	if err := a.startWatchers(wctx, &wg, ev); err != nil {
-		return err
-	}
+	// Watchers subscribe while the first discovery runs: both take tens
+	// of milliseconds on a large node. Netlink and uevent sockets queue
+	// what happens meanwhile; the PCI poller's baseline may miss a change
+	// made in those milliseconds, which the next change or a uevent
+	// brings in.
+	watching := make(chan error, 1)
+	go func() { watching <- a.startWatchers(wctx, &wg, ev) }()
 	start := time.Now()
 	inv, err := a.discover(ctx)
+	if werr := <-watching; werr != nil {
+		return werr
+	}
 	if err != nil {
 		return err
 	}
+	discovered := time.Since(start)
 	a.applyInventory(ctx, inv, start)
+	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
+		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
 	wg.Go(func() { a.collectDevinfo(wctx) })
 	a.loop(ctx, ev)
 	a.shutdown()

@@ -5,12 +5,15 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/agent"
@@ -414,4 +417,46 @@ func TestAgentDevinfoLifecycle(t *testing.T) {
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestAgentVFInPod: a VF whose netdev a CNI plugin moved into a pod's
+// network namespace is still the pool's, and healthy: moving it is what
+// using it means.
+func TestAgentVFInPod(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	pod := "hwa-pod-" + f.node.NetnsName()
+	if out, err := exec.Command("ip", "netns", "add", pod).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", pod).Run() })
+	podNS, err := netns.GetFromName(pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer podNS.Close()
+	nodeNS, err := netns.GetFromName(f.node.NetnsName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nodeNS.Close()
+	h, err := netlink.NewHandleAt(nodeNS)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	vf, err := h.LinkByName("enp59s0f0v0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := h.LinkSetNsFd(vf, int(podNS)); err != nil {
+		t.Fatal(err)
+	}
+	// The PCI poller and netlink both saw the move; let a re-discovery run.
+	time.Sleep(3 * f.opts.PollInterval)
+	st := f.wait(t, netdevice, "the moved VF listed", health("0000:3b:01.0", pluginapi.Healthy))
+	if len(st.Devices) != 12 || st.Healthy() != 12 {
+		t.Errorf("with a VF in a pod: %d devices, %d healthy; want 12, 12", len(st.Devices), st.Healthy())
+	}
 }

@@ -3,7 +3,8 @@
 # default spec: 2x E810-C with 8 VFs, VFs 6-7 on vfio-pci, NUMA 0 and 1;
 # 1x ConnectX-6 InfiniBand with 4 VFs; a management NIC holding the
 # default route), show its NIC inventory as hwnet sees it from inside the
-# node, and tear the node down. KEEP=1 leaves the node up to explore.
+# node and the resource pools deploy/pools.yaml makes of it, and tear the
+# node down. KEEP=1 leaves the node up to explore.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -28,6 +29,9 @@ echo "== hwnetctl inventory, run inside the node (its sysfs over /sys, its netns
 "$hwnetctl" virtual-node exec -- "$hwnetctl" inventory -o json >"$out"
 echo
 echo "The same inventory as JSON (every field, 20-byte IPoIB addresses, GUIDs): $out"
+echo
+echo "== hwnetctl config check --config deploy/pools.yaml: the pools hwnet-agent would serve"
+"$hwnetctl" virtual-node exec -- "$hwnetctl" config check --config "$PWD/deploy/pools.yaml"
 if [ "${KEEP:-0}" = 1 ]; then
   echo "The node is kept: 'bin/hwnetctl virtual-node exec -- <command>' enters it,"
   echo "'bin/hwnetctl virtual-node destroy' removes it."

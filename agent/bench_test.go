@@ -1,0 +1,83 @@
+package agent_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// BenchmarkAgentStartToFirstList measures what kubelet waits for after
+// the agent starts: hwdb, configuration, discovery of a node with 8 E810-C
+// PFs of 256 VFs each (2048 VFs, real veth netdevs), matching, serving,
+// registering, and the first ListAndWatch list with every VF in it.
+func BenchmarkAgentStartToFirstList(b *testing.B) {
+	spec := &virtualnode.Spec{Name: "bench-start", PFs: []virtualnode.PFSpec{{Model: "E810-C", Count: 8, VFs: 256, NUMA: []int{0, 1}}}}
+	f := newFixture(b, spec, "resourceList:\n  - resourceName: sriov_netdevice\n    selectors: {drivers: [iavf]}\n")
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		a, err := agent.New(f.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { done <- a.Run(ctx) }()
+		if _, err := f.kubelet.WaitTimeout(10*time.Second, netdevice, counts(2048, 2048)); err != nil {
+			b.Fatal(err)
+		}
+		b.StopTimer()
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		if err := f.kubelet.Restart(); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+}
+
+// BenchmarkAgentLinkDown measures from the netlink request that takes a
+// PF's link down to kubelet's ListAndWatch showing its VFs unhealthy.
+func BenchmarkAgentLinkDown(b *testing.B) {
+	f := newFixture(b, virtualnode.DefaultSpec(), defaultConfig)
+	f.start(b)
+	f.wait(b, netdevice, "registration", counts(12, 12))
+	ns, err := netns.GetFromName(f.node.NetnsName())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	pf, err := h.LinkByName("enp59s0f0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	setLink := func(up bool, healthy int) {
+		set := h.LinkSetDown
+		if up {
+			set = h.LinkSetUp
+		}
+		if err := set(pf); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := f.kubelet.WaitTimeout(5*time.Second, netdevice, counts(12, healthy)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for b.Loop() {
+		setLink(false, 6)
+		b.StopTimer()
+		setLink(true, 12)
+		b.StartTimer()
+	}
+}
