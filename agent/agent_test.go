@@ -460,3 +460,24 @@ func TestAgentVFInPod(t *testing.T) {
 		t.Errorf("with a VF in a pod: %d devices, %d healthy; want 12, 12", len(st.Devices), st.Healthy())
 	}
 }
+
+// TestAgentVFRemoved: a VF that vanishes from the PCI bus while its PF
+// still enables it stays listed as unhealthy; VFs the admin removes by
+// lowering sriov_numvfs go.
+func TestAgentVFRemoved(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	ctx := context.Background()
+	if err := f.node.RemoveVF(ctx, "0000:3e:01.1"); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t, netdevice, "the removed VF unhealthy", func(st testkubelet.State) bool {
+		d, ok := st.Device("0000:3e:01.1")
+		return ok && d.Health == pluginapi.Unhealthy && len(st.Devices) == 12 && st.Healthy() == 11
+	})
+	if err := f.node.SetNumVFs(ctx, "0000:3e:00.0", 1); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t, netdevice, "VFs 1-7 of the second PF gone", counts(7, 7))
+}

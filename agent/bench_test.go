@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -80,4 +82,52 @@ func BenchmarkAgentLinkDown(b *testing.B) {
 		setLink(true, 12)
 		b.StartTimer()
 	}
+}
+
+// BenchmarkAgentReaction measures how long kubelet waits to see a change
+// that needs no link event: a kubelet restart (every pool registered and
+// listed again), a configuration edit, and a change of sriov_numvfs (found
+// by the PCI poller at its default 250 ms interval, then re-discovered).
+func BenchmarkAgentReaction(b *testing.B) {
+	f := newFixture(b, virtualnode.DefaultSpec(), defaultConfig)
+	f.opts.PollInterval = agent.DefaultPollInterval
+	f.start(b)
+	f.wait(b, netdevice, "registration", counts(12, 12))
+	ctx := context.Background()
+	b.Run("kubelet-restart", func(b *testing.B) {
+		for b.Loop() {
+			if err := f.kubelet.Restart(); err != nil {
+				b.Fatal(err)
+			}
+			for _, r := range []string{netdevice, dpdk, ib, empty} {
+				f.wait(b, r, "re-registration", func(st testkubelet.State) bool { return st.Registered && st.Lists > 0 })
+			}
+		}
+	})
+	edited := strings.Replace(defaultConfig, `drivers: [iavf]}`, `drivers: [iavf], pfNames: ["enp59s0f0#0-3"]}`, 1)
+	b.Run("config-edit", func(b *testing.B) {
+		for b.Loop() {
+			f.writeConfig(b, edited)
+			f.wait(b, netdevice, "4 VFs", counts(4, 4))
+			b.StopTimer()
+			f.writeConfig(b, defaultConfig)
+			f.wait(b, netdevice, "12 VFs", counts(12, 12))
+			b.StartTimer()
+		}
+	})
+	b.Run("numvfs", func(b *testing.B) {
+		for b.Loop() {
+			if err := f.node.SetNumVFs(ctx, "0000:3b:00.0", 4); err != nil {
+				b.Fatal(err)
+			}
+			f.wait(b, netdevice, "10 VFs", counts(10, 10))
+			b.StopTimer()
+			// VFs made anew bind iavf, 6 and 7 included.
+			if err := f.node.SetNumVFs(ctx, "0000:3b:00.0", 8); err != nil {
+				b.Fatal(err)
+			}
+			f.wait(b, netdevice, "14 VFs", counts(14, 14))
+			b.StartTimer()
+		}
+	})
 }
