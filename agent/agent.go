@@ -230,7 +230,7 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 			run.devices = poolDevices{}
 		}
 		run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
-		run.plugin.SetDevices(run.devices.states(a.inv, a.links))
+		a.publish(run)
 	}
 	for name, run := range a.pools {
 		if !wanted[name] {
@@ -296,7 +296,7 @@ func sameResource(a, b pools.Resource) bool {
 func (a *Agent) applyLink(e linkEvent) {
 	a.links[e.name] = e.state
 	for _, run := range a.pools {
-		run.plugin.SetDevices(run.devices.states(a.inv, a.links))
+		a.publish(run)
 	}
 }
 

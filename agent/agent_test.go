@@ -344,6 +344,9 @@ func TestAgentLinkHealth(t *testing.T) {
 			f.wait(t, netdevice, s.name, s.cond)
 		}
 	}
+	if want := `device=0000:3e:01.2 reason="link enp62s0f0v2 is up but has no carrier"`; !f.logs.contains(want) {
+		t.Errorf("the reason of the unhealthy VF was not logged (%s); logs:\n%s", want, f.logs)
+	}
 	// The idle VF: give the agent time to (wrongly) react, then check.
 	time.Sleep(300 * time.Millisecond)
 	if st := f.kubelet.Resource(netdevice); st.Healthy() != 12 {

@@ -64,10 +64,14 @@ func operDown(oper string) bool {
 	return false
 }
 
-// health judges a pooled device: unhealthy when its PF's link is down or
-// its own link is up without carrier. An administratively down VF is idle
+// health judges a pooled device: unhealthy when its PF's link is down, its
+// own link is up without carrier, or it is on vfio-pci without the group
+// device a DPDK application opens. An administratively down VF is idle
 // and stays healthy: VFs wait down until a CNI plugin takes them.
 func health(d *pools.Device, inv *discovery.Inventory, links linkStates) (bool, string) {
+	if d.Function.Driver == "vfio-pci" && d.Function.VFIODevice == "" {
+		return false, "bound to vfio-pci but its VFIO group device is missing"
+	}
 	if d.PF != "" {
 		if pf, ok := inv.Function(d.PF); ok && pf.Netdev != nil && links.down(pf.Netdev) {
 			return false, fmt.Sprintf("PF %s link %s is down", d.PF, pf.Netdev.Name)

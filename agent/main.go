@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"time"
 )
 
 // Main runs hwnet-agent with its command-line arguments and returns the
@@ -55,7 +56,23 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	}
 	logger, err := newLogger(errOut, *format, *level)
 	o.Logger = logger
-	return o, err
+	if err != nil {
+		return o, err
+	}
+	return o, checkIntervals(o)
+}
+
+// checkIntervals rejects intervals a ticker cannot run with.
+func checkIntervals(o Options) error {
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+	}{{"--poll-interval", o.PollInterval}, {"--devinfo-gc-interval", o.GCInterval}} {
+		if d.v <= 0 {
+			return fmt.Errorf("%s %v: want a positive duration", d.flag, d.v)
+		}
+	}
+	return nil
 }
 
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {

@@ -67,9 +67,9 @@ func (o Options) withDefaults() Options {
 	o.PluginDir = cmp.Or(o.PluginDir, DefaultPluginDir)
 	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, DefaultPodResourcesSocket)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
-	o.PollInterval = cmp.Or(o.PollInterval, DefaultPollInterval)
-	o.GCInterval = cmp.Or(o.GCInterval, DefaultGCInterval)
-	o.DevinfoGrace = cmp.Or(o.DevinfoGrace, DefaultDevinfoGrace)
+	o.PollInterval = positiveOr(o.PollInterval, DefaultPollInterval)
+	o.GCInterval = positiveOr(o.GCInterval, DefaultGCInterval)
+	o.DevinfoGrace = positiveOr(o.DevinfoGrace, DefaultDevinfoGrace)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}
@@ -80,6 +80,14 @@ func (o Options) withDefaults() Options {
 		o.VDPA = &kernelVDPA{vdpa: discovery.KernelVDPA{}}
 	}
 	return o
+}
+
+// positiveOr is d, or def when d cannot drive a ticker.
+func positiveOr(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
 }
 
 func (o Options) kubeletSocket() string { return filepath.Join(o.PluginDir, "kubelet.sock") }

@@ -12,7 +12,7 @@ import (
 func (a *Agent) startPool(ctx context.Context, res pools.Resource) *poolRun {
 	p := deviceplugin.New(res, deviceplugin.Options{
 		PluginDir: a.opts.PluginDir, DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot,
-		Logger: a.log.With("resource", res.FullName()),
+		Logger: a.log,
 	})
 	ctx, cancel := context.WithCancel(ctx)
 	run := &poolRun{res: res, plugin: p, stop: cancel, done: make(chan struct{})}
@@ -37,4 +37,31 @@ func (a *Agent) kubeletStarted() {
 	for _, run := range a.pools {
 		run.plugin.KubeletStarted()
 	}
+}
+
+// publish sends the pool's current list to its plugin, logging each
+// device whose health changed and how many came and went.
+func (a *Agent) publish(run *poolRun) {
+	next := run.devices.states(a.inv, a.links)
+	prev := make(map[string]deviceplugin.DeviceState, len(next))
+	for _, d := range run.plugin.Devices() {
+		prev[d.ID] = d
+	}
+	added := 0
+	for _, d := range next {
+		p, ok := prev[d.ID]
+		delete(prev, d.ID)
+		switch {
+		case !ok:
+			added++
+		case p.Healthy && !d.Healthy:
+			a.log.Warn("device unhealthy", "resource", run.res.FullName(), "device", d.ID, "reason", d.Reason)
+		case !p.Healthy && d.Healthy:
+			a.log.Info("device healthy again", "resource", run.res.FullName(), "device", d.ID)
+		}
+	}
+	if added > 0 || len(prev) > 0 {
+		a.log.Info("pool devices changed", "resource", run.res.FullName(), "added", added, "removed", len(prev), "devices", len(next))
+	}
+	run.plugin.SetDevices(next)
 }

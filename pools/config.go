@@ -91,7 +91,7 @@ func Parse(data []byte) (*Config, error) {
 	}
 	var top rawConfig
 	given, errs := decodeObject(js, "", top.fields(), topLevelHint)
-	p := &parser{fullNames: map[string]int{}}
+	p := &parser{fullNames: map[string]int{}, envNames: map[string]int{}}
 	p.add(entry{}, errs)
 	if !slices.Contains(given, "resourceList") || len(top.ResourceList) == 0 {
 		p.errs = append(p.errs, &FieldError{Field: "resourceList", Err: errors.New("missing: the config declares no resource")})
@@ -190,8 +190,10 @@ type parser struct {
 	errs     []error
 	warnings []string
 	tagNames []string
-	// fullNames maps each resource's prefix/name to its index.
+	// fullNames maps each resource's prefix/name to its index, envNames
+	// each resource's PCIDEVICE_ variable.
 	fullNames map[string]int
+	envNames  map[string]int
 }
 
 // entry is the config entry being checked, for messages.
@@ -237,7 +239,7 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 		Name:            r.ResourceName,
 		DeviceType:      DeviceType(orDefault(r.DeviceType, string(NetDevice))),
 		ExcludeTopology: r.ExcludeTopology,
-		AdditionalInfo:  r.AdditionalInfo,
+		AdditionalInfo:  e.additionalInfo(r.AdditionalInfo),
 		Policy:          Policy(orDefault(r.AllocationPolicy, string(Pack))),
 		Index:           i,
 	}
@@ -249,7 +251,6 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 	if res.Policy != Pack && res.Policy != Spread {
 		e.fail("allocationPolicy", strconv.Quote(r.AllocationPolicy), fmt.Errorf("want %q or %q", Pack, Spread))
 	}
-	e.checkAdditionalInfo(r.AdditionalInfo)
 	if ok {
 		res.Selectors = e.selectors(r.Selectors, kind)
 		e.applyFlags(&res)
@@ -285,17 +286,32 @@ func (e entry) checkResourceName(res *Resource) {
 		return
 	}
 	e.p.fullNames[full] = res.Index
+	env := res.EnvName()
+	if first, taken := e.p.envNames[env]; taken && res.Name != "" {
+		e.fail("resourceName", strconv.Quote(res.Name), fmt.Errorf("its devices' variable %s is already resourceList[%d]'s", env, first))
+		return
+	}
+	e.p.envNames[env] = res.Index
 }
 
-func (e entry) checkAdditionalInfo(info map[string]map[string]string) {
+// additionalInfo checks the keys of additionalInfo and writes PCI
+// addresses the way device IDs are written, in lower case.
+func (e entry) additionalInfo(info map[string]map[string]string) map[string]map[string]string {
+	if info == nil {
+		return nil
+	}
+	out := make(map[string]map[string]string, len(info))
 	for _, key := range slices.Sorted(maps.Keys(info)) {
 		if key == "*" {
+			out[key] = info[key]
 			continue
 		}
 		if _, err := parsePCIAddress(key); err != nil {
 			e.fail("additionalInfo", strconv.Quote(key), fmt.Errorf(`want "*" or a device's PCI address: %w`, err))
 		}
+		out[strings.ToLower(key)] = info[key]
 	}
+	return out
 }
 
 // applyFlags sets the resource's isRdma, needVhostNet and vdpaType from

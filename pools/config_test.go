@@ -44,6 +44,11 @@ resourceList:
 				`resourceList[0] "r": selectors.rootDevices[0]: "0000:3b:00.0#1-0": range 1-0 is reversed`,
 				`resourceList[0] "r": selectors.rootDevices[1]: "3b:00.0#1": not a PCI address such as 0000:3b:02.1 (domain:bus:device.function)`,
 			}},
+		{"one variable for two resources", `
+resourceList:
+  - {resourceName: sriov-a, selectors: {vendors: ["8086"]}}
+  - {resourceName: sriov_a, selectors: {vendors: ["8086"]}}`,
+			[]string{`resourceList[1] "sriov_a": resourceName: "sriov_a": its devices' variable PCIDEVICE_INTEL_COM_SRIOV_A is already resourceList[0]'s`}},
 		{"resource names", `
 resourceList:
   - {selectors: {vendors: ["8086"]}}
@@ -210,7 +215,7 @@ func TestParseDefaults(t *testing.T) {
 		{"resourceName": "plain", "selectors": {"vendors": ["8086"]}},
 		{"resourceName": "full", "resourcePrefix": "example.com", "deviceType": "accelerator",
 		 "excludeTopology": true, "allocationPolicy": "spread",
-		 "additionalInfo": {"*": {"token": "t"}, "0000:3b:01.0": {"token": "u"}},
+		 "additionalInfo": {"*": {"token": "t"}, "0000:3B:01.0": {"token": "u"}},
 		 "selectors": [{"vendors": ["8086"]}]},
 		{"resourceName": "vdpa", "selectors": [{"devices": ["101e"], "vdpaType": "vhost", "needVhostNet": true},
 		                                       {"devices": ["101e"], "vdpaType": "vhost", "needVhostNet": true}]},

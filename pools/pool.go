@@ -1,6 +1,10 @@
 package pools
 
-import "github.com/hwnet-io/hwnet/discovery"
+import (
+	"strings"
+
+	"github.com/hwnet-io/hwnet/discovery"
+)
 
 // DeviceType says what a pool hands out, with the SR-IOV network device
 // plugin's names.
@@ -52,6 +56,20 @@ type Resource struct {
 
 // FullName is the extended resource name kubelet sees, prefix/name.
 func (r *Resource) FullName() string { return r.Prefix + "/" + r.Name }
+
+// EnvName is the variable that lists a container's devices of the
+// resource: sriovdp's PCIDEVICE_<PREFIX>_<NAME>, upper-cased, with every
+// character that may not appear in a shell variable name written as '_'
+// (sriovdp keeps '-', which shells reject).
+func (r *Resource) EnvName() string {
+	name := []byte(strings.ToUpper("PCIDEVICE_" + r.Prefix + "_" + r.Name))
+	for i, c := range name {
+		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
+			name[i] = '_'
+		}
+	}
+	return string(name)
+}
 
 // Device is one device of a pool: a kubelet device ID and what Allocate
 // needs to hand it to a container.
