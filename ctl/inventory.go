@@ -12,12 +12,14 @@ import (
 
 	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/pools"
 )
 
 func runInventory(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("inventory", errOut)
 	df := addDiscoveryFlags(fs)
 	format := fs.String("o", "table", "output format: table, json or yaml")
+	configFile := fs.String("config", "", "pool config (sriovdp's config.json, or the same in YAML): show each function's admin tags and pool")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -28,11 +30,58 @@ func runInventory(ctx context.Context, args []string, out, errOut io.Writer) err
 	if !ok {
 		return usageError{fmt.Sprintf("-o: unknown output format %q (want table, json or yaml)", *format)}
 	}
-	inv, _, err := df.discover(ctx)
+	var cfg *pools.Config
+	if *configFile != "" {
+		var err error
+		if cfg, err = pools.Load(*configFile); err != nil {
+			return indented{fmt.Errorf("--config: %w", err)}
+		}
+	}
+	inv, db, err := df.discover(ctx)
 	if err != nil {
 		return err
 	}
-	return render(out, inv)
+	view := &inventoryView{inv: inv}
+	if cfg != nil {
+		if err := cfg.CheckModels(db); err != nil {
+			return indented{fmt.Errorf("--config: config %s: %w", *configFile, err)}
+		}
+		view.placement = newPlacement(cfg, inv)
+	}
+	return render(out, view)
+}
+
+// inventoryView is the inventory with, given a pool config, where the
+// config places each function.
+type inventoryView struct {
+	inv *discovery.Inventory
+	// placement is nil without a config.
+	placement *placement
+}
+
+// placement is what a pool config says of each function, by PCI address:
+// its admin tags and the full resource name of the pool it is in.
+type placement struct {
+	tags  map[string][]string
+	pools map[string]string
+}
+
+func newPlacement(cfg *pools.Config, inv *discovery.Inventory) *placement {
+	p := &placement{tags: cfg.FunctionTags(inv), pools: map[string]string{}}
+	for _, pool := range cfg.Match(inv).Pools {
+		for _, d := range pool.Devices {
+			p.pools[d.ID] = pool.Resource.FullName()
+		}
+	}
+	return p
+}
+
+// of returns the placement of the function at addr; none without a config.
+func (p *placement) of(addr string) placed {
+	if p == nil {
+		return placed{}
+	}
+	return placed{Tags: p.tags[addr], Pool: p.pools[addr]}
 }
 
 // discoveryFlags are the flags that say where and how to discover the
@@ -77,23 +126,70 @@ func openDB(extraFile string) (*hwdb.DB, error) {
 	return hwdb.Open(models...)
 }
 
-type renderer func(io.Writer, *discovery.Inventory) error
+type renderer func(io.Writer, *inventoryView) error
 
 func renderers() map[string]renderer {
 	return map[string]renderer{"table": renderTable, "json": renderJSON, "yaml": renderYAML}
 }
 
-func renderJSON(w io.Writer, inv *discovery.Inventory) error {
+func renderJSON(w io.Writer, v *inventoryView) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(inv)
+	return enc.Encode(v.output())
 }
 
-func renderYAML(w io.Writer, inv *discovery.Inventory) error {
-	data, err := yaml.Marshal(inv)
+func renderYAML(w io.Writer, v *inventoryView) error {
+	data, err := yaml.Marshal(v.output())
 	if err != nil {
 		return err
 	}
 	_, err = w.Write(data)
 	return err
+}
+
+// inventoryOutput is the inventory as json and yaml show it: discovery's
+// fields, and each function's tags and pool when a config gives them.
+// Without a config it is discovery's Inventory to the byte.
+type inventoryOutput struct {
+	PFs      []pfOutput  `json:"pfs"`
+	NICs     []nicOutput `json:"nics"`
+	Problems []string    `json:"problems,omitempty"`
+}
+
+// pfOutput's VFs hide the embedded PF's.
+type pfOutput struct {
+	discovery.PF
+	placed
+	VFs []vfOutput `json:"vfs"`
+}
+
+type vfOutput struct {
+	discovery.VF
+	placed
+}
+
+type nicOutput struct {
+	discovery.Function
+	placed
+}
+
+// placed is where a pool config places a function.
+type placed struct {
+	Tags []string `json:"tags,omitempty"`
+	Pool string   `json:"pool,omitempty"`
+}
+
+func (v *inventoryView) output() inventoryOutput {
+	out := inventoryOutput{Problems: v.inv.Problems}
+	for _, pf := range v.inv.PFs {
+		po := pfOutput{PF: pf, placed: v.placement.of(pf.Address)}
+		for _, vf := range pf.VFs {
+			po.VFs = append(po.VFs, vfOutput{VF: vf, placed: v.placement.of(vf.Address)})
+		}
+		out.PFs = append(out.PFs, po)
+	}
+	for _, n := range v.inv.NICs {
+		out.NICs = append(out.NICs, nicOutput{Function: n, placed: v.placement.of(n.Address)})
+	}
+	return out
 }

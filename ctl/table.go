@@ -12,27 +12,30 @@ import (
 
 // renderTable writes the inventory for people: a PF summary, each PF's VFs,
 // the standalone NICs, then every exclusion and problem with its reason.
-func renderTable(w io.Writer, inv *discovery.Inventory) error {
+// With a pool config every row ends with the function's tags and pool.
+func renderTable(w io.Writer, v *inventoryView) error {
+	inv := v.inv
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "PF\tMODEL\tDRIVER\tVFS(ENABLED/TOTAL)\tNUMA\tLINK\tNETDEV\tSTATE\tESWITCH")
+	v.heading(tw, "PF", "MODEL", "DRIVER", "VFS(ENABLED/TOTAL)", "NUMA", "LINK", "NETDEV", "STATE", "ESWITCH")
 	for _, pf := range inv.PFs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d\t%s\t%s\t%s\t%s\t%s\n", pf.Address, dash(pf.Model), dash(pf.Driver),
-			pf.SRIOV.NumVFs, pf.SRIOV.TotalVFs, numa(pf.NUMANode), dash(string(pf.LinkType)),
+		v.row(tw, pf.Address, pf.Address, dash(pf.Model), dash(pf.Driver),
+			fmt.Sprintf("%d/%d", pf.SRIOV.NumVFs, pf.SRIOV.TotalVFs), numa(pf.NUMANode), dash(string(pf.LinkType)),
 			netdevName(pf.Netdev), state(pf.Netdev), pf.ESwitch.Mode)
 	}
 	for _, pf := range inv.PFs {
 		fmt.Fprintf(tw, "\nVFs of %s (%s):\n", pf.Address, dash(pf.Model))
-		fmt.Fprintln(tw, "  VF\tPCI ADDRESS\tDRIVER\tNETDEV\tHW ADDRESS\tSTATE\tNUMA\tIOMMU\tDEVICE")
+		v.heading(tw, "  VF", "PCI ADDRESS", "DRIVER", "NETDEV", "HW ADDRESS", "STATE", "NUMA", "IOMMU", "DEVICE")
 		for _, vf := range pf.VFs {
-			fmt.Fprintf(tw, "  %d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", vf.Index, vf.Address, dash(vf.Driver),
+			v.row(tw, vf.Address, "  "+strconv.Itoa(vf.Index), vf.Address, dash(vf.Driver),
 				netdevName(vf.Netdev), hwAddr(vf.Netdev), state(vf.Netdev), numa(vf.NUMANode),
 				dash(vf.IOMMUGroup), deviceFiles(&vf.Function))
 		}
 	}
 	if len(inv.NICs) > 0 {
-		fmt.Fprintln(tw, "\nNIC\tVENDOR:DEVICE\tMODEL\tDRIVER\tNUMA\tLINK\tNETDEV\tSTATE\tNAME")
+		fmt.Fprintln(tw)
+		v.heading(tw, "NIC", "VENDOR:DEVICE", "MODEL", "DRIVER", "NUMA", "LINK", "NETDEV", "STATE", "NAME")
 		for _, n := range inv.NICs {
-			fmt.Fprintf(tw, "%s\t%s:%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", n.Address, n.Vendor, n.Device, dash(n.Model),
+			v.row(tw, n.Address, n.Address, n.Vendor.String()+":"+n.Device.String(), dash(n.Model),
 				dash(n.Driver), numa(n.NUMANode), dash(string(n.LinkType)), netdevName(n.Netdev), state(n.Netdev),
 				dash(strings.TrimSpace(n.VendorName+" "+n.DeviceName)))
 		}
@@ -41,6 +44,25 @@ func renderTable(w io.Writer, inv *discovery.Inventory) error {
 		return err
 	}
 	return renderNotes(w, inv)
+}
+
+// heading writes a table's heading, with the config's columns when there
+// is a config.
+func (v *inventoryView) heading(w io.Writer, cells ...string) {
+	if v.placement != nil {
+		cells = append(cells, "TAGS", "POOL")
+	}
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
+}
+
+// row writes the row of the function at addr, with its tags and pool
+// when there is a config.
+func (v *inventoryView) row(w io.Writer, addr string, cells ...string) {
+	if v.placement != nil {
+		p := v.placement.of(addr)
+		cells = append(cells, dash(strings.Join(p.Tags, ",")), dash(p.Pool))
+	}
+	fmt.Fprintln(w, strings.Join(cells, "\t"))
 }
 
 // renderNotes lists every exclusion and problem, so nothing is hidden.
@@ -117,6 +139,9 @@ func deviceFiles(fn *discovery.Function) string {
 	var files []string
 	if fn.VFIODevice != "" {
 		files = append(files, fn.VFIODevice)
+	}
+	if fn.UIODevice != "" {
+		files = append(files, fn.UIODevice)
 	}
 	if fn.RDMA != nil {
 		files = append(files, fn.RDMA.CharDevices...)

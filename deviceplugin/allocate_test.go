@@ -67,6 +67,7 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 	n := newTestNode(t)
 	noIOMMU := n.device(t, vfioVF)
 	noIOMMU.Function.VFIODevice = filepath.Join(n.node.DevRoot(), "vfio", "noiommu-8")
+	twoPorts := withSecondPort(n.device(t, ibVF), filepath.Join(n.node.DevRoot(), "infiniband"))
 	sriovNet := pools.Resource{Prefix: "intel.com", Name: "sriov_net"}
 	tests := []struct {
 		name      string
@@ -112,15 +113,70 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 		},
 		{
 			name:    "RDMA VF",
-			res:     pools.Resource{Prefix: "nvidia.com", Name: "ib"},
+			res:     pools.Resource{Prefix: "nvidia.com", Name: "ib", IsRDMA: true},
 			devices: n.devices(t, ibPF), allocate: []string{ibVF},
 			wantEnv: map[string]string{
 				"PCIDEVICE_NVIDIA_COM_IB": ibVF,
 				"PCIDEVICE_NVIDIA_COM_IB_INFO": `{"0000:41:01.0":{"generic":{"deviceID":"0000:41:01.0"},` +
-					`"rdma":{"rdma_dev":"mlx5_1","uverbs":"/dev/infiniband/uverbs1"}}}`,
+					`"rdma":{"issm":"/dev/infiniband/issm1","rdma_cm":"/dev/infiniband/rdma_cm","rdma_dev":"mlx5_1",` +
+					`"umad":"/dev/infiniband/umad1","uverbs":"/dev/infiniband/uverbs1"}}}`,
 			},
-			wantSpecs: []spec{rw("/dev/infiniband/uverbs1")},
+			wantSpecs: []spec{rw("/dev/infiniband/uverbs1"), rw("/dev/infiniband/umad1"), rw("/dev/infiniband/issm1"), rw("/dev/infiniband/rdma_cm")},
 			wantInfo:  map[string]*devinfo.DeviceInfo{ibVF: devinfo.NewPCI(devinfo.PCI{PCIAddress: ibVF, PFPCIAddress: ibPF, RDMADevice: "mlx5_1"})},
+		},
+		{
+			name:    "RDMA VFs share rdma_cm",
+			res:     pools.Resource{Prefix: "nvidia.com", Name: "ib", IsRDMA: true},
+			devices: n.devices(t, ibPF), allocate: []string{ibVF, ibVF1},
+			wantEnv: map[string]string{
+				"PCIDEVICE_NVIDIA_COM_IB": "0000:41:01.0,0000:41:01.1",
+				"PCIDEVICE_NVIDIA_COM_IB_INFO": `{"0000:41:01.0":{"generic":{"deviceID":"0000:41:01.0"},` +
+					`"rdma":{"issm":"/dev/infiniband/issm1","rdma_cm":"/dev/infiniband/rdma_cm","rdma_dev":"mlx5_1",` +
+					`"umad":"/dev/infiniband/umad1","uverbs":"/dev/infiniband/uverbs1"}},` +
+					`"0000:41:01.1":{"generic":{"deviceID":"0000:41:01.1"},` +
+					`"rdma":{"issm":"/dev/infiniband/issm2","rdma_cm":"/dev/infiniband/rdma_cm","rdma_dev":"mlx5_2",` +
+					`"umad":"/dev/infiniband/umad2","uverbs":"/dev/infiniband/uverbs2"}}}`,
+			},
+			wantSpecs: []spec{
+				rw("/dev/infiniband/uverbs1"), rw("/dev/infiniband/umad1"), rw("/dev/infiniband/issm1"), rw("/dev/infiniband/rdma_cm"),
+				rw("/dev/infiniband/uverbs2"), rw("/dev/infiniband/umad2"), rw("/dev/infiniband/issm2"),
+			},
+		},
+		{
+			name:    "RDMA device with two ports: _INFO names port 1's nodes",
+			res:     pools.Resource{Prefix: "nvidia.com", Name: "ib", IsRDMA: true},
+			devices: []DeviceState{twoPorts}, allocate: []string{ibVF},
+			wantEnv: map[string]string{
+				"PCIDEVICE_NVIDIA_COM_IB": ibVF,
+				"PCIDEVICE_NVIDIA_COM_IB_INFO": `{"0000:41:01.0":{"generic":{"deviceID":"0000:41:01.0"},` +
+					`"rdma":{"issm":"/dev/infiniband/issm1","rdma_cm":"/dev/infiniband/rdma_cm","rdma_dev":"mlx5_1",` +
+					`"umad":"/dev/infiniband/umad1","uverbs":"/dev/infiniband/uverbs1"}}}`,
+			},
+			wantSpecs: []spec{
+				rw("/dev/infiniband/uverbs1"), rw("/dev/infiniband/umad1"), rw("/dev/infiniband/umad9"),
+				rw("/dev/infiniband/issm1"), rw("/dev/infiniband/issm9"), rw("/dev/infiniband/rdma_cm"),
+			},
+		},
+		{
+			name:    "RDMA VF in a pool without isRdma: no RDMA",
+			res:     pools.Resource{Prefix: "nvidia.com", Name: "ipoib"},
+			devices: n.devices(t, ibPF), allocate: []string{ibVF},
+			wantEnv: map[string]string{
+				"PCIDEVICE_NVIDIA_COM_IPOIB":      ibVF,
+				"PCIDEVICE_NVIDIA_COM_IPOIB_INFO": `{"0000:41:01.0":{"generic":{"deviceID":"0000:41:01.0"}}}`,
+			},
+			wantInfo: map[string]*devinfo.DeviceInfo{ibVF: devinfo.NewPCI(devinfo.PCI{PCIAddress: ibVF, PFPCIAddress: ibPF})},
+		},
+		{
+			name:    "UIO VF",
+			res:     pools.Resource{Prefix: "intel.com", Name: "dpdk_uio"},
+			devices: n.devices(t, pf1), allocate: []string{uioVF},
+			wantEnv: map[string]string{
+				"PCIDEVICE_INTEL_COM_DPDK_UIO":      uioVF,
+				"PCIDEVICE_INTEL_COM_DPDK_UIO_INFO": `{"0000:3e:01.5":{"generic":{"deviceID":"0000:3e:01.5"},"uio":{"mount":"/dev/uio0"}}}`,
+			},
+			wantSpecs: []spec{rw("/dev/uio0")},
+			wantInfo:  map[string]*devinfo.DeviceInfo{uioVF: devinfo.NewPCI(devinfo.PCI{PCIAddress: uioVF, PFPCIAddress: pf1})},
 		},
 		{
 			name:    "vhost vDPA",
@@ -186,6 +242,16 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 			checkDeviceInfo(t, dir, tt.res.FullName(), tt.allocate, tt.wantInfo)
 		})
 	}
+}
+
+// withSecondPort gives the device's RDMA device a second port, umad9 and
+// issm9, listed as discovery lists them: by kind, then by name.
+func withSecondPort(d DeviceState, ib string) DeviceState {
+	rdma := *d.Function.RDMA
+	node := func(name string) string { return filepath.Join(ib, name) }
+	rdma.CharDevices = []string{node("uverbs1"), node("umad1"), node("umad9"), node("issm1"), node("issm9"), node("rdma_cm")}
+	d.Function.RDMA = &rdma
+	return d
 }
 
 // checkDeviceInfo checks that every allocated device has its file, with

@@ -36,6 +36,7 @@ type deviceEnvInfo struct {
 	Extra   map[string]string `json:"extra,omitempty"`
 	Generic genericEnvInfo    `json:"generic"`
 	RDMA    *rdmaEnvInfo      `json:"rdma,omitempty"`
+	UIO     *uioEnvInfo       `json:"uio,omitempty"`
 	VDPA    *vdpaEnvInfo      `json:"vdpa,omitempty"`
 	VFIO    *vfioEnvInfo      `json:"vfio,omitempty"`
 	Vhost   *vhostEnvInfo     `json:"vhost,omitempty"`
@@ -51,6 +52,10 @@ type rdmaEnvInfo struct {
 	RDMADev string `json:"rdma_dev,omitempty"`
 	Umad    string `json:"umad,omitempty"`
 	Uverbs  string `json:"uverbs,omitempty"`
+}
+
+type uioEnvInfo struct {
+	Mount string `json:"mount"`
 }
 
 type vdpaEnvInfo struct {
@@ -75,8 +80,11 @@ func (p *Plugin) prepare(s DeviceState) *prepared {
 	if fn.Driver == "vfio-pci" {
 		d.addVFIO(p.devPath(fn.VFIODevice))
 	}
-	if fn.RDMA != nil && len(fn.RDMA.CharDevices) > 0 {
-		d.addRDMA(fn.RDMA, p.devPath)
+	if fn.UIODevice != "" {
+		d.addUIO(p.devPath(fn.UIODevice))
+	}
+	if rdma := p.rdma(fn); rdma != nil {
+		d.addRDMA(rdma, p.devPath)
 	}
 	vdpa := p.vdpaDevice(fn)
 	if vdpa != nil {
@@ -105,6 +113,10 @@ func additionalInfo(info map[string]map[string]string, id string) map[string]str
 	return merged
 }
 
+// addSpec hands out a device node read-write. No device gets "m": a
+// container opens its nodes but never creates them, so mknod rights would
+// be privilege for nothing (the SR-IOV network device plugin dropped "m"
+// too, in its PR #491).
 func (d *prepared) addSpec(p string) {
 	d.specs = append(d.specs, &pluginapi.DeviceSpec{HostPath: p, ContainerPath: p, Permissions: "rw"})
 }
@@ -121,20 +133,45 @@ func (d *prepared) addVFIO(group string) {
 	}
 }
 
+// addUIO hands out the /dev/uioN through which a UIO driver gives the
+// device to user space.
+func (d *prepared) addUIO(node string) {
+	d.env.UIO = &uioEnvInfo{Mount: node}
+	d.addSpec(node)
+}
+
+// rdma is the function's RDMA device when the pool hands RDMA out: only
+// an isRdma pool does, as in the SR-IOV network device plugin, since umad
+// and issm let a pod send management datagrams and claim to be the
+// fabric's subnet manager.
+func (p *Plugin) rdma(fn *discovery.Function) *discovery.RDMA {
+	if !p.res.IsRDMA || fn.RDMA == nil || len(fn.RDMA.CharDevices) == 0 {
+		return nil
+	}
+	return fn.RDMA
+}
+
+// addRDMA hands out every character device of the device's RDMA device.
+// The _INFO entry names one of each kind, as the SR-IOV network device
+// plugin does: the first, which is port 1's.
 func (d *prepared) addRDMA(rdma *discovery.RDMA, devPath func(string) string) {
 	info := &rdmaEnvInfo{RDMADev: rdma.Device}
 	for _, c := range rdma.CharDevices {
 		p := devPath(c)
 		d.addSpec(p)
+		var kind *string
 		switch base := path.Base(p); {
 		case strings.HasPrefix(base, "uverbs"):
-			info.Uverbs = p
+			kind = &info.Uverbs
 		case strings.HasPrefix(base, "umad"):
-			info.Umad = p
+			kind = &info.Umad
 		case strings.HasPrefix(base, "issm"):
-			info.Issm = p
+			kind = &info.Issm
 		case base == "rdma_cm":
-			info.RDMACM = p
+			kind = &info.RDMACM
+		}
+		if kind != nil && *kind == "" {
+			*kind = p
 		}
 	}
 	d.env.RDMA = info
@@ -184,7 +221,7 @@ func (p *Plugin) deviceInfo(dev pools.Device, vdpa *discovery.VDPADevice) *devin
 		})
 	}
 	info := devinfo.PCI{PCIAddress: dev.ID, PFPCIAddress: dev.PF, RepresentorDevice: dev.Representor}
-	if rdma := dev.Function.RDMA; rdma != nil && len(rdma.CharDevices) > 0 {
+	if rdma := p.rdma(&dev.Function); rdma != nil {
 		info.RDMADevice = rdma.Device
 	}
 	if p.res.NeedVhostNet {

@@ -31,7 +31,9 @@ const (
 	vfioVF   = "0000:3b:01.6" // VF 6 of pf0, vfio-pci
 	vfioVF1  = "0000:3b:01.7"
 	ibVF     = "0000:41:01.0" // VF 0 of ibPF, mlx5_core with RDMA
+	ibVF1    = "0000:41:01.1"
 	vdpaVF   = "0000:3e:01.0" // VF 0 of pf1, given a vhost-vdpa device
+	uioVF    = "0000:3e:01.5" // VF 5 of pf1, bound to uio_pci_generic: /dev/uio0
 	vdpaName = "vdpa0"
 )
 
@@ -54,7 +56,8 @@ type fixedVDPA []discovery.ParentedVDPA
 func (f fixedVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return f, nil }
 
 // newTestNode builds and discovers the default node; vdpaVF gets a
-// vhost-vdpa device whose node is under the tree's /dev.
+// vhost-vdpa device whose node is under the tree's /dev, and uioVF is
+// bound to uio_pci_generic.
 func newTestNode(t testing.TB) *testNode {
 	t.Helper()
 	db, err := hwdb.Open()
@@ -62,6 +65,9 @@ func newTestNode(t testing.TB) *testNode {
 		t.Fatal(err)
 	}
 	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
+	if err := node.BindDriver(context.Background(), uioVF, "uio_pci_generic"); err != nil {
+		t.Fatal(err)
+	}
 	vdpaPath := filepath.Join(node.DevRoot(), "vhost-vdpa-0")
 	inv, err := discovery.Discover(context.Background(), discovery.Options{
 		SysfsRoot: node.SysRoot(),

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -81,7 +83,7 @@ func TestDiscoverFindsEveryFunction(t *testing.T) {
 			t.Errorf("%s: missing from the inventory", want.Addr)
 			continue
 		}
-		checkFunction(t, got, &want)
+		checkFunction(t, node.DevRoot(), got, &want)
 	}
 	if len(inv.PFs) != 3 || len(inv.NICs) != 1 {
 		t.Errorf("got %d PFs and %d NICs, want 3 and 1", len(inv.PFs), len(inv.NICs))
@@ -114,7 +116,7 @@ func TestInventoryJSONRoundTrip(t *testing.T) {
 	}
 }
 
-func checkFunction(t *testing.T, got *discovery.Function, want *virtualnode.Function) {
+func checkFunction(t *testing.T, devRoot string, got *discovery.Function, want *virtualnode.Function) {
 	t.Helper()
 	if len(got.Problems) > 0 {
 		t.Errorf("%s: unexpected problems %q", want.Addr, got.Problems)
@@ -143,12 +145,13 @@ func checkFunction(t *testing.T, got *discovery.Function, want *virtualnode.Func
 	if want.Driver == "vfio-pci" && !strings.HasSuffix(got.VFIODevice, "/vfio/"+strconv.Itoa(want.IOMMUGroup)) {
 		t.Errorf("%s: vfio device %q, want .../vfio/%d", want.Addr, got.VFIODevice, want.IOMMUGroup)
 	}
-	checkRDMA(t, got, want)
+	checkRDMA(t, devRoot, got, want)
 }
 
 // checkRDMA: IB VFs carry 20-byte addresses whose last 8 bytes are the
-// port GUID, and their GUIDs in the byte form CNI plugins take.
-func checkRDMA(t *testing.T, got *discovery.Function, want *virtualnode.Function) {
+// port GUID, and their GUIDs in the byte form CNI plugins take; RDMA
+// devices list their verbs and MAD nodes and the node's rdma_cm.
+func checkRDMA(t *testing.T, devRoot string, got *discovery.Function, want *virtualnode.Function) {
 	t.Helper()
 	if (got.RDMA == nil) != (want.RDMA == nil) {
 		t.Errorf("%s: rdma %+v, want %+v", want.Addr, got.RDMA, want.RDMA)
@@ -159,6 +162,16 @@ func checkRDMA(t *testing.T, got *discovery.Function, want *virtualnode.Function
 	}
 	if got.RDMA.Device != want.RDMA.Name || got.RDMA.NodeGUID != bytesGUID(want.RDMA.NodeGUID) || got.RDMA.PortGUID != bytesGUID(want.RDMA.PortGUID) {
 		t.Errorf("%s: rdma %+v, want device %s node GUID %s port GUID %s", want.Addr, got.RDMA, want.RDMA.Name, want.RDMA.NodeGUID, want.RDMA.PortGUID)
+	}
+	ib := filepath.Join(devRoot, "infiniband")
+	wantNodes := []string{
+		filepath.Join(ib, "uverbs"+strconv.Itoa(want.RDMA.Uverbs)),
+		filepath.Join(ib, "umad"+strconv.Itoa(want.RDMA.Umad)),
+		filepath.Join(ib, "issm"+strconv.Itoa(want.RDMA.Umad)),
+		filepath.Join(ib, "rdma_cm"),
+	}
+	if !slices.Equal(got.RDMA.CharDevices, wantNodes) {
+		t.Errorf("%s: rdma char devices %q, want %q", want.Addr, got.RDMA.CharDevices, wantNodes)
 	}
 	if want.LinkType == hwdb.InfiniBand && got.Netdev != nil {
 		if got.Netdev.AddrLen != 20 || !strings.HasSuffix(got.Netdev.HardwareAddr, got.RDMA.PortGUID) {

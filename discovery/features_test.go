@@ -115,6 +115,42 @@ func TestDiscoverSharedVFDevice(t *testing.T) {
 	}
 }
 
+// TestDiscoverUIO: a VF bound to uio_pci_generic or igb_uio has the
+// /dev/uioN a DPDK application opens; one whose node is missing says so.
+func TestDiscoverUIO(t *testing.T) {
+	db := openDB(t)
+	node := buildTree(t, db, virtualnode.DefaultSpec())
+	bound := map[string]string{pf0vf3: "uio_pci_generic", pf1vf0: "igb_uio"}
+	uioNode := map[string]string{}
+	for addr, driver := range bound {
+		if err := node.BindDriver(t.Context(), addr, driver); err != nil {
+			t.Fatal(err)
+		}
+		built, _ := node.Device(addr)
+		uioNode[addr] = filepath.Join(node.DevRoot(), built.UIO.Name())
+	}
+	inv := discover(t, db, node, discovery.Options{})
+	for _, built := range node.Devices() {
+		f, _ := inv.Function(built.Addr)
+		if f.UIODevice != uioNode[built.Addr] || (bound[built.Addr] != "" && (f.Driver != bound[built.Addr] || f.Netdev != nil || len(f.Problems) > 0)) {
+			t.Errorf("%s: driver %s uio %q netdev %v problems %q; want uio %q", built.Addr, f.Driver, f.UIODevice, f.Netdev, f.Problems, uioNode[built.Addr])
+		}
+	}
+	if err := os.Remove(uioNode[pf0vf3]); err != nil {
+		t.Fatal(err)
+	}
+	removeAll(t, dev(node.SysRoot(), pf1vf0, "uio", filepath.Base(uioNode[pf1vf0])))
+	inv = discover(t, db, node, discovery.Options{})
+	for addr, problem := range map[string]string{
+		pf0vf3: "bound to uio_pci_generic but " + uioNode[pf0vf3] + " does not exist",
+		pf1vf0: "uio: the directory lists no UIO device",
+	} {
+		if f, _ := inv.Function(addr); f.UIODevice != "" || !hasProblem(f, problem) {
+			t.Errorf("%s: uio %q problems %q, want none and %q", addr, f.UIODevice, f.Problems, problem)
+		}
+	}
+}
+
 func findPF(t *testing.T, inv *discovery.Inventory, addr string) *discovery.PF {
 	t.Helper()
 	for i := range inv.PFs {

@@ -1,6 +1,7 @@
 package discovery
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -40,6 +41,7 @@ type virtfn struct {
 type functionScanner struct {
 	opts  Options
 	links *pendingLinks
+	ib    *devInfiniband
 	r     attrReader
 }
 
@@ -75,7 +77,10 @@ func (s *functionScanner) scan(name string) *scanned {
 		s.readNetdev(sc)
 	}
 	if entries.infiniband {
-		s.readRDMA(sc)
+		s.readRDMA(sc, entries)
+	}
+	if entries.uio {
+		s.findUIODevice(sc)
 	}
 	return sc
 }
@@ -177,6 +182,27 @@ func (s *functionScanner) findVFIODevice(sc *scanned) {
 		path = noiommu
 	}
 	sc.fn.VFIODevice = path
+}
+
+// findUIODevice names the /dev/uioN through which a UIO driver
+// (uio_pci_generic, igb_uio) hands the function to user space; the kernel
+// names the node after the function's uio/uioN class device.
+func (s *functionScanner) findUIODevice(sc *scanned) {
+	names, err := s.r.dirNames("uio")
+	if err == nil && len(names) == 0 {
+		err = errors.New("uio: the directory lists no UIO device")
+	}
+	if err != nil {
+		sc.problem(err)
+		return
+	}
+	slices.Sort(names)
+	path := filepath.Join(s.opts.DevRoot, names[0])
+	if !exists(path) {
+		sc.problem(fmt.Errorf("bound to %s but %s does not exist", sc.fn.Driver, path))
+		return
+	}
+	sc.fn.UIODevice = path
 }
 
 // readSRIOV reads a PF's SR-IOV attributes and its virtfnN links.

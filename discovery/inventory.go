@@ -64,6 +64,8 @@ type ESwitch struct {
 }
 
 // Function is one PCI function and everything discovery learnt about it.
+// VFIODevice and UIODevice are the device nodes (under DevRoot) that
+// vfio-pci and the UIO drivers (uio_pci_generic, igb_uio) give it.
 type Function struct {
 	Address    string        `json:"pciAddress"`
 	Vendor     hwdb.PCIID    `json:"vendor"`
@@ -76,6 +78,7 @@ type Function struct {
 	NUMANode   int           `json:"numaNode"`
 	IOMMUGroup string        `json:"iommuGroup,omitempty"`
 	VFIODevice string        `json:"vfioDevice,omitempty"`
+	UIODevice  string        `json:"uioDevice,omitempty"`
 	LinkType   hwdb.LinkType `json:"linkType,omitempty"`
 	Netdev     *Netdev       `json:"netdev,omitempty"`
 	RDMA       *RDMA         `json:"rdma,omitempty"`
@@ -111,6 +114,8 @@ type Netdev struct {
 }
 
 // RDMA is the RDMA device of a function and its first port.
+// CharDevices are the device nodes (under DevRoot) a pod needs to use it:
+// /dev/infiniband/uverbsN, umadN, issmN and rdma_cm.
 type RDMA struct {
 	Device      string        `json:"device"`
 	NodeGUID    string        `json:"nodeGUID,omitempty"`

@@ -3,6 +3,7 @@ package discovery_test
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -86,6 +87,31 @@ func TestDiscoverMalformedTrees(t *testing.T) {
 		name:    "garbage node GUID",
 		breakIt: func(t *testing.T, sys string) { writeFile(t, rdmaFile(t, sys, ibVF1, "node_guid"), "guid\n") },
 		addr:    ibVF1, problem: `node_guid: "guid" is not 4 colon-separated groups of 4 hex digits`,
+	}, {
+		name: "RDMA VF without its umad node",
+		breakIt: func(t *testing.T, sys string) {
+			remove(t, filepath.Join(devRootOf(sys), "infiniband", classDevice(t, sys, ibVF1, "infiniband_mad", "umad")))
+		},
+		addr: ibVF1, problem: "does not exist",
+		check: func(t *testing.T, inv *discovery.Inventory) {
+			checkCharDevices(t, inv, ibVF1, "uverbs", "issm", "rdma_cm")
+		},
+	}, {
+		name:    "no rdma_cm, as without the rdma_ucm module",
+		breakIt: func(t *testing.T, sys string) { remove(t, filepath.Join(devRootOf(sys), "infiniband", "rdma_cm")) },
+		addr:    ibVF1,
+		check: func(t *testing.T, inv *discovery.Inventory) {
+			checkCharDevices(t, inv, ibVF1, "uverbs", "umad", "issm")
+			checkNoProblems(t, inv, ibVF1)
+		},
+	}, {
+		name:    "RDMA VF without MAD devices",
+		breakIt: func(t *testing.T, sys string) { removeAll(t, dev(sys, ibVF1, "infiniband_mad")) },
+		addr:    ibVF1,
+		check: func(t *testing.T, inv *discovery.Inventory) {
+			checkCharDevices(t, inv, ibVF1, "uverbs", "rdma_cm")
+			checkNoProblems(t, inv, ibVF1)
+		},
 	}, {
 		name:    "garbage sriov_numvfs",
 		breakIt: func(t *testing.T, sys string) { writeFile(t, dev(sys, pf1, "sriov_numvfs"), "eight\n") },
@@ -189,7 +215,45 @@ func removeVFIODevice(t *testing.T, sys, addr string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	remove(t, filepath.Join(filepath.Dir(sys), "dev", "vfio", filepath.Base(group)))
+	remove(t, filepath.Join(devRootOf(sys), "vfio", filepath.Base(group)))
+}
+
+// devRootOf is the dev root next to a virtual node's sys root.
+func devRootOf(sys string) string { return filepath.Join(filepath.Dir(sys), "dev") }
+
+// classDevice names the function's one class device under class whose
+// name starts with prefix, such as umad3.
+func classDevice(t *testing.T, sys, addr, class, prefix string) string {
+	t.Helper()
+	m, err := filepath.Glob(dev(sys, addr, class, prefix+"*"))
+	if err != nil || len(m) != 1 {
+		t.Fatalf("%s %s* of %s: %v %v", class, prefix, addr, m, err)
+	}
+	return filepath.Base(m[0])
+}
+
+// checkCharDevices checks that the function's RDMA character devices are
+// of these kinds, in this order.
+func checkCharDevices(t *testing.T, inv *discovery.Inventory, addr string, kinds ...string) {
+	t.Helper()
+	f, _ := inv.Function(addr)
+	if f.RDMA == nil {
+		t.Fatalf("%s has no RDMA device", addr)
+	}
+	var got []string
+	for _, p := range f.RDMA.CharDevices {
+		got = append(got, strings.TrimRight(filepath.Base(p), "0123456789"))
+	}
+	if !slices.Equal(got, kinds) {
+		t.Errorf("%s: rdma char devices %q, want %v", addr, f.RDMA.CharDevices, kinds)
+	}
+}
+
+func checkNoProblems(t *testing.T, inv *discovery.Inventory, addr string) {
+	t.Helper()
+	if f, _ := inv.Function(addr); len(f.Problems) > 0 {
+		t.Errorf("%s: problems %q, want none", addr, f.Problems)
+	}
 }
 
 // removeFunction hot-unplugs a function the crude way: its directory and

@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -90,7 +92,7 @@ func arphrdType(addrLen int) int {
 }
 
 // readRDMA reads the function's RDMA device and its first port.
-func (s *functionScanner) readRDMA(sc *scanned) {
+func (s *functionScanner) readRDMA(sc *scanned, entries deviceEntries) {
 	names, err := s.r.dirNames("infiniband")
 	if err != nil || len(names) == 0 {
 		if err != nil {
@@ -118,29 +120,94 @@ func (s *functionScanner) readRDMA(sc *scanned) {
 	if v, err := s.r.read(path.Join(port, "state")); err == nil {
 		rd.PortState = v
 	}
-	rd.CharDevices = s.verbsDevices(sc)
+	rd.CharDevices = s.rdmaCharDevices(sc, entries)
 	sc.fn.RDMA = rd
 }
 
-// verbsDevices lists the function's /dev/infiniband/uverbsN devices.
-func (s *functionScanner) verbsDevices(sc *scanned) []string {
-	names, err := s.r.dirNames("infiniband_verbs")
-	if err != nil {
-		if !notExist(err) {
-			sc.problem(err)
-		}
-		return nil
-	}
+// rdmaCharDevices lists the device nodes a process opens to use the
+// function's RDMA device: uverbsN for verbs; each port's umadN and issmN
+// for management datagrams and the subnet manager, which InfiniBand and
+// RoCE ports have but some VFs lack; and rdma_cm, the connection manager
+// that all devices share, when the rdma_ucm module has made it. The
+// kernel names the per-device nodes after the function's class devices.
+// Whatever the function has belongs to the pod that gets the function, so
+// a function with several RDMA devices or ports hands out all of them.
+func (s *functionScanner) rdmaCharDevices(sc *scanned, entries deviceEntries) []string {
 	var paths []string
-	for _, n := range names {
-		p := filepath.Join(s.opts.DevRoot, "infiniband", n)
-		if !exists(p) {
-			sc.problem(fmt.Errorf("rdma: %s does not exist", p))
-			continue
-		}
-		paths = append(paths, p)
+	if entries.verbs {
+		paths = s.appendDevNodes(sc, paths, "infiniband_verbs", "uverbs")
+	}
+	if entries.mad {
+		paths = s.appendDevNodes(sc, paths, "infiniband_mad", "umad", "issm")
+	}
+	if cm, err := s.ib.node("rdma_cm"); err == nil {
+		paths = append(paths, cm)
 	}
 	return paths
+}
+
+// appendDevNodes appends the /dev/infiniband nodes of the function's
+// class devices under classDir, by kind in the order given, then by name.
+// A class device whose node is missing is a problem: the pod could not
+// open it.
+func (s *functionScanner) appendDevNodes(sc *scanned, paths []string, classDir string, kinds ...string) []string {
+	names, err := s.r.dirNames(classDir)
+	if err != nil {
+		sc.problem(err)
+		return paths
+	}
+	slices.Sort(names)
+	for _, kind := range kinds {
+		for _, n := range names {
+			if !strings.HasPrefix(n, kind) {
+				continue
+			}
+			p, err := s.ib.node(n)
+			if err != nil {
+				sc.problem(err)
+				continue
+			}
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+// devInfiniband is the listing of DevRoot/infiniband, read once a
+// Discover by the first function that needs it: a map lookup per device
+// node instead of a stat. It is safe for concurrent use.
+type devInfiniband struct {
+	dir   string
+	once  sync.Once
+	nodes map[string]bool
+	err   error
+}
+
+func newDevInfiniband(devRoot string) *devInfiniband {
+	return &devInfiniband{dir: filepath.Join(devRoot, "infiniband")}
+}
+
+// node returns the path of the device node name, or an error when it
+// does not exist.
+func (d *devInfiniband) node(name string) (string, error) {
+	d.once.Do(d.list)
+	path := filepath.Join(d.dir, name)
+	if d.err != nil && !notExist(d.err) {
+		return "", fmt.Errorf("rdma: %w", d.err)
+	}
+	if !d.nodes[name] {
+		return "", fmt.Errorf("rdma: %s does not exist", path)
+	}
+	return path, nil
+}
+
+func (d *devInfiniband) list() {
+	var names []string
+	names, d.err = cwdReader().dirNames(d.dir)
+	d.nodes = make(map[string]bool, len(names))
+	for _, n := range names {
+		d.nodes[n] = true
+	}
 }
 
 func parseLinkLayer(v string) hwdb.LinkType {

@@ -81,10 +81,11 @@ func scanAll(ctx context.Context, opts Options, names []string, links *pendingLi
 	slices.Sort(names)
 	results := make([]*scanned, len(names))
 	workers := min(runtime.GOMAXPROCS(0), len(names)/32+1)
+	ib := newDevInfiniband(opts.DevRoot)
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			s := functionScanner{opts: opts, links: links}
+			s := functionScanner{opts: opts, links: links, ib: ib}
 			for i := w; i < len(names); i += workers {
 				if ctx.Err() != nil {
 					return

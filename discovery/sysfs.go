@@ -146,6 +146,9 @@ func walkDirents(b []byte, fn func(name []byte)) {
 // discovery.
 type deviceEntries struct {
 	physfn, sriov, net, infiniband bool
+	// verbs and mad say the function has infiniband_verbs and
+	// infiniband_mad class devices, uio a UIO device.
+	verbs, mad, uio bool
 	// virtfns are the names of a PF's virtfnN links.
 	virtfns []string
 }
@@ -165,6 +168,12 @@ func (r *attrReader) listDevice(fd int, name string) (deviceEntries, error) {
 			d.net = true
 		case "infiniband":
 			d.infiniband = true
+		case "infiniband_verbs":
+			d.verbs = true
+		case "infiniband_mad":
+			d.mad = true
+		case "uio":
+			d.uio = true
 		default:
 			if len(e) > len("virtfn") && string(e[:len("virtfn")]) == "virtfn" {
 				d.virtfns = append(d.virtfns, string(e))

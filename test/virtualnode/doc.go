@@ -8,8 +8,10 @@
 // PFs the sriov_* attributes and virtfnN links, on VFs physfn; driver and
 // iommu_group links; net/<ifname> with predictable names (enp59s0f0,
 // enp59s0f0v3, ibp65s0f0v1) and 20-byte IPoIB addresses; RDMA devices
-// under infiniband/ with their uverbs nodes; and the bus/pci, class/net,
-// class/infiniband, kernel/iommu_groups and devices/system/node views.
+// under infiniband/ with their uverbs, umad and issm nodes, and the
+// node's rdma_cm; UIO devices under uio/ for uio_pci_generic and igb_uio;
+// and the bus/pci, class/net, class/infiniband, kernel/iommu_groups and
+// devices/system/node views.
 // Writes into the tree do nothing: Node's methods change the hardware.
 //
 // With Options.Links, each netdev is one end of a veth pair in the netns

@@ -2,6 +2,7 @@ package virtualnode
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/hwnet-io/hwnet/hwdb"
 )
@@ -57,6 +58,8 @@ type Function struct {
 	Representor *Netdev `json:"representor,omitempty"`
 	// RDMA is the function's RDMA device, when it has one.
 	RDMA *RDMADevice `json:"rdma,omitempty"`
+	// UIO is the function's UIO device while a UIO driver binds it.
+	UIO *UIODevice `json:"uio,omitempty"`
 }
 
 // SRIOV is a PF's SR-IOV capability.
@@ -100,6 +103,8 @@ type RDMADevice struct {
 	Name string `json:"name"`
 	// Uverbs is N of /dev/infiniband/uverbsN.
 	Uverbs int `json:"uverbs"`
+	// Umad is N of the port's /dev/infiniband/umadN and issmN.
+	Umad int `json:"umad"`
 	// GUIDs are in sysfs's form, "0c42:a103:0000:3b00".
 	NodeGUID     string `json:"nodeGUID"`
 	SysImageGUID string `json:"sysImageGUID"`
@@ -108,6 +113,15 @@ type RDMADevice struct {
 	LinkLayer string `json:"linkLayer"`
 	LID       int    `json:"lid,omitempty"`
 }
+
+// UIODevice is the device a UIO driver (uio_pci_generic, igb_uio) gives
+// a function: uio/uioN in sysfs and /dev/uioN.
+type UIODevice struct {
+	Number int `json:"number"`
+}
+
+// Name is the device's name, "uio0".
+func (u *UIODevice) Name() string { return "uio" + strconv.Itoa(u.Number) }
 
 // IsVF reports whether the function is a virtual function.
 func (f *Function) IsVF() bool { return f.PF != "" }
@@ -124,6 +138,7 @@ func (f *Function) clone() Function {
 	c.Netdev = clonePtr(f.Netdev)
 	c.Representor = clonePtr(f.Representor)
 	c.RDMA = clonePtr(f.RDMA)
+	c.UIO = clonePtr(f.UIO)
 	return c
 }
 
@@ -146,7 +161,13 @@ func (f *Function) hasNetdevDriver() bool { return makesNetdev(f.Driver) }
 
 // makesNetdev reports whether a function bound to driver has a netdev.
 func makesNetdev(driver string) bool {
-	return driver != "" && driver != driverVFIO && driver != driverRootPort
+	return driver != "" && driver != driverVFIO && driver != driverRootPort && !isUIODriver(driver)
+}
+
+// isUIODriver reports whether driver hands the function to user space
+// through a UIO device, as DPDK's uio_pci_generic and igb_uio do.
+func isUIODriver(driver string) bool {
+	return driver == "uio_pci_generic" || driver == "igb_uio"
 }
 
 // routingID is a PCI function's bus, device and function number as one

@@ -32,10 +32,15 @@ const (
 const mellanoxGUIDBase = 0x0c42a103 << 32
 
 // attachDriver gives a function bound to a netdev driver its netdev, its
-// representor and, if it has one, its RDMA device; other functions lose
-// them, as when the kernel unbinds a driver.
+// representor and, if it has one, its RDMA device, and one bound to a UIO
+// driver its UIO device; other functions lose them, as when the kernel
+// unbinds a driver.
 func (st *state) attachDriver(f *Function) {
-	f.Netdev, f.Representor, f.RDMA = nil, nil, nil
+	f.Netdev, f.Representor, f.RDMA, f.UIO = nil, nil, nil, nil
+	if isUIODriver(f.Driver) {
+		f.UIO = &UIODevice{Number: st.Next.UIO}
+		st.Next.UIO++
+	}
 	if !f.hasNetdevDriver() {
 		return
 	}
@@ -77,10 +82,11 @@ func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
 	st.Next.RDMA[prefix]++
 	guid := formatGUID(st.portGUID(f, rid)) // single-port devices share node and port GUID
 	d := &RDMADevice{
-		Name: fmt.Sprintf("%s%d", prefix, n), Uverbs: st.Next.Uverbs,
+		Name: fmt.Sprintf("%s%d", prefix, n), Uverbs: st.Next.Uverbs, Umad: st.Next.Umad,
 		NodeGUID: guid, PortGUID: guid, LinkLayer: "Ethernet",
 	}
 	st.Next.Uverbs++
+	st.Next.Umad++
 	pfRID := rid
 	if f.IsVF() {
 		pfRID, _ = parseRoutingID(f.PF)

@@ -131,11 +131,23 @@ func checkVirtfns(t *testing.T, n *Node, dir, addr string) {
 }
 
 // checkBinding checks what the driver brings: vfio-pci a group device and
-// no netdev, a netdev driver one netdev in class/net.
+// no netdev, a UIO driver a UIO device and no netdev, a netdev driver one
+// netdev in class/net.
 func checkBinding(t *testing.T, n *Node, dir, driver, group string) {
 	t.Helper()
 	netdevs, _ := os.ReadDir(filepath.Join(dir, "net"))
 	_, vfioErr := os.Stat(filepath.Join(n.DevRoot(), "vfio", group))
+	uios, _ := os.ReadDir(filepath.Join(dir, "uio"))
+	if isUIODriver(driver) {
+		if len(netdevs) != 0 || vfioErr == nil || len(uios) != 1 {
+			t.Fatalf("%s on %s: %d netdevs, /dev/vfio/%s: %v, %d UIO devices", dir, driver, len(netdevs), group, vfioErr, len(uios))
+		}
+		checkUIO(t, n, dir, driver, uios[0].Name())
+		return
+	}
+	if len(uios) != 0 {
+		t.Errorf("%s on %q: %d UIO devices, want none", dir, driver, len(uios))
+	}
 	switch driver {
 	case "vfio-pci":
 		if len(netdevs) != 0 || vfioErr != nil {
@@ -176,7 +188,59 @@ func checkRDMA(t *testing.T, n *Node, dir string) {
 	if gid := readAttr(t, filepath.Join(rd, "ports/1/gids/0")); !strings.HasPrefix(gid, "fe80:0000:0000:0000:") || len(gid) != 39 {
 		t.Errorf("%s: GID 0 %q is not link-local", rd, gid)
 	}
-	if _, err := os.Stat(filepath.Join(n.DevRoot(), "infiniband", verbs[0].Name())); err != nil {
+	for _, node := range []string{verbs[0].Name(), "rdma_cm"} {
+		if _, err := os.Stat(filepath.Join(n.DevRoot(), "infiniband", node)); err != nil {
+			t.Error(err)
+		}
+	}
+	checkMAD(t, n, dir, devs[0].Name())
+}
+
+// checkMAD checks the port's umadN and issmN: one N for both, the RDMA
+// device and port they serve, the minors the kernel gives them, the class
+// links and the device nodes.
+func checkMAD(t *testing.T, n *Node, dir, rdmaDev string) {
+	t.Helper()
+	mads, _ := os.ReadDir(filepath.Join(dir, "infiniband_mad"))
+	if len(mads) != 2 {
+		t.Fatalf("%s: %d infiniband_mad devices, want umadN and issmN", dir, len(mads))
+	}
+	num := strings.TrimPrefix(mads[1].Name(), "umad")
+	minor, err := strconv.Atoi(num)
+	if err != nil || mads[0].Name() != "issm"+num {
+		t.Fatalf("%s: infiniband_mad has %s and %s, want issmN and umadN", dir, mads[0].Name(), mads[1].Name())
+	}
+	for _, m := range []struct {
+		name  string
+		minor int
+	}{{"umad" + num, minor}, {"issm" + num, 64 + minor}} {
+		md := filepath.Join(dir, "infiniband_mad", m.name)
+		got := readAttr(t, filepath.Join(md, "ibdev")) + " port " + readAttr(t, filepath.Join(md, "port")) + " dev " + readAttr(t, filepath.Join(md, "dev"))
+		if want := fmt.Sprintf("%s port 1 dev 231:%d", rdmaDev, m.minor); got != want {
+			t.Errorf("%s: %s, want %s", md, got, want)
+		}
+		sameFile(t, md, filepath.Join(n.SysRoot(), "class/infiniband_mad", m.name))
+		sameFile(t, dir, filepath.Join(md, "device"))
+		if _, err := os.Stat(filepath.Join(n.DevRoot(), "infiniband", m.name)); err != nil {
+			t.Error(err)
+		}
+	}
+}
+
+// checkUIO checks a UIO device: its attributes, class link and /dev node.
+func checkUIO(t *testing.T, n *Node, dir, driver, name string) {
+	t.Helper()
+	ud := filepath.Join(dir, "uio", name)
+	got := readAttr(t, filepath.Join(ud, "name")) + " dev " + readAttr(t, filepath.Join(ud, "dev"))
+	if want := fmt.Sprintf("%s dev 239:%s", driver, strings.TrimPrefix(name, "uio")); got != want {
+		t.Errorf("%s: %s, want %s", ud, got, want)
+	}
+	sameFile(t, ud, filepath.Join(n.SysRoot(), "class/uio", name))
+	sameFile(t, dir, filepath.Join(ud, "device"))
+	if readAttr(t, filepath.Join(dir, "driver_override")) != driver {
+		t.Errorf("%s: driver_override is not %s", dir, driver)
+	}
+	if _, err := os.Stat(filepath.Join(n.DevRoot(), name)); err != nil {
 		t.Error(err)
 	}
 }

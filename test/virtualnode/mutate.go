@@ -136,7 +136,8 @@ func (n *Node) removeFunction(f *Function) error {
 
 // BindDriver binds the function at addr to driver, as unbind, then
 // driver_override and bind do. vfio-pci takes the netdev, its veth and RDMA
-// device away and adds /dev/vfio/<group>; a netdev driver brings a new
+// device away and adds /dev/vfio/<group>; uio_pci_generic and igb_uio do
+// the same but add uio/uioN and /dev/uioN; a netdev driver brings a new
 // netdev and veth; "" leaves the function unbound.
 func (n *Node) BindDriver(ctx context.Context, addr, driver string) error {
 	n.mu.Lock()

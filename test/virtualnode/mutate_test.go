@@ -73,17 +73,22 @@ func TestBindDriver(t *testing.T) {
 	ctx := context.Background()
 	n := build(t, DefaultSpec(), false)
 	tests := []struct {
-		addr, driver string
-		netdev, rdma bool
+		addr, driver      string
+		netdev, rdma, uio bool
 	}{
-		{e810VF0, "vfio-pci", false, false},
-		{e810VF0, "iavf", true, false},
-		{e810VF0, "", false, false},
-		{e810VF0, "iavf", true, false},
-		{ibVF0, "vfio-pci", false, false},
-		{ibVF0, "mlx5_core", true, true},
-		{"0000:43:00.0", "vfio-pci", false, false},
-		{"0000:43:00.0", "igb", true, false},
+		{e810VF0, "vfio-pci", false, false, false},
+		{e810VF0, "iavf", true, false, false},
+		{e810VF0, "", false, false, false},
+		{e810VF0, "iavf", true, false, false},
+		{e810VF0, "uio_pci_generic", false, false, true},
+		{e810VF0, "igb_uio", false, false, true},
+		{e810VF0, "iavf", true, false, false},
+		{ibVF0, "vfio-pci", false, false, false},
+		{ibVF0, "mlx5_core", true, true, false},
+		{ibVF0, "uio_pci_generic", false, false, true},
+		{ibVF0, "mlx5_core", true, true, false},
+		{"0000:43:00.0", "vfio-pci", false, false, false},
+		{"0000:43:00.0", "igb", true, false, false},
 	}
 	for _, tt := range tests {
 		before, _ := n.Device(tt.addr)
@@ -91,16 +96,57 @@ func TestBindDriver(t *testing.T) {
 			t.Fatal(err)
 		}
 		f, _ := n.Device(tt.addr)
-		if f.Driver != tt.driver || (f.Netdev != nil) != tt.netdev || (f.RDMA != nil) != tt.rdma {
-			t.Errorf("bind %s to %q: driver %q, netdev %v, RDMA %v", tt.addr, tt.driver, f.Driver, f.Netdev, f.RDMA)
+		if f.Driver != tt.driver || (f.Netdev != nil) != tt.netdev || (f.RDMA != nil) != tt.rdma || (f.UIO != nil) != tt.uio {
+			t.Errorf("bind %s to %q: driver %q, netdev %v, RDMA %v, UIO %v", tt.addr, tt.driver, f.Driver, f.Netdev, f.RDMA, f.UIO)
 		}
 		if before.Driver != "" && exists(n, "bus/pci/drivers/"+before.Driver+"/"+tt.addr) {
 			t.Errorf("bind %s to %q: %s still lists it", tt.addr, tt.driver, before.Driver)
 		}
-		if before.RDMA != nil && (exists(n, "class/infiniband/"+before.RDMA.Name) || fileExists(filepath.Join(n.DevRoot(), "infiniband", "uverbs"+strconv.Itoa(before.RDMA.Uverbs)))) {
+		if before.RDMA != nil && rdmaLeftBehind(n, before.RDMA) {
 			t.Errorf("bind %s to %q: RDMA device %s left behind", tt.addr, tt.driver, before.RDMA.Name)
 		}
+		if before.UIO != nil && (exists(n, "class/uio/"+before.UIO.Name()) || fileExists(filepath.Join(n.DevRoot(), before.UIO.Name()))) {
+			t.Errorf("bind %s to %q: UIO device %s left behind", tt.addr, tt.driver, before.UIO.Name())
+		}
 		checkTree(t, n)
+	}
+}
+
+// rdmaLeftBehind reports whether anything of the RDMA device is still in
+// the tree: its class entries or its device nodes.
+func rdmaLeftBehind(n *Node, d *RDMADevice) bool {
+	umad, issm := "umad"+strconv.Itoa(d.Umad), "issm"+strconv.Itoa(d.Umad)
+	if exists(n, "class/infiniband/"+d.Name) || exists(n, "class/infiniband_mad/"+umad) || exists(n, "class/infiniband_mad/"+issm) {
+		return true
+	}
+	for _, node := range []string{"uverbs" + strconv.Itoa(d.Uverbs), umad, issm} {
+		if fileExists(filepath.Join(n.DevRoot(), "infiniband", node)) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRDMACM: /dev/infiniband/rdma_cm is there on a node with RDMA
+// devices, and stays when they go, as the rdma_ucm module does; a node
+// that never had any lacks it.
+func TestRDMACM(t *testing.T) {
+	ctx := context.Background()
+	rdmaCM := func(n *Node) bool { return fileExists(filepath.Join(n.DevRoot(), "infiniband", "rdma_cm")) }
+	plain := build(t, mustParse(t, "name: plain\npfs: [{model: E810-C, vfs: 2}]"), false)
+	if rdmaCM(plain) {
+		t.Error("a node without RDMA devices has /dev/infiniband/rdma_cm")
+	}
+	n := build(t, mustParse(t, "name: one-ib\npfs: [{model: ConnectX-6, vfs: 0}]"), false)
+	if !rdmaCM(n) {
+		t.Fatal("a node with an RDMA device lacks /dev/infiniband/rdma_cm")
+	}
+	pf := n.Devices()[0]
+	if err := n.BindDriver(ctx, pf.Addr, "vfio-pci"); err != nil {
+		t.Fatal(err)
+	}
+	if f, _ := n.Device(pf.Addr); f.RDMA != nil || !rdmaCM(n) {
+		t.Errorf("after unbinding the only RDMA device: RDMA %v, rdma_cm there %t; want none and true", f.RDMA, rdmaCM(n))
 	}
 }
 

@@ -226,8 +226,9 @@ func (n *Node) Dir() string { return n.st.Dir }
 // SysRoot returns the generated sysfs tree, which Run mounts over /sys.
 func (n *Node) SysRoot() string { return filepath.Join(n.st.Dir, "sys") }
 
-// DevRoot returns the generated device directory with vfio/<group> and
-// infiniband/uverbsN, which Run lays over /dev.
+// DevRoot returns the generated device directory with vfio/<group>,
+// infiniband/uverbsN, umadN, issmN and rdma_cm, and uioN, which Run lays
+// over /dev.
 func (n *Node) DevRoot() string { return filepath.Join(n.st.Dir, "dev") }
 
 // NetnsName returns the node's network namespace, or "" when it was built

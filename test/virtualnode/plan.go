@@ -34,6 +34,8 @@ type counters struct {
 	// Ifindex numbers netdevs in a tree without real links.
 	Ifindex int `json:"ifindex"`
 	Uverbs  int `json:"uverbs"`
+	Umad    int `json:"umad"`
+	UIO     int `json:"uio"`
 	LID     int `json:"lid"`
 	// RDMA numbers RDMA devices per name prefix, "mlx5_" or "irdma".
 	RDMA map[string]int `json:"rdma"`

@@ -24,16 +24,20 @@ const cpusPerNode = 8
 const (
 	ethernetBroadcast = "ff:ff:ff:ff:ff:ff\n"
 	ipoibBroadcast    = "00:ff:ff:ff:ff:12:40:1b:ff:ff:00:00:00:00:00:00:ff:ff:ff:ff\n"
-	// uverbsMajor and uverbsMinorBase number /dev/infiniband/uverbsN.
-	uverbsMajor     = 231
+	// The InfiniBand character devices share major 231: umadN has minor
+	// N, issmN 64+N and uverbsN 192+N.
+	infinibandMajor = 231
+	issmMinorBase   = 64
 	uverbsMinorBase = 192
+	// uioMajor is the major the kernel allocates to UIO at run time.
+	uioMajor = 239
 )
 
 // writeSkeleton writes what every node has, whatever its NICs.
 func (l layout) writeSkeleton() {
 	for _, d := range []string{
 		"", "bus", "bus/pci", "bus/pci/devices", "bus/pci/drivers", "bus/pci/slots",
-		"class", "class/net", "class/infiniband", "class/infiniband_verbs",
+		"class", "class/net", "class/infiniband", "class/infiniband_verbs", "class/infiniband_mad", "class/uio",
 		"devices", "devices/system", "devices/system/cpu", "devices/system/node",
 		"devices/virtual", "devices/virtual/net", "kernel", "kernel/iommu_groups",
 	} {
@@ -43,6 +47,7 @@ func (l layout) writeSkeleton() {
 	l.file("bus/pci/drivers_probe", "")
 	l.file("bus/pci/rescan", "")
 	l.file("class/infiniband_verbs/abi_version", "6\n")
+	l.file("class/infiniband_mad/abi_version", "5\n")
 	l.writeNUMANodes()
 	l.writeLoopback()
 	l.devDir("")
@@ -235,8 +240,8 @@ func (l layout) writeBinding(f *Function) {
 	p := f.SysPath + "/"
 	l.file(p+"uevent", uevent(f))
 	override := "(null)\n"
-	if f.Driver == driverVFIO {
-		override = driverVFIO + "\n" // how vfio-pci gets bound to a VF
+	if f.Driver == driverVFIO || isUIODriver(f.Driver) {
+		override = f.Driver + "\n" // how a VF gets bound to a user-space driver
 	}
 	l.file(p+"driver_override", override)
 	if f.Driver != "" {
@@ -247,6 +252,9 @@ func (l layout) writeBinding(f *Function) {
 	}
 	if f.Driver == driverVFIO {
 		l.devFile("vfio/" + strconv.Itoa(f.IOMMUGroup))
+	}
+	if f.UIO != nil {
+		l.writeUIO(f)
 	}
 	if f.Netdev != nil {
 		l.writeNetdev(f)
@@ -265,6 +273,9 @@ func (l layout) removeBinding(f *Function) {
 	}
 	if f.Driver == driverVFIO {
 		l.devRemove("vfio/" + strconv.Itoa(f.IOMMUGroup))
+	}
+	if f.UIO != nil {
+		l.removeUIO(f)
 	}
 	if f.Netdev != nil {
 		l.remove("class/net/" + f.Netdev.Name)
@@ -395,8 +406,9 @@ func (st *state) switchID(f *Function) string {
 	return fmt.Sprintf("%02x%02x%02xfffe%02x%02x%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5])
 }
 
-// writeRDMA writes the function's RDMA device, its verbs device and the
-// /dev/infiniband node.
+// writeRDMA writes the function's RDMA device, its verbs and MAD devices
+// and their /dev/infiniband nodes, and rdma_cm, which the rdma_ucm module
+// makes once for the whole node and keeps while it stays loaded.
 func (l layout) writeRDMA(f *Function) {
 	d := f.RDMA
 	dir := f.SysPath + "/infiniband/" + d.Name
@@ -410,6 +422,8 @@ func (l layout) writeRDMA(f *Function) {
 	l.link("class/infiniband/"+d.Name, dir)
 	l.writeRDMAPort(dir+"/ports/1", f)
 	l.writeUverbs(f)
+	l.writeMAD(f)
+	l.devFile("infiniband/rdma_cm")
 }
 
 func (l layout) writeRDMAPort(port string, f *Function) {
@@ -442,20 +456,77 @@ func (l layout) writeUverbs(f *Function) {
 	l.dir(f.SysPath + "/infiniband_verbs")
 	l.dir(dir)
 	l.file(dir+"/ibdev", d.Name+"\n")
-	l.file(dir+"/dev", fmt.Sprintf("%d:%d\n", uverbsMajor, uverbsMinorBase+d.Uverbs))
+	l.file(dir+"/dev", fmt.Sprintf("%d:%d\n", infinibandMajor, uverbsMinorBase+d.Uverbs))
 	l.link(dir+"/device", f.SysPath)
 	l.link("class/infiniband_verbs/"+name, dir)
 	l.devFile("infiniband/" + name)
 }
 
+// madDevice is one of a port's MAD character devices.
+type madDevice struct {
+	name  string
+	minor int
+}
+
+// madDevices are the port's umadN, for management datagrams, and issmN,
+// for the subnet manager; the kernel gives both the port's N.
+func madDevices(d *RDMADevice) [2]madDevice {
+	n := strconv.Itoa(d.Umad)
+	return [2]madDevice{{"umad" + n, d.Umad}, {"issm" + n, issmMinorBase + d.Umad}}
+}
+
+// writeMAD writes the port's infiniband_mad devices, which belong to the
+// PCI function as the verbs device does.
+func (l layout) writeMAD(f *Function) {
+	l.dir(f.SysPath + "/infiniband_mad")
+	for _, m := range madDevices(f.RDMA) {
+		dir := f.SysPath + "/infiniband_mad/" + m.name
+		l.dir(dir)
+		l.file(dir+"/ibdev", f.RDMA.Name+"\n")
+		l.file(dir+"/port", "1\n")
+		l.file(dir+"/dev", fmt.Sprintf("%d:%d\n", infinibandMajor, m.minor))
+		l.link(dir+"/device", f.SysPath)
+		l.link("class/infiniband_mad/"+m.name, dir)
+		l.devFile("infiniband/" + m.name)
+	}
+}
+
+// removeRDMA undoes writeRDMA but for rdma_cm, which outlives the devices.
 func (l layout) removeRDMA(f *Function) {
 	d := f.RDMA
 	name := "uverbs" + strconv.Itoa(d.Uverbs)
 	l.remove("class/infiniband/" + d.Name)
 	l.remove("class/infiniband_verbs/" + name)
 	l.devRemove("infiniband/" + name)
+	for _, m := range madDevices(d) {
+		l.remove("class/infiniband_mad/" + m.name)
+		l.devRemove("infiniband/" + m.name)
+	}
 	l.remove(f.SysPath + "/infiniband")
 	l.remove(f.SysPath + "/infiniband_verbs")
+	l.remove(f.SysPath + "/infiniband_mad")
+}
+
+// writeUIO writes the function's uio/uioN class device and /dev/uioN.
+func (l layout) writeUIO(f *Function) {
+	name := f.UIO.Name()
+	dir := f.SysPath + "/uio/" + name
+	l.dir(f.SysPath + "/uio")
+	l.dir(dir)
+	l.file(dir+"/name", f.Driver+"\n")
+	l.file(dir+"/version", "0.01.0\n")
+	l.file(dir+"/event", "0\n")
+	l.file(dir+"/dev", fmt.Sprintf("%d:%d\n", uioMajor, f.UIO.Number))
+	l.link(dir+"/device", f.SysPath)
+	l.link("class/uio/"+name, dir)
+	l.devFile(name)
+}
+
+func (l layout) removeUIO(f *Function) {
+	name := f.UIO.Name()
+	l.remove("class/uio/" + name)
+	l.devRemove(name)
+	l.remove(f.SysPath + "/uio")
 }
 
 // writeLinkChange rewrites what follows a netdev's link state.
