@@ -20,24 +20,6 @@ import (
 // validEnvName is what POSIX shells accept as a variable name.
 var validEnvName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func TestEnvName(t *testing.T) {
-	tests := []struct {
-		prefix, name, want string
-	}{
-		{"intel.com", "sriov_net", "PCIDEVICE_INTEL_COM_SRIOV_NET"},
-		{"intel.com", "sriov-net", "PCIDEVICE_INTEL_COM_SRIOV_NET"},
-		{"example-corp.io", "fast.net/a", "PCIDEVICE_EXAMPLE_CORP_IO_FAST_NET_A"},
-		{"nvidia.com", "ib0", "PCIDEVICE_NVIDIA_COM_IB0"},
-		{"x.io", "né", "PCIDEVICE_X_IO_N__"}, // é is two bytes
-	}
-	for _, tt := range tests {
-		got := envName("PCIDEVICE", tt.prefix, tt.name)
-		if got != tt.want || !validEnvName.MatchString(got) {
-			t.Errorf("envName(%q, %q) = %q, want %q", tt.prefix, tt.name, got, tt.want)
-		}
-	}
-}
-
 func TestSocketName(t *testing.T) {
 	for name, want := range map[string]string{
 		"intel.com/sriov_net": "intel.com_sriov_net.sock",

@@ -280,18 +280,3 @@ func numaOf(d *pluginapi.Device) int64 {
 	}
 	return d.Topology.Nodes[0].ID
 }
-
-// envName makes a POSIX environment variable name of the parts joined by
-// '_': upper case, every character other than A-Z, 0-9 and '_' written
-// as '_'. The SR-IOV network device plugin only replaces '.', so a
-// resource such as intel.com/sriov-net gave names with '-' and '/' that
-// shells cannot read.
-func envName(parts ...string) string {
-	name := []byte(strings.ToUpper(strings.Join(parts, "_")))
-	for i, c := range name {
-		if (c < 'A' || c > 'Z') && (c < '0' || c > '9') && c != '_' {
-			name[i] = '_'
-		}
-	}
-	return string(name)
-}

@@ -106,7 +106,7 @@ func New(res pools.Resource, opts Options) *Plugin {
 		opts:    opts,
 		log:     opts.Logger.With("resource", name),
 		socket:  filepath.Join(opts.PluginDir, SocketName(name)),
-		envList: envName("PCIDEVICE", res.Prefix, res.Name),
+		envList: res.EnvName(),
 
 		kubeletUp:  make(chan struct{}, 1),
 		firstRetry: 100 * time.Millisecond,
