@@ -18,7 +18,6 @@ import (
 
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/discovery"
-	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
@@ -61,15 +60,6 @@ type fixture struct {
 	done    chan error
 }
 
-func openDB(t testing.TB) *hwdb.DB {
-	t.Helper()
-	db, err := hwdb.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
 // shortDir is a temp dir whose paths fit a unix socket address.
 func shortDir(t testing.TB) string {
 	t.Helper()
@@ -83,7 +73,7 @@ func shortDir(t testing.TB) string {
 
 func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 	t.Helper()
-	node := virtualnode.BuildForTest(t, spec, openDB(t), true)
+	node := virtualnode.BuildForTest(t, spec, virtualnode.OpenDB(t), true)
 	dir := shortDir(t)
 	k, err := testkubelet.Start(filepath.Join(dir, "dp"))
 	if err != nil {

@@ -23,7 +23,7 @@ func BenchmarkDiscoveryLinked(b *testing.B) { benchmarkDiscovery(b, "E810-C", tr
 func BenchmarkDiscoveryRDMA(b *testing.B) { benchmarkDiscovery(b, "ConnectX-6", false) }
 
 func benchmarkDiscovery(b *testing.B, model string, links bool) {
-	db := openDB(b)
+	db := virtualnode.OpenDB(b)
 	for _, vfs := range []int{128, 512, 2048} {
 		b.Run(fmt.Sprintf("vfs=%d", vfs), func(b *testing.B) {
 			spec := &virtualnode.Spec{Name: fmt.Sprintf("bench-%d", vfs), PFs: []virtualnode.PFSpec{

@@ -35,15 +35,6 @@ func (f fakeESwitch) ESwitchMode(_ context.Context, addr string) (string, error)
 	return f[addr], nil
 }
 
-func openDB(t testing.TB) *hwdb.DB {
-	t.Helper()
-	db, err := hwdb.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
 // buildTree makes a tree-only virtual node (no root needed).
 func buildTree(t testing.TB, db *hwdb.DB, spec *virtualnode.Spec) *virtualnode.Node {
 	t.Helper()
@@ -70,7 +61,7 @@ func discover(t testing.TB, db *hwdb.DB, node *virtualnode.Node, opts discovery.
 // node says it built: every PF, VF and NIC, with the fields pools and CNI
 // plugins rely on.
 func TestDiscoverFindsEveryFunction(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	node := buildTree(t, db, virtualnode.DefaultSpec())
 	inv := discover(t, db, node, discovery.Options{})
 	built := node.Devices()
@@ -96,7 +87,7 @@ func TestDiscoverFindsEveryFunction(t *testing.T) {
 // TestInventoryJSONRoundTrip: an inventory read back from JSON answers
 // lookups like the one discovery made.
 func TestInventoryJSONRoundTrip(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	inv := discover(t, db, buildTree(t, db, virtualnode.DefaultSpec()), discovery.Options{})
 	data, err := json.Marshal(inv)
 	if err != nil {

@@ -14,7 +14,7 @@ import (
 // VF gets the netdev on the PF's switch (same phys_switch_id) whose
 // phys_port_name is pf0vfN; the virtual node's veth peers are those.
 func TestDiscoverSwitchdevRepresentors(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	node := buildTree(t, db, virtualnode.DefaultSpec())
 	addRepresentor(t, node.SysRoot(), "other0", "ffff0000", "pf0vf4") // on another switch
 	inv := discover(t, db, node, discovery.Options{ESwitch: fakeESwitch{pf0: discovery.ModeSwitchdev}})
@@ -42,7 +42,7 @@ func TestDiscoverSwitchdevRepresentors(t *testing.T) {
 // directory, as `hwnetctl inventory --sysfs sys` does, finds the same
 // functions and representors as an absolute one.
 func TestDiscoverRelativeRoot(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	node := buildTree(t, db, virtualnode.DefaultSpec())
 	opts := discovery.Options{ESwitch: fakeESwitch{pf0: discovery.ModeSwitchdev, pf1: discovery.ModeSwitchdev}}
 	abs := discover(t, db, node, opts)
@@ -79,7 +79,7 @@ func addRepresentor(t *testing.T, sys, name, switchID, portName string) {
 }
 
 func TestDiscoverVDPADevices(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	node := buildTree(t, db, virtualnode.DefaultSpec())
 	vdpa := fakeVDPA{{Parent: pf1vf0, VDPADevice: discovery.VDPADevice{Name: "vdpa0", Driver: "vhost_vdpa", Path: "/dev/vhost-vdpa-0"}}}
 	inv := discover(t, db, node, discovery.Options{VDPA: vdpa})
@@ -93,7 +93,7 @@ func TestDiscoverVDPADevices(t *testing.T) {
 // device 101e, so a VF's model comes from its PF; a VF whose PF is not
 // visible says why it has no model.
 func TestDiscoverSharedVFDevice(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	spec := &virtualnode.Spec{Name: "dx", PFs: []virtualnode.PFSpec{
 		{Model: "ConnectX-6 Dx", VFs: 2}, {Model: "ConnectX-7", VFs: 2},
 	}}
@@ -118,7 +118,7 @@ func TestDiscoverSharedVFDevice(t *testing.T) {
 // TestDiscoverUIO: a VF bound to uio_pci_generic or igb_uio has the
 // /dev/uioN a DPDK application opens; one whose node is missing says so.
 func TestDiscoverUIO(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	node := buildTree(t, db, virtualnode.DefaultSpec())
 	bound := map[string]string{pf0vf3: "uio_pci_generic", pf1vf0: "igb_uio"}
 	uioNode := map[string]string{}
@@ -165,7 +165,7 @@ func findPF(t *testing.T, inv *discovery.Inventory, addr string) *discovery.PF {
 // TestDiscoverBadRoot: a sysfs root without PCI is an error naming it.
 func TestDiscoverBadRoot(t *testing.T) {
 	dir := t.TempDir()
-	_, err := discovery.Discover(t.Context(), discovery.Options{SysfsRoot: dir, DB: openDB(t)})
+	_, err := discovery.Discover(t.Context(), discovery.Options{SysfsRoot: dir, DB: virtualnode.OpenDB(t)})
 	if err == nil || !strings.Contains(err.Error(), dir) {
 		t.Errorf("error %v, want one naming %s", err, dir)
 	}

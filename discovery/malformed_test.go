@@ -159,7 +159,7 @@ func TestDiscoverMalformedTrees(t *testing.T) {
 		},
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := openDB(t)
+			db := virtualnode.OpenDB(t)
 			node := buildTree(t, db, virtualnode.DefaultSpec())
 			tc.breakIt(t, node.SysRoot())
 			inv := discover(t, db, node, discovery.Options{})

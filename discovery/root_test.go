@@ -15,12 +15,12 @@ func buildLinked(t *testing.T, name string) *virtualnode.Node {
 	t.Helper()
 	spec := virtualnode.DefaultSpec()
 	spec.Name = name
-	return virtualnode.BuildForTest(t, spec, openDB(t), true)
+	return virtualnode.BuildForTest(t, spec, virtualnode.OpenDB(t), true)
 }
 
 func discoverLinked(t *testing.T, node *virtualnode.Node) *discovery.Inventory {
 	t.Helper()
-	return discover(t, openDB(t), node, discovery.Options{Netns: "/run/netns/" + node.NetnsName()})
+	return discover(t, virtualnode.OpenDB(t), node, discovery.Options{Netns: "/run/netns/" + node.NetnsName()})
 }
 
 // TestDiscoverRootNetlink: on real links, MTU and operstate come from

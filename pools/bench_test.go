@@ -14,7 +14,7 @@ import (
 // vfio-pci) among five pools by ranges, tags, models and drivers, with 65
 // conflicts: the work of every re-discovery. The aim is well under 1 ms.
 func BenchmarkMatch(b *testing.B) {
-	inv := discoverNode(b, openDB(b), &virtualnode.Spec{Name: "bench-match", PFs: []virtualnode.PFSpec{
+	inv := discoverNode(b, virtualnode.OpenDB(b), &virtualnode.Spec{Name: "bench-match", PFs: []virtualnode.PFSpec{
 		{Model: "E810-C", Count: 8, VFs: 256, VFIO: "192-255", NUMA: []int{0, 1}},
 	}}, nil)
 	if len(inv.PFs) != 8 {

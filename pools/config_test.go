@@ -10,6 +10,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // TestParseErrors: every mistake is reported, each naming its entry,
@@ -312,7 +313,7 @@ tags:
   - {name: lab, selectors: {models: [X9000]}}
 resourceList:
   - {resourceName: a, selectors: [{models: [e810-c]}, {models: [ConnectX-6, E999]}]}`)
-	err := cfg.CheckModels(openDB(t))
+	err := cfg.CheckModels(virtualnode.OpenDB(t))
 	want := `tags[0] "lab": selectors.models[0]: "X9000": not a model in the hardware database` + "\n" +
 		`resourceList[0] "a": selectors[1].models[1]: "E999": not a model in the hardware database`
 	if err == nil || err.Error() != want {

@@ -24,15 +24,6 @@ type fakeVDPA []discovery.ParentedVDPA
 
 func (f fakeVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return f, nil }
 
-func openDB(t testing.TB) *hwdb.DB {
-	t.Helper()
-	db, err := hwdb.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
-
 // discoverNode builds spec as a tree-only virtual node (no root needed)
 // and discovers it, with vdpa as the node's vDPA devices.
 func discoverNode(t testing.TB, db *hwdb.DB, spec *virtualnode.Spec, vdpa fakeVDPA) *discovery.Inventory {

@@ -19,7 +19,7 @@ import (
 // device, VF 1 a virtio_vdpa one.
 func defaultInventory(t testing.TB) *discovery.Inventory {
 	t.Helper()
-	return discoverNode(t, openDB(t), virtualnode.DefaultSpec(), fakeVDPA{
+	return discoverNode(t, virtualnode.OpenDB(t), virtualnode.DefaultSpec(), fakeVDPA{
 		{Parent: "0000:3b:01.0", VDPADevice: discovery.VDPADevice{Name: "vdpa0", Driver: "vhost_vdpa"}},
 		{Parent: "0000:3b:01.1", VDPADevice: discovery.VDPADevice{Name: "vdpa1", Driver: "virtio_vdpa"}},
 	})
@@ -105,7 +105,7 @@ resourceList:
 // in a real network namespace.
 func TestMatchExcludedRoot(t *testing.T) {
 	virtualnode.RequireRoot(t)
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	spec := virtualnode.DefaultSpec()
 	spec.Name = "pools-excluded"
 	node := virtualnode.BuildForTest(t, spec, db, true)
@@ -136,7 +136,7 @@ func TestConflictString(t *testing.T) {
 // TestMatchDevices: a pool's devices carry what Allocate needs, sorted by
 // ID; a PF without VFs is a device itself, with no PF of its own.
 func TestMatchDevices(t *testing.T) {
-	inv := discoverNode(t, openDB(t), &virtualnode.Spec{Name: "devices", PFs: []virtualnode.PFSpec{
+	inv := discoverNode(t, virtualnode.OpenDB(t), &virtualnode.Spec{Name: "devices", PFs: []virtualnode.PFSpec{
 		{Model: "E810-C", VFs: 10, NUMA: []int{1}, Names: []string{"ens1f0"}},
 		{Model: "BCM57508", NUMA: []int{1}},
 	}}, nil)

@@ -68,7 +68,7 @@ type sriovdpExample struct {
 // TestSriovdpExamples loads sriovdp's example configs unchanged and checks
 // the pools they give on a virtual node built to match them.
 func TestSriovdpExamples(t *testing.T) {
-	db := openDB(t)
+	db := virtualnode.OpenDB(t)
 	readmeDups := []string{"intel.com/intel_sriov_netdevice", "intel.com/intel_sriov_netdevice_additional_env",
 		"intel.com/old_selectors_syntax_example"}
 	for _, ex := range []sriovdpExample{

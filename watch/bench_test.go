@@ -42,7 +42,7 @@ func BenchmarkLinkEventLatency(b *testing.B) {
 // warm as the poller does, which probes each function for sriov_numvfs
 // once.
 func BenchmarkFingerprint(b *testing.B) {
-	db := openDB(b)
+	db := virtualnode.OpenDB(b)
 	for _, vfs := range []int{256, 1024, 2048} {
 		spec := &virtualnode.Spec{Name: fmt.Sprintf("fp-%d", vfs), PFs: []virtualnode.PFSpec{
 			{Model: "E810-C", Count: 8, VFs: vfs / 8},

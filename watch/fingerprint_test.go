@@ -15,7 +15,7 @@ import (
 // notice: each change must show in the fingerprint as the line the tree
 // now has, and a poller's cached scanner must agree with a fresh one.
 func TestFingerprint(t *testing.T) {
-	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), openDB(t), false)
+	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), virtualnode.OpenDB(t), false)
 	ctx := context.Background()
 	scan := newPCIScanner(node.SysRoot())
 	last, err := scan.fingerprint()
@@ -110,7 +110,7 @@ func TestFingerprintMissingTree(t *testing.T) {
 }
 
 func TestPCIPoller(t *testing.T) {
-	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), openDB(t), false)
+	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), virtualnode.OpenDB(t), false)
 	p, err := NewPCIPoller(node.SysRoot())
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +126,7 @@ func TestPCIPoller(t *testing.T) {
 }
 
 func TestPCIPollerInterval(t *testing.T) {
-	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), openDB(t), false)
+	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), virtualnode.OpenDB(t), false)
 	p, err := NewPCIPoller(node.SysRoot())
 	if err != nil {
 		t.Fatal(err)

@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -129,15 +128,6 @@ func expectNone[T any](t testing.TB, ch <-chan T, d time.Duration) {
 		t.Fatalf("unexpected %+v", v)
 	case <-time.After(d):
 	}
-}
-
-func openDB(t testing.TB) *hwdb.DB {
-	t.Helper()
-	db, err := hwdb.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
 }
 
 // firstVFs returns the addresses of the first n VFs with netdevs.

@@ -194,7 +194,7 @@ func TestLinkWatcherVirtualNode(t *testing.T) {
 	virtualnode.RequireRoot(t)
 	spec := virtualnode.DefaultSpec()
 	spec.Name = "watch-links"
-	node := virtualnode.BuildForTest(t, spec, openDB(t), true)
+	node := virtualnode.BuildForTest(t, spec, virtualnode.OpenDB(t), true)
 	w, err := WatchLinks("/run/netns/" + node.NetnsName())
 	if err != nil {
 		t.Fatal(err)

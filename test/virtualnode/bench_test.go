@@ -27,7 +27,7 @@ func BenchmarkBuildLinks(b *testing.B) {
 }
 
 func benchmarkBuild(b *testing.B, spec *Spec, links bool) {
-	ctx, db, base := context.Background(), openDB(b), testDir(b)
+	ctx, db, base := context.Background(), OpenDB(b), testDir(b)
 	netdevs := 0
 	for i := 0; b.Loop(); i++ {
 		n, err := Build(ctx, spec, db, Options{Dir: filepath.Join(base, strconv.Itoa(i)), Links: links})

@@ -3,23 +3,12 @@ package virtualnode
 import (
 	"os"
 	"testing"
-
-	"github.com/hwnet-io/hwnet/hwdb"
 )
-
-func openDB(t testing.TB) *hwdb.DB {
-	t.Helper()
-	db, err := hwdb.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db
-}
 
 // build builds the spec and destroys the node when the test ends.
 func build(t testing.TB, spec *Spec, links bool) *Node {
 	t.Helper()
-	return BuildForTest(t, spec, openDB(t), links)
+	return BuildForTest(t, spec, OpenDB(t), links)
 }
 
 func mustParse(t testing.TB, yaml string) *Spec {

@@ -429,7 +429,7 @@ func TestRouting(t *testing.T) {
 // TestIdentities checks that MACs and GUIDs are unique within a node,
 // the same for every build of a node and different between nodes.
 func TestIdentities(t *testing.T) {
-	db := openDB(t)
+	db := OpenDB(t)
 	ids := func(name string) map[string]string {
 		spec := DefaultSpec()
 		spec.Name = name

@@ -309,7 +309,7 @@ func TestBuildRefusesUsedDir(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "x"), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Build(context.Background(), DefaultSpec(), openDB(t), Options{Dir: dir})
+	_, err := Build(context.Background(), DefaultSpec(), OpenDB(t), Options{Dir: dir})
 	if !errors.Is(err, fs.ErrExist) {
 		t.Fatalf("Build into a used directory: %v, want ErrExist", err)
 	}

@@ -332,7 +332,7 @@ func TestDestroyLeavesNothing(t *testing.T) {
 	RequireRoot(t)
 	before := mountPoints(t)
 	spec := rootSpec(t)
-	n, err := Build(context.Background(), spec, openDB(t), Options{Dir: testDir(t), Links: true})
+	n, err := Build(context.Background(), spec, OpenDB(t), Options{Dir: testDir(t), Links: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -150,7 +150,7 @@ func TestBuildSpecErrors(t *testing.T) {
 		{"netdev name taken", "name: n\npfs: [{model: E810-C, vfs: 2}]\nnics: [{name: enp59s0f0v1, vendor: \"8086\", device: \"1521\", driver: igb}]",
 			`nics[0] "enp59s0f0v1": field name: "enp59s0f0v1" is already the netdev name of 0000:3b:01.1`},
 	}
-	db := openDB(t)
+	db := OpenDB(t)
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := testDir(t)
@@ -174,7 +174,7 @@ func FuzzParseSpec(f *testing.F) {
 	f.Add([]byte(`{"name":"j","pfs":[{"model":"ConnectX-6","count":2,"vfs":3,"vfio":"0,2","linkType":"infiniband"}]}`))
 	f.Add([]byte("name: n\npfs: [{model: E810-C, vfs: 300, totalVFs: 512, vfOffset: 3, vfStride: 5, vfio: 7-299}]"))
 	f.Add([]byte("name: n\nnics: [{name: x, vendor: \"8086\", device: \"1521\", driver: igb, defaultRoute: true}]"))
-	db := openDB(f)
+	db := OpenDB(f)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		spec, err := ParseSpec(data)
 		if err != nil {
@@ -248,7 +248,7 @@ func checkPlan(t *testing.T, spec *Spec, db *hwdb.DB) {
 }
 
 func TestSpecPFNames(t *testing.T) {
-	db := openDB(t)
+	db := OpenDB(t)
 	spec := &Spec{Name: "names", PFs: []PFSpec{{Model: "E810-C", Count: 2, VFs: 2, Names: []string{"ens785f0"}}}}
 	st, err := plan(spec, db)
 	if err != nil {

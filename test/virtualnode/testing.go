@@ -68,3 +68,13 @@ func testDir(t testing.TB) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return filepath.Join(dir, "node")
 }
+
+// OpenDB opens the built-in hardware database for a test.
+func OpenDB(t testing.TB) *hwdb.DB {
+	t.Helper()
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db
+}
