@@ -273,16 +273,22 @@ func TestAgentConfigEdit(t *testing.T) {
 		"selectors: {pfNames: [\"enp59s0f0#0-3\"]}", 1))
 	f.wait(t, netdevice, "4 VFs after the edit", counts(4, 4))
 
-	f.writeConfig(t, "resourceList:\n  - resourceName: sriov_netdevice\n    selectors: {pfNames: [\"enp59s0f0#3-1\"]}\n")
-	deadline := time.Now().Add(react)
-	for !f.logs.contains("configuration rejected") && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
-	if !f.logs.contains(`enp59s0f0#3-1`) {
-		t.Fatalf("a bad range was not reported with its value; logs:\n%s", f.logs)
-	}
-	if st := f.kubelet.Resource(netdevice); len(st.Devices) != 4 {
-		t.Errorf("after a bad config: %d devices, want the last good config's 4", len(st.Devices))
+	for _, bad := range []struct{ config, names string }{
+		{"resourceList:\n  - resourceName: sriov_netdevice\n    selectors: {pfNames: [\"enp59s0f0#3-1\"]}\n", `enp59s0f0#3-1`},
+		{"resourceList:\n  - resourceName: sriov_netdevice\n    selectors: {pfName: [enp59s0f0]}\n", `selectors.pfName: unknown field`},
+		{"resourceList:\n  - resourceName: sriov_netdevice\n    selectors: {pfNames: [\"enp59s0f.*\"]}\n", `enp59s0f.*`},
+	} {
+		f.writeConfig(t, bad.config)
+		deadline := time.Now().Add(react)
+		for !f.logs.contains(bad.names) && time.Now().Before(deadline) {
+			time.Sleep(10 * time.Millisecond)
+		}
+		if !f.logs.contains("configuration rejected") || !f.logs.contains(bad.names) {
+			t.Fatalf("a bad config was not reported with %s; logs:\n%s", bad.names, f.logs)
+		}
+		if st := f.kubelet.Resource(netdevice); len(st.Devices) != 4 {
+			t.Errorf("after a bad config naming %s: %d devices, want the last good config's 4", bad.names, len(st.Devices))
+		}
 	}
 	if st := f.kubelet.Resource(dpdk); !st.Registered {
 		t.Error("after a bad config: the dpdk pool of the last good config is gone")

@@ -31,7 +31,7 @@ resourceList:
 resourceList:
   - resourceName: r
     selectors:
-      pfNames: ["p#", "p#a", "p#1,,2", "p#-1", "p#1-", "p#70000", "p#1-2-3", "toolonginterface0#1"]
+      pfNames: ["p#", "p#a", "p#1,,2", "p#-1", "p#1-", "p#70000", "p#1-2-3", "toolonginterface0#1", "enp59s0f*", "ens(1|2)#0-3"]
       rootDevices: ["0000:3b:00.0#1-0", "3b:00.0#1"]`,
 			[]string{
 				`resourceList[0] "r": selectors.pfNames[0]: "p#": no VF indices after '#'`,
@@ -42,6 +42,8 @@ resourceList:
 				`resourceList[0] "r": selectors.pfNames[5]: "p#70000": "70000" in "70000" is not a VF index (0-65534)`,
 				`resourceList[0] "r": selectors.pfNames[6]: "p#1-2-3": "2-3" in "1-2-3" is not a VF index (0-65534)`,
 				`resourceList[0] "r": selectors.pfNames[7]: "toolonginterface0#1": not an interface name (1-15 characters, no '/', ':' or space)`,
+				`resourceList[0] "r": selectors.pfNames[8]: "enp59s0f*": interface names are matched exactly, not as patterns: list each PF's name`,
+				`resourceList[0] "r": selectors.pfNames[9]: "ens(1|2)#0-3": interface names are matched exactly, not as patterns: list each PF's name`,
 				`resourceList[0] "r": selectors.rootDevices[0]: "0000:3b:00.0#1-0": range 1-0 is reversed`,
 				`resourceList[0] "r": selectors.rootDevices[1]: "3b:00.0#1": not a PCI address such as 0000:3b:02.1 (domain:bus:device.function)`,
 			}},

@@ -102,10 +102,15 @@ func isHex(s string, minLen, maxLen int) bool {
 	return true
 }
 
-// parseIfname applies the kernel's dev_valid_name rules.
+// parseIfname applies the kernel's dev_valid_name rules, and refuses the
+// pattern characters admins write expecting a glob or a regular
+// expression: no NIC is named so, and sriovdp matches names exactly.
 func parseIfname(s string) (string, error) {
 	if s == "" || len(s) > maxIfname || s == "." || s == ".." || strings.ContainsAny(s, "/: \t\n\r\v\f") {
 		return "", fmt.Errorf("not an interface name (1-%d characters, no '/', ':' or space)", maxIfname)
+	}
+	if strings.ContainsAny(s, "*?[]()|^$+\\{}") {
+		return "", fmt.Errorf("interface names are matched exactly, not as patterns: list each PF's name")
 	}
 	return s, nil
 }
