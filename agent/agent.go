@@ -103,6 +103,9 @@ type events struct {
 	discovered chan discovered
 }
 
+// linkBurst is how many link events may queue for one health refresh.
+const linkBurst = 1024
+
 type discovered struct {
 	inv   *discovery.Inventory
 	start time.Time
@@ -113,7 +116,7 @@ type discovered struct {
 // socket and the device-info files of devices no pod holds.
 func (a *Agent) Run(ctx context.Context) error {
 	ev := events{
-		links: make(chan linkEvent, 1), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
+		links: make(chan linkEvent, linkBurst), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
 		kubelet: make(chan struct{}, 1), discovered: make(chan discovered, 1),
 	}
 	var wg sync.WaitGroup
@@ -177,7 +180,7 @@ func (a *Agent) loop(ctx context.Context, ev events) {
 			}
 			return
 		case e := <-ev.links:
-			a.applyLink(e)
+			a.applyLinks(e, ev.links)
 		case <-ev.hardware:
 			rediscover()
 		case <-ev.config:
@@ -291,10 +294,20 @@ func sameResource(a, b pools.Resource) bool {
 		a.VDPAType == b.VDPAType && a.Policy == b.Policy && maps.EqualFunc(a.AdditionalInfo, b.AdditionalInfo, maps.Equal)
 }
 
-// applyLink records a netlink event and refreshes the health of every
-// pool; a list that did not change is not sent again.
-func (a *Agent) applyLink(e linkEvent) {
+// applyLinks records a netlink event, and every other one already
+// queued, then refreshes the health of every pool once: creating 256 VFs
+// makes 512 link events, and each refresh weighs every device. A list
+// that did not change is not sent again.
+func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 	a.links[e.name] = e.state
+	for drained := false; !drained; {
+		select {
+		case e := <-more:
+			a.links[e.name] = e.state
+		default:
+			drained = true
+		}
+	}
 	for _, run := range a.pools {
 		a.publish(run)
 	}
