@@ -119,7 +119,10 @@ func (ep *endpoint) open(dir string) error {
 	// close removes the file only if it is still this socket.
 	lis.SetUnlinkOnClose(false)
 	ep.lis = lis
-	if ep.ino, err = inode(ep.path); err != nil {
+	// A socket deleted this soon (kubelet starting at the same moment)
+	// leaves ino 0: gone then says so, and the Remove event is already
+	// queued for wait.
+	if ep.ino, err = inode(ep.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		lis.Close()
 		return err
 	}
