@@ -149,6 +149,8 @@ func existing(t *testing.T, dir string) string {
 }
 
 // TestFileWatcherBurst writes the file many times in a row: one change.
+// A burst that a loaded machine stretches past fileSettle is not one
+// burst, so it is tried again, a bounded number of times.
 func TestFileWatcherBurst(t *testing.T) {
 	path := existing(t, t.TempDir())
 	w, err := WatchFile(path)
@@ -156,15 +158,32 @@ func TestFileWatcherBurst(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := run(t, w.Run)
-	start := time.Now()
-	for range 5 {
-		write(t, path, "b")
-	}
-	if time.Since(start) > fileSettle {
-		t.Skip("writing took longer than a burst lasts")
+	for try := 1; ; try++ {
+		start := time.Now()
+		for range 5 {
+			write(t, path, "b")
+		}
+		if time.Since(start) <= fileSettle {
+			break
+		}
+		if try == 5 {
+			t.Fatalf("5 writes took longer than a burst lasts (%v) five times in a row", fileSettle)
+		}
+		drain(changed, quiet)
 	}
 	receive(t, changed)
 	expectNone(t, changed, quiet)
+}
+
+// drain discards what ch delivers until it is quiet for d.
+func drain[T any](ch <-chan T, d time.Duration) {
+	for {
+		select {
+		case <-ch:
+		case <-time.After(d):
+			return
+		}
+	}
 }
 
 func TestFileWatcherClose(t *testing.T) {
