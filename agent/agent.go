@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -48,9 +47,9 @@ type poolRun struct {
 // configuration at start is an error, since there is no last good one.
 func New(opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
-	db, err := openDB(opts.HWDBFile)
+	db, err := hwdb.OpenFile(opts.HWDBFile)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("hwdb models: %w", err)
 	}
 	cfg, err := loadConfig(opts.ConfigFile, db)
 	if err != nil {
@@ -77,21 +76,6 @@ func (a *Agent) logWarnings(cfg *pools.Config) {
 	for _, w := range cfg.Warnings {
 		a.log.Warn("configuration", "warning", w)
 	}
-}
-
-func openDB(extraFile string) (*hwdb.DB, error) {
-	if extraFile == "" {
-		return hwdb.Open()
-	}
-	data, err := os.ReadFile(extraFile)
-	if err != nil {
-		return nil, fmt.Errorf("hwdb models: %w", err)
-	}
-	models, err := hwdb.ParseModels(data)
-	if err != nil {
-		return nil, fmt.Errorf("hwdb models %s: %w", extraFile, err)
-	}
-	return hwdb.Open(models...)
 }
 
 // events carries what the watchers saw to Run's goroutine.

@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 
 	"sigs.k8s.io/yaml"
 
@@ -99,31 +98,15 @@ func addDiscoveryFlags(fs *flag.FlagSet) discoveryFlags {
 
 // discover opens the hardware database and discovers the node with it.
 func (f discoveryFlags) discover(ctx context.Context) (*discovery.Inventory, *hwdb.DB, error) {
-	db, err := openDB(*f.hwdb)
+	db, err := hwdb.OpenFile(*f.hwdb)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("--hwdb: %w", err)
 	}
 	inv, err := discovery.Discover(ctx, discovery.Options{SysfsRoot: *f.sysfs, DevRoot: *f.dev, Netns: *f.netns, DB: db})
 	if err != nil {
 		return nil, nil, err
 	}
 	return inv, db, nil
-}
-
-// openDB opens the hardware database with the admin's models, if any.
-func openDB(extraFile string) (*hwdb.DB, error) {
-	if extraFile == "" {
-		return hwdb.Open()
-	}
-	data, err := os.ReadFile(extraFile)
-	if err != nil {
-		return nil, fmt.Errorf("--hwdb: %w", err)
-	}
-	models, err := hwdb.ParseModels(data)
-	if err != nil {
-		return nil, fmt.Errorf("--hwdb %s: %w", extraFile, err)
-	}
-	return hwdb.Open(models...)
 }
 
 type renderer func(io.Writer, *inventoryView) error

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strings"
 
+	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -41,9 +42,9 @@ func createVirtualNode(ctx context.Context, args []string, out, errOut io.Writer
 	if err != nil {
 		return err
 	}
-	db, err := openDB(*extra)
+	db, err := hwdb.OpenFile(*extra)
 	if err != nil {
-		return err
+		return fmt.Errorf("--hwdb: %w", err)
 	}
 	node, err := virtualnode.Build(ctx, spec, db, virtualnode.Options{Dir: *dir, Links: !*noLinks})
 	if err != nil {

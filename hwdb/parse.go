@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 
@@ -203,4 +204,21 @@ func validateDrivers(field string, drivers []string) error {
 		}
 	}
 	return nil
+}
+
+// OpenFile opens the database with the models of the file at path added,
+// as Open does; "" adds none. Errors name the file.
+func OpenFile(path string) (*DB, error) {
+	if path == "" {
+		return Open()
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	models, err := ParseModels(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return Open(models...)
 }

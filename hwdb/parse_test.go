@@ -2,6 +2,8 @@ package hwdb
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -166,4 +168,41 @@ func FuzzParseModels(f *testing.F) {
 			t.Fatalf("Open rejects parsed models: %v", err)
 		}
 	})
+}
+
+// TestOpenFile: the admin's file adds its models; a missing or bad file is
+// an error naming it.
+func TestOpenFile(t *testing.T) {
+	dir := t.TempDir()
+	good, bad := filepath.Join(dir, "good.yaml"), filepath.Join(dir, "bad.yaml")
+	model := `{name: X9, vendor: "1234", pfDevice: "0001", vfDevice: "0002", pfDrivers: [x9], vfDrivers: [x9vf], linkTypes: [ethernet]}`
+	if err := os.WriteFile(good, []byte("["+model+"]"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(bad, []byte(`[{name: X9, vendor: "zz"}]`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		path, wantErr string
+		hasX9         bool
+	}{
+		{path: ""},
+		{path: good, hasX9: true},
+		{path: filepath.Join(dir, "missing.yaml"), wantErr: "missing.yaml"},
+		{path: bad, wantErr: bad + `: hwdb: models[0] "X9"`},
+	} {
+		db, err := OpenFile(tt.path)
+		if tt.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Errorf("%q: error %v, want one containing %q", tt.path, err, tt.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatalf("%q: %v", tt.path, err)
+		}
+		if _, ok := db.ModelByName("X9"); ok != tt.hasX9 {
+			t.Errorf("%q: model X9 present=%t, want %t", tt.path, ok, tt.hasX9)
+		}
+	}
 }
