@@ -17,7 +17,6 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/agent"
-	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
@@ -93,7 +92,7 @@ func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 		PollInterval: 100 * time.Millisecond, GCInterval: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
 		// The kernel here has neither devlink nor vDPA netlink.
-		ESwitch: legacyESwitch{}, VDPA: noVDPA{},
+		ESwitch: virtualnode.NoESwitch{}, VDPA: virtualnode.VDPA(nil),
 	}
 	f.writeConfig(t, config)
 	return f
@@ -157,14 +156,6 @@ func health(id string, want string) func(testkubelet.State) bool {
 		return ok && d.Health == want
 	}
 }
-
-type legacyESwitch struct{}
-
-func (legacyESwitch) ESwitchMode(context.Context, string) (string, error) { return "legacy", nil }
-
-type noVDPA struct{}
-
-func (noVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return nil, nil }
 
 type syncBuffer struct {
 	mu sync.Mutex

@@ -2,7 +2,6 @@ package deviceplugin
 
 import (
 	"context"
-	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -44,17 +43,6 @@ type testNode struct {
 	inv  *discovery.Inventory
 }
 
-type noESwitch struct{}
-
-func (noESwitch) ESwitchMode(context.Context, string) (string, error) {
-	return "", fmt.Errorf("devlink: not supported")
-}
-
-// fixedVDPA lists the vDPA devices it was given, as the kernel would.
-type fixedVDPA []discovery.ParentedVDPA
-
-func (f fixedVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return f, nil }
-
 // newTestNode builds and discovers the default node; vdpaVF gets a
 // vhost-vdpa device whose node is under the tree's /dev, and uioVF is
 // bound to uio_pci_generic.
@@ -73,8 +61,8 @@ func newTestNode(t testing.TB) *testNode {
 		SysfsRoot: node.SysRoot(),
 		DevRoot:   node.DevRoot(),
 		DB:        db,
-		ESwitch:   noESwitch{},
-		VDPA: fixedVDPA{{Parent: vdpaVF, VDPADevice: discovery.VDPADevice{
+		ESwitch:   virtualnode.NoESwitch{},
+		VDPA: virtualnode.VDPA{{Parent: vdpaVF, VDPADevice: discovery.VDPADevice{
 			Name: vdpaName, Driver: "vhost_vdpa", Path: vdpaPath,
 		}}},
 	})

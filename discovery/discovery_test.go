@@ -17,17 +17,6 @@ import (
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
-// noESwitch and noVDPA answer as a kernel without devlink and vdpa does.
-type noESwitch struct{}
-
-func (noESwitch) ESwitchMode(context.Context, string) (string, error) {
-	return "", fmt.Errorf("devlink: no such file or directory")
-}
-
-type fakeVDPA []discovery.ParentedVDPA
-
-func (f fakeVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return f, nil }
-
 // fakeESwitch is an in-memory devlink: PCI address to eswitch mode.
 type fakeESwitch map[string]string
 
@@ -45,10 +34,10 @@ func discover(t testing.TB, db *hwdb.DB, node *virtualnode.Node, opts discovery.
 	t.Helper()
 	opts.SysfsRoot, opts.DevRoot, opts.DB = node.SysRoot(), node.DevRoot(), db
 	if opts.ESwitch == nil {
-		opts.ESwitch = noESwitch{}
+		opts.ESwitch = virtualnode.NoESwitch{}
 	}
 	if opts.VDPA == nil {
-		opts.VDPA = fakeVDPA(nil)
+		opts.VDPA = virtualnode.VDPA(nil)
 	}
 	inv, err := discovery.Discover(context.Background(), opts)
 	if err != nil {

@@ -47,7 +47,7 @@ func TestDiscoverRelativeRoot(t *testing.T) {
 	opts := discovery.Options{ESwitch: fakeESwitch{pf0: discovery.ModeSwitchdev, pf1: discovery.ModeSwitchdev}}
 	abs := discover(t, db, node, opts)
 	t.Chdir(node.Dir())
-	opts.SysfsRoot, opts.DevRoot, opts.DB, opts.VDPA = "sys", "dev", db, fakeVDPA(nil)
+	opts.SysfsRoot, opts.DevRoot, opts.DB, opts.VDPA = "sys", "dev", db, virtualnode.VDPA(nil)
 	rel, err := discovery.Discover(t.Context(), opts)
 	if err != nil {
 		t.Fatal(err)
@@ -81,7 +81,7 @@ func addRepresentor(t *testing.T, sys, name, switchID, portName string) {
 func TestDiscoverVDPADevices(t *testing.T) {
 	db := virtualnode.OpenDB(t)
 	node := buildTree(t, db, virtualnode.DefaultSpec())
-	vdpa := fakeVDPA{{Parent: pf1vf0, VDPADevice: discovery.VDPADevice{Name: "vdpa0", Driver: "vhost_vdpa", Path: "/dev/vhost-vdpa-0"}}}
+	vdpa := virtualnode.VDPA{{Parent: pf1vf0, VDPADevice: discovery.VDPADevice{Name: "vdpa0", Driver: "vhost_vdpa", Path: "/dev/vhost-vdpa-0"}}}
 	inv := discover(t, db, node, discovery.Options{VDPA: vdpa})
 	f, _ := inv.Function(pf1vf0)
 	if len(f.VDPA) != 1 || f.VDPA[0] != vdpa[0].VDPADevice {

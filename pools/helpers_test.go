@@ -2,7 +2,6 @@ package pools_test
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"testing"
 
@@ -12,25 +11,13 @@ import (
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
-// noESwitch answers as a kernel without devlink does.
-type noESwitch struct{}
-
-func (noESwitch) ESwitchMode(context.Context, string) (string, error) {
-	return "", errors.New("devlink: no such file or directory")
-}
-
-// fakeVDPA is an in-memory vdpa netlink family: the node's vDPA devices.
-type fakeVDPA []discovery.ParentedVDPA
-
-func (f fakeVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return f, nil }
-
 // discoverNode builds spec as a tree-only virtual node (no root needed)
 // and discovers it, with vdpa as the node's vDPA devices.
-func discoverNode(t testing.TB, db *hwdb.DB, spec *virtualnode.Spec, vdpa fakeVDPA) *discovery.Inventory {
+func discoverNode(t testing.TB, db *hwdb.DB, spec *virtualnode.Spec, vdpa virtualnode.VDPA) *discovery.Inventory {
 	t.Helper()
 	node := virtualnode.BuildForTest(t, spec, db, false)
 	inv, err := discovery.Discover(context.Background(), discovery.Options{
-		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db, ESwitch: noESwitch{}, VDPA: vdpa,
+		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db, ESwitch: virtualnode.NoESwitch{}, VDPA: vdpa,
 	})
 	if err != nil {
 		t.Fatal(err)

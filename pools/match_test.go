@@ -19,7 +19,7 @@ import (
 // device, VF 1 a virtio_vdpa one.
 func defaultInventory(t testing.TB) *discovery.Inventory {
 	t.Helper()
-	return discoverNode(t, virtualnode.OpenDB(t), virtualnode.DefaultSpec(), fakeVDPA{
+	return discoverNode(t, virtualnode.OpenDB(t), virtualnode.DefaultSpec(), virtualnode.VDPA{
 		{Parent: "0000:3b:01.0", VDPADevice: discovery.VDPADevice{Name: "vdpa0", Driver: "vhost_vdpa"}},
 		{Parent: "0000:3b:01.1", VDPADevice: discovery.VDPADevice{Name: "vdpa1", Driver: "virtio_vdpa"}},
 	})
@@ -110,7 +110,7 @@ func TestMatchExcludedRoot(t *testing.T) {
 	spec.Name = "pools-excluded"
 	node := virtualnode.BuildForTest(t, spec, db, true)
 	inv, err := discovery.Discover(t.Context(), discovery.Options{SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(),
-		Netns: "/run/netns/" + node.NetnsName(), DB: db, ESwitch: noESwitch{}, VDPA: fakeVDPA(nil)})
+		Netns: "/run/netns/" + node.NetnsName(), DB: db, ESwitch: virtualnode.NoESwitch{}, VDPA: virtualnode.VDPA(nil)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ type sriovdpExample struct {
 	spec      []virtualnode.PFSpec
 	// vdpa lists vDPA devices by parent PCI address: the virtual node has
 	// no vdpa bus, so discovery gets them in memory.
-	vdpa  fakeVDPA
+	vdpa  virtualnode.VDPA
 	pools []namedIDs
 	// conflicts are the devices several pools match.
 	conflicts []pools.Conflict
@@ -132,7 +132,7 @@ func TestSriovdpExamples(t *testing.T) {
 			file: "readme-config.json",
 			spec: []virtualnode.PFSpec{e810Pair, {Model: "ConnectX-6", VFs: 4, LinkType: "infiniband"},
 				{Model: "ConnectX-6 Dx", VFs: 2}},
-			vdpa: fakeVDPA{
+			vdpa: virtualnode.VDPA{
 				{Parent: "0000:43:01.0", VDPADevice: discovery.VDPADevice{Name: "vdpa0", Driver: "vhost_vdpa", Path: "/dev/vhost-vdpa-0"}},
 				{Parent: "0000:43:01.1", VDPADevice: discovery.VDPADevice{Name: "vdpa1", Driver: "virtio_vdpa", Netdev: "eth0"}},
 			},

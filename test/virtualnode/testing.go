@@ -2,12 +2,14 @@ package virtualnode
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
 )
 
@@ -78,3 +80,19 @@ func OpenDB(t testing.TB) *hwdb.DB {
 	}
 	return db
 }
+
+// NoESwitch is devlink as this machine's kernel has it: missing. Given to
+// discovery as its ESwitchReader, it makes discovery assume legacy mode.
+type NoESwitch struct{}
+
+// ESwitchMode fails as devlink does without its netlink family.
+func (NoESwitch) ESwitchMode(context.Context, string) (string, error) {
+	return "", fmt.Errorf("devlink: %w", unix.ENOENT)
+}
+
+// VDPA is an in-memory vDPA netlink family, listing these devices: the
+// kernel here has none, and a virtual node no vDPA bus.
+type VDPA []discovery.ParentedVDPA
+
+// VDPADevices lists the devices.
+func (v VDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return v, nil }
