@@ -39,8 +39,10 @@ type poolRun struct {
 	res     pools.Resource
 	plugin  *deviceplugin.Plugin
 	devices poolDevices
-	stop    context.CancelFunc
-	done    chan struct{}
+	// sent is the list last given to the plugin.
+	sent []deviceplugin.DeviceState
+	stop context.CancelFunc
+	done chan struct{}
 }
 
 // New opens the hardware database and reads the configuration; an invalid

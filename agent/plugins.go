@@ -43,8 +43,8 @@ func (a *Agent) kubeletStarted() {
 // device whose health changed and how many came and went.
 func (a *Agent) publish(run *poolRun) {
 	next := run.devices.states(a.inv, a.links)
-	prev := make(map[string]deviceplugin.DeviceState, len(next))
-	for _, d := range run.plugin.Devices() {
+	prev := make(map[string]deviceplugin.DeviceState, len(run.sent))
+	for _, d := range run.sent {
 		prev[d.ID] = d
 	}
 	added := 0
@@ -64,4 +64,5 @@ func (a *Agent) publish(run *poolRun) {
 		a.log.Info("pool devices changed", "resource", run.res.FullName(), "added", added, "removed", len(prev), "devices", len(next))
 	}
 	run.plugin.SetDevices(next)
+	run.sent = next
 }
