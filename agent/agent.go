@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -273,11 +274,13 @@ func (a *Agent) ensurePool(ctx context.Context, res pools.Resource) *poolRun {
 	return run
 }
 
+// sameResource reports whether the plugin serving a can serve b as it is:
+// everything it hands out is the same. Selectors are the agent's matching
+// alone, and Index only the entry's place in the file.
 func sameResource(a, b pools.Resource) bool {
 	a.Index, b.Index = 0, 0
-	return a.Prefix == b.Prefix && a.Name == b.Name && a.DeviceType == b.DeviceType &&
-		a.ExcludeTopology == b.ExcludeTopology && a.NeedVhostNet == b.NeedVhostNet &&
-		a.VDPAType == b.VDPAType && a.Policy == b.Policy && maps.EqualFunc(a.AdditionalInfo, b.AdditionalInfo, maps.Equal)
+	a.Selectors, b.Selectors = nil, nil
+	return reflect.DeepEqual(a, b)
 }
 
 // applyLinks records a netlink event, and every other one already
