@@ -1,0 +1,237 @@
+// Package attachments is hwnet's on-disk record of what it attached to each
+// container: enough to run every delegate's DEL again without the agent, the
+// API server or the NetworkAttachmentDefinitions, which may all be gone by
+// the time a pod is torn down. The agent and the hwnet shim share it, and its
+// per-container lock serialises their operations on one container (NPWG 7.3).
+package attachments
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Record is what hwnet attached, or began to attach, to one container.
+type Record struct {
+	ContainerID  string       `json:"containerID"`
+	Netns        string       `json:"netns"`
+	PodNamespace string       `json:"podNamespace,omitempty"`
+	PodName      string       `json:"podName,omitempty"`
+	PodUID       string       `json:"podUID,omitempty"`
+	Attachments  []Attachment `json:"attachments"`
+}
+
+// Attachment is one network attachment: the tuple [container ID, network
+// name, ifname] of NPWG 4.2.1 and the exact configuration list it ran with.
+type Attachment struct {
+	// Network is "namespace/name" for a NetworkAttachmentDefinition, or
+	// the cluster-wide default network's name.
+	Network string `json:"network"`
+	IfName  string `json:"ifName"`
+	Default bool   `json:"default,omitempty"`
+	// ConfList is the configuration list as run, injections included.
+	ConfList json.RawMessage `json:"confList"`
+	// Args are the CNI_ARGS pairs given to the delegate.
+	Args [][2]string `json:"args,omitempty"`
+	// CapabilityArgs are the runtimeConfig values given to the delegate.
+	CapabilityArgs map[string]json.RawMessage `json:"capabilityArgs,omitempty"`
+	// DeviceID is the PCI address kubelet allocated to this attachment.
+	DeviceID string `json:"deviceID,omitempty"`
+	// Resource is the device plugin resource DeviceID belongs to.
+	Resource string `json:"resource,omitempty"`
+	// DeviceInfoFile is the CNI device-info file hwnet wrote for it.
+	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
+}
+
+// Store keeps one record file and one lock file per container under a
+// directory.
+type Store struct {
+	dir string
+}
+
+// NewStore returns a Store rooted at dir, which it creates on first write.
+func NewStore(dir string) *Store {
+	return &Store{dir: dir}
+}
+
+// Dir is the store's root.
+func (s *Store) Dir() string { return s.dir }
+
+// ResultCacheDir is where libcni keeps delegate results, so DEL, CHECK and GC
+// find the previous results without the agent.
+func (s *Store) ResultCacheDir() string { return filepath.Join(s.dir, "results") }
+
+func (s *Store) recordPath(containerID string) string {
+	return filepath.Join(s.dir, "containers", containerID+".json")
+}
+
+func (s *Store) lockPath(containerID string) string {
+	return filepath.Join(s.dir, "locks", containerID+".lock")
+}
+
+// ValidateContainerID refuses IDs that could escape the store's directory.
+func ValidateContainerID(id string) error {
+	if id == "" || id == "." || id == ".." || strings.ContainsAny(id, "/\x00") || len(id) > 255 {
+		return fmt.Errorf("invalid CNI_CONTAINERID %q", id)
+	}
+	return nil
+}
+
+// Load returns the container's record, or an error wrapping os.ErrNotExist
+// when hwnet holds none.
+func (s *Store) Load(containerID string) (*Record, error) {
+	if err := ValidateContainerID(containerID); err != nil {
+		return nil, err
+	}
+	data, err := os.ReadFile(s.recordPath(containerID))
+	if err != nil {
+		return nil, fmt.Errorf("attachment record: %w", err)
+	}
+	var rec Record
+	if err := json.Unmarshal(data, &rec); err != nil {
+		return nil, fmt.Errorf("attachment record %s: %w", s.recordPath(containerID), err)
+	}
+	return &rec, nil
+}
+
+// Save writes the record atomically and durably: a crash leaves the old
+// record or the new one, never half of one.
+func (s *Store) Save(rec *Record) error {
+	if err := ValidateContainerID(rec.ContainerID); err != nil {
+		return err
+	}
+	data, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("attachment record %s: %w", rec.ContainerID, err)
+	}
+	path := s.recordPath(rec.ContainerID)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("attachment record: %w", err)
+	}
+	return writeFileSync(path, data)
+}
+
+func writeFileSync(path string, data []byte) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
+	if err != nil {
+		return fmt.Errorf("attachment record: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("attachment record %s: %w", path, err)
+	}
+	if err := error(nil); err != nil {
+		tmp.Close()
+		return fmt.Errorf("attachment record %s: %w", path, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return fmt.Errorf("attachment record %s: %w", path, err)
+	}
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return fmt.Errorf("attachment record: %w", err)
+	}
+	return nil
+}
+
+// Remove forgets the container. Removing a record that does not exist is not
+// an error: DEL may run more than once.
+func (s *Store) Remove(containerID string) error {
+	if err := ValidateContainerID(containerID); err != nil {
+		return err
+	}
+	if err := os.Remove(s.recordPath(containerID)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("attachment record: %w", err)
+	}
+	return nil
+}
+
+// List returns the IDs of every container with a record.
+func (s *Store) List() ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(s.dir, "containers"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("attachment records: %w", err)
+	}
+	var ids []string
+	for _, e := range entries {
+		if id, ok := strings.CutSuffix(e.Name(), ".json"); ok && !strings.HasPrefix(id, ".") {
+			ids = append(ids, id)
+		}
+	}
+	return ids, nil
+}
+
+// Lock takes the container's exclusive lock, waiting until it is free or ctx
+// ends. The lock is a flock, so it also excludes other processes: the agent
+// and a shim running DEL on its own. The returned function releases it.
+func (s *Store) Lock(ctx context.Context, containerID string) (func(), error) {
+	if err := ValidateContainerID(containerID); err != nil {
+		return nil, err
+	}
+	path := s.lockPath(containerID)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return nil, fmt.Errorf("container lock: %w", err)
+	}
+	for {
+		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+		if err != nil {
+			return nil, fmt.Errorf("container lock: %w", err)
+		}
+		if err := flockWait(ctx, f); err != nil {
+			f.Close()
+			return nil, fmt.Errorf("container %s is busy: %w", containerID, err)
+		}
+		// RemoveLock may have unlinked the file while we waited: a lock on
+		// that orphan would exclude nobody, so take the new file's instead.
+		if sameFile(f, path) {
+			return func() { f.Close() }, nil
+		}
+		f.Close()
+	}
+}
+
+func sameFile(f *os.File, path string) bool {
+	held, err := f.Stat()
+	if err != nil {
+		return false
+	}
+	now, err := os.Stat(path)
+	return err == nil && os.SameFile(held, now)
+}
+
+// flockWait polls a non-blocking flock: a blocking one could not be
+// abandoned when ctx ends.
+func flockWait(ctx context.Context, f *os.File) error {
+	delay := time.Millisecond
+	for {
+		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		if err == nil {
+			return nil
+		}
+		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(delay):
+		}
+		delay = min(2*delay, 50*time.Millisecond)
+	}
+}
+
+// RemoveLock deletes the container's lock file once the container is gone.
+// Call it while holding the lock, just before releasing it.
+func (s *Store) RemoveLock(containerID string) {
+	_ = os.Remove(s.lockPath(containerID))
+}

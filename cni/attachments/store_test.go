@@ -1,0 +1,107 @@
+package attachments
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+func TestRecordRoundTrip(t *testing.T) {
+	s := NewStore(t.TempDir())
+	if _, err := s.Load("c1"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("Load of an unknown container: %v, want ErrNotExist", err)
+	}
+	rec := &Record{ContainerID: "c1", Netns: "/run/netns/x", PodNamespace: "ns", PodName: "p", PodUID: "u",
+		Attachments: []Attachment{{Network: "ns/a", IfName: "net1", ConfList: []byte(`{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"x"}]}`),
+			Args: [][2]string{{"K8S_POD_NAME", "p"}}, DeviceID: "0000:3b:01.0", Resource: "intel.com/a"}}}
+	if err := s.Save(rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Load("c1")
+	if err != nil || got.Attachments[0].DeviceID != "0000:3b:01.0" || got.Netns != rec.Netns {
+		t.Fatalf("Load = %+v, %v", got, err)
+	}
+	if ids, _ := s.List(); !slices.Equal(ids, []string{"c1"}) {
+		t.Fatalf("List = %v", ids)
+	}
+	rt := got.Runtime(got.Attachments[0])
+	if rt.ContainerID != "c1" || rt.IfName != "net1" || rt.NetNS != "/run/netns/x" {
+		t.Errorf("Runtime = %+v", rt)
+	}
+	for range 2 { // DEL may run twice
+		if err := s.Remove("c1"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if ids, _ := s.List(); len(ids) != 0 {
+		t.Fatalf("List after Remove = %v", ids)
+	}
+}
+
+func TestValidateContainerID(t *testing.T) {
+	for _, id := range []string{"", ".", "..", "../etc", "a/b", "a\x00b"} {
+		if err := ValidateContainerID(id); err == nil {
+			t.Errorf("ValidateContainerID(%q) accepted an ID that escapes the store", id)
+		}
+		if _, err := NewStore(t.TempDir()).Lock(context.Background(), id); err == nil {
+			t.Errorf("Lock(%q) accepted", id)
+		}
+	}
+	if err := ValidateContainerID("3f2a9c1b"); err != nil {
+		t.Error(err)
+	}
+}
+
+// Operations on one container are serialised (NPWG 7.3), also while a
+// holder removes the lock file as it forgets the container.
+func TestSpec7_3_LockSerialisesOneContainer(t *testing.T) {
+	s := NewStore(t.TempDir())
+	var inside, most atomic.Int32
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 20 {
+				unlock, err := s.Lock(context.Background(), "c1")
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if n := inside.Add(1); n > most.Load() {
+					most.Store(n)
+				}
+				time.Sleep(50 * time.Microsecond)
+				inside.Add(-1)
+				s.RemoveLock("c1")
+				unlock()
+			}
+		})
+	}
+	wg.Wait()
+	if most.Load() != 1 {
+		t.Fatalf("%d holders of one container's lock at once", most.Load())
+	}
+}
+
+func TestLockWaitEndsWithContext(t *testing.T) {
+	s := NewStore(t.TempDir())
+	unlock, err := s.Lock(context.Background(), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unlock()
+	other, err := s.Lock(context.Background(), "c2")
+	if err != nil {
+		t.Fatalf("another container's lock must not wait: %v", err)
+	}
+	other()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	if _, err := s.Lock(ctx, "c1"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Lock of a held container = %v, want the context's deadline", err)
+	}
+}

@@ -1,0 +1,206 @@
+package shim_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/test/cniplugins"
+)
+
+// delegates is a pod's set of attachments as the agent would have made
+// them, each running hwnet-test-plugin.
+type delegates struct {
+	pluginDir  string
+	stateDir   string
+	recordFile string
+	store      *attachments.Store
+}
+
+func newDelegates(t *testing.T, n *node, pluginDir string) *delegates {
+	return &delegates{
+		pluginDir:  pluginDir,
+		stateDir:   filepath.Join(n.dir, "state"),
+		recordFile: filepath.Join(n.dir, "calls.jsonl"),
+		store:      attachments.NewStore(n.cacheDir),
+	}
+}
+
+// attach runs ADD through libcni for one network per interface name and
+// saves the record, as the agent does; failDel makes those interfaces'
+// delegates fail DEL.
+func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, failDel ...string) *attachments.Record {
+	t.Helper()
+	rec := &attachments.Record{ContainerID: "c1", Netns: "/var/run/netns/c1", PodNamespace: "ns", PodName: "p"}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{d.pluginDir}, d.store.ResultCacheDir(), nil)
+	for _, ifName := range ifNames {
+		plugin := map[string]any{"type": cniplugins.Recorder, "stateDir": d.stateDir, "recordFile": d.recordFile}
+		if slices.Contains(failDel, ifName) {
+			plugin["failOn"] = []string{"DEL"}
+		}
+		confList, err := json.Marshal(map[string]any{"cniVersion": cniVersion, "name": "net-" + ifName, "plugins": []any{plugin}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := attachments.Attachment{Network: "ns/net-" + ifName, IfName: ifName, ConfList: confList,
+			Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "p"}}}
+		list, err := a.ConfigList()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := cni.AddNetworkList(context.Background(), list, rec.Runtime(a)); err != nil {
+			t.Fatalf("ADD %s: %v", ifName, err)
+		}
+		rec.Attachments = append(rec.Attachments, a)
+	}
+	if err := d.store.Save(rec); err != nil {
+		t.Fatal(err)
+	}
+	return rec
+}
+
+// live lists the attachments whose delegate state is still there.
+func (d *delegates) live(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(d.stateDir)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	return names
+}
+
+// deletes lists, in call order, the interfaces whose delegate ran DEL, and
+// whether each was given its ADD result as prevResult.
+func (d *delegates) deletes(t *testing.T) (ifNames []string, withPrevResult []bool) {
+	t.Helper()
+	for _, r := range cniplugins.ReadRecords(t, d.recordFile) {
+		if r.Command != "DEL" {
+			continue
+		}
+		var conf struct {
+			PrevResult json.RawMessage `json:"prevResult"`
+		}
+		if err := json.Unmarshal(r.Stdin, &conf); err != nil {
+			t.Fatal(err)
+		}
+		ifNames = append(ifNames, r.Env["CNI_IFNAME"])
+		withPrevResult = append(withPrevResult, len(conf.PrevResult) > 0)
+	}
+	return ifNames, withPrevResult
+}
+
+func (d *delegates) delEnv() map[string]string {
+	return cniEnv("DEL", "CNI_PATH", d.pluginDir)
+}
+
+// TestSpec7_2_DelWithoutAgent: with the agent gone, DEL still tears down
+// every attachment from the record (NPWG 7.2), in reverse order of ADD
+// (CNI spec, "Network Configuration Lists"), for every CNI version.
+func TestSpec7_2_DelWithoutAgent(t *testing.T) {
+	pluginDir := cniplugins.Dir(t)
+	for _, cniVersion := range version.All.SupportedVersions() {
+		t.Run(cniVersion, func(t *testing.T) {
+			n := newNode(t)
+			d := newDelegates(t, n, pluginDir)
+			d.attach(t, cniVersion, []string{"net1", "net2", "net3"})
+			if got := d.live(t); len(got) != 3 {
+				t.Fatalf("after ADD the delegates hold %v, want 3 attachments", got)
+			}
+			out := run(context.Background(), d.delEnv(), n.config("1.1.0", "1s"))
+			if out.code != 0 || out.stdout != "" {
+				t.Fatalf("DEL: exit %d stdout %q stderr %s", out.code, out.stdout, out.stderr)
+			}
+			if got := d.live(t); len(got) != 0 {
+				t.Errorf("after DEL the delegates still hold %v", got)
+			}
+			order, prev := d.deletes(t)
+			if want := []string{"net3", "net2", "net1"}; !slices.Equal(order, want) {
+				t.Errorf("DEL order = %v, want %v", order, want)
+			}
+			// From 0.4.0 libcni hands DEL the cached ADD result; the shim
+			// must use the agent's result cache to do the same.
+			if atLeast040, _ := version.GreaterThanOrEqualTo(cniVersion, "0.4.0"); atLeast040 && slices.Contains(prev, false) {
+				t.Errorf("DEL prevResult given = %v, want the cached ADD result for each", prev)
+			}
+			if _, err := d.store.Load("c1"); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("record after DEL: %v, want it removed", err)
+			}
+			// The lock file lives in the store's locks directory.
+			if locks, _ := os.ReadDir(filepath.Join(n.cacheDir, "locks")); len(locks) != 0 {
+				t.Errorf("lock files left: %v", locks)
+			}
+			if !strings.Contains(out.stderr.String(), "running DEL from the attachment record") {
+				t.Errorf("stderr does not say which path DEL took: %s", out.stderr)
+			}
+		})
+	}
+}
+
+// TestSpec7_2_DelWithoutAgentOneFails: one failed detachment does not stop
+// the others, the runtime gets an error naming it, and the record stays so
+// the runtime's retry can finish the job.
+func TestSpec7_2_DelWithoutAgentOneFails(t *testing.T) {
+	n := newNode(t)
+	d := newDelegates(t, n, cniplugins.Dir(t))
+	d.attach(t, "1.1.0", []string{"net1", "net2", "net3"}, "net2")
+	out := run(context.Background(), d.delEnv(), n.config("1.1.0", "1s"))
+	wantCNIError(t, out, types.ErrInternal, "ns/net-net2", "interface net2", "record kept")
+	order, _ := d.deletes(t)
+	if want := []string{"net3", "net2", "net1"}; !slices.Equal(order, want) {
+		t.Errorf("DEL order = %v, want %v: a failure must not stop the rest", order, want)
+	}
+	if got, want := d.live(t), []string{"c1-net2"}; !slices.Equal(got, want) {
+		t.Errorf("after DEL the delegates hold %v, want %v", got, want)
+	}
+	rec, err := d.store.Load("c1")
+	if err != nil || len(rec.Attachments) != 3 {
+		t.Fatalf("record after a failed DEL: %v, %v; want it kept whole", rec, err)
+	}
+}
+
+// TestSpecDelIdempotent_NoRecord: DEL of a container hwnet never attached,
+// or already deleted, succeeds without an agent.
+func TestSpecDelIdempotent_NoRecord(t *testing.T) {
+	n := newNode(t)
+	for i := range 2 {
+		out := run(context.Background(), cniEnv("DEL", "CNI_NETNS", ""), n.config("1.1.0", "1s"))
+		if out.code != 0 || out.stdout != "" {
+			t.Fatalf("DEL #%d: exit %d stdout %q", i+1, out.code, out.stdout)
+		}
+		if !strings.Contains(out.stderr.String(), "no attachment record") {
+			t.Errorf("stderr does not say there was nothing to delete: %s", out.stderr)
+		}
+	}
+}
+
+// TestSpec7_3_DelWithoutAgentWaitsForLock: the shim's DEL and an agent
+// operation on the same container never overlap.
+func TestSpec7_3_DelWithoutAgentWaitsForLock(t *testing.T) {
+	n := newNode(t)
+	store := attachments.NewStore(n.cacheDir)
+	unlock, err := store.Lock(context.Background(), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	out := run(ctx, cniEnv("DEL"), n.config("1.1.0", "1s"))
+	unlock()
+	wantCNIError(t, out, types.ErrInternal, fmt.Sprintf("container %s is busy", "c1"))
+}
