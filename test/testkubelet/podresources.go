@@ -3,7 +3,9 @@ package testkubelet
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
+	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
@@ -37,9 +39,25 @@ func ServePodResources(path string) (*PodResources, error) {
 // Close stops serving.
 func (pr *PodResources) Close() { pr.server.Stop() }
 
-// SetPod records that the pod's one container holds these devices of the
-// resource, replacing what the pod held; no ids removes the pod.
+// SetPod records that kubelet allocated ids of resource to the pod's one
+// container "main", replacing what it held; no ids forgets the pod.
 func (pr *PodResources) SetPod(namespace, name, resource string, ids ...string) {
+	if len(ids) == 0 {
+		pr.SetContainers(namespace, name)
+		return
+	}
+	pr.SetContainers(namespace, name, Container{Name: "main", Devices: map[string][]string{resource: ids}})
+}
+
+// Container is one container's allocation: device IDs by resource name.
+type Container struct {
+	Name    string
+	Devices map[string][]string
+}
+
+// SetContainers records the pod's allocation, container by container in
+// the order given, replacing what it held; no containers forgets the pod.
+func (pr *PodResources) SetContainers(namespace, name string, containers ...Container) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
 	kept := pr.pods[:0]
@@ -49,16 +67,18 @@ func (pr *PodResources) SetPod(namespace, name, resource string, ids ...string) 
 		}
 	}
 	pr.pods = kept
-	if len(ids) == 0 {
+	if len(containers) == 0 {
 		return
 	}
-	pr.pods = append(pr.pods, &podresourcesapi.PodResources{
-		Namespace: namespace, Name: name,
-		Containers: []*podresourcesapi.ContainerResources{{
-			Name:    "main",
-			Devices: []*podresourcesapi.ContainerDevices{{ResourceName: resource, DeviceIds: ids}},
-		}},
-	})
+	pod := &podresourcesapi.PodResources{Namespace: namespace, Name: name}
+	for _, c := range containers {
+		cr := &podresourcesapi.ContainerResources{Name: c.Name}
+		for _, res := range slices.Sorted(maps.Keys(c.Devices)) {
+			cr.Devices = append(cr.Devices, &podresourcesapi.ContainerDevices{ResourceName: res, DeviceIds: c.Devices[res]})
+		}
+		pod.Containers = append(pod.Containers, cr)
+	}
+	pr.pods = append(pr.pods, pod)
 }
 
 func (pr *PodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {

@@ -1,0 +1,40 @@
+package kube
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// A node agent writes one status PATCH per pod sandbox and an Event now
+// and then: kubelet's own defaults (50 per second, bursts of 100) let it
+// keep up with a node starting all its pods at once, where client-go's
+// defaults (5, bursts of 10) would queue the last PATCH for tens of
+// seconds.
+const (
+	clientQPS   = 50
+	clientBurst = 100
+)
+
+// RESTConfig returns the configuration of a client of the API server: from
+// the kubeconfig file, or else the pod's in-cluster service account.
+// Built-in objects come as protobuf, cheaper to decode than JSON; custom
+// resources, which have no protobuf form, as JSON.
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	if kubeconfig != "" {
+		cfg, err = clientcmd.BuildConfigFromFlags("", kubeconfig)
+	} else {
+		cfg, err = rest.InClusterConfig()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client configuration: %w", err)
+	}
+	cfg.QPS, cfg.Burst = clientQPS, clientBurst
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	return cfg, nil
+}

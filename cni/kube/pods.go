@@ -1,0 +1,154 @@
+// Package kube is hwnet-agent's Kubernetes side for the CNI delegating
+// plugin: a node-local cache of pods (fed by kubelet's Pods API, or by a
+// node-scoped informer where kubelet does not serve it), a cache of
+// NetworkAttachmentDefinitions (NPWG multi-network spec section 3), and the
+// writer of the network-status annotation (section 5) and of pod Events.
+//
+// A CNI ADD is built to make no read of the API server, only answers from
+// the caches, and one write: the status PATCH.
+package kube
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// ErrPodNotFound says the cache did not come to hold the pod before the
+// context ended.
+var ErrPodNotFound = errors.New("pod not found in the node's pod cache")
+
+// Pod is what the CNI side needs of a pod.
+type Pod struct {
+	Namespace   string
+	Name        string
+	UID         string
+	Annotations map[string]string
+}
+
+// PodRef names a pod as the runtime does in CNI_ARGS (K8S_POD_NAMESPACE,
+// K8S_POD_NAME, K8S_POD_UID).
+type PodRef struct {
+	Namespace string
+	Name      string
+	UID       string
+}
+
+func (r PodRef) String() string {
+	if r.UID == "" {
+		return r.Namespace + "/" + r.Name
+	}
+	return fmt.Sprintf("%s/%s (uid %s)", r.Namespace, r.Name, r.UID)
+}
+
+// PodSource answers from a local cache and never asks the API server.
+type PodSource interface {
+	// Pod waits, as long as ctx allows, until the cache holds the pod of
+	// ref's UID: a pod is often created a moment before its sandbox, and a
+	// same-named older pod must not be mistaken for it. An empty UID
+	// accepts any pod of that namespace and name. The error wraps
+	// ErrPodNotFound and ctx's error.
+	Pod(ctx context.Context, ref PodRef) (Pod, error)
+}
+
+// podCache holds the pods of the node by UID: two pods of one name can
+// exist at once while the older one terminates.
+type podCache struct {
+	changes *changes
+
+	mu   sync.Mutex
+	pods map[string]Pod
+}
+
+func newPodCache() *podCache {
+	return &podCache{pods: map[string]Pod{}, changes: newChanges()}
+}
+
+func (c *podCache) set(p Pod) {
+	c.mu.Lock()
+	c.pods[p.UID] = p
+	c.mu.Unlock()
+	c.changes.notify()
+}
+
+func (c *podCache) remove(uid string) {
+	c.mu.Lock()
+	delete(c.pods, uid)
+	c.mu.Unlock()
+	c.changes.notify()
+}
+
+// retain forgets every pod whose UID is not in keep: those deleted while
+// the cache was not listening.
+func (c *podCache) retain(keep map[string]bool) {
+	c.mu.Lock()
+	maps.DeleteFunc(c.pods, func(uid string, _ Pod) bool { return !keep[uid] })
+	c.mu.Unlock()
+	c.changes.notify()
+}
+
+// lookup returns a copy of the pod ref names.
+func (c *podCache) lookup(ref PodRef) (Pod, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if ref.UID != "" {
+		p, ok := c.pods[ref.UID]
+		ok = ok && p.Namespace == ref.Namespace && p.Name == ref.Name
+		return p.clone(), ok
+	}
+	for _, p := range c.pods {
+		if p.Namespace == ref.Namespace && p.Name == ref.Name {
+			return p.clone(), true
+		}
+	}
+	return Pod{}, false
+}
+
+// wait returns the pod once the cache holds it. onMiss, if not nil, is
+// asked once, after the first miss, for the pod from elsewhere.
+func (c *podCache) wait(ctx context.Context, ref PodRef, onMiss func(context.Context, PodRef) (Pod, bool)) (Pod, error) {
+	for asked := onMiss == nil; ; asked = true {
+		changed := c.changes.next()
+		p, ok := c.lookup(ref)
+		if ok {
+			return p, nil
+		}
+		if !asked {
+			if p, ok := onMiss(ctx, ref); ok {
+				return p, nil
+			}
+			continue
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return Pod{}, fmt.Errorf("pod %s: %s: %w: %w", ref, c.describeMiss(ref), ErrPodNotFound, ctx.Err())
+		}
+	}
+}
+
+// describeMiss says what the cache holds under ref's name instead.
+func (c *podCache) describeMiss(ref PodRef) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pods {
+		if p.Namespace == ref.Namespace && p.Name == ref.Name {
+			return fmt.Sprintf("the cache holds a pod of that name with uid %s", p.UID)
+		}
+	}
+	return fmt.Sprintf("no pod of that name among the %d in the cache", len(c.pods))
+}
+
+func (p Pod) clone() Pod {
+	p.Annotations = maps.Clone(p.Annotations)
+	return p
+}
+
+// podFrom keeps what the CNI side needs of a Kubernetes pod.
+func podFrom(p *corev1.Pod) Pod {
+	return Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Annotations: p.Annotations}
+}
