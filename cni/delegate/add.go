@@ -1,0 +1,313 @@
+package delegate
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	types100 "github.com/containernetworking/cni/pkg/types/100"
+
+	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/defaultroute"
+	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/netconf"
+	"github.com/hwnet-io/hwnet/cni/status"
+	"github.com/hwnet-io/hwnet/devinfo"
+)
+
+// rollbackTimeout bounds the cleanup of a failed ADD, which must run even
+// when the request's own context has ended.
+const rollbackTimeout = 2 * time.Minute
+
+// attached is one attachment made, with what its status is built from.
+type attached struct {
+	attachment
+	result types.Result
+	info   *devinfo.DeviceInfo
+}
+
+// add attaches the default network, then every selected one, in order
+// (NPWG 6.2); the first failure stops it and undoes what was attached, in
+// reverse (7.2).
+func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
+	unlock, err := c.store.Lock(ctx, c.req.ContainerID)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := d.clearLeftovers(ctx, c); err != nil {
+		return nil, err
+	}
+	pod, atts, err := d.prepare(ctx, c)
+	if err != nil {
+		d.reportFailure(c, err)
+		return nil, err
+	}
+	// Runtimes may leave K8S_POD_UID out; the status PATCH needs it.
+	c.pod.ref.UID = pod.UID
+	rec := &attachments.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns,
+		PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID}
+	done, err := d.attachAll(ctx, c, rec, atts)
+	if err == nil {
+		err = applyDefaultRoute(ctx, c.req.Netns, done)
+	}
+	if err != nil {
+		err = d.rollback(ctx, c, rec, len(done), err)
+		d.reportFailure(c, err)
+		return nil, err
+	}
+	d.publish(c, done)
+	return defaultResult(done[0].result, c.conf.Version())
+}
+
+// clearLeftovers deletes what an earlier ADD of the same container left
+// behind because its own rollback failed: ADD must start from nothing.
+func (d *Delegator) clearLeftovers(ctx context.Context, c *call) error {
+	rec, err := c.store.Load(c.req.ContainerID)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	d.opts.Logger.Info("deleting the attachments a failed ADD left", "container", c.req.ContainerID, "attachments", len(rec.Attachments))
+	if err := d.deleteRecord(ctx, c, rec); err != nil {
+		return fmt.Errorf("attachments left by an earlier ADD of container %s: %w", c.req.ContainerID, err)
+	}
+	return nil
+}
+
+// prepare reads the pod and plans its attachments; the default network's
+// comes first.
+func (d *Delegator) prepare(ctx context.Context, c *call) (kube.Pod, []attachment, error) {
+	def, err := d.defaultAttachment(c)
+	if err != nil {
+		return kube.Pod{}, nil, err
+	}
+	if !c.pod.isPod() {
+		return kube.Pod{}, []attachment{def}, nil
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, d.opts.PodWait)
+	defer cancel()
+	pod, err := d.opts.Pods.Pod(waitCtx, c.pod.ref)
+	if err != nil {
+		return kube.Pod{}, nil, fmt.Errorf("pod %s/%s: %w", c.pod.ref.Namespace, c.pod.ref.Name, err)
+	}
+	atts, err := d.plan(ctx, pod, c.req.IfName)
+	if err != nil {
+		return pod, nil, err
+	}
+	return pod, append([]attachment{def}, atts...), nil
+}
+
+func (d *Delegator) defaultAttachment(c *call) (attachment, error) {
+	if c.conf.DefaultNetwork == "" {
+		return attachment{}, fmt.Errorf("hwnet CNI config %q has no defaultNetwork: the agent writes it once the cluster-wide default network is configured", c.conf.Name)
+	}
+	dl, err := netconf.LoadFile(c.conf.DefaultNetwork)
+	if err != nil {
+		return attachment{}, fmt.Errorf("cluster-wide default network: %w", err)
+	}
+	return attachment{network: dl.Name, ifName: c.req.IfName, isDefault: true, delegate: dl}, nil
+}
+
+// attachAll runs the attachments' ADDs in order. Their record is saved
+// once, before the first runs, so a crash at any point leaves on disk
+// everything DEL needs; DEL of an attachment whose ADD never ran is
+// harmless, as the CNI specification requires of plugins.
+func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Record, atts []attachment) ([]attached, error) {
+	done := make([]attached, 0, len(atts))
+	lists := make([]*libcni.NetworkConfigList, 0, len(atts))
+	for _, a := range atts {
+		entry, list, info, err := d.prepareEntry(c, a)
+		if err != nil {
+			return done, err
+		}
+		rec.Attachments = append(rec.Attachments, entry)
+		lists = append(lists, list)
+		done = append(done, attached{attachment: a, info: info})
+	}
+	if err := c.store.Save(rec); err != nil {
+		return nil, err
+	}
+	for i := range done {
+		if err := d.attach(ctx, c, rec, i, &done[i], lists[i]); err != nil {
+			return done[:i+1], err
+		}
+	}
+	return done, nil
+}
+
+// attach runs one attachment's ADD.
+func (d *Delegator) attach(ctx context.Context, c *call, rec *attachments.Record, i int, a *attached, list *libcni.NetworkConfigList) error {
+	entry := rec.Attachments[i]
+	res, err := c.cni.AddNetworkList(ctx, list, rec.Runtime(entry))
+	if err != nil {
+		return fmt.Errorf("ADD network %s interface %s: %w", a.network, a.ifName, err)
+	}
+	a.result = res
+	if entry.DeviceInfoFile != "" {
+		// The plugin may have added to the file (device-info spec 1.1.0).
+		if updated, err := devinfo.ReadFile(entry.DeviceInfoFile); err == nil {
+			a.info = updated
+		}
+	}
+	return nil
+}
+
+// prepareEntry builds the record entry and the configuration list an
+// attachment runs with: device and cni-args injected, runtimeConfig chosen.
+func (d *Delegator) prepareEntry(c *call, a attachment) (attachments.Attachment, *libcni.NetworkConfigList, *devinfo.DeviceInfo, error) {
+	entry := attachments.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
+		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource}
+	inj := netconf.Injection{DeviceID: a.deviceID, CNIArgs: a.sel.CNIArgs}
+	var info *devinfo.DeviceInfo
+	if a.deviceID != "" {
+		path, written, err := d.writeDeviceInfo(c, a)
+		if err != nil {
+			return entry, nil, nil, err
+		}
+		entry.DeviceInfoFile, inj.DeviceInfoFile, info = path, path, written
+	}
+	dl, err := a.delegate.Inject(inj)
+	if err != nil {
+		return entry, nil, nil, fmt.Errorf("network %s: %w", a.network, err)
+	}
+	if entry.ConfList, err = dl.Bytes(); err != nil {
+		return entry, nil, nil, fmt.Errorf("network %s: %w", a.network, err)
+	}
+	list, err := entry.ConfigList()
+	if err != nil {
+		return entry, nil, nil, err
+	}
+	if entry.CapabilityArgs, err = d.runtimeConfig(c, a); err != nil {
+		return entry, nil, nil, err
+	}
+	return entry, list, info, nil
+}
+
+// runtimeConfig is what the runtime asked of hwnet for the default network
+// only (NPWG 7.5), and what the selection asked for the others.
+func (d *Delegator) runtimeConfig(c *call, a attachment) (map[string]json.RawMessage, error) {
+	if a.isDefault {
+		return c.conf.RuntimeConfig, nil
+	}
+	return attachments.EncodeCapabilityArgs(a.capabilityArgs())
+}
+
+// writeDeviceInfo copies the device plugin's device-info for the device
+// into the attachment's CNI device-info file, as the device-info
+// specification asks of a delegating plugin. A device plugin that wrote
+// none still gets its device named, so network-status can say which it is.
+func (d *Delegator) writeDeviceInfo(c *call, a attachment) (string, *devinfo.DeviceInfo, error) {
+	info, err := devinfo.Read(d.opts.DPDevinfoDir, a.resource, a.deviceID)
+	if err != nil {
+		info = devinfo.NewPCI(devinfo.PCI{PCIAddress: a.deviceID})
+	}
+	path := filepath.Join(d.opts.CNIDevinfoDir, devinfo.CNIFileName(a.network, c.req.ContainerID, a.ifName))
+	if err := devinfo.WriteFile(path, info); err != nil {
+		return "", nil, fmt.Errorf("network %s: %w", a.network, err)
+	}
+	return path, info, nil
+}
+
+// applyDefaultRoute moves the pod's default route to the attachment whose
+// selection has "default-route" (NPWG 4.1.2.1.9), when one has.
+func applyDefaultRoute(ctx context.Context, netnsPath string, done []attached) error {
+	for _, a := range done {
+		if !a.sel.HasDefaultRoute {
+			continue
+		}
+		gws := make([]net.IP, len(a.sel.DefaultRoute))
+		for i, g := range a.sel.DefaultRoute {
+			gws[i] = net.ParseIP(g)
+		}
+		if err := defaultroute.Apply(ctx, netnsPath, a.ifName, gws); err != nil {
+			return fmt.Errorf("network %s default-route: %w", a.network, err)
+		}
+	}
+	return nil
+}
+
+// rollback undoes a failed ADD: DEL for the first attempted attachments,
+// in reverse; the device-info files of the others, never attempted, go
+// too. It returns the error to report: the cause, plus any failure of the
+// undoing.
+func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachments.Record, attempted int, cause error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
+	defer cancel()
+	for _, a := range rec.Attachments[attempted:] {
+		if a.DeviceInfoFile != "" {
+			_ = devinfo.RemoveFile(a.DeviceInfoFile)
+		}
+	}
+	tried := *rec
+	tried.Attachments = rec.Attachments[:attempted]
+	if err := d.deleteRecord(ctx, c, &tried); err != nil {
+		return fmt.Errorf("%w; undoing the attachments made also failed (the runtime's DEL will retry): %v", cause, err)
+	}
+	return cause
+}
+
+// deleteRecord runs DEL for every attachment of a record, in reverse, and
+// forgets the container once all succeeded.
+func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachments.Record) error {
+	if err := attachments.DeleteAll(ctx, c.cni, rec); err != nil {
+		return err
+	}
+	if err := c.store.Remove(rec.ContainerID); err != nil {
+		return err
+	}
+	c.store.RemoveLock(rec.ContainerID)
+	d.devices.forget(rec.PodUID)
+	return nil
+}
+
+// defaultResult is the default network's result, which kubelet reads for
+// the pod IP, in the version hwnet's configuration declares.
+func defaultResult(res types.Result, version string) (json.RawMessage, error) {
+	if res == nil {
+		res = &types100.Result{CNIVersion: types100.ImplementedSpecVersion}
+	}
+	conv, err := res.GetAsVersion(version)
+	if err != nil {
+		return nil, fmt.Errorf("default network result as version %s: %w", version, err)
+	}
+	return json.Marshal(conv)
+}
+
+// publish writes the pod's network-status and its one Event.
+func (d *Delegator) publish(c *call, done []attached) {
+	if !c.pod.isPod() || d.opts.Status == nil {
+		return
+	}
+	list, summary := d.statusList(done)
+	value, err := status.Encode(list)
+	if err != nil {
+		d.opts.Logger.Error("network-status", "pod", c.pod.ref.Namespace+"/"+c.pod.ref.Name, "err", err)
+		return
+	}
+	d.status.enqueue(c.pod.ref, value)
+	d.opts.Status.Event(c.pod.ref, "Normal", "AddedInterfaces", strings.Join(summary, "; "))
+}
+
+// reportFailure gives the pod an Event naming what went wrong.
+func (d *Delegator) reportFailure(c *call, err error) {
+	if !c.pod.isPod() || d.opts.Status == nil {
+		return
+	}
+	reason := "NetworkSetupFailed"
+	var pe *podError
+	if errors.As(err, &pe) {
+		reason = pe.reason
+	}
+	d.opts.Status.Event(c.pod.ref, "Warning", reason, err.Error())
+}

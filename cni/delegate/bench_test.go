@@ -1,0 +1,96 @@
+package delegate
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
+)
+
+// timedExec runs plugins for real and adds up the time spent in them, so
+// a benchmark can tell the delegator's own time from its children's.
+type timedExec struct {
+	invoke.Exec
+	plugins atomic.Int64
+}
+
+func (e *timedExec) ExecPlugin(ctx context.Context, path string, stdin []byte, env []string) ([]byte, error) {
+	start := time.Now()
+	out, err := e.Exec.ExecPlugin(ctx, path, stdin, env)
+	e.plugins.Add(int64(time.Since(start)))
+	return out, err
+}
+
+// BenchmarkAdd is one pod ADD with the default network and four
+// attachments, each with a device from PodResources, through a real API
+// server's caches. delegator-ms/op is the time ADD took minus the time its
+// child plugins ran; the API server requests are counted per ADD (reads
+// must be zero, the one write the network-status PATCH).
+func BenchmarkAdd(b *testing.B) {
+	n := newHarness(b)
+	state := b.TempDir()
+	exec := &timedExec{Exec: &invoke.DefaultExec{RawExec: &invoke.RawExec{}, PluginDecoder: version.PluginDecoder{}}}
+	n.d.opts.Exec = exec
+	n.conf = recorderDefault(b, n)
+	for i := range 4 {
+		n.createNAD(podNS, fmt.Sprintf("net%d", i), sriovRes, recorderNAD(fmt.Sprintf("net%d", i), state, `,"capabilities":{"mac":true}`))
+	}
+	networks := `[{"name":"net0","mac":"02:00:00:00:00:01"},{"name":"net1"},{"name":"net2"},{"name":"net3"}]`
+	ids := []string{"0000:3b:02.0", "0000:3b:02.1", "0000:3b:02.2", "0000:3b:02.3"}
+	ctx := context.Background()
+	var own time.Duration
+	reads, writes := 0, 0
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		name := fmt.Sprintf("bench-%d", i)
+		pod := n.createPod(name, networks, map[string][]string{sriovRes: ids})
+		waitPod(b, n, pod.Namespace, name)
+		n.counter.Reset()
+		exec.plugins.Store(0)
+		b.StartTimer()
+		start := time.Now()
+		if _, err := n.d.Handle(ctx, n.request("ADD", name, pod)); err != nil {
+			b.Fatal(err)
+		}
+		own += time.Since(start) - time.Duration(exec.plugins.Load())
+		b.StopTimer()
+		if err := n.d.Close(ctx); err != nil {
+			b.Fatal(err)
+		}
+		r, w := countRequests(n.counter.Snapshot())
+		reads, writes = reads+r, writes+w
+		if _, err := n.d.Handle(ctx, n.request("DEL", name, pod)); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+	}
+	b.ReportMetric(float64(own.Microseconds())/1000/float64(b.N), "delegator-ms/op")
+	b.ReportMetric(float64(reads)/float64(b.N), "apiserver-reads/op")
+	b.ReportMetric(float64(writes)/float64(b.N), "apiserver-writes/op")
+}
+
+// countRequests splits API server requests into reads and writes; Events
+// are counted apart from writes to the pod, since they are asynchronous.
+func countRequests(snap map[string]int) (reads, writes int) {
+	for key, c := range snap {
+		switch {
+		case strings.HasPrefix(key, "GET "), strings.HasPrefix(key, "LIST "):
+			reads += c
+		case strings.HasSuffix(key, " pods") && !strings.HasPrefix(key, "WATCH "):
+			writes += c
+		}
+	}
+	return reads, writes
+}
+
+func recorderDefault(b *testing.B, n *testNode) []byte {
+	path := filepath.Join(n.dir, "net.d", "10-podnet.conflist")
+	writeFile(b, path, `{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","personality":"plain"}]}`)
+	return n.conf
+}

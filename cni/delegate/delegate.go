@@ -1,0 +1,143 @@
+package delegate
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/podresources"
+)
+
+// DeviceSource reports the devices kubelet allocated to one pod.
+type DeviceSource interface {
+	Get(ctx context.Context, namespace, name string) (podresources.Pod, error)
+}
+
+// StatusSink publishes what a pod got.
+type StatusSink interface {
+	SetNetworkStatus(ctx context.Context, pod kube.PodRef, value string) error
+	Event(pod kube.PodRef, eventType, reason, message string)
+}
+
+// Options configure a Delegator. Every path has a production default.
+type Options struct {
+	// ConfDir is searched for configurations named by a
+	// NetworkAttachmentDefinition without spec.config (NPWG 3.4.1).
+	ConfDir string
+	// OwnConfFile is hwnet's own file in ConfDir, never a delegate.
+	OwnConfFile string
+	// DPDevinfoDir holds the device plugin's device-info files and
+	// CNIDevinfoDir the ones written for delegates.
+	DPDevinfoDir  string
+	CNIDevinfoDir string
+	// AllowedNamespaces may hold NetworkAttachmentDefinitions any pod
+	// selects, besides the pod's own namespace; "*" allows every one.
+	// nil means "default" only (NPWG 7.4).
+	AllowedNamespaces []string
+	// PodWait bounds the wait for a pod the caches do not hold yet.
+	PodWait time.Duration
+	// StatusTimeout bounds the retries of one network-status write.
+	StatusTimeout time.Duration
+
+	Pods    kube.PodSource
+	NADs    kube.NADSource
+	Devices DeviceSource
+	Status  StatusSink
+	// Exec runs plugins; nil runs them as processes.
+	Exec   invoke.Exec
+	Logger *slog.Logger
+}
+
+// Delegator serves hwnet's CNI requests.
+type Delegator struct {
+	opts    Options
+	devices *deviceCache
+	status  *statusQueue
+}
+
+// New returns a Delegator. Call Close when done to flush status writes.
+func New(o Options) *Delegator {
+	o.ConfDir = cmp.Or(o.ConfDir, "/etc/cni/net.d")
+	o.DPDevinfoDir = cmp.Or(o.DPDevinfoDir, devinfo.DPDir)
+	o.CNIDevinfoDir = cmp.Or(o.CNIDevinfoDir, devinfo.CNIDir)
+	if o.AllowedNamespaces == nil {
+		o.AllowedNamespaces = []string{"default"}
+	}
+	o.PodWait = cmp.Or(o.PodWait, 30*time.Second)
+	o.StatusTimeout = cmp.Or(o.StatusTimeout, 2*time.Minute)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Delegator{
+		opts:    o,
+		devices: newDeviceCache(o.Devices, 1024),
+		status:  newStatusQueue(o.Status, o.StatusTimeout, o.Logger),
+	}
+}
+
+// Close waits for pending network-status writes, bounded by ctx.
+func (d *Delegator) Close(ctx context.Context) error {
+	return d.status.wait(ctx)
+}
+
+// call is one CNI request with its parsed parts.
+type call struct {
+	req   *wire.Request
+	conf  *pluginconf.Conf
+	pod   podArgs
+	store *attachments.Store
+	cni   *libcni.CNIConfig
+}
+
+// Handle serves one CNI request forwarded by the shim.
+func (d *Delegator) Handle(ctx context.Context, req *wire.Request) (json.RawMessage, error) {
+	c, err := d.newCall(req)
+	if err != nil {
+		return nil, err
+	}
+	switch req.Command {
+	case "ADD":
+		return d.add(ctx, c)
+	case "DEL":
+		return nil, d.del(ctx, c)
+	case "CHECK":
+		return nil, d.check(ctx, c)
+	case "STATUS":
+		return nil, d.statusCmd(ctx, c)
+	case "GC":
+		return nil, d.gc(ctx, c)
+	}
+	return nil, types.NewError(types.ErrInvalidEnvironmentVariables, fmt.Sprintf("unknown CNI_COMMAND %q", req.Command), "")
+}
+
+func (d *Delegator) newCall(req *wire.Request) (*call, error) {
+	conf, err := pluginconf.Parse(req.Config)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := parsePodArgs(req.Args)
+	if err != nil {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
+	}
+	store := attachments.NewStore(conf.CacheDir)
+	return &call{
+		req:   req,
+		conf:  conf,
+		pod:   pod,
+		store: store,
+		cni:   libcni.NewCNIConfigWithCacheDir(filepath.SplitList(req.Path), store.ResultCacheDir(), d.opts.Exec),
+	}, nil
+}

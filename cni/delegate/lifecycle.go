@@ -1,0 +1,135 @@
+package delegate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/version"
+
+	"github.com/hwnet-io/hwnet/cni/attachments"
+)
+
+// del tears down every attachment of the container, in reverse, past
+// failures (NPWG 7.2). It needs only the on-disk record: not the pod, the
+// NetworkAttachmentDefinitions or the API server. DEL of a container hwnet
+// holds nothing for succeeds, as the CNI specification requires.
+func (d *Delegator) del(ctx context.Context, c *call) error {
+	unlock, err := c.store.Lock(ctx, c.req.ContainerID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := c.store.Load(c.req.ContainerID)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	return d.deleteRecord(ctx, c, rec)
+}
+
+// check runs CHECK for every attachment, the default network's included.
+// Lists older than CNI 0.4.0, or that disable it, have no CHECK.
+func (d *Delegator) check(ctx context.Context, c *call) error {
+	unlock, err := c.store.Lock(ctx, c.req.ContainerID)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	rec, err := c.store.Load(c.req.ContainerID)
+	if err != nil {
+		return fmt.Errorf("CHECK container %s: hwnet attached nothing to it: %w", c.req.ContainerID, err)
+	}
+	var errs []error
+	for _, a := range rec.Attachments {
+		if err := checkOne(ctx, c.cni, rec, a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func checkOne(ctx context.Context, cni libcni.CNI, rec *attachments.Record, a attachments.Attachment) error {
+	list, err := a.ConfigList()
+	if err != nil {
+		return err
+	}
+	if ok, _ := version.GreaterThanOrEqualTo(list.CNIVersion, "0.4.0"); !ok || list.DisableCheck {
+		return nil
+	}
+	if err := cni.CheckNetworkList(ctx, list, rec.Runtime(a)); err != nil {
+		return fmt.Errorf("CHECK network %s interface %s: %w", a.Network, a.IfName, err)
+	}
+	return nil
+}
+
+// statusCmd runs STATUS (CNI 1.1) for the default network and every network
+// a container on this node is attached to.
+func (d *Delegator) statusCmd(ctx context.Context, c *call) error {
+	lists, err := d.networksInUse(c)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, l := range lists {
+		if err := c.cni.GetStatusNetworkList(ctx, l); err != nil {
+			errs = append(errs, fmt.Errorf("STATUS network %s: %w", l.Name, err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return types.NewError(types.ErrPluginNotAvailable, err.Error(), "")
+	}
+	return nil
+}
+
+// networksInUse are the distinct configuration lists of the default
+// network and of every recorded attachment, by list name.
+func (d *Delegator) networksInUse(c *call) ([]*libcni.NetworkConfigList, error) {
+	def, err := d.defaultAttachment(c)
+	if err != nil {
+		return nil, err
+	}
+	defList, err := def.delegate.ConfigList()
+	if err != nil {
+		return nil, err
+	}
+	lists := []*libcni.NetworkConfigList{defList}
+	seen := map[string]bool{defList.Name: true}
+	recs, err := d.records(c)
+	for _, rec := range recs {
+		for _, a := range rec.Attachments {
+			l, lerr := a.ConfigList()
+			if lerr != nil || seen[l.Name] {
+				continue
+			}
+			seen[l.Name] = true
+			lists = append(lists, l)
+		}
+	}
+	return lists, err
+}
+
+// records loads every container record; unreadable ones are reported
+// together, the readable ones still returned.
+func (d *Delegator) records(c *call) ([]*attachments.Record, error) {
+	ids, err := c.store.List()
+	if err != nil {
+		return nil, err
+	}
+	var recs []*attachments.Record
+	var errs []error
+	for _, id := range ids {
+		rec, err := c.store.Load(id)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		recs = append(recs, rec)
+	}
+	return recs, errors.Join(errs...)
+}

@@ -1,0 +1,176 @@
+package delegate
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/selection"
+	"github.com/hwnet-io/hwnet/podresources"
+)
+
+func TestInterfaceNames(t *testing.T) {
+	tests := []struct {
+		name    string
+		ifaces  []string // requested names, "" for none
+		want    []string
+		wantErr string
+	}{
+		{"4.2.1 generated names net1 net2 by position", []string{"", ""}, []string{"net1", "net2"}, ""},
+		{"4.1.2.1.5.1 requested name used as CNI_IFNAME", []string{"data0", ""}, []string{"data0", "net1"}, ""},
+		{"4.2.1 generated name skips a requested one", []string{"", "net1"}, []string{"net2", "net1"}, ""},
+		{"4.2.1 generated names skip several requested", []string{"net2", "", "net1", ""}, []string{"net2", "net3", "net1", "net4"}, ""},
+		{"4.1.2.1.5 default network's interface refused", []string{"eth0"}, nil, `"interface" "eth0" is the cluster-wide default network's interface`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sels := make([]selection.Selection, len(tt.ifaces))
+			for i, n := range tt.ifaces {
+				sels[i] = selection.Selection{Name: "net-a", Namespace: "ns", Interface: n}
+			}
+			got, err := interfaceNames(sels, "eth0")
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || !slices.Equal(got, tt.want) {
+				t.Fatalf("interfaceNames = %v, %v; want %v", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// podDevices is a DeviceSource answering from a fixed allocation and
+// counting its calls.
+type podDevices struct {
+	pod   podresources.Pod
+	calls int
+}
+
+func (p *podDevices) Get(context.Context, string, string) (podresources.Pod, error) {
+	p.calls++
+	return p.pod, nil
+}
+
+func TestAssignDevices(t *testing.T) {
+	const sriov, ib = "intel.com/sriov_a", "nvidia.com/ib"
+	twoContainers := podresources.Pod{Containers: []podresources.Container{
+		{Name: "app", Devices: map[string][]string{sriov: {"0000:3b:02.1", "0000:3b:02.3"}}},
+		{Name: "sidecar", Devices: map[string][]string{sriov: {"0000:3b:02.0"}, ib: {"0000:41:00.2"}}},
+	}}
+	tests := []struct {
+		name      string
+		resources []string // per attachment, "" for none
+		want      []string
+		wantErr   string
+	}{
+		{"container order then ID order, annotation order", []string{sriov, sriov, sriov},
+			[]string{"0000:3b:02.1", "0000:3b:02.3", "0000:3b:02.0"}, ""},
+		{"resources assigned independently", []string{ib, sriov, "", sriov},
+			[]string{"0000:41:00.2", "0000:3b:02.1", "", "0000:3b:02.3"}, ""},
+		{"fewer devices than networks", []string{ib, ib}, nil,
+			"holds 1 device(s) of nvidia.com/ib but its networks need 2: ns/a (net1), ns/b (net2)"},
+		{"resource the pod does not hold", []string{"example.com/none"}, nil, "holds 0 device(s) of example.com/none"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &podDevices{pod: twoContainers}
+			d := New(Options{Devices: src})
+			atts := make([]attachment, len(tt.resources))
+			for i, r := range tt.resources {
+				atts[i] = attachment{network: "ns/" + string(rune('a'+i)), ifName: "net" + string(rune('1'+i)), resource: r}
+			}
+			err := d.assignDevices(context.Background(), kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}, atts)
+			if tt.wantErr != "" {
+				var pe *podError
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &pe) {
+					t.Fatalf("err = %v, want a pod error containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got := make([]string, len(atts))
+			seen := map[string]bool{}
+			for i, a := range atts {
+				got[i] = a.deviceID
+				if a.deviceID != "" && seen[a.deviceID] {
+					t.Fatalf("device %s given to two attachments", a.deviceID)
+				}
+				seen[a.deviceID] = true
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("devices = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// One PodResources call serves a pod however many attachments and sandbox
+// re-creations it has; kubelet rate-limits the API.
+func TestDeviceCacheOneGetPerPod(t *testing.T) {
+	src := &podDevices{pod: podresources.Pod{Containers: []podresources.Container{
+		{Name: "app", Devices: map[string][]string{"r": {"a", "b"}}}}}}
+	c := newDeviceCache(src, 2)
+	ctx := context.Background()
+	for range 3 {
+		if _, err := c.get(ctx, kube.Pod{UID: "u1"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if src.calls != 1 {
+		t.Fatalf("PodResources calls = %d, want 1", src.calls)
+	}
+	for _, uid := range []string{"u2", "u3"} {
+		c.get(ctx, kube.Pod{UID: uid})
+	}
+	if _, ok := c.lookup("u1"); ok {
+		t.Fatal("cache holds more pods than its bound")
+	}
+	c.forget("u3")
+	if _, ok := c.lookup("u3"); ok {
+		t.Fatal("forgotten pod still cached")
+	}
+}
+
+func TestNamespaceAllowed(t *testing.T) {
+	tests := []struct {
+		name    string
+		allowed []string
+		nadNS   string
+		want    bool
+	}{
+		{"7.4 own namespace", nil, "pods", true},
+		{"7.4 default namespace allowed by default", nil, "default", true},
+		{"7.4 other namespace refused by default", nil, "other-ns", false},
+		{"7.4 admin allows a namespace", []string{"other-ns"}, "other-ns", true},
+		{"7.4 admin allows every namespace", []string{"*"}, "anything", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d := New(Options{AllowedNamespaces: tt.allowed})
+			if got := d.namespaceAllowed("pods", tt.nadNS); got != tt.want {
+				t.Fatalf("namespaceAllowed(pods, %s) = %v, want %v", tt.nadNS, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestParsePodArgs(t *testing.T) {
+	p, err := parsePodArgs("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.ref != (kube.PodRef{Namespace: "ns", Name: "p", UID: "u"}) || len(p.pairs) != 5 || !p.isPod() {
+		t.Fatalf("parsePodArgs = %+v", p)
+	}
+	if _, err := parsePodArgs("K8S_POD_NAME"); err == nil || !strings.Contains(err.Error(), `"K8S_POD_NAME" is not KEY=VALUE`) {
+		t.Fatalf("err = %v", err)
+	}
+}

@@ -1,0 +1,123 @@
+package delegate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/status"
+)
+
+// statusList builds network-status (NPWG 5) from the attachments made, and
+// a one-line summary per attachment for the pod's Event.
+func (d *Delegator) statusList(done []attached) ([]status.NetworkStatus, []string) {
+	chosen := false
+	for _, a := range done {
+		chosen = chosen || a.sel.HasDefaultRoute
+	}
+	list := make([]status.NetworkStatus, 0, len(done))
+	summary := make([]string, 0, len(done))
+	for _, a := range done {
+		st, err := status.FromResult(a.network, a.result, a.ifName)
+		if err != nil {
+			d.opts.Logger.Warn("network-status entry from a result it cannot read", "network", a.network, "err", err)
+			st = status.NetworkStatus{Name: a.network, Interface: a.ifName}
+		}
+		st.Default = a.isDefault
+		st.DeviceInfo = a.info
+		switch {
+		case a.sel.HasDefaultRoute:
+			st.DefaultRoute = a.sel.DefaultRoute
+		case a.isDefault && !chosen:
+			st.DefaultRoute, _ = status.Gateways(a.result, a.ifName)
+		}
+		list = append(list, st)
+		summary = append(summary, summarize(st))
+	}
+	return list, summary
+}
+
+func summarize(st status.NetworkStatus) string {
+	s := fmt.Sprintf("%s on %s", st.Interface, st.Name)
+	if len(st.IPs) > 0 {
+		s += " " + strings.Join(st.IPs, ",")
+	}
+	if st.DeviceInfo != nil && st.DeviceInfo.PCI != nil {
+		s += " device " + st.DeviceInfo.PCI.PCIAddress
+	}
+	return s
+}
+
+// statusQueue writes network-status in the background, so an ADD does not
+// wait on the API server, and keeps only the latest value per pod, so a
+// slow write for a re-created sandbox never lands after a newer one.
+type statusQueue struct {
+	sink    StatusSink
+	timeout time.Duration
+	logger  *slog.Logger
+
+	mu      sync.Mutex
+	pending map[kube.PodRef]string
+	running map[kube.PodRef]bool
+	wg      sync.WaitGroup
+}
+
+func newStatusQueue(sink StatusSink, timeout time.Duration, logger *slog.Logger) *statusQueue {
+	return &statusQueue{sink: sink, timeout: timeout, logger: logger,
+		pending: map[kube.PodRef]string{}, running: map[kube.PodRef]bool{}}
+}
+
+func (q *statusQueue) enqueue(pod kube.PodRef, value string) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.pending[pod] = value
+	if q.running[pod] {
+		return
+	}
+	q.running[pod] = true
+	q.wg.Add(1)
+	go q.drain(pod)
+}
+
+func (q *statusQueue) drain(pod kube.PodRef) {
+	defer q.wg.Done()
+	for {
+		value, ok := q.next(pod)
+		if !ok {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+		if err := q.sink.SetNetworkStatus(ctx, pod, value); err != nil {
+			q.logger.Error("writing network-status", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+		}
+		cancel()
+	}
+}
+
+func (q *statusQueue) next(pod kube.PodRef) (string, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	value, ok := q.pending[pod]
+	if !ok {
+		delete(q.running, pod)
+		return "", false
+	}
+	delete(q.pending, pod)
+	return value, true
+}
+
+// wait returns once every queued write is done, or ctx ends.
+func (q *statusQueue) wait(ctx context.Context) error {
+	done := make(chan struct{})
+	go func() { q.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("network-status writes still pending: %w", ctx.Err())
+	}
+}

@@ -1,0 +1,235 @@
+// Package readiness writes hwnet's CNI configuration for the container
+// runtime once the cluster-wide default network is configured, and takes it
+// back when that configuration goes (NPWG 6.1): until then kubelet reports
+// the node's network as not ready and schedules no pod to fail on it.
+package readiness
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	cniversion "github.com/containernetworking/cni/pkg/version"
+
+	"github.com/hwnet-io/hwnet/cni/netconf"
+	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/watch"
+)
+
+// Options configure a Writer.
+type Options struct {
+	// ConfDir holds the cluster-wide default network's configuration.
+	ConfDir string
+	// OutputDir is the runtime's configuration directory, where hwnet's
+	// file goes; ConfDir when empty. NPWG 6.1.1 recommends a directory of
+	// hwnet's own, so the runtime never sees the default network alone.
+	OutputDir string
+	// FileName is hwnet's file; it must sort before the default network's
+	// when both share a directory, since runtimes take the first.
+	FileName string
+	// DefaultNetwork picks the default network by file name or network
+	// name; empty takes the first configuration in ConfDir, as runtimes do.
+	DefaultNetwork string
+	// Template carries the shim's settings: socket, cache dir, agent wait.
+	Template pluginconf.Conf
+	// Interval is how often the files are re-read besides inotify events,
+	// catching edits in place.
+	Interval time.Duration
+	Logger   *slog.Logger
+}
+
+// Writer keeps hwnet's configuration file in step with the default
+// network's.
+type Writer struct {
+	opts Options
+}
+
+// New returns a Writer with defaults filled in.
+func New(o Options) *Writer {
+	o.OutputDir = cmp.Or(o.OutputDir, o.ConfDir)
+	o.FileName = cmp.Or(o.FileName, "00-hwnet.conflist")
+	o.Interval = cmp.Or(o.Interval, 2*time.Second)
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return &Writer{opts: o}
+}
+
+// Path is hwnet's configuration file.
+func (w *Writer) Path() string { return filepath.Join(w.opts.OutputDir, w.opts.FileName) }
+
+// Run syncs at start, on every change in ConfDir and every Interval, until
+// ctx ends.
+func (w *Writer) Run(ctx context.Context) error {
+	if err := os.MkdirAll(w.opts.ConfDir, 0o755); err != nil {
+		return fmt.Errorf("CNI config dir: %w", err)
+	}
+	sw, err := watch.WatchSockets(w.opts.ConfDir, isConfFile)
+	if err != nil {
+		return err
+	}
+	events := make(chan watch.SocketEvent, 1)
+	go sw.Run(ctx, events)
+	tick := time.NewTicker(w.opts.Interval)
+	defer tick.Stop()
+	last := ""
+	for {
+		last = w.syncLogged(last)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-events:
+		case <-tick.C:
+		}
+	}
+}
+
+// syncLogged syncs and logs the outcome when it differs from the last one.
+func (w *Writer) syncLogged(last string) string {
+	def, err := w.Sync()
+	state := def
+	if err != nil {
+		state = err.Error()
+	}
+	if state == last {
+		return state
+	}
+	if err != nil {
+		w.opts.Logger.Warn("hwnet's CNI config withheld", "err", err)
+	} else {
+		w.opts.Logger.Info("hwnet's CNI config follows the cluster-wide default network", "default", def, "path", w.Path())
+	}
+	return state
+}
+
+// Sync writes hwnet's file for the default network found, or removes it
+// when there is none, and returns the default network's file.
+func (w *Writer) Sync() (string, error) {
+	path, dl, err := w.findDefault()
+	if err != nil {
+		return "", errors.Join(err, w.remove())
+	}
+	data, err := w.render(path, dl)
+	if err != nil {
+		return "", err
+	}
+	return path, w.write(data)
+}
+
+// findDefault returns the default network's file and configuration.
+func (w *Writer) findDefault() (string, *netconf.Delegate, error) {
+	files, err := confFiles(w.opts.ConfDir)
+	if err != nil {
+		return "", nil, err
+	}
+	var problems []error
+	for _, f := range files {
+		if filepath.Clean(f) == filepath.Clean(w.Path()) {
+			continue
+		}
+		dl, err := netconf.LoadFile(f)
+		if err != nil {
+			problems = append(problems, err)
+			continue
+		}
+		if w.opts.DefaultNetwork == "" || w.opts.DefaultNetwork == filepath.Base(f) || w.opts.DefaultNetwork == dl.Name {
+			return f, dl, nil
+		}
+	}
+	want := "CNI configuration"
+	if w.opts.DefaultNetwork != "" {
+		want = fmt.Sprintf("the default network %q", w.opts.DefaultNetwork)
+	}
+	return "", nil, errors.Join(append([]error{fmt.Errorf("%w: no %s in %s", ErrNoDefaultNetwork, want, w.opts.ConfDir)}, problems...)...)
+}
+
+// ErrNoDefaultNetwork means the cluster-wide default network is not
+// configured yet, so hwnet's configuration is withheld.
+var ErrNoDefaultNetwork = errors.New("cluster-wide default network not ready")
+
+func confFiles(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, fmt.Errorf("CNI config dir: %w", err)
+	}
+	var files []string
+	for _, e := range entries {
+		if !e.IsDir() && isConfFile(e.Name()) {
+			files = append(files, filepath.Join(dir, e.Name()))
+		}
+	}
+	slices.Sort(files)
+	return files, nil
+}
+
+func isConfFile(name string) bool {
+	return !strings.HasPrefix(name, ".") &&
+		(strings.HasSuffix(name, ".conflist") || strings.HasSuffix(name, ".conf") || strings.HasSuffix(name, ".json"))
+}
+
+// ownList is hwnet's file: a one-plugin list in the default network's
+// version, declaring the default network's capabilities so the runtime
+// passes their runtimeConfig on (NPWG 7.5).
+type ownList struct {
+	CNIVersion string            `json:"cniVersion"`
+	Name       string            `json:"name"`
+	Plugins    []pluginconf.Conf `json:"plugins"`
+}
+
+func (w *Writer) render(defPath string, def *netconf.Delegate) ([]byte, error) {
+	plugin := w.opts.Template
+	plugin.Type = pluginconf.Type
+	plugin.CNIVersion, plugin.Name = "", ""
+	plugin.DefaultNetwork = defPath
+	plugin.Capabilities = def.Capabilities()
+	version := def.CNIVersion
+	if ok, _ := cniversion.GreaterThanOrEqualTo(version, "0.3.0"); !ok {
+		version = "0.3.1" // configuration lists start at 0.3.0
+	}
+	data, err := json.MarshalIndent(ownList{CNIVersion: version, Name: "hwnet", Plugins: []pluginconf.Conf{plugin}}, "", "  ")
+	if err != nil {
+		return nil, fmt.Errorf("hwnet CNI config: %w", err)
+	}
+	return append(data, '\n'), nil
+}
+
+// write replaces hwnet's file atomically when its content changes, so the
+// runtime never reads half a file.
+func (w *Writer) write(data []byte) error {
+	if old, err := os.ReadFile(w.Path()); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	if err := os.MkdirAll(w.opts.OutputDir, 0o755); err != nil {
+		return fmt.Errorf("hwnet CNI config: %w", err)
+	}
+	tmp := filepath.Join(w.opts.OutputDir, "."+w.opts.FileName+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return fmt.Errorf("hwnet CNI config: %w", err)
+	}
+	if err := os.Rename(tmp, w.Path()); err != nil {
+		return fmt.Errorf("hwnet CNI config: %w", err)
+	}
+	w.opts.Logger.Info("wrote hwnet's CNI config", "path", w.Path())
+	return nil
+}
+
+func (w *Writer) remove() error {
+	err := os.Remove(w.Path())
+	if err == nil {
+		w.opts.Logger.Warn("removed hwnet's CNI config: the cluster-wide default network is not configured", "path", w.Path())
+		return nil
+	}
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return fmt.Errorf("hwnet CNI config: %w", err)
+}
