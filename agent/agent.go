@@ -127,6 +127,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	discovered := time.Since(start)
 	a.applyInventory(ctx, inv, start)
+	if a.opts.CNI != nil {
+		if err := a.runCNI(wctx, &wg); err != nil {
+			return err
+		}
+	}
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
 	wg.Go(func() { a.collectDevinfo(wctx) })

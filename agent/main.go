@@ -7,7 +7,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"strings"
 	"time"
+
+	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/devinfo"
 )
 
 // Main runs hwnet-agent with its command-line arguments and returns the
@@ -46,6 +51,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs.StringVar(&o.DevinfoDir, "devinfo-dir", DefaultDevinfoDir, "directory of the device-info files written on Allocate")
 	fs.DurationVar(&o.PollInterval, "poll-interval", DefaultPollInterval, "how often the PCI layout is checked for changes the kernel does not announce")
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", DefaultGCInterval, "how often device-info files are checked against PodResources")
+	cni := cniFlags(fs)
 	format := fs.String("log-format", "json", "log format: json or text")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
@@ -54,6 +60,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
+	o.CNI = cni()
 	logger, err := newLogger(errOut, *format, *level)
 	o.Logger = logger
 	if err != nil {
@@ -88,4 +95,42 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	}
 	return slog.Default(), fmt.Errorf("--log-format %q: want json or text", format)
+}
+
+// cniFlags declares the CNI side's flags; the returned function gives its
+// options once the flags are parsed, nil when --cni=false.
+func cniFlags(fs *flag.FlagSet) func() *CNIOptions {
+	var o CNIOptions
+	enabled := fs.Bool("cni", true, "serve the CNI delegating plugin (false: device plugins only, as the SR-IOV network device plugin)")
+	fs.StringVar(&o.ConfDir, "cni-conf-dir", DefaultCNIConfDir, "CNI configuration directory: the default network's and on-disk delegate configurations")
+	fs.StringVar(&o.OutputDir, "cni-output-dir", "", "directory hwnet's own CNI configuration is written to (default: --cni-conf-dir)")
+	fs.StringVar(&o.ConfFileName, "cni-conf-file", DefaultCNIConfFileName, "name of hwnet's CNI configuration file")
+	fs.StringVar(&o.DefaultNetwork, "cni-default-network", "", "cluster-wide default network, by file or network name (default: the first configuration in --cni-conf-dir)")
+	fs.StringVar(&o.SocketPath, "cni-socket", pluginconf.DefaultSocketPath, "socket the hwnet CNI shim forwards requests to")
+	fs.StringVar(&o.CacheDir, "cni-cache-dir", pluginconf.DefaultCacheDir, "attachment records, shared with the shim for DEL without the agent")
+	fs.StringVar(&o.DevinfoDir, "cni-devinfo-dir", devinfo.CNIDir, "directory of the device-info files written for CNI delegates")
+	allowed := fs.String("cni-allowed-namespaces", "default", "comma-separated namespaces whose NetworkAttachmentDefinitions any pod may select besides its own; * for all")
+	fs.DurationVar(&o.AgentWait, "cni-agent-wait", pluginconf.DefaultAgentWait, "how long the shim's ADD waits for an agent that is not running")
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
+	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")
+	fs.StringVar(&o.ShimSource, "cni-install-shim", "", "hwnet shim binary to copy into --cni-bin-dir before hwnet's CNI config is written (empty: installed by other means)")
+	fs.StringVar(&o.BinDir, "cni-bin-dir", "/opt/cni/bin", "the runtime's CNI plugin directory, where the shim is installed")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server (default: in-cluster)")
+	return func() *CNIOptions {
+		if !*enabled {
+			return nil
+		}
+		o.AllowedNamespaces = splitList(*allowed)
+		return &o
+	}
+}
+
+func splitList(s string) []string {
+	out := []string{}
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }

@@ -47,6 +47,9 @@ type Options struct {
 	// some kernels lack; nil means the kernel's.
 	ESwitch discovery.ESwitchReader
 	VDPA    discovery.VDPALister
+	// CNI configures the CNI delegating plugin side; nil serves device
+	// plugins only.
+	CNI *CNIOptions
 }
 
 // Production defaults.

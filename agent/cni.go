@@ -1,0 +1,230 @@
+package agent
+
+import (
+	"bytes"
+	"cmp"
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/hwnet-io/hwnet/cni/delegate"
+	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/readiness"
+	"github.com/hwnet-io/hwnet/cni/server"
+	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/podresources"
+)
+
+// CNIOptions configure the agent's CNI delegating plugin side.
+type CNIOptions struct {
+	// ConfDir holds the cluster-wide default network's configuration and
+	// the on-disk configurations NetworkAttachmentDefinitions may name.
+	ConfDir string
+	// OutputDir receives hwnet's own configuration; ConfDir when empty.
+	OutputDir string
+	// ConfFileName is hwnet's configuration file's name.
+	ConfFileName string
+	// DefaultNetwork picks the default network by file or network name;
+	// empty takes the first configuration in ConfDir.
+	DefaultNetwork string
+	// SocketPath is where the hwnet shim reaches the agent.
+	SocketPath string
+	// CacheDir holds the attachment records, shared with the shim.
+	CacheDir string
+	// DevinfoDir receives the device-info files written for delegates.
+	DevinfoDir string
+	// AllowedNamespaces may hold NetworkAttachmentDefinitions any pod
+	// selects besides its own namespace; "*" allows all.
+	AllowedNamespaces []string
+	// AgentWait is how long the shim's ADD waits for an agent that is down.
+	AgentWait time.Duration
+	// NodeName is this node's name, for the pod informer's scope.
+	NodeName string
+	// PodsAPISocket is kubelet's Pods API, preferred over the API server.
+	PodsAPISocket string
+	// Kubeconfig is the API server's client configuration; empty means
+	// in-cluster. REST, when set, is used instead.
+	Kubeconfig string
+	REST       *rest.Config
+	// ShimSource, when set, is the hwnet shim binary, copied into BinDir
+	// before hwnet's configuration is written, so the runtime never finds
+	// the configuration without its plugin.
+	ShimSource string
+	BinDir     string
+	// Wrap, when set, wraps the request handler: tests use it to run
+	// requests inside a virtual node's namespaces.
+	Wrap func(server.Handler) server.Handler
+}
+
+// Production defaults of the CNI side.
+const (
+	DefaultCNIConfDir       = "/etc/cni/net.d"
+	DefaultCNIConfFileName  = "00-hwnet.conflist"
+	DefaultPodsAPISocket    = "/var/lib/kubelet/pods-api/pods-api.sock"
+	cniShutdownFlushTimeout = 10 * time.Second
+)
+
+func (o CNIOptions) withDefaults() CNIOptions {
+	o.ConfDir = cmp.Or(o.ConfDir, DefaultCNIConfDir)
+	o.ConfFileName = cmp.Or(o.ConfFileName, DefaultCNIConfFileName)
+	o.SocketPath = cmp.Or(o.SocketPath, pluginconf.DefaultSocketPath)
+	o.CacheDir = cmp.Or(o.CacheDir, pluginconf.DefaultCacheDir)
+	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.CNIDir)
+	o.AgentWait = cmp.Or(o.AgentWait, pluginconf.DefaultAgentWait)
+	o.PodsAPISocket = cmp.Or(o.PodsAPISocket, DefaultPodsAPISocket)
+	return o
+}
+
+// runCNI serves CNI requests until ctx ends: caches first, then the
+// socket, then hwnet's configuration for the runtime, so a request never
+// meets an agent that cannot answer it.
+func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
+	o := a.opts.CNI.withDefaults()
+	if o.NodeName == "" {
+		return fmt.Errorf("CNI: the node name is not set (--node-name, or NODE_NAME from the downward API)")
+	}
+	cfg, err := a.restConfig(o)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("CNI: %w", err)
+	}
+	d, err := a.newDelegator(ctx, wg, o, cfg, client)
+	if err != nil {
+		return err
+	}
+	var h server.Handler = d
+	if o.Wrap != nil {
+		h = o.Wrap(h)
+	}
+	srv := server.New(h, a.log)
+	wg.Go(func() {
+		if err := srv.Serve(ctx, o.SocketPath); err != nil {
+			a.log.Error("CNI socket", "err", err)
+		}
+	})
+	if o.ShimSource != "" {
+		if err := installShim(o.ShimSource, o.BinDir); err != nil {
+			return err
+		}
+	}
+	writer := readiness.New(readiness.Options{ConfDir: o.ConfDir, OutputDir: o.OutputDir, FileName: o.ConfFileName,
+		DefaultNetwork: o.DefaultNetwork, Logger: a.log, Template: pluginconf.Conf{SocketPath: o.SocketPath,
+			CacheDir: o.CacheDir, AgentWait: pluginconf.Duration(o.AgentWait)}})
+	wg.Go(func() {
+		if err := writer.Run(ctx); err != nil {
+			a.log.Error("CNI config", "err", err)
+		}
+	})
+	return nil
+}
+
+func (a *Agent) restConfig(o CNIOptions) (*rest.Config, error) {
+	if o.REST != nil {
+		return o.REST, nil
+	}
+	cfg, err := kube.RESTConfig(o.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("CNI: API server client: %w", err)
+	}
+	return cfg, nil
+}
+
+// newDelegator starts the pod and NetworkAttachmentDefinition caches and
+// returns the delegator reading them; both stop with ctx.
+func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptions, cfg *rest.Config, client kubernetes.Interface) (*delegate.Delegator, error) {
+	pods, source, err := kube.StartPods(ctx, kube.PodsOptions{KubeletSocket: o.PodsAPISocket, Client: client, NodeName: o.NodeName, Logger: a.log})
+	if err != nil {
+		return nil, fmt.Errorf("CNI: pod cache: %w", err)
+	}
+	a.log.Info("CNI pod cache", "source", source)
+	nadClient, err := nadclient.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("CNI: %w", err)
+	}
+	nads := kube.NewNADInformer(nadClient, a.log)
+	wg.Go(func() {
+		if err := nads.Run(ctx); err != nil {
+			a.log.Error("NetworkAttachmentDefinition cache", "err", err)
+		}
+	})
+	status := kube.NewStatusWriter(client, "hwnet", a.log)
+	d := delegate.New(delegate.Options{
+		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
+		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads,
+		Devices: &kubeletDevices{socket: a.opts.PodResourcesSocket}, Status: status, Logger: a.log,
+	})
+	wg.Go(func() {
+		<-ctx.Done()
+		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), cniShutdownFlushTimeout)
+		defer cancel()
+		if err := d.Close(flush); err != nil {
+			a.log.Warn("CNI shutdown", "err", err)
+		}
+		status.Shutdown()
+	})
+	return d, nil
+}
+
+// kubeletDevices connects to kubelet's PodResources API on first use and
+// keeps the connection, which gRPC re-establishes across kubelet restarts.
+type kubeletDevices struct {
+	socket string
+	mu     sync.Mutex
+	client *podresources.Client
+}
+
+func (k *kubeletDevices) Get(ctx context.Context, namespace, name string) (podresources.Pod, error) {
+	c, err := k.connect(ctx)
+	if err != nil {
+		return podresources.Pod{}, err
+	}
+	return c.Get(ctx, namespace, name)
+}
+
+func (k *kubeletDevices) connect(ctx context.Context) (*podresources.Client, error) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.client != nil {
+		return k.client, nil
+	}
+	c, err := podresources.Dial(ctx, k.socket)
+	if err != nil {
+		return nil, fmt.Errorf("kubelet PodResources at %s: %w", k.socket, err)
+	}
+	k.client = c
+	return c, nil
+}
+
+// installShim copies the shim binary into the runtime's plugin directory
+// through a temporary file and a rename, so a runtime executing the plugin
+// at that moment runs the old binary or the new one, never half of one.
+func installShim(src, binDir string) error {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return fmt.Errorf("CNI shim: %w", err)
+	}
+	dst := filepath.Join(binDir, pluginconf.Type)
+	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
+		return nil
+	}
+	tmp := filepath.Join(binDir, "."+pluginconf.Type+".tmp")
+	if err := os.WriteFile(tmp, data, 0o755); err != nil {
+		return fmt.Errorf("CNI shim: %w", err)
+	}
+	if err := os.Rename(tmp, dst); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("CNI shim: %w", err)
+	}
+	return nil
+}

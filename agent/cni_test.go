@@ -1,0 +1,126 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/cni/status"
+	"github.com/hwnet-io/hwnet/test/cniplugins"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// The agent with its CNI side on: it installs the shim, writes hwnet's
+// configuration once the default network's exists (NPWG 6.1), serves the
+// shim's requests, and publishes network-status with the default network's
+// entry (5.2). The runtime's part is played by libcni, as containerd does.
+func TestSpec6_1_AgentServesCNI(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	api := kubeapi.Start(t)
+	api.ApplyCRD(t, "../deploy/crds/network-attachment-definition.yaml")
+	plugins := cniplugins.Dir(t)
+	dir := shortDir(t)
+	confDir, binDir := filepath.Join(dir, "net.d"), filepath.Join(dir, "bin")
+	os.MkdirAll(binDir, 0o755)
+	f.opts.CNI = &agent.CNIOptions{
+		ConfDir: confDir, SocketPath: filepath.Join(dir, "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
+		DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: "node-1",
+		PodsAPISocket: filepath.Join(dir, "no-pods-api.sock"), REST: api.Config(),
+		ShimSource: buildShim(t, dir), BinDir: binDir,
+	}
+	f.start(t)
+	own := filepath.Join(confDir, agent.DefaultCNIConfFileName)
+	time.Sleep(300 * time.Millisecond)
+	if _, err := os.Stat(own); err == nil {
+		t.Fatal("hwnet's CNI config written before the default network's exists (6.1)")
+	}
+	os.MkdirAll(confDir, 0o755)
+	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"),
+		[]byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","personality":"plain"}]}`), 0o644)
+	list := waitConfList(t, own)
+	if _, err := os.Stat(filepath.Join(binDir, "hwnet")); err != nil {
+		t.Fatalf("shim not installed before the config: %v", err)
+	}
+
+	pod, err := api.Client().CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "default"},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "none"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, plugins}, filepath.Join(dir, "runtime-cache"), nil)
+	if out, err := exec.Command("ip", "netns", "add", "hwnet-agent-cni").CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", "hwnet-agent-cni").Run() })
+	rt := &libcni.RuntimeConf{ContainerID: "sandbox-1", NetNS: "/var/run/netns/hwnet-agent-cni", IfName: "eth0",
+		Args: [][2]string{{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "plain"}, {"K8S_POD_UID", string(pod.UID)}}}
+	ctx := context.Background()
+	res, err := cni.AddNetworkList(ctx, list, rt)
+	if err != nil {
+		t.Fatalf("ADD through the shim: %v\nagent logs:\n%s", err, f.logs)
+	}
+	if res.Version() != "1.1.0" {
+		t.Errorf("result version %s, want the default network's 1.1.0", res.Version())
+	}
+	waitStatus(t, api, pod)
+	if err := cni.GetStatusNetworkList(ctx, list); err != nil {
+		t.Errorf("STATUS: %v", err)
+	}
+	if err := cni.DelNetworkList(ctx, list, rt); err != nil {
+		t.Errorf("DEL: %v", err)
+	}
+}
+
+func buildShim(t *testing.T, dir string) string {
+	t.Helper()
+	out := filepath.Join(dir, "hwnet-build", "hwnet")
+	if b, err := exec.Command("go", "build", "-o", out, "github.com/hwnet-io/hwnet/cmd/hwnet").CombinedOutput(); err != nil {
+		t.Fatalf("building the shim: %v\n%s", err, b)
+	}
+	return out
+}
+
+func waitConfList(t *testing.T, path string) *libcni.NetworkConfigList {
+	t.Helper()
+	deadline := time.Now().Add(react)
+	for {
+		list, err := libcni.ConfListFromFile(path)
+		if err == nil {
+			return list
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("hwnet's CNI config never appeared: %v", err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func waitStatus(t *testing.T, api *kubeapi.Server, pod *corev1.Pod) {
+	t.Helper()
+	deadline := time.Now().Add(react)
+	for time.Now().Before(deadline) {
+		got, err := api.Client().CoreV1().Pods(pod.Namespace).Get(context.Background(), pod.Name, metav1.GetOptions{})
+		if err == nil && got.Annotations[status.Annotation] != "" {
+			var list []status.NetworkStatus
+			if err := json.Unmarshal([]byte(got.Annotations[status.Annotation]), &list); err != nil || len(list) != 1 ||
+				list[0].Name != "podnet" || !list[0].Default {
+				t.Fatalf("network-status %s, want the default network's entry alone (5.2)", got.Annotations[status.Annotation])
+			}
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Fatal("network-status never written")
+}
