@@ -101,8 +101,10 @@ func (s *Store) Load(containerID string) (*Record, error) {
 	return &rec, nil
 }
 
-// Save writes the record atomically and durably: a crash leaves the old
-// record or the new one, never half of one.
+// Save writes the record atomically: a crash of the agent leaves the old
+// record or the new one, never half of one. It does not fsync, which would
+// cost an ADD a disk flush (1-3 ms here): the page cache outlives an agent
+// crash, and a power loss takes the containers the record describes with it.
 func (s *Store) Save(rec *Record) error {
 	if err := ValidateContainerID(rec.ContainerID); err != nil {
 		return err
@@ -115,20 +117,16 @@ func (s *Store) Save(rec *Record) error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return fmt.Errorf("attachment record: %w", err)
 	}
-	return writeFileSync(path, data)
+	return writeFileAtomic(path, data)
 }
 
-func writeFileSync(path string, data []byte) error {
+func writeFileAtomic(path string, data []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
 		return fmt.Errorf("attachment record: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		return fmt.Errorf("attachment record %s: %w", path, err)
-	}
-	if err := error(nil); err != nil {
 		tmp.Close()
 		return fmt.Errorf("attachment record %s: %w", path, err)
 	}
