@@ -198,3 +198,34 @@ func (n *testNode) assertNothingLeft(podNetns, state string) {
 		}
 	}
 }
+
+// "default-route" on a secondary attachment moves the pod's default route
+// there: the default network's goes, the gateway is set on the chosen
+// interface, and status reports it on that entry only (NPWG 4.1.2.1.9,
+// 5.3.6.4).
+func TestSpec4_1_2_1_9_DefaultRouteMoves(t *testing.T) {
+	n := newTestNode(t, "cni-defroute")
+	n.createNAD(podNS, "sriov-a", sriovRes, sriovNAD)
+	iavf := n.vfs("iavf", "0000:3e:00.0")
+	pod := n.createPod("routed", `[{"name":"sriov-a","ips":["10.56.0.40/24"],"default-route":["10.56.0.1"]}]`,
+		map[string][]string{sriovRes: {iavf[5].Addr}})
+	podNetns := n.podNetns("hwnet-defroute")
+	waitPod(t, n, podNS, "routed")
+	ctx := context.Background()
+	if _, err := n.call(ctx, "ADD", "routed", podNetns, pod); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	routes := defaultRoutes(t, podNetns)
+	if len(routes) != 1 || routes[0] != "net1 via 10.56.0.1" {
+		t.Errorf("pod default routes = %v, want only net1 via 10.56.0.1", routes)
+	}
+	list := networkStatus(t, n, "routed")
+	if len(list) != 2 || len(list[0].DefaultRoute) != 0 || !slices.Equal(list[1].DefaultRoute, []string{"10.56.0.1"}) {
+		t.Errorf("network-status default-route = %v / %v, want none on the default network and 10.56.0.1 on net1",
+			list[0].DefaultRoute, list[len(list)-1].DefaultRoute)
+	}
+	if _, err := n.call(ctx, "DEL", "routed", podNetns, pod); err != nil {
+		t.Fatal(err)
+	}
+	n.assertNothingLeft(podNetns, t.TempDir())
+}

@@ -310,3 +310,34 @@ func names(m map[string]netlink.Link) []string {
 	slices.Sort(out)
 	return out
 }
+
+// defaultRoutes lists a netns's IPv4 default routes as "ifname via gw".
+func defaultRoutes(t testing.TB, nsPath string) []string {
+	t.Helper()
+	h, err := netns.GetFromPath(nsPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	nl, err := netlink.NewHandleAt(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nl.Close()
+	routes, err := nl.RouteList(nil, netlink.FAMILY_V4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, r := range routes {
+		if r.Dst != nil && r.Dst.String() != "0.0.0.0/0" || r.Gw == nil {
+			continue
+		}
+		l, err := nl.LinkByIndex(r.LinkIndex)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, l.Attrs().Name+" via "+r.Gw.String())
+	}
+	return out
+}
