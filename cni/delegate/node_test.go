@@ -239,8 +239,9 @@ func (n *testNode) vfs(driver, pf string) []virtualnode.Function {
 	return out
 }
 
-// linksIn lists the links of a network namespace by name with their MACs.
-func linksIn(t testing.TB, nsPath string) map[string]netlink.Link {
+// handleAt is a netlink handle into a network namespace, closed when the
+// test ends.
+func handleAt(t testing.TB, nsPath string) *netlink.Handle {
 	t.Helper()
 	h, err := netns.GetFromPath(nsPath)
 	if err != nil {
@@ -251,8 +252,14 @@ func linksIn(t testing.TB, nsPath string) map[string]netlink.Link {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nl.Close()
-	links, err := nl.LinkList()
+	t.Cleanup(nl.Close)
+	return nl
+}
+
+// linksIn lists the links of a network namespace by name.
+func linksIn(t testing.TB, nsPath string) map[string]netlink.Link {
+	t.Helper()
+	links, err := handleAt(t, nsPath).LinkList()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,10 +272,7 @@ func linksIn(t testing.TB, nsPath string) map[string]netlink.Link {
 
 func addrsOf(t testing.TB, nsPath, ifName string) []string {
 	t.Helper()
-	h, _ := netns.GetFromPath(nsPath)
-	defer h.Close()
-	nl, _ := netlink.NewHandleAt(h)
-	defer nl.Close()
+	nl := handleAt(t, nsPath)
 	l, err := nl.LinkByName(ifName)
 	if err != nil {
 		t.Fatalf("%s in pod netns: %v", ifName, err)
@@ -314,16 +318,7 @@ func names(m map[string]netlink.Link) []string {
 // defaultRoutes lists a netns's IPv4 default routes as "ifname via gw".
 func defaultRoutes(t testing.TB, nsPath string) []string {
 	t.Helper()
-	h, err := netns.GetFromPath(nsPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
-	nl, err := netlink.NewHandleAt(h)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nl.Close()
+	nl := handleAt(t, nsPath)
 	routes, err := nl.RouteList(nil, netlink.FAMILY_V4)
 	if err != nil {
 		t.Fatal(err)
