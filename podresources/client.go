@@ -239,11 +239,17 @@ func toPod(p *v1.PodResources) Pod {
 // the next try waits for the new one. Every call of this API only reads.
 func call[T any](ctx context.Context, rpc func(context.Context) (T, error)) (T, error) {
 	delay := firstRetryDelay
+	var refused error
 	for {
 		resp, err := rpc(ctx)
 		if code := status.Code(err); code != codes.ResourceExhausted && code != codes.Unavailable {
+			if err != nil && refused != nil && ctx.Err() != nil {
+				// The deadline ended a retry: say why it was retrying.
+				return resp, fmt.Errorf("%w while retrying: %w", ctx.Err(), refused)
+			}
 			return resp, err
 		}
+		refused = err
 		select {
 		case <-time.After(delay/2 + rand.N(delay)):
 		case <-ctx.Done():

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"runtime"
 	"syscall"
 	"time"
 )
@@ -33,14 +34,27 @@ func startProcess(name, binary, logPath string, args []string) (*process, error)
 	cmd.Stdout = logFile
 	cmd.Stderr = logFile
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL, Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		return nil, fmt.Errorf("start %s: %w", name, err)
-	}
 	p := &process{name: name, cmd: cmd, logPath: logPath, exited: make(chan struct{})}
+	started := make(chan error, 1)
 	go func() {
+		// Pdeathsig fires when the thread that started the child ends, not
+		// the test binary. A goroutine that locks its thread and returns
+		// without unlocking ends that thread, as entering a virtual node's
+		// namespaces does; held here until the child exits, this thread
+		// can be no such goroutine's.
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
 		p.err = cmd.Wait()
 		close(p.exited)
 	}()
+	if err := <-started; err != nil {
+		return nil, fmt.Errorf("start %s: %w", name, err)
+	}
 	return p, nil
 }
 
