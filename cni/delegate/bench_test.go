@@ -35,7 +35,9 @@ type answerExec struct {
 	version.PluginDecoder
 }
 
-func (answerExec) FindInPath(plugin string, _ []string) (string, error) { return "/answer/" + plugin, nil }
+func (answerExec) FindInPath(plugin string, _ []string) (string, error) {
+	return "/answer/" + plugin, nil
+}
 
 func (answerExec) ExecPlugin(_ context.Context, _ string, stdin []byte, env []string) ([]byte, error) {
 	var conf struct {
