@@ -159,10 +159,11 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 		}
 	})
 	status := kube.NewStatusWriter(client, "hwnet", a.log)
+	devices := &kubeletDevices{socket: a.opts.PodResourcesSocket}
 	d := delegate.New(delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads,
-		Devices: &kubeletDevices{socket: a.opts.PodResourcesSocket}, Status: status, Logger: a.log,
+		Devices: devices, Status: status, Logger: a.log,
 	})
 	wg.Go(func() {
 		<-ctx.Done()
@@ -172,6 +173,7 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 			a.log.Warn("CNI shutdown", "err", err)
 		}
 		status.Shutdown()
+		devices.close()
 	})
 	return d, nil
 }
@@ -190,6 +192,15 @@ func (k *kubeletDevices) Get(ctx context.Context, namespace, name string) (podre
 		return podresources.Pod{}, err
 	}
 	return c.Get(ctx, namespace, name)
+}
+
+func (k *kubeletDevices) close() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.client != nil {
+		k.client.Close()
+		k.client = nil
+	}
 }
 
 func (k *kubeletDevices) connect(ctx context.Context) (*podresources.Client, error) {
