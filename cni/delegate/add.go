@@ -284,7 +284,7 @@ func defaultResult(res types.Result, version string) (json.RawMessage, error) {
 	return json.Marshal(conv)
 }
 
-// publish writes the pod's network-status and its one Event.
+// publish queues the pod's network-status and its one Event.
 func (d *Delegator) publish(c *call, done []attached) {
 	if !c.pod.isPod() || d.opts.Status == nil {
 		return
@@ -295,8 +295,7 @@ func (d *Delegator) publish(c *call, done []attached) {
 		d.opts.Logger.Error("network-status", "pod", c.pod.ref.Namespace+"/"+c.pod.ref.Name, "err", err)
 		return
 	}
-	d.status.enqueue(c.pod.ref, value)
-	d.opts.Status.Event(c.pod.ref, "Normal", "AddedInterfaces", strings.Join(summary, "; "))
+	d.status.enqueue(c.pod.ref, publication{status: value, event: strings.Join(summary, "; ")})
 }
 
 // reportFailure gives the pod an Event naming what went wrong.

@@ -52,29 +52,37 @@ func summarize(st status.NetworkStatus) string {
 	return s
 }
 
-// statusQueue writes network-status in the background, so an ADD does not
-// wait on the API server, and keeps only the latest value per pod, so a
-// slow write for a re-created sandbox never lands after a newer one.
+// statusQueue writes network-status and the pod's Event in the background,
+// so an ADD waits on neither the API server nor client-go's event
+// broadcaster, and keeps only the latest per pod, so a slow write for a
+// re-created sandbox never lands after a newer one.
 type statusQueue struct {
 	sink    StatusSink
 	timeout time.Duration
 	logger  *slog.Logger
 
 	mu      sync.Mutex
-	pending map[kube.PodRef]string
+	pending map[kube.PodRef]publication
 	running map[kube.PodRef]bool
 	wg      sync.WaitGroup
 }
 
 func newStatusQueue(sink StatusSink, timeout time.Duration, logger *slog.Logger) *statusQueue {
 	return &statusQueue{sink: sink, timeout: timeout, logger: logger,
-		pending: map[kube.PodRef]string{}, running: map[kube.PodRef]bool{}}
+		pending: map[kube.PodRef]publication{}, running: map[kube.PodRef]bool{}}
 }
 
-func (q *statusQueue) enqueue(pod kube.PodRef, value string) {
+// publication is what one ADD publishes about its pod.
+type publication struct {
+	status string
+	// event is the message of the pod's Normal Event.
+	event string
+}
+
+func (q *statusQueue) enqueue(pod kube.PodRef, p publication) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	q.pending[pod] = value
+	q.pending[pod] = p
 	if q.running[pod] {
 		return
 	}
@@ -86,28 +94,29 @@ func (q *statusQueue) enqueue(pod kube.PodRef, value string) {
 func (q *statusQueue) drain(pod kube.PodRef) {
 	defer q.wg.Done()
 	for {
-		value, ok := q.next(pod)
+		p, ok := q.next(pod)
 		if !ok {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-		if err := q.sink.SetNetworkStatus(ctx, pod, value); err != nil {
+		if err := q.sink.SetNetworkStatus(ctx, pod, p.status); err != nil {
 			q.logger.Error("writing network-status", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 		}
 		cancel()
+		q.sink.Event(pod, "Normal", "AddedInterfaces", p.event)
 	}
 }
 
-func (q *statusQueue) next(pod kube.PodRef) (string, bool) {
+func (q *statusQueue) next(pod kube.PodRef) (publication, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	value, ok := q.pending[pod]
+	p, ok := q.pending[pod]
 	if !ok {
 		delete(q.running, pod)
-		return "", false
+		return publication{}, false
 	}
 	delete(q.pending, pod)
-	return value, true
+	return p, true
 }
 
 // wait returns once every queued write is done, or ctx ends.
