@@ -1,7 +1,6 @@
 package agent
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"fmt"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/hwnet-io/hwnet/atomicfile"
 	"github.com/hwnet-io/hwnet/cni/delegate"
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
@@ -225,16 +225,7 @@ func installShim(src, binDir string) error {
 	if err != nil {
 		return fmt.Errorf("CNI shim: %w", err)
 	}
-	dst := filepath.Join(binDir, pluginconf.Type)
-	if old, err := os.ReadFile(dst); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
-	tmp := filepath.Join(binDir, "."+pluginconf.Type+".tmp")
-	if err := os.WriteFile(tmp, data, 0o755); err != nil {
-		return fmt.Errorf("CNI shim: %w", err)
-	}
-	if err := os.Rename(tmp, dst); err != nil {
-		os.Remove(tmp)
+	if _, err := atomicfile.Replace(filepath.Join(binDir, pluginconf.Type), data, 0o755); err != nil {
 		return fmt.Errorf("CNI shim: %w", err)
 	}
 	return nil

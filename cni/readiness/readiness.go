@@ -5,7 +5,6 @@
 package readiness
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
@@ -20,6 +19,7 @@ import (
 
 	cniversion "github.com/containernetworking/cni/pkg/version"
 
+	"github.com/hwnet-io/hwnet/atomicfile"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/watch"
@@ -205,20 +205,16 @@ func (w *Writer) render(defPath string, def *netconf.Delegate) ([]byte, error) {
 // write replaces hwnet's file atomically when its content changes, so the
 // runtime never reads half a file.
 func (w *Writer) write(data []byte) error {
-	if old, err := os.ReadFile(w.Path()); err == nil && bytes.Equal(old, data) {
-		return nil
-	}
 	if err := os.MkdirAll(w.opts.OutputDir, 0o755); err != nil {
 		return fmt.Errorf("hwnet CNI config: %w", err)
 	}
-	tmp := filepath.Join(w.opts.OutputDir, "."+w.opts.FileName+".tmp")
-	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+	changed, err := atomicfile.Replace(w.Path(), data, 0o644)
+	if err != nil {
 		return fmt.Errorf("hwnet CNI config: %w", err)
 	}
-	if err := os.Rename(tmp, w.Path()); err != nil {
-		return fmt.Errorf("hwnet CNI config: %w", err)
+	if changed {
+		w.opts.Logger.Info("wrote hwnet's CNI config", "path", w.Path())
 	}
-	w.opts.Logger.Info("wrote hwnet's CNI config", "path", w.Path())
 	return nil
 }
 
