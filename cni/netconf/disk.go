@@ -52,7 +52,7 @@ func Resolve(nadNamespace, nadName, specConfig, confDir string, skip func(string
 func FindOnDisk(confDir, name string, skip func(path string) bool) (*Delegate, error) {
 	notFound := &NotFoundError{Dir: confDir, Name: name}
 	for _, extensions := range [][]string{{".conflist"}, {".conf", ".json"}} {
-		paths, err := configFiles(confDir, extensions, skip)
+		paths, err := ConfigFiles(confDir, skip, extensions...)
 		if err != nil {
 			return nil, err
 		}
@@ -69,10 +69,10 @@ func FindOnDisk(confDir, name string, skip func(path string) bool) (*Delegate, e
 	return nil, notFound
 }
 
-// configFiles lists confDir's files with the given extensions in the order
-// os.ReadDir gives, sorted by file name as libcni sorts them. A missing
-// directory has no files.
-func configFiles(confDir string, extensions []string, skip func(string) bool) ([]string, error) {
+// ConfigFiles lists confDir's files with the given extensions in the order
+// os.ReadDir gives, sorted by file name as libcni sorts them; skip, when not
+// nil, leaves some out. A missing directory has no files.
+func ConfigFiles(confDir string, skip func(string) bool, extensions ...string) ([]string, error) {
 	entries, err := os.ReadDir(confDir)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil

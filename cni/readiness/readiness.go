@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"time"
 
 	cniversion "github.com/containernetworking/cni/pkg/version"
@@ -127,15 +126,13 @@ func (w *Writer) Sync() (string, error) {
 
 // findDefault returns the default network's file and configuration.
 func (w *Writer) findDefault() (string, *netconf.Delegate, error) {
-	files, err := confFiles(w.opts.ConfDir)
+	own := func(path string) bool { return filepath.Clean(path) == filepath.Clean(w.Path()) }
+	files, err := netconf.ConfigFiles(w.opts.ConfDir, own, confExtensions()...)
 	if err != nil {
 		return "", nil, err
 	}
 	var problems []error
 	for _, f := range files {
-		if filepath.Clean(f) == filepath.Clean(w.Path()) {
-			continue
-		}
 		dl, err := netconf.LoadFile(f)
 		if err != nil {
 			problems = append(problems, err)
@@ -156,24 +153,12 @@ func (w *Writer) findDefault() (string, *netconf.Delegate, error) {
 // configured yet, so hwnet's configuration is withheld.
 var ErrNoDefaultNetwork = errors.New("cluster-wide default network not ready")
 
-func confFiles(dir string) ([]string, error) {
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return nil, fmt.Errorf("CNI config dir: %w", err)
-	}
-	var files []string
-	for _, e := range entries {
-		if !e.IsDir() && isConfFile(e.Name()) {
-			files = append(files, filepath.Join(dir, e.Name()))
-		}
-	}
-	slices.Sort(files)
-	return files, nil
-}
+// confExtensions are the configuration files runtimes read, all sorted
+// together by name, the first one winning.
+func confExtensions() []string { return []string{".conflist", ".conf", ".json"} }
 
 func isConfFile(name string) bool {
-	return !strings.HasPrefix(name, ".") &&
-		(strings.HasSuffix(name, ".conflist") || strings.HasSuffix(name, ".conf") || strings.HasSuffix(name, ".json"))
+	return slices.Contains(confExtensions(), filepath.Ext(name))
 }
 
 // ownList is hwnet's file: a one-plugin list in the default network's
