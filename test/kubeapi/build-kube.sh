@@ -98,7 +98,7 @@ build_kube() {
   for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor -X $pkg.gitTreeState=clean"
   done
-  log "building ${kube_cmds[*]} (cold: about 20 CPU-minutes, 10-30 minutes on 2 cores, up to 4 GB of memory)"
+  log "building ${kube_cmds[*]} (cold: about 20 CPU-minutes, 19-33 minutes measured on 2 loaded cores, up to 4 GB of memory)"
   local targets=()
   for pkg in "${kube_cmds[@]}"; do targets+=("k8s.io/kubernetes/cmd/$pkg"); done
   (cd "$dir" && go build -trimpath -ldflags="-s -w$ldflags" -o "$outdir/" "${targets[@]}")
