@@ -19,9 +19,8 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp.Name()) // a no-op once renamed
 	_, err = tmp.Write(data)
-	if err == nil {
+	if err == nil && perm != 0o600 { // CreateTemp's mode
 		err = tmp.Chmod(perm)
 	}
 	if cerr := tmp.Close(); err == nil {
@@ -29,6 +28,9 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	}
 	if err == nil {
 		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 	}
 	return err
 }

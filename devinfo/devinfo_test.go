@@ -355,3 +355,45 @@ func FuzzFileName(f *testing.F) {
 		}
 	})
 }
+
+// Copy hands the delegate the device plugin's file unchanged (device-info
+// spec 1.1.0: the delegating plugin copies it to the CNI file it passes as
+// CNIDeviceInfoFile); a missing or invalid source writes nothing.
+func TestCopy(t *testing.T) {
+	const res, dev = "intel.com/sriov_a", "0000:3b:02.0"
+	valid := `{"type":"pci","version":"1.1.0","pci":{"pci-address":"0000:3b:02.0","pf-pci-address":"0000:3b:00.0"}}`
+	tests := []struct {
+		name, source, existing, wantErr string
+	}{
+		{"copied unchanged", valid, "", ""},
+		{"longer earlier file truncated", valid, strings.Repeat(" ", 400), ""},
+		{"no device plugin file", "", "", "no such file"},
+		{"invalid device plugin file", `{"type":"pci","version":"9.0.0"}`, "", FileName(res, dev)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dpDir, cniDir := t.TempDir(), filepath.Join(t.TempDir(), "cni")
+			if tt.source != "" {
+				if err := os.WriteFile(filepath.Join(dpDir, FileName(res, dev)), []byte(tt.source), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			dst := filepath.Join(cniDir, CNIFileName("ns/net", "c1", "net1"))
+			if tt.existing != "" {
+				os.MkdirAll(cniDir, 0o755)
+				os.WriteFile(dst, []byte(tt.existing), 0o644)
+			}
+			info, err := Copy(dpDir, res, dev, dst)
+			got, _ := os.ReadFile(dst)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || (tt.existing == "" && got != nil) {
+					t.Fatalf("Copy = %v, file %q; want an error naming %q and no file", err, got, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || string(got) != tt.source || info.PCI == nil || info.PCI.PCIAddress != dev {
+				t.Fatalf("Copy = %+v, %v; file %q, want the source's bytes", info, err, got)
+			}
+		})
+	}
+}
