@@ -62,6 +62,10 @@ func (p *InformerPods) Run(ctx context.Context) error {
 	return nil
 }
 
+// Notify has fn told of every pod the source adds or changes, from the
+// informer's goroutine: fn must not block. Call it before Run.
+func (p *InformerPods) Notify(fn func(Pod)) { p.cache.onSet = fn }
+
 // HasSynced says whether the node's pods have been listed.
 func (p *InformerPods) HasSynced() bool { return p.err == nil && p.handler.HasSynced() }
 

@@ -61,6 +61,10 @@ func NewKubeletPods(socket string, logger *slog.Logger) *KubeletPods {
 	return &KubeletPods{socket: socket, logger: logger, cache: newPodCache(), synced: make(chan struct{})}
 }
 
+// Notify has fn told of every pod the source adds or changes, from the
+// goroutine running it: fn must not block. Call it before Run.
+func (k *KubeletPods) Notify(fn func(Pod)) { k.cache.onSet = fn }
+
 // HasSynced says whether kubelet's complete list of pods has arrived.
 func (k *KubeletPods) HasSynced() bool {
 	select {

@@ -3,12 +3,15 @@ package kube_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -110,6 +113,34 @@ func TestKubeletPods(t *testing.T) {
 	waitFor(t, "the deleted pod to leave the cache", func() bool {
 		_, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-1"}, 10*time.Millisecond)
 		return errors.Is(err, kube.ErrPodNotFound)
+	})
+}
+
+// Notify tells of pods as kubelet's stream brings them: listed, added and
+// changed, each with its annotations, so the CNI side can act before a
+// sandbox's ADD asks.
+func TestKubeletPodsNotify(t *testing.T) {
+	socket := filepath.Join(t.TempDir(), "pods-api.sock")
+	server := testkubelet.ServePods(t, socket)
+	server.SetPod(kubePod("ran", "du-0", "u0", map[string]string{networksAnnotation: "fronthaul"}))
+	k := kube.NewKubeletPods(socket, discard())
+	var mu sync.Mutex
+	var told []string
+	k.Notify(func(p kube.Pod) {
+		mu.Lock()
+		told = append(told, p.UID+"="+p.Annotations[networksAnnotation])
+		mu.Unlock()
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go k.Run(ctx)
+	waitFor(t, "kubelet pods synced", k.HasSynced)
+	server.SetPod(kubePod("ran", "du-1", "u1", map[string]string{networksAnnotation: "midhaul"}))
+	want := []string{"u0=fronthaul", "u1=midhaul"}
+	waitFor(t, fmt.Sprintf("Notify to be told %v", want), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Equal(told, want)
 	})
 }
 

@@ -59,6 +59,9 @@ type PodSource interface {
 // exist at once while the older one terminates.
 type podCache struct {
 	changes *changes
+	// onSet, when set before the source runs, is told of every pod added
+	// or changed.
+	onSet func(Pod)
 
 	mu   sync.Mutex
 	pods map[string]Pod
@@ -73,6 +76,9 @@ func (c *podCache) set(p Pod) {
 	c.pods[p.UID] = p
 	c.mu.Unlock()
 	c.changes.notify()
+	if c.onSet != nil {
+		c.onSet(p.clone())
+	}
 }
 
 func (c *podCache) remove(uid string) {

@@ -18,7 +18,10 @@ type PodsOptions struct {
 	// serve the Pods API.
 	Client   kubernetes.Interface
 	NodeName string
-	Logger   *slog.Logger
+	// OnPod, if set, is told of every pod added or changed; it must not
+	// block.
+	OnPod  func(Pod)
+	Logger *slog.Logger
 }
 
 // StartPods starts the best PodSource the node offers and runs it until ctx
@@ -29,6 +32,7 @@ func StartPods(ctx context.Context, o PodsOptions) (PodSource, string, error) {
 		o.KubeletSocket = DefaultPodsSocket
 	}
 	k := NewKubeletPods(o.KubeletSocket, o.Logger)
+	k.Notify(o.OnPod)
 	stopped := make(chan error, 1)
 	go func() { stopped <- k.Run(ctx) }()
 	var why error
@@ -47,6 +51,7 @@ func StartPods(ctx context.Context, o PodsOptions) (PodSource, string, error) {
 		return nil, "", fmt.Errorf("%w, and no API client and node name to watch pods with instead", why)
 	}
 	p := NewInformerPods(o.Client, o.NodeName, o.Logger)
+	p.Notify(o.OnPod)
 	go func() {
 		if err := p.Run(ctx); err != nil {
 			o.Logger.Error("pod informer stopped", "error", err)
