@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
@@ -143,7 +144,16 @@ func (a *Agent) restConfig(o CNIOptions) (*rest.Config, error) {
 // newDelegator starts the pod and NetworkAttachmentDefinition caches and
 // returns the delegator reading them; both stop with ctx.
 func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptions, cfg *rest.Config, client kubernetes.Interface) (*delegate.Delegator, error) {
-	pods, source, err := kube.StartPods(ctx, kube.PodsOptions{KubeletSocket: o.PodsAPISocket, Client: client, NodeName: o.NodeName, Logger: a.log})
+	// The pod cache tells the delegator of pods as they come, which it
+	// needs to exist first; pods seen before it does are not told.
+	var seen atomic.Pointer[delegate.Delegator]
+	onPod := func(p kube.Pod) {
+		if d := seen.Load(); d != nil {
+			d.PodSeen(p)
+		}
+	}
+	pods, source, err := kube.StartPods(ctx, kube.PodsOptions{KubeletSocket: o.PodsAPISocket, Client: client,
+		NodeName: o.NodeName, OnPod: onPod, Logger: a.log})
 	if err != nil {
 		return nil, fmt.Errorf("CNI: pod cache: %w", err)
 	}
@@ -165,6 +175,7 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads,
 		Devices: devices, Status: status, Logger: a.log,
 	})
+	seen.Store(d)
 	wg.Go(func() {
 		<-ctx.Done()
 		flush, cancel := context.WithTimeout(context.WithoutCancel(ctx), cniShutdownFlushTimeout)

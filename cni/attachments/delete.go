@@ -8,26 +8,31 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/types/create"
+
+	"github.com/hwnet-io/hwnet/cni/chain"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 )
 
-// Runtime is the libcni runtime configuration the attachment ran with.
-func (r *Record) Runtime(a Attachment) *libcni.RuntimeConf {
-	rt := &libcni.RuntimeConf{
-		ContainerID: r.ContainerID,
-		NetNS:       r.Netns,
-		IfName:      a.IfName,
-		Args:        a.Args,
-	}
-	if len(a.CapabilityArgs) > 0 {
-		rt.CapabilityArgs = make(map[string]interface{}, len(a.CapabilityArgs))
-		for k, v := range a.CapabilityArgs {
-			rt.CapabilityArgs[k] = v
-		}
-	}
-	return rt
+// Runtime is what the attachment's delegate was given besides its
+// configuration.
+func (r *Record) Runtime(a Attachment) chain.Runtime {
+	return chain.Runtime{ContainerID: r.ContainerID, Netns: r.Netns, IfName: a.IfName,
+		Args: a.Args, CapabilityArgs: a.CapabilityArgs}
 }
 
-// ConfigList parses the configuration list the attachment ran with.
+// Delegate parses the configuration list the attachment ran with.
+func (a Attachment) Delegate() (*netconf.Delegate, error) {
+	dl, err := netconf.Parse(a.ConfList, "", "")
+	if err != nil {
+		return nil, fmt.Errorf("network %s interface %s: %w", a.Network, a.IfName, err)
+	}
+	return dl, nil
+}
+
+// ConfigList parses the configuration list the attachment ran with, for
+// libcni.
 func (a Attachment) ConfigList() (*libcni.NetworkConfigList, error) {
 	list, err := libcni.NetworkConfFromBytes(a.ConfList)
 	if err != nil {
@@ -36,25 +41,49 @@ func (a Attachment) ConfigList() (*libcni.NetworkConfigList, error) {
 	return list, nil
 }
 
+// SetResult keeps the ADD's result for DEL and CHECK.
+func (a *Attachment) SetResult(res types.Result) error {
+	data, err := json.Marshal(res)
+	if err != nil {
+		return fmt.Errorf("network %s interface %s: result: %w", a.Network, a.IfName, err)
+	}
+	a.Result = data
+	return nil
+}
+
+// AddResult is the ADD's result, nil when the ADD did not finish or the
+// result cannot be read: a delegate's DEL must cope without prevResult
+// (CNI spec, DEL), so that must not stop the DEL.
+func (a Attachment) AddResult() types.Result {
+	if len(a.Result) == 0 {
+		return nil
+	}
+	res, err := create.CreateFromBytes(a.Result)
+	if err != nil {
+		return nil
+	}
+	return res
+}
+
 // DeleteAll runs DEL for every attachment in reverse order. A failure does
 // not stop the rest (NPWG 7.2); the returned error lists every failure.
 // Device-info files of attachments whose DEL succeeded are removed.
-func DeleteAll(ctx context.Context, cni libcni.CNI, rec *Record) error {
+func DeleteAll(ctx context.Context, ch *chain.Chain, rec *Record) error {
 	var errs []error
 	for i := len(rec.Attachments) - 1; i >= 0; i-- {
-		if err := deleteOne(ctx, cni, rec, rec.Attachments[i]); err != nil {
+		if err := deleteOne(ctx, ch, rec, rec.Attachments[i]); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func deleteOne(ctx context.Context, cni libcni.CNI, rec *Record, a Attachment) error {
-	list, err := a.ConfigList()
+func deleteOne(ctx context.Context, ch *chain.Chain, rec *Record, a Attachment) error {
+	dl, err := a.Delegate()
 	if err != nil {
 		return err
 	}
-	if err := cni.DelNetworkList(ctx, list, rec.Runtime(a)); err != nil {
+	if err := ch.Del(ctx, dl, rec.Runtime(a), a.AddResult()); err != nil {
 		return fmt.Errorf("DEL network %s interface %s: %w", a.Network, a.IfName, err)
 	}
 	if a.DeviceInfoFile != "" {

@@ -50,6 +50,9 @@ type Attachment struct {
 	Resource string `json:"resource,omitempty"`
 	// DeviceInfoFile is the CNI device-info file hwnet wrote for it.
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
+	// Result is the ADD's result, which DEL and CHECK give the delegate
+	// as prevResult; absent until the ADD succeeded.
+	Result json.RawMessage `json:"result,omitempty"`
 }
 
 // Store keeps one record file and one lock file per container under a
@@ -66,8 +69,8 @@ func NewStore(dir string) *Store {
 // Dir is the store's root.
 func (s *Store) Dir() string { return s.dir }
 
-// ResultCacheDir is where libcni keeps delegate results, so DEL, CHECK and GC
-// find the previous results without the agent.
+// ResultCacheDir is libcni's cache directory, for the GC it runs: kept
+// under the store so libcni never touches the node's /var/lib/cni.
 func (s *Store) ResultCacheDir() string { return filepath.Join(s.dir, "results") }
 
 func (s *Store) recordPath(containerID string) string {

@@ -30,7 +30,7 @@ func TestRecordRoundTrip(t *testing.T) {
 		t.Fatalf("List = %v", ids)
 	}
 	rt := got.Runtime(got.Attachments[0])
-	if rt.ContainerID != "c1" || rt.IfName != "net1" || rt.NetNS != "/run/netns/x" {
+	if rt.ContainerID != "c1" || rt.IfName != "net1" || rt.Netns != "/run/netns/x" {
 		t.Errorf("Runtime = %+v", rt)
 	}
 	for range 2 { // DEL may run twice

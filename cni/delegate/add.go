@@ -8,10 +8,8 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
@@ -19,7 +17,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/defaultroute"
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/netconf"
-	"github.com/hwnet-io/hwnet/cni/status"
+	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/devinfo"
 )
 
@@ -31,13 +29,20 @@ const rollbackTimeout = 2 * time.Minute
 type attached struct {
 	attachment
 	result types.Result
-	info   *devinfo.DeviceInfo
+	// info is the device-info hwnet gave the delegate in infoFile.
+	info     *devinfo.DeviceInfo
+	infoFile string
 }
 
 // add attaches the default network, then every selected one, in order
 // (NPWG 6.2); the first failure stops it and undoes what was attached, in
 // reverse (7.2).
 func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
+	pod, err := d.pod(ctx, c)
+	if err != nil {
+		d.reportFailure(c, err)
+		return nil, err
+	}
 	unlock, err := c.store.Lock(ctx, c.req.ContainerID)
 	if err != nil {
 		return nil, err
@@ -46,7 +51,7 @@ func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
 	if err := d.clearLeftovers(ctx, c); err != nil {
 		return nil, err
 	}
-	pod, atts, err := d.prepare(ctx, c)
+	atts, err := d.prepare(ctx, c, pod)
 	if err != nil {
 		d.reportFailure(c, err)
 		return nil, err
@@ -85,27 +90,40 @@ func (d *Delegator) clearLeftovers(ctx context.Context, c *call) error {
 	return nil
 }
 
-// prepare reads the pod and plans its attachments; the default network's
-// comes first.
-func (d *Delegator) prepare(ctx context.Context, c *call) (kube.Pod, []attachment, error) {
-	def, err := d.defaultAttachment(c)
-	if err != nil {
-		return kube.Pod{}, nil, err
-	}
+// pod reads the pod the sandbox is for, the zero Pod for a request
+// without one. A pod selecting networks has its devices asked of kubelet
+// at once, so the answer comes while the lock is taken and the default
+// network prepared rather than after.
+func (d *Delegator) pod(ctx context.Context, c *call) (kube.Pod, error) {
 	if !c.pod.isPod() {
-		return kube.Pod{}, []attachment{def}, nil
+		return kube.Pod{}, nil
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, d.opts.PodWait)
 	defer cancel()
 	pod, err := d.opts.Pods.Pod(waitCtx, c.pod.ref)
 	if err != nil {
-		return kube.Pod{}, nil, fmt.Errorf("pod %s/%s: %w", c.pod.ref.Namespace, c.pod.ref.Name, err)
+		return kube.Pod{}, fmt.Errorf("pod %s/%s: %w", c.pod.ref.Namespace, c.pod.ref.Name, err)
+	}
+	if pod.Annotations[selection.Annotation] != "" {
+		d.devices.prefetch(ctx, pod)
+	}
+	return pod, nil
+}
+
+// prepare plans the pod's attachments; the default network's comes first.
+func (d *Delegator) prepare(ctx context.Context, c *call, pod kube.Pod) ([]attachment, error) {
+	def, err := d.defaultAttachment(c)
+	if err != nil {
+		return nil, err
+	}
+	if !c.pod.isPod() {
+		return []attachment{def}, nil
 	}
 	atts, err := d.plan(ctx, pod, c.req.IfName)
 	if err != nil {
-		return pod, nil, err
+		return nil, err
 	}
-	return pod, append([]attachment{def}, atts...), nil
+	return append([]attachment{def}, atts...), nil
 }
 
 func (d *Delegator) defaultAttachment(c *call) (attachment, error) {
@@ -120,12 +138,12 @@ func (d *Delegator) defaultAttachment(c *call) (attachment, error) {
 }
 
 // attachAll runs the attachments' ADDs in order. Their record is saved
-// once, before the first runs, so a crash at any point leaves on disk
-// everything DEL needs; DEL of an attachment whose ADD never ran is
-// harmless, as the CNI specification requires of plugins.
+// before the first runs, so a crash at any point leaves on disk everything
+// DEL needs; DEL of an attachment whose ADD never ran is harmless, as the
+// CNI specification requires of plugins.
 func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Record, atts []attachment) ([]attached, error) {
 	done := make([]attached, 0, len(atts))
-	lists := make([]*libcni.NetworkConfigList, 0, len(atts))
+	lists := make([]*netconf.Delegate, 0, len(atts))
 	for _, a := range atts {
 		entry, list, info, err := d.prepareEntry(c, a)
 		if err != nil {
@@ -133,7 +151,7 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Rec
 		}
 		rec.Attachments = append(rec.Attachments, entry)
 		lists = append(lists, list)
-		done = append(done, attached{attachment: a, info: info})
+		done = append(done, attached{attachment: a, info: info, infoFile: entry.DeviceInfoFile})
 	}
 	if err := c.store.Save(rec); err != nil {
 		return nil, err
@@ -143,29 +161,29 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Rec
 			return done[:i+1], err
 		}
 	}
+	// Once more with the results, which DEL and CHECK pass on as
+	// prevResult; a crash before this leaves DELs without one, which
+	// delegates must accept.
+	if err := c.store.Save(rec); err != nil {
+		return done, err
+	}
 	return done, nil
 }
 
-// attach runs one attachment's ADD.
-func (d *Delegator) attach(ctx context.Context, c *call, rec *attachments.Record, i int, a *attached, list *libcni.NetworkConfigList) error {
-	entry := rec.Attachments[i]
-	res, err := c.cni.AddNetworkList(ctx, list, rec.Runtime(entry))
+// attach runs one attachment's ADD and keeps its result in the record.
+func (d *Delegator) attach(ctx context.Context, c *call, rec *attachments.Record, i int, a *attached, list *netconf.Delegate) error {
+	entry := &rec.Attachments[i]
+	res, err := c.chain.Add(ctx, list, rec.Runtime(*entry))
 	if err != nil {
 		return fmt.Errorf("ADD network %s interface %s: %w", a.network, a.ifName, err)
 	}
 	a.result = res
-	if entry.DeviceInfoFile != "" {
-		// The plugin may have added to the file (device-info spec 1.1.0).
-		if updated, err := devinfo.ReadFile(entry.DeviceInfoFile); err == nil {
-			a.info = updated
-		}
-	}
-	return nil
+	return entry.SetResult(res)
 }
 
 // prepareEntry builds the record entry and the configuration list an
 // attachment runs with: device and cni-args injected, runtimeConfig chosen.
-func (d *Delegator) prepareEntry(c *call, a attachment) (attachments.Attachment, *libcni.NetworkConfigList, *devinfo.DeviceInfo, error) {
+func (d *Delegator) prepareEntry(c *call, a attachment) (attachments.Attachment, *netconf.Delegate, *devinfo.DeviceInfo, error) {
 	entry := attachments.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
 		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource}
 	inj := netconf.Injection{DeviceID: a.deviceID, CNIArgs: a.sel.CNIArgs}
@@ -184,14 +202,10 @@ func (d *Delegator) prepareEntry(c *call, a attachment) (attachments.Attachment,
 	if entry.ConfList, err = dl.Bytes(); err != nil {
 		return entry, nil, nil, fmt.Errorf("network %s: %w", a.network, err)
 	}
-	list, err := entry.ConfigList()
-	if err != nil {
-		return entry, nil, nil, err
-	}
 	if entry.CapabilityArgs, err = d.runtimeConfig(c, a); err != nil {
 		return entry, nil, nil, err
 	}
-	return entry, list, info, nil
+	return entry, dl, info, nil
 }
 
 // runtimeConfig is what the runtime asked of hwnet for the default network
@@ -206,13 +220,15 @@ func (d *Delegator) runtimeConfig(c *call, a attachment) (map[string]json.RawMes
 // writeDeviceInfo copies the device plugin's device-info for the device
 // into the attachment's CNI device-info file, as the device-info
 // specification asks of a delegating plugin. A device plugin that wrote
-// none still gets its device named, so network-status can say which it is.
+// none (or an unreadable one) still gets its device named, so
+// network-status can say which it is.
 func (d *Delegator) writeDeviceInfo(c *call, a attachment) (string, *devinfo.DeviceInfo, error) {
-	info, err := devinfo.Read(d.opts.DPDevinfoDir, a.resource, a.deviceID)
-	if err != nil {
-		info = devinfo.NewPCI(devinfo.PCI{PCIAddress: a.deviceID})
-	}
 	path := filepath.Join(d.opts.CNIDevinfoDir, devinfo.CNIFileName(a.network, c.req.ContainerID, a.ifName))
+	info, err := devinfo.Copy(d.opts.DPDevinfoDir, a.resource, a.deviceID, path)
+	if err == nil {
+		return path, info, nil
+	}
+	info = devinfo.NewPCI(devinfo.PCI{PCIAddress: a.deviceID})
 	if err := devinfo.WriteFile(path, info); err != nil {
 		return "", nil, fmt.Errorf("network %s: %w", a.network, err)
 	}
@@ -260,7 +276,7 @@ func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachments.Reco
 // deleteRecord runs DEL for every attachment of a record, in reverse, and
 // forgets the container once all succeeded.
 func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachments.Record) error {
-	if err := attachments.DeleteAll(ctx, c.cni, rec); err != nil {
+	if err := attachments.DeleteAll(ctx, c.chain, rec); err != nil {
 		return err
 	}
 	if err := c.store.Remove(rec.ContainerID); err != nil {
@@ -289,13 +305,7 @@ func (d *Delegator) publish(c *call, done []attached) {
 	if !c.pod.isPod() || d.opts.Status == nil {
 		return
 	}
-	list, summary := d.statusList(done)
-	value, err := status.Encode(list)
-	if err != nil {
-		d.opts.Logger.Error("network-status", "pod", c.pod.ref.Namespace+"/"+c.pod.ref.Name, "err", err)
-		return
-	}
-	d.status.enqueue(c.pod.ref, publication{status: value, event: strings.Join(summary, "; ")})
+	d.status.enqueue(c.pod.ref, done)
 }
 
 // reportFailure gives the pod an Event naming what went wrong.

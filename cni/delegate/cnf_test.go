@@ -31,7 +31,7 @@ const (
 )
 
 func ibNAD(state, record string) string {
-	return `{"cniVersion":"0.3.1","name":"ib-net","type":"hwnet-test-plugin","personality":"ib-sriov",
+	return `{"cniVersion":"0.4.0","name":"ib-net","type":"hwnet-test-plugin","personality":"ib-sriov",
   "capabilities":{"infinibandGUID":true},"stateDir":"` + state + `","recordFile":"` + record + `"}`
 }
 
@@ -149,7 +149,33 @@ func TestSpec4_2_CNFPodGetsItsAllocatedDevices(t *testing.T) {
 			t.Fatalf("DEL: %v", err)
 		}
 	}
+	checkPrevResult(t, record)
 	n.assertNothingLeft(podNetns, state)
+}
+
+// checkPrevResult asserts the ib plugin's CHECK and DEL got its ADD's
+// result as prevResult, 20-byte address included (CNI spec 1.0 sections
+// 3.2 and 3.3: from 0.4.0 on, DEL and CHECK carry the ADD's result).
+func checkPrevResult(t *testing.T, record string) {
+	t.Helper()
+	macs := map[string]string{}
+	for _, r := range cniplugins.ReadRecords(t, record) {
+		var in struct {
+			Prev struct {
+				Interfaces []struct{ Mac string } `json:"interfaces"`
+			} `json:"prevResult"`
+		}
+		if r.Command == "ADD" || json.Unmarshal(r.Stdin, &in) != nil {
+			continue
+		}
+		if len(in.Prev.Interfaces) > 0 {
+			macs[r.Command] = in.Prev.Interfaces[0].Mac
+		}
+	}
+	const ipoib = 20*3 - 1 // 20 bytes as hex pairs with colons
+	if len(macs["CHECK"]) != ipoib || macs["DEL"] != macs["CHECK"] {
+		t.Errorf("ib plugin prevResult addresses %v; want CHECK and DEL to get the ADD's 20-byte address", macs)
+	}
 }
 
 // checkIBPluginInput asserts the ib-sriov-like plugin got the device at the

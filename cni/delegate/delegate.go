@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/devinfo"
 	"github.com/hwnet-io/hwnet/podresources"
@@ -65,7 +68,11 @@ type Options struct {
 type Delegator struct {
 	opts    Options
 	devices *deviceCache
+	configs *parsedConfigs
 	status  *statusQueue
+	// environ is the environment delegates inherit, read once: the
+	// agent's does not change.
+	environ []string
 }
 
 // New returns a Delegator. Call Close when done to flush status writes.
@@ -81,10 +88,23 @@ func New(o Options) *Delegator {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
-	return &Delegator{
+	d := &Delegator{
 		opts:    o,
 		devices: newDeviceCache(o.Devices, 1024),
-		status:  newStatusQueue(o.Status, o.StatusTimeout, o.Logger),
+		configs: newParsedConfigs(1024),
+		environ: os.Environ(),
+	}
+	d.status = newStatusQueue(o.Status, d.render, o.StatusTimeout, o.Logger)
+	return d
+}
+
+// PodSeen is told of each pod the pod cache adds or changes
+// (kube.PodsOptions.OnPod). A pod selecting networks has its devices asked
+// of kubelet then, well before its sandbox's ADD, which then need not wait
+// for the answer. It does not block.
+func (d *Delegator) PodSeen(pod kube.Pod) {
+	if pod.Annotations[selection.Annotation] != "" {
+		d.devices.prefetchEarly(pod)
 	}
 }
 
@@ -99,6 +119,8 @@ type call struct {
 	conf  *pluginconf.Conf
 	pod   podArgs
 	store *attachments.Store
+	// chain runs ADD, DEL and CHECK; libcni runs STATUS and GC.
+	chain *chain.Chain
 	cni   *libcni.CNIConfig
 }
 
@@ -133,11 +155,13 @@ func (d *Delegator) newCall(req *wire.Request) (*call, error) {
 		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
 	}
 	store := attachments.NewStore(conf.CacheDir)
+	path := filepath.SplitList(req.Path)
 	return &call{
 		req:   req,
 		conf:  conf,
 		pod:   pod,
 		store: store,
-		cni:   libcni.NewCNIConfigWithCacheDir(filepath.SplitList(req.Path), store.ResultCacheDir(), d.opts.Exec),
+		cni:   libcni.NewCNIConfigWithCacheDir(path, store.ResultCacheDir(), d.opts.Exec),
+		chain: chain.New(d.opts.Exec, path, d.environ),
 	}, nil
 }

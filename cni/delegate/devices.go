@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/podresources"
@@ -66,19 +67,40 @@ func shortage(pod kube.Pod, res string, ids []string, idx []int, atts []attachme
 // deviceCache remembers each pod's allocation by UID. Kubelet never changes
 // a running pod's devices, so one PodResources Get serves every attachment
 // and every sandbox re-creation of the pod; the bound keeps a node with pod
-// churn from growing it forever.
+// churn from growing it forever. A Get can start before anyone waits for
+// it (prefetch), and callers asking for a pod whose Get is under way share
+// it.
 type deviceCache struct {
 	src   DeviceSource
 	limit int
 
-	mu    sync.Mutex
-	order *list.List // of string UIDs, most recent at the front
-	pods  map[string]*list.Element
-	data  map[string]podresources.Pod
+	mu       sync.Mutex
+	order    *list.List // of string UIDs, most recent at the front
+	pods     map[string]*list.Element
+	data     map[string]podresources.Pod
+	inflight map[string]*deviceFetch
+	// early counts the Gets pod events started per pod not cached yet.
+	early map[string]int
 }
 
+// earlyTries bounds the Gets pod events start for one pod: one that selects
+// networks without devices is never cached, and must not have kubelet
+// asked at each of its status changes.
+const earlyTries = 3
+
+// deviceFetch is one PodResources Get; done closes when pod and err are set.
+type deviceFetch struct {
+	done chan struct{}
+	pod  podresources.Pod
+	err  error
+}
+
+// fetchTimeout bounds a Get that outlives the request that started it.
+const fetchTimeout = 30 * time.Second
+
 func newDeviceCache(src DeviceSource, limit int) *deviceCache {
-	return &deviceCache{src: src, limit: limit, order: list.New(), pods: map[string]*list.Element{}, data: map[string]podresources.Pod{}}
+	return &deviceCache{src: src, limit: limit, order: list.New(), pods: map[string]*list.Element{},
+		data: map[string]podresources.Pod{}, inflight: map[string]*deviceFetch{}, early: map[string]int{}}
 }
 
 func (c *deviceCache) get(ctx context.Context, pod kube.Pod) (podresources.Pod, error) {
@@ -88,12 +110,74 @@ func (c *deviceCache) get(ctx context.Context, pod kube.Pod) (podresources.Pod, 
 	if p, ok := c.lookup(pod.UID); ok {
 		return p, nil
 	}
-	p, err := c.src.Get(ctx, pod.Namespace, pod.Name)
-	if err != nil {
-		return podresources.Pod{}, err
+	f := c.start(ctx, pod)
+	select {
+	case <-f.done:
+		return f.pod, f.err
+	case <-ctx.Done():
+		return podresources.Pod{}, ctx.Err()
 	}
-	c.store(pod.UID, p)
-	return p, nil
+}
+
+// prefetch starts the Get of a pod's devices, so that kubelet's answer
+// arrives while the networks are resolved rather than after.
+func (c *deviceCache) prefetch(ctx context.Context, pod kube.Pod) {
+	if c.src == nil || pod.UID == "" {
+		return
+	}
+	if _, ok := c.lookup(pod.UID); !ok {
+		c.start(ctx, pod)
+	}
+}
+
+// prefetchEarly is prefetch for a pod event, at most earlyTries times a
+// pod: an event may come before kubelet allocated the pod's devices, and
+// the answer, holding none, is not cached.
+func (c *deviceCache) prefetchEarly(pod kube.Pod) {
+	if c.src == nil || pod.UID == "" {
+		return
+	}
+	c.mu.Lock()
+	_, cached := c.pods[pod.UID]
+	tries := c.early[pod.UID]
+	if !cached && tries < earlyTries {
+		if len(c.early) >= c.limit {
+			clear(c.early)
+		}
+		c.early[pod.UID] = tries + 1
+	}
+	c.mu.Unlock()
+	if !cached && tries < earlyTries {
+		c.start(context.Background(), pod)
+	}
+}
+
+// start returns the Get under way for the pod, starting one if none is.
+func (c *deviceCache) start(ctx context.Context, pod kube.Pod) *deviceFetch {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if f, ok := c.inflight[pod.UID]; ok && pod.UID != "" {
+		return f
+	}
+	f := &deviceFetch{done: make(chan struct{})}
+	if pod.UID != "" {
+		c.inflight[pod.UID] = f
+	}
+	go c.fetch(context.WithoutCancel(ctx), pod, f)
+	return f
+}
+
+func (c *deviceCache) fetch(ctx context.Context, pod kube.Pod, f *deviceFetch) {
+	defer close(f.done)
+	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
+	defer cancel()
+	f.pod, f.err = c.src.Get(ctx, pod.Namespace, pod.Name)
+	if f.err == nil {
+		c.store(pod.UID, f.pod)
+	}
+	c.mu.Lock()
+	delete(c.inflight, pod.UID)
+	c.mu.Unlock()
 }
 
 func (c *deviceCache) lookup(uid string) (podresources.Pod, bool) {
@@ -142,6 +226,7 @@ func holdsDevices(p podresources.Pod) bool {
 func (c *deviceCache) forget(uid string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	delete(c.early, uid)
 	if e, ok := c.pods[uid]; ok {
 		c.order.Remove(e)
 		delete(c.pods, uid)

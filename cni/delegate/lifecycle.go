@@ -11,6 +11,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/chain"
 )
 
 // del tears down every attachment of the container, in reverse, past
@@ -47,22 +48,22 @@ func (d *Delegator) check(ctx context.Context, c *call) error {
 	}
 	var errs []error
 	for _, a := range rec.Attachments {
-		if err := checkOne(ctx, c.cni, rec, a); err != nil {
+		if err := checkOne(ctx, c.chain, rec, a); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func checkOne(ctx context.Context, cni libcni.CNI, rec *attachments.Record, a attachments.Attachment) error {
-	list, err := a.ConfigList()
+func checkOne(ctx context.Context, ch *chain.Chain, rec *attachments.Record, a attachments.Attachment) error {
+	dl, err := a.Delegate()
 	if err != nil {
 		return err
 	}
-	if ok, _ := version.GreaterThanOrEqualTo(list.CNIVersion, "0.4.0"); !ok || list.DisableCheck {
+	if ok, _ := version.GreaterThanOrEqualTo(dl.CNIVersion, "0.4.0"); !ok {
 		return nil
 	}
-	if err := cni.CheckNetworkList(ctx, list, rec.Runtime(a)); err != nil {
+	if err := ch.Check(ctx, dl, rec.Runtime(a), a.AddResult()); err != nil {
 		return fmt.Errorf("CHECK network %s interface %s: %w", a.Network, a.IfName, err)
 	}
 	return nil

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -56,7 +57,9 @@ type testNode struct {
 	dir     string
 	conf    []byte
 	d       *Delegator
-	status  *kube.StatusWriter
+	// seen is the Delegator the pod cache tells of pods, as the agent wires it.
+	seen   atomic.Pointer[Delegator]
+	status *kube.StatusWriter
 }
 
 func newTestNode(t *testing.T, name string) *testNode {
@@ -120,6 +123,11 @@ func (n *testNode) start(ctx context.Context) {
 	ctx, cancel := context.WithCancel(ctx)
 	n.t.Cleanup(cancel)
 	pods := kube.NewInformerPods(client, nodeName, quiet)
+	pods.Notify(func(p kube.Pod) {
+		if d := n.seen.Load(); d != nil {
+			d.PodSeen(p)
+		}
+	})
 	go pods.Run(ctx)
 	nadClient, err := nadclient.NewForConfig(cfg)
 	if err != nil {
@@ -139,6 +147,7 @@ func (n *testNode) start(ctx context.Context) {
 		CNIDevinfoDir: filepath.Join(n.dir, "devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
 		Pods: pods, NADs: nads, Devices: devs, Status: n.status, PodWait: 20 * time.Second,
 	})
+	n.seen.Store(n.d)
 }
 
 func (n *testNode) createNAD(ns, name, resource, config string) {

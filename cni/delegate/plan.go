@@ -119,7 +119,7 @@ func (d *Delegator) resolve(ctx context.Context, pod kube.Pod, s selection.Selec
 		}
 		return attachment{}, fmt.Errorf("network %s: %w", ref, err)
 	}
-	dl, err := netconf.Resolve(s.Namespace, s.Name, nad.Config, d.opts.ConfDir, d.skipOwnConf)
+	dl, err := d.configs.resolve(s.Namespace, s.Name, nad.Config, d.opts.ConfDir, d.skipOwnConf)
 	if err != nil {
 		return attachment{}, podFailure("InvalidNetwork", err)
 	}

@@ -3,9 +3,13 @@ package delegate
 import (
 	"context"
 	"errors"
+	"reflect"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/selection"
@@ -46,14 +50,18 @@ func TestInterfaceNames(t *testing.T) {
 }
 
 // podDevices is a DeviceSource answering from a fixed allocation and
-// counting its calls.
+// counting its calls; an answer waits for release when it is set.
 type podDevices struct {
-	pod   podresources.Pod
-	calls int
+	pod     podresources.Pod
+	calls   atomic.Int32
+	release chan struct{}
 }
 
 func (p *podDevices) Get(context.Context, string, string) (podresources.Pod, error) {
-	p.calls++
+	p.calls.Add(1)
+	if p.release != nil {
+		<-p.release
+	}
 	return p.pod, nil
 }
 
@@ -124,8 +132,8 @@ func TestDeviceCacheOneGetPerPod(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if src.calls != 1 {
-		t.Fatalf("PodResources calls = %d, want 1", src.calls)
+	if n := src.calls.Load(); n != 1 {
+		t.Fatalf("PodResources calls = %d, want 1", n)
 	}
 	for _, uid := range []string{"u2", "u3"} {
 		c.get(ctx, kube.Pod{UID: uid})
@@ -137,6 +145,97 @@ func TestDeviceCacheOneGetPerPod(t *testing.T) {
 	if _, ok := c.lookup("u3"); ok {
 		t.Fatal("forgotten pod still cached")
 	}
+}
+
+// A Get started early (prefetch) serves the ADD that then asks, and every
+// other caller asking meanwhile; an answer without devices (kubelet has
+// not recorded the allocation yet) is asked again.
+func TestDeviceCachePrefetch(t *testing.T) {
+	held := podresources.Pod{Containers: []podresources.Container{
+		{Name: "app", Devices: map[string][]string{"r": {"a"}}}}}
+	tests := []struct {
+		name  string
+		pod   podresources.Pod
+		again bool // whether the last get must ask kubelet again
+	}{
+		{"devices: one Get for all", held, false},
+		{"no devices yet: asked again", podresources.Pod{}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &podDevices{pod: tt.pod, release: make(chan struct{})}
+			c := newDeviceCache(src, 8)
+			ctx := context.Background()
+			pod := kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}
+			c.prefetch(ctx, pod)
+			var wg sync.WaitGroup
+			for range 3 {
+				wg.Go(func() {
+					if got, err := c.get(ctx, pod); err != nil || !reflect.DeepEqual(got, tt.pod) {
+						t.Errorf("get = %v, %v; want %v", got, err, tt.pod)
+					}
+				})
+			}
+			close(src.release)
+			wg.Wait()
+			before := src.calls.Load()
+			c.get(ctx, pod)
+			after := src.calls.Load()
+			if !tt.again && after != 1 {
+				t.Fatalf("PodResources calls = %d, want 1", after)
+			}
+			if tt.again && after != before+1 {
+				t.Fatalf("an answer without devices was cached: calls %d before the last get, %d after", before, after)
+			}
+		})
+	}
+}
+
+// Pod events ask kubelet early, a bounded number of times for a pod that
+// holds no devices (its answers are never cached), once for one that does.
+func TestPodSeenPrefetchesBounded(t *testing.T) {
+	held := podresources.Pod{Containers: []podresources.Container{
+		{Name: "app", Devices: map[string][]string{"r": {"a"}}}}}
+	networks := map[string]string{selection.Annotation: "net-a"}
+	tests := []struct {
+		name        string
+		pod         podresources.Pod
+		annotations map[string]string
+		wantCalls   int32
+	}{
+		{"devices: asked once", held, networks, 1},
+		{"no devices: asked at most earlyTries times", podresources.Pod{}, networks, earlyTries},
+		{"no networks annotation: never asked", held, nil, 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src := &podDevices{pod: tt.pod}
+			d := New(Options{Devices: src})
+			pod := kube.Pod{Namespace: "ns", Name: "p", UID: "u1", Annotations: tt.annotations}
+			for range 10 {
+				d.PodSeen(pod)
+				waitIdle(t, d.devices)
+			}
+			if n := src.calls.Load(); n != tt.wantCalls {
+				t.Fatalf("PodResources calls after 10 pod events = %d, want %d", n, tt.wantCalls)
+			}
+		})
+	}
+}
+
+// waitIdle waits until no Get is under way.
+func waitIdle(t *testing.T, c *deviceCache) {
+	t.Helper()
+	for range 1000 {
+		c.mu.Lock()
+		n := len(c.inflight)
+		c.mu.Unlock()
+		if n == 0 {
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+	t.Fatal("a PodResources Get never finished")
 }
 
 func TestNamespaceAllowed(t *testing.T) {

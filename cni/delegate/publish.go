@@ -10,7 +10,19 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/status"
+	"github.com/hwnet-io/hwnet/devinfo"
 )
+
+// render is what a publication writes: the network-status annotation's
+// value and the Event's message.
+func (d *Delegator) render(done []attached) (string, string, error) {
+	list, summary := d.statusList(done)
+	value, err := status.Encode(list)
+	if err != nil {
+		return "", "", err
+	}
+	return value, strings.Join(summary, "; "), nil
+}
 
 // statusList builds network-status (NPWG 5) from the attachments made, and
 // a one-line summary per attachment for the pod's Event.
@@ -28,7 +40,7 @@ func (d *Delegator) statusList(done []attached) ([]status.NetworkStatus, []strin
 			st = status.NetworkStatus{Name: a.network, Interface: a.ifName}
 		}
 		st.Default = a.isDefault
-		st.DeviceInfo = a.info
+		st.DeviceInfo = deviceInfo(a)
 		switch {
 		case a.sel.HasDefaultRoute:
 			st.DefaultRoute = a.sel.DefaultRoute
@@ -39,6 +51,19 @@ func (d *Delegator) statusList(done []attached) ([]status.NetworkStatus, []strin
 		summary = append(summary, summarize(st))
 	}
 	return list, summary
+}
+
+// deviceInfo is what the attachment's device-info file says now: its
+// delegate may have added to what hwnet wrote (device-info spec 1.1.0).
+// Read here, in the background, rather than on the ADD's path; a file a
+// DEL already removed leaves what hwnet wrote.
+func deviceInfo(a attached) *devinfo.DeviceInfo {
+	if a.infoFile != "" {
+		if updated, err := devinfo.ReadFile(a.infoFile); err == nil {
+			return updated
+		}
+	}
+	return a.info
 }
 
 func summarize(st status.NetworkStatus) string {
@@ -52,12 +77,13 @@ func summarize(st status.NetworkStatus) string {
 	return s
 }
 
-// statusQueue writes network-status and the pod's Event in the background,
-// so an ADD waits on neither the API server nor client-go's event
-// broadcaster, and keeps only the latest per pod, so a slow write for a
-// re-created sandbox never lands after a newer one.
+// statusQueue builds and writes network-status and the pod's Event in the
+// background, so an ADD waits on neither the encoding, the API server nor
+// client-go's event broadcaster, and keeps only the latest per pod, so a
+// slow write for a re-created sandbox never lands after a newer one.
 type statusQueue struct {
 	sink    StatusSink
+	render  func([]attached) (string, string, error)
 	timeout time.Duration
 	logger  *slog.Logger
 
@@ -67,17 +93,14 @@ type statusQueue struct {
 	wg      sync.WaitGroup
 }
 
-func newStatusQueue(sink StatusSink, timeout time.Duration, logger *slog.Logger) *statusQueue {
-	return &statusQueue{sink: sink, timeout: timeout, logger: logger,
+func newStatusQueue(sink StatusSink, render func([]attached) (string, string, error), timeout time.Duration, logger *slog.Logger) *statusQueue {
+	return &statusQueue{sink: sink, render: render, timeout: timeout, logger: logger,
 		pending: map[kube.PodRef]publication{}, running: map[kube.PodRef]bool{}}
 }
 
-// publication is what one ADD publishes about its pod.
-type publication struct {
-	status string
-	// event is the message of the pod's Normal Event.
-	event string
-}
+// publication is what one ADD publishes about its pod: the attachments it
+// made, which nothing changes once queued.
+type publication []attached
 
 func (q *statusQueue) enqueue(pod kube.PodRef, p publication) {
 	q.mu.Lock()
@@ -98,13 +121,22 @@ func (q *statusQueue) drain(pod kube.PodRef) {
 		if !ok {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-		if err := q.sink.SetNetworkStatus(ctx, pod, p.status); err != nil {
-			q.logger.Error("writing network-status", "pod", pod.Namespace+"/"+pod.Name, "err", err)
-		}
-		cancel()
-		q.sink.Event(pod, "Normal", "AddedInterfaces", p.event)
+		q.publish(pod, p)
 	}
+}
+
+func (q *statusQueue) publish(pod kube.PodRef, p publication) {
+	value, event, err := q.render(p)
+	if err != nil {
+		q.logger.Error("network-status", "pod", pod.String(), "err", err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+	defer cancel()
+	if err := q.sink.SetNetworkStatus(ctx, pod, value); err != nil {
+		q.logger.Error("writing network-status", "pod", pod.String(), "err", err)
+	}
+	q.sink.Event(pod, "Normal", "AddedInterfaces", event)
 }
 
 func (q *statusQueue) next(pod kube.PodRef) (publication, bool) {
@@ -113,7 +145,7 @@ func (q *statusQueue) next(pod kube.PodRef) (publication, bool) {
 	p, ok := q.pending[pod]
 	if !ok {
 		delete(q.running, pod)
-		return publication{}, false
+		return nil, false
 	}
 	delete(q.pending, pod)
 	return p, true

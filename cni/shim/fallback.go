@@ -8,9 +8,8 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/containernetworking/cni/libcni"
-
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/wire"
 )
 
@@ -35,8 +34,8 @@ func deleteFromRecord(ctx context.Context, cacheDir string, req *wire.Request, l
 	if err != nil {
 		return err
 	}
-	cni := libcni.NewCNIConfigWithCacheDir(filepath.SplitList(req.Path), store.ResultCacheDir(), nil)
-	if err := attachments.DeleteAll(ctx, cni, rec); err != nil {
+	ch := chain.New(nil, filepath.SplitList(req.Path), os.Environ())
+	if err := attachments.DeleteAll(ctx, ch, rec); err != nil {
 		return fmt.Errorf("DEL of container %s without hwnet-agent failed, record kept for a retry: %w", req.ContainerID, err)
 	}
 	if err := store.Remove(req.ContainerID); err != nil {

@@ -12,11 +12,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 
@@ -38,13 +38,13 @@ func newDelegates(t *testing.T, n *node, pluginDir string) *delegates {
 	}
 }
 
-// attach runs ADD through libcni for one network per interface name and
+// attach runs ADD through chain for one network per interface name and
 // saves the record, as the agent does; failDel makes those interfaces'
 // delegates fail DEL.
 func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, failDel ...string) *attachments.Record {
 	t.Helper()
 	rec := &attachments.Record{ContainerID: "c1", Netns: "/var/run/netns/c1", PodNamespace: "ns", PodName: "p"}
-	cni := libcni.NewCNIConfigWithCacheDir([]string{d.pluginDir}, d.store.ResultCacheDir(), nil)
+	ch := chain.New(nil, []string{d.pluginDir}, os.Environ())
 	for _, ifName := range ifNames {
 		plugin := map[string]any{"type": cniplugins.Recorder, "stateDir": d.stateDir, "recordFile": d.recordFile}
 		if slices.Contains(failDel, ifName) {
@@ -56,12 +56,16 @@ func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, fa
 		}
 		a := attachments.Attachment{Network: "ns/net-" + ifName, IfName: ifName, ConfList: confList,
 			Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "p"}}}
-		list, err := a.ConfigList()
+		dl, err := a.Delegate()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cni.AddNetworkList(context.Background(), list, rec.Runtime(a)); err != nil {
+		res, err := ch.Add(context.Background(), dl, rec.Runtime(a))
+		if err != nil {
 			t.Fatalf("ADD %s: %v", ifName, err)
+		}
+		if err := a.SetResult(res); err != nil {
+			t.Fatal(err)
 		}
 		rec.Attachments = append(rec.Attachments, a)
 	}
