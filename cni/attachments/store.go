@@ -6,6 +6,7 @@
 package attachments
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -99,11 +100,50 @@ func (s *Store) Load(containerID string) (*Record, error) {
 	if err != nil {
 		return nil, fmt.Errorf("attachment record: %w", err)
 	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	var rec Record
-	if err := json.Unmarshal(data, &rec); err != nil {
+	if err := dec.Decode(&rec); err != nil {
 		return nil, fmt.Errorf("attachment record %s: %w", s.recordPath(containerID), err)
 	}
+	// A results line cut short by a crash is as good as none: DEL then
+	// runs without prevResult, which delegates must accept.
+	var results []json.RawMessage
+	if dec.Decode(&results) == nil && len(results) == len(rec.Attachments) {
+		for i, r := range results {
+			rec.Attachments[i].Result = r
+		}
+	}
 	return &rec, nil
+}
+
+// AppendResults adds the attachments' ADD results to the saved record, as
+// a second line. Appending rather than saving the record anew spares the
+// file system the flush a rename over an existing file costs on ext4
+// (auto_da_alloc): a third of a millisecond of every pod's start on disk.
+func (s *Store) AppendResults(rec *Record) error {
+	results := make([]json.RawMessage, len(rec.Attachments))
+	for i, a := range rec.Attachments {
+		results[i] = a.Result
+		if len(a.Result) == 0 {
+			results[i] = json.RawMessage("null")
+		}
+	}
+	data, err := json.Marshal(results)
+	if err != nil {
+		return fmt.Errorf("attachment record %s results: %w", rec.ContainerID, err)
+	}
+	f, err := os.OpenFile(s.recordPath(rec.ContainerID), os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return fmt.Errorf("attachment record: %w", err)
+	}
+	_, err = f.Write(append(append([]byte{'\n'}, data...), '\n'))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("attachment record %s results: %w", rec.ContainerID, err)
+	}
+	return nil
 }
 
 // Save writes the record atomically: a crash of the agent leaves the old

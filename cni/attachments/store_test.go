@@ -105,3 +105,57 @@ func TestLockWaitEndsWithContext(t *testing.T) {
 		t.Fatalf("Lock of a held container = %v, want the context's deadline", err)
 	}
 }
+
+// The ADD's results, appended after the ADDs, come back with the record
+// for DEL and CHECK; a results line a crash cut short, or one that does
+// not fit the record, is dropped and the record still loads.
+func TestAppendResults(t *testing.T) {
+	res0, res1 := `{"cniVersion":"1.0.0","interfaces":[{"name":"eth0"}]}`, `{"cniVersion":"1.0.0","interfaces":[{"name":"net1"}]}`
+	tests := []struct {
+		name  string
+		after func(t *testing.T, path string) // damages the file
+		want  []string
+	}{
+		{"results kept", nil, []string{res0, res1}},
+		{"crash mid-append", func(t *testing.T, path string) { truncateBy(t, path, 10) }, []string{"", ""}},
+		{"no results line", func(t *testing.T, path string) { truncateBy(t, path, len(res0)+len(res1)+5) }, []string{"", ""}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := NewStore(t.TempDir())
+			rec := &Record{ContainerID: "c1", Netns: "/n", Attachments: []Attachment{
+				{Network: "podnet", IfName: "eth0", ConfList: []byte(`{}`)},
+				{Network: "ns/a", IfName: "net1", ConfList: []byte(`{}`)}}}
+			if err := s.Save(rec); err != nil {
+				t.Fatal(err)
+			}
+			rec.Attachments[0].Result, rec.Attachments[1].Result = []byte(res0), []byte(res1)
+			if err := s.AppendResults(rec); err != nil {
+				t.Fatal(err)
+			}
+			if tt.after != nil {
+				tt.after(t, s.recordPath("c1"))
+			}
+			got, err := s.Load("c1")
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			for i, a := range got.Attachments {
+				if string(a.Result) != tt.want[i] {
+					t.Errorf("attachment %d result %s, want %q", i, a.Result, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func truncateBy(t *testing.T, path string, n int) {
+	t.Helper()
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(path, fi.Size()-int64(n)); err != nil {
+		t.Fatal(err)
+	}
+}

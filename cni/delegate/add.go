@@ -161,10 +161,9 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Rec
 			return done[:i+1], err
 		}
 	}
-	// Once more with the results, which DEL and CHECK pass on as
-	// prevResult; a crash before this leaves DELs without one, which
-	// delegates must accept.
-	if err := c.store.Save(rec); err != nil {
+	// The results, which DEL and CHECK pass on as prevResult; a crash
+	// before this leaves DELs without one, which delegates must accept.
+	if err := c.store.AppendResults(rec); err != nil {
 		return done, err
 	}
 	return done, nil

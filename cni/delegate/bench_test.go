@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -61,8 +62,8 @@ func (answerExec) ExecPlugin(_ context.Context, _ string, stdin []byte, env []st
 
 // BenchmarkAdd is one pod ADD with the default network and four
 // attachments, each with a device from PodResources, through a real API
-// server's caches. delegator-ms/op is the time ADD took minus the time its
-// child plugins ran: with the real plugin processes ("exec"), and with an
+// server's caches. delegator-ms/op (mean) and delegator-p50-ms (median) are
+// the time ADD took minus the time its child plugins ran: with the real plugin processes ("exec"), and with an
 // in-process stand-in that answers at once ("answer"), which shows the
 // delegator's own time without the noise of timing processes. The API
 // server requests are counted per ADD: reads must be zero, the one write the
@@ -85,7 +86,7 @@ func benchmarkAdd(b *testing.B, exec *timedExec) {
 	networks := `[{"name":"net0","mac":"02:00:00:00:00:01"},{"name":"net1"},{"name":"net2"},{"name":"net3"}]`
 	ids := []string{"0000:3b:02.0", "0000:3b:02.1", "0000:3b:02.2", "0000:3b:02.3"}
 	ctx := context.Background()
-	var own time.Duration
+	var own []time.Duration
 	reads, writes := 0, 0
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
@@ -103,7 +104,7 @@ func benchmarkAdd(b *testing.B, exec *timedExec) {
 		if _, err := n.d.Handle(ctx, n.request("ADD", name, pod)); err != nil {
 			b.Fatal(err)
 		}
-		own += time.Since(start) - time.Duration(exec.plugins.Load())
+		own = append(own, time.Since(start)-time.Duration(exec.plugins.Load()))
 		b.StopTimer()
 		if err := n.d.Close(ctx); err != nil {
 			b.Fatal(err)
@@ -115,7 +116,15 @@ func benchmarkAdd(b *testing.B, exec *timedExec) {
 		}
 		b.StartTimer()
 	}
-	b.ReportMetric(float64(own.Microseconds())/1000/float64(b.N), "delegator-ms/op")
+	var total time.Duration
+	for _, d := range own {
+		total += d
+	}
+	slices.Sort(own)
+	b.ReportMetric(float64(total.Microseconds())/1000/float64(len(own)), "delegator-ms/op")
+	// The median shows the delegator's time apart from the moments the
+	// API server, etcd and the plugin processes take these two CPUs.
+	b.ReportMetric(float64(own[len(own)/2].Microseconds())/1000, "delegator-p50-ms")
 	b.ReportMetric(float64(reads)/float64(b.N), "apiserver-reads/op")
 	b.ReportMetric(float64(writes)/float64(b.N), "apiserver-writes/op")
 }
