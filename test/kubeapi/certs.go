@@ -1,20 +1,22 @@
 package kubeapi
 
 import (
-	"crypto"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"math/big"
 	"net"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/hwnet-io/hwnet/test/pki"
 )
+
+// certLifetime covers the longest test run.
+const certLifetime = 24 * time.Hour
 
 // credentials are the files kube-apiserver reads and the PEM blocks a client
 // needs. The admin client authenticates with an x509 certificate in group
@@ -25,20 +27,15 @@ type credentials struct {
 	caPEM, adminCertPEM, adminKeyPEM                               []byte
 }
 
-type keyPair struct {
-	cert *x509.Certificate
-	key  *ecdsa.PrivateKey
-}
-
 // writeCredentials generates a CA, a serving certificate for 127.0.0.1 and
 // localhost, an admin client certificate and a service account signing key
 // in dir.
 func writeCredentials(dir string) (*credentials, error) {
-	ca, err := newCA()
+	ca, err := pki.NewCA("hwnet-kubeapi-ca", certLifetime)
 	if err != nil {
 		return nil, err
 	}
-	serving, err := ca.issue(&x509.Certificate{
+	serving, err := ca.Issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kube-apiserver"},
 		DNSNames:    []string{"localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc"},
 		IPAddresses: []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback},
@@ -47,7 +44,7 @@ func writeCredentials(dir string) (*credentials, error) {
 	if err != nil {
 		return nil, err
 	}
-	admin, err := ca.issue(&x509.Certificate{
+	admin, err := ca.Issue(&x509.Certificate{
 		Subject:     pkix.Name{CommonName: "kubeapi-admin", Organization: []string{"system:masters"}},
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth},
 	})
@@ -63,21 +60,21 @@ func writeCredentials(dir string) (*credentials, error) {
 		servingCertFile:       filepath.Join(dir, "apiserver.crt"),
 		servingKeyFile:        filepath.Join(dir, "apiserver.key"),
 		serviceAccountKeyFile: filepath.Join(dir, "service-account.key"),
-		caPEM:                 certPEM(ca.cert),
-		adminCertPEM:          certPEM(admin.cert),
+		caPEM:                 ca.CertPEM(),
+		adminCertPEM:          admin.CertPEM(),
 	}
-	if creds.adminKeyPEM, err = keyPEM(admin.key); err != nil {
+	if creds.adminKeyPEM, err = admin.KeyPEM(); err != nil {
 		return nil, err
 	}
 	return creds, creds.write(serving, serviceAccountKey)
 }
 
-func (c *credentials) write(serving keyPair, serviceAccountKey *ecdsa.PrivateKey) error {
-	servingKey, err := keyPEM(serving.key)
+func (c *credentials) write(serving pki.KeyPair, serviceAccountKey *ecdsa.PrivateKey) error {
+	servingKey, err := serving.KeyPEM()
 	if err != nil {
 		return err
 	}
-	serviceAccount, err := keyPEM(serviceAccountKey)
+	serviceAccount, err := pki.KeyPEM(serviceAccountKey)
 	if err != nil {
 		return err
 	}
@@ -86,7 +83,7 @@ func (c *credentials) write(serving keyPair, serviceAccountKey *ecdsa.PrivateKey
 		data []byte
 	}{
 		{c.caFile, c.caPEM},
-		{c.servingCertFile, certPEM(serving.cert)},
+		{c.servingCertFile, serving.CertPEM()},
 		{c.servingKeyFile, servingKey},
 		{c.serviceAccountKeyFile, serviceAccount},
 	}
@@ -96,64 +93,4 @@ func (c *credentials) write(serving keyPair, serviceAccountKey *ecdsa.PrivateKey
 		}
 	}
 	return nil
-}
-
-func newCA() (keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return keyPair{}, fmt.Errorf("generate CA key: %w", err)
-	}
-	template := &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "hwnet-kubeapi-ca"},
-		IsCA:                  true,
-		BasicConstraintsValid: true,
-		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
-	}
-	cert, err := sign(template, template, key.Public(), key)
-	if err != nil {
-		return keyPair{}, err
-	}
-	return keyPair{cert: cert, key: key}, nil
-}
-
-// issue signs template for a new key with the CA.
-func (ca keyPair) issue(template *x509.Certificate) (keyPair, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return keyPair{}, fmt.Errorf("generate key for %s: %w", template.Subject.CommonName, err)
-	}
-	template.KeyUsage = x509.KeyUsageDigitalSignature
-	cert, err := sign(template, ca.cert, key.Public(), ca.key)
-	if err != nil {
-		return keyPair{}, err
-	}
-	return keyPair{cert: cert, key: key}, nil
-}
-
-func sign(template, parent *x509.Certificate, pub crypto.PublicKey, signer crypto.Signer) (*x509.Certificate, error) {
-	serial, err := rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 62))
-	if err != nil {
-		return nil, fmt.Errorf("certificate serial: %w", err)
-	}
-	template.SerialNumber = serial
-	// An hour of slack covers clock steps between generation and use.
-	template.NotBefore = time.Now().Add(-time.Hour)
-	template.NotAfter = time.Now().Add(24 * time.Hour)
-	der, err := x509.CreateCertificate(rand.Reader, template, parent, pub, signer)
-	if err != nil {
-		return nil, fmt.Errorf("sign certificate %s: %w", template.Subject.CommonName, err)
-	}
-	return x509.ParseCertificate(der)
-}
-
-func certPEM(cert *x509.Certificate) []byte {
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
-}
-
-func keyPEM(key *ecdsa.PrivateKey) ([]byte, error) {
-	der, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		return nil, fmt.Errorf("marshal key: %w", err)
-	}
-	return pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
 }
