@@ -1,0 +1,224 @@
+package image
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/atomicfile"
+)
+
+// The images' references, as pods and containerd's sandbox_image name them.
+const (
+	// Pause is the sandbox image: /pause waits for SIGTERM or SIGINT and
+	// reaps the pod's orphans.
+	Pause = "hwnet.local/pause:e2e"
+	// Workload is the test pods' image: /workload (also as /pause) waits
+	// like Pause; `/workload env` first prints its environment.
+	Workload = "hwnet.local/workload:e2e"
+	// Agent holds hwnet-agent, the hwnet CNI shim and hwnetctl under
+	// /usr/bin, as deploy/hwnet-agent.yaml runs them.
+	Agent = "hwnet:dev"
+)
+
+// writerVersion is part of every tarball's stamp. Change it when Write's
+// output changes for the same Spec, so that cached tarballs are rebuilt.
+const writerVersion = 1
+
+// packages are the main packages whose binaries the images hold; each
+// binary is named after its package's directory.
+func packages() []string {
+	return []string{"./cmd/hwnet-agent", "./cmd/hwnet", "./cmd/hwnetctl", "./test/e2e/workload"}
+}
+
+// namedSpec is an image and the name of its tarball in the output directory.
+type namedSpec struct {
+	file string
+	spec Spec
+}
+
+// specs describes the images, given the directory the binaries are in.
+func specs(bin string) []namedSpec {
+	passwd := File{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\n")}
+	group := File{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n")}
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	exe := func(path, name string) File {
+		return File{Path: path, Mode: 0o755, Source: filepath.Join(bin, name)}
+	}
+	return []namedSpec{
+		{"pause.tar", Spec{Ref: Pause, Env: env, Entrypoint: []string{"/pause"},
+			Files: []File{passwd, group, exe("/pause", "workload")}}},
+		{"workload.tar", Spec{Ref: Workload, Env: env, Entrypoint: []string{"/workload"},
+			Files: []File{passwd, group, exe("/workload", "workload"), exe("/pause", "workload")}}},
+		{"agent.tar", Spec{Ref: Agent, Env: env, Entrypoint: []string{"/usr/bin/hwnet-agent"},
+			Files: []File{passwd, group, exe("/usr/bin/hwnet-agent", "hwnet-agent"),
+				exe("/usr/bin/hwnet", "hwnet"), exe("/usr/bin/hwnetctl", "hwnetctl")}}},
+	}
+}
+
+// Images builds the end-to-end images into dir (created if missing) and
+// returns the paths of their tarballs: Pause, Workload and Agent, in this
+// order. repo is the root of the hwnet repository. The binaries are built
+// into dir/bin by the go command, which leaves up-to-date ones untouched;
+// a tarball is rewritten only when the stamp next to it (a digest of its
+// Spec and the binaries' contents) no longer matches.
+func Images(ctx context.Context, repo, dir string) ([]string, error) {
+	bin := filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return nil, fmt.Errorf("images: %w", err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	if err := buildBinaries(ctx, repo, bin); err != nil {
+		return nil, err
+	}
+	var paths []string
+	for _, s := range specs(bin) {
+		tarball := filepath.Join(dir, s.file)
+		if err := writeCached(tarball, s.spec); err != nil {
+			return nil, err
+		}
+		paths = append(paths, tarball)
+	}
+	return paths, nil
+}
+
+// lockDir serializes Images calls on dir, from test binaries run in
+// parallel as from a harness.
+func lockDir(dir string) (unlock func(), err error) {
+	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("images: lock: %w", err)
+	}
+	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
+		lock.Close()
+		return nil, fmt.Errorf("images: lock %s: %w", lock.Name(), err)
+	}
+	return func() { lock.Close() }, nil
+}
+
+// buildBinaries builds every binary the images hold into bin, statically
+// and for the machine the cluster runs on.
+func buildBinaries(ctx context.Context, repo, bin string) error {
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return fmt.Errorf("images: the go command builds the images' binaries: %w", err)
+	}
+	args := append([]string{"build", "-trimpath", "-o", bin + string(filepath.Separator)}, packages()...)
+	cmd := exec.CommandContext(ctx, goTool, args...)
+	cmd.Dir = repo
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("images: go %v in %s: %w\n%s", args, repo, err, out)
+	}
+	return nil
+}
+
+// writeCached writes the tarball of s to path unless the stamp next to it
+// says it already holds exactly that.
+func writeCached(path string, s Spec) error {
+	stamp := path + ".stamp"
+	digest, err := inputDigest(s)
+	if err != nil {
+		return err
+	}
+	old, err := os.ReadFile(stamp)
+	if err == nil && string(old) == digest {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+	}
+	// A stamp left beside a tarball it no longer describes would let a
+	// later call with these old inputs reuse the wrong tarball.
+	if err := os.Remove(stamp); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("image %s: %w", s.Ref, err)
+	}
+	if err := writeTarball(path, s); err != nil {
+		return err
+	}
+	if err := atomicfile.Write(stamp, []byte(digest), 0o644); err != nil {
+		return fmt.Errorf("image %s: stamp: %w", s.Ref, err)
+	}
+	return nil
+}
+
+// writeTarball writes the archive of s next to path and renames it over
+// path, so that an importer never reads half a tarball.
+func writeTarball(path string, s Spec) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
+	if err != nil {
+		return fmt.Errorf("image %s: %w", s.Ref, err)
+	}
+	defer os.Remove(tmp.Name())
+	err = Write(tmp, s)
+	if closeErr := tmp.Close(); err == nil {
+		err = closeErr
+	}
+	if err == nil {
+		err = os.Chmod(tmp.Name(), 0o644)
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		return fmt.Errorf("image %s: write %s: %w", s.Ref, path, err)
+	}
+	return nil
+}
+
+// inputDigest is a sha256 of everything Write's output depends on: s
+// with each file's content in place of its Source, and writerVersion.
+func inputDigest(s Spec) (string, error) {
+	type fileInput struct {
+		Path   string
+		Mode   uint32
+		SHA256 string
+	}
+	files := make([]fileInput, len(s.Files))
+	for i, f := range s.Files {
+		sum, err := contentDigest(f)
+		if err != nil {
+			return "", fmt.Errorf("image %s: Files[%d].Source %q: %w", s.Ref, i, f.Source, err)
+		}
+		files[i] = fileInput{Path: f.Path, Mode: uint32(f.Mode), SHA256: sum}
+	}
+	s.Files = nil
+	input, err := json.Marshal(struct {
+		Version int
+		Spec    Spec
+		Files   []fileInput
+	}{writerVersion, s, files})
+	if err != nil {
+		return "", fmt.Errorf("image %s: %w", s.Ref, err)
+	}
+	return sha256Hex(input), nil
+}
+
+func contentDigest(f File) (string, error) {
+	if f.Source == "" {
+		return sha256Hex(f.Data), nil
+	}
+	file, err := os.Open(f.Source)
+	if err != nil {
+		return "", err
+	}
+	defer file.Close()
+	hash := sha256.New()
+	if _, err := io.Copy(hash, file); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(hash.Sum(nil)), nil
+}
