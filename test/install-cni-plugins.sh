@@ -13,7 +13,7 @@ plugins_version=$(sed -n 's/^const Version = "\(v[^"]*\)".*/\1/p' "$repo/test/cn
 cni_version=$(cd "$repo" && go list -m -f '{{.Version}}' github.com/containernetworking/cni)
 plugins_module=github.com/containernetworking/plugins
 cni_module=github.com/containernetworking/cni
-plugins=(main/host-device main/macvlan main/bridge ipam/static ipam/host-local
+plugins=(main/host-device main/macvlan main/bridge main/loopback ipam/static ipam/host-local
   meta/tuning meta/bandwidth meta/portmap)
 
 mkdir -p "$dest"

@@ -1,0 +1,284 @@
+package cluster
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"text/template"
+
+	"sigs.k8s.io/yaml"
+)
+
+// Component names; each logs to StateDir/logs/NAME.log.
+const (
+	etcd              = "etcd"
+	containerd        = "containerd"
+	kubeAPIServer     = "kube-apiserver"
+	controllerManager = "kube-controller-manager"
+	scheduler         = "kube-scheduler"
+	kubelet           = "kubelet"
+)
+
+// daemons are the cluster's processes besides the holder, in start order.
+func daemons() []string {
+	return []string{etcd, containerd, kubeAPIServer, controllerManager, scheduler, kubelet}
+}
+
+// Endpoints inside the cluster's network namespace.
+const (
+	etcdClientURL  = "http://127.0.0.1:2379"
+	etcdPeerURL    = "http://127.0.0.1:2380"
+	kubeletHealthz = "127.0.0.1:10248"
+	schedulerPort  = "127.0.0.1:10259"
+	podSubnet      = "10.244.0.0/24"
+)
+
+// settings are what the components' arguments and configuration files
+// are made from.
+type settings struct {
+	paths
+	name, nodeIP, kubeBinDir, cgroupRoot, sandboxImage string
+}
+
+func (s settings) bin(name string) string { return filepath.Join(s.kubeBinDir, name) }
+
+func (s settings) etcdArgv() []string {
+	return []string{s.bin(etcd),
+		"--name=" + s.name,
+		"--data-dir=" + s.etcdData(),
+		"--listen-client-urls=" + etcdClientURL,
+		"--advertise-client-urls=" + etcdClientURL,
+		"--listen-peer-urls=" + etcdPeerURL,
+		"--initial-advertise-peer-urls=" + etcdPeerURL,
+		"--initial-cluster=" + s.name + "=" + etcdPeerURL,
+		// A test cluster does not need durability across a machine crash.
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	}
+}
+
+func (s settings) apiserverArgv() []string {
+	return []string{s.bin(kubeAPIServer),
+		"--etcd-servers=" + etcdClientURL,
+		"--secure-port=" + strconv.Itoa(apiserverPort),
+		"--advertise-address=" + s.nodeIP,
+		"--cert-dir=" + s.pki(),
+		"--client-ca-file=" + s.pkiFile("ca.crt"),
+		"--tls-cert-file=" + s.pkiFile("apiserver.crt"),
+		"--tls-private-key-file=" + s.pkiFile("apiserver.key"),
+		"--service-account-key-file=" + s.pkiFile("service-account.key"),
+		"--service-account-signing-key-file=" + s.pkiFile("service-account.key"),
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-cluster-ip-range=" + serviceCIDR,
+		"--authorization-mode=Node,RBAC",
+		"--enable-admission-plugins=NodeRestriction",
+		"--allow-privileged=true",
+		"--kubelet-client-certificate=" + s.pkiFile("apiserver-kubelet-client.crt"),
+		"--kubelet-client-key=" + s.pkiFile("apiserver-kubelet-client.key"),
+		"--kubelet-preferred-address-types=InternalIP",
+		"--profiling=false",
+	}
+}
+
+func (s settings) controllerManagerArgv() []string {
+	return []string{s.bin(controllerManager),
+		"--kubeconfig=" + s.kubeconfig("admin"),
+		"--authentication-kubeconfig=" + s.kubeconfig("admin"),
+		"--authorization-kubeconfig=" + s.kubeconfig("admin"),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--service-account-private-key-file=" + s.pkiFile("service-account.key"),
+		"--root-ca-file=" + s.pkiFile("ca.crt"),
+		"--cluster-name=" + s.name,
+		"--profiling=false",
+	}
+}
+
+func (s settings) schedulerArgv() []string {
+	return []string{s.bin(scheduler),
+		"--kubeconfig=" + s.kubeconfig("admin"),
+		"--authentication-kubeconfig=" + s.kubeconfig("admin"),
+		"--authorization-kubeconfig=" + s.kubeconfig("admin"),
+		"--leader-elect=false",
+		"--bind-address=127.0.0.1",
+		"--profiling=false",
+	}
+}
+
+func (s settings) containerdArgv() []string {
+	return []string{"containerd", "--config=" + s.configFile("containerd.toml")}
+}
+
+func (s settings) kubeletArgv() []string {
+	return []string{s.bin(kubelet),
+		"--config=" + s.configFile("kubelet.yaml"),
+		"--kubeconfig=" + s.kubeconfig("kubelet"),
+		"--node-ip=" + s.nodeIP,
+		"--hostname-override=" + s.name,
+	}
+}
+
+// containerdConfig is containerd 1.6's configuration (version 2) with the
+// settings this machine needs: runc may not lower oom_score_adj (no
+// CAP_SYS_RESOURCE in the bounding set), cgroup v1 without systemd, and the
+// CNI directories as the cluster's mount namespace has them. Pod network
+// namespaces stay where containerd puts them by default, /var/run/netns
+// (the cluster's own /run): hwnet-agent runs the delegate plugins in its
+// container, which mounts /var/run/netns from the node, so a CNI_NETNS
+// under containerd's state directory would not exist there.
+const containerdConfig = `version = 2
+root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+  address = "{{.Socket}}"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "{{.SandboxImage}}"
+  restrict_oom_score_adj = true
+  netns_mounts_under_state_dir = false
+  disable_apparmor = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "{{.CNIBinDir}}"
+    conf_dir = "{{.CNIConfDir}}"
+`
+
+func (s settings) writeContainerdConfig() error {
+	tmpl, err := template.New("containerd.toml").Parse(containerdConfig)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	err = tmpl.Execute(&b, struct{ Socket, SandboxImage, CNIBinDir, CNIConfDir string }{
+		containerdSocket, s.sandboxImage, cniBinDir, cniConfDir})
+	if err != nil {
+		return err
+	}
+	return writeConfig(s.configFile("containerd.toml"), []byte(b.String()))
+}
+
+// kubeletConfig is the part of kubelet.config.k8s.io/v1beta1
+// KubeletConfiguration the cluster sets.
+type kubeletConfig struct {
+	APIVersion                  string            `json:"apiVersion"`
+	Kind                        string            `json:"kind"`
+	FailCgroupV1                bool              `json:"failCgroupV1"`
+	CgroupDriver                string            `json:"cgroupDriver"`
+	CgroupRoot                  string            `json:"cgroupRoot"`
+	FailSwapOn                  bool              `json:"failSwapOn"`
+	EvictionHard                map[string]string `json:"evictionHard"`
+	ImageGCHighThresholdPercent int               `json:"imageGCHighThresholdPercent"`
+	ImageGCLowThresholdPercent  int               `json:"imageGCLowThresholdPercent"`
+	ContainerRuntimeEndpoint    string            `json:"containerRuntimeEndpoint"`
+	Authentication              kubeletAuthn      `json:"authentication"`
+	Authorization               kubeletAuthz      `json:"authorization"`
+	ReadOnlyPort                int               `json:"readOnlyPort"`
+	HealthzBindAddress          string            `json:"healthzBindAddress"`
+	ClusterDomain               string            `json:"clusterDomain"`
+	SerializeImagePulls         bool              `json:"serializeImagePulls"`
+	ResolvConf                  string            `json:"resolvConf"`
+}
+
+type kubeletAuthn struct {
+	X509      kubeletX509 `json:"x509"`
+	Webhook   enabled     `json:"webhook"`
+	Anonymous enabled     `json:"anonymous"`
+}
+
+type kubeletX509 struct {
+	ClientCAFile string `json:"clientCAFile"`
+}
+
+type enabled struct {
+	Enabled bool `json:"enabled"`
+}
+
+type kubeletAuthz struct {
+	Mode string `json:"mode"`
+}
+
+func (s settings) writeKubeletConfig() error {
+	cfg := kubeletConfig{
+		APIVersion:   "kubelet.config.k8s.io/v1beta1",
+		Kind:         "KubeletConfiguration",
+		CgroupDriver: "cgroupfs",
+		CgroupRoot:   s.cgroupRoot,
+		// A test machine's disk and memory run low long before a real
+		// node's would; eviction must not disturb the tests.
+		EvictionHard: map[string]string{"memory.available": "1Mi", "nodefs.available": "1%",
+			"nodefs.inodesFree": "1%", "imagefs.available": "1%", "imagefs.inodesFree": "1%"},
+		// Images cannot be pulled again: never collect them.
+		ImageGCHighThresholdPercent: 100,
+		ImageGCLowThresholdPercent:  99,
+		ContainerRuntimeEndpoint:    "unix://" + containerdSocket,
+		Authentication: kubeletAuthn{X509: kubeletX509{ClientCAFile: s.pkiFile("ca.crt")},
+			Webhook: enabled{Enabled: true}},
+		Authorization:      kubeletAuthz{Mode: "Webhook"},
+		HealthzBindAddress: "127.0.0.1",
+		ClusterDomain:      "cluster.local",
+		ResolvConf:         "/etc/resolv.conf",
+	}
+	data, err := yaml.Marshal(cfg)
+	if err != nil {
+		return err
+	}
+	return writeConfig(s.configFile("kubelet.yaml"), data)
+}
+
+// conflist is a CNI network configuration list.
+type conflist struct {
+	CNIVersion string         `json:"cniVersion"`
+	Name       string         `json:"name"`
+	Plugins    []bridgeConfig `json:"plugins"`
+}
+
+type bridgeConfig struct {
+	Type             string          `json:"type"`
+	Bridge           string          `json:"bridge"`
+	IsDefaultGateway bool            `json:"isDefaultGateway"`
+	HairpinMode      bool            `json:"hairpinMode"`
+	IPAM             hostLocalConfig `json:"ipam"`
+}
+
+type hostLocalConfig struct {
+	Type   string      `json:"type"`
+	Ranges [][]ipRange `json:"ranges"`
+}
+
+type ipRange struct {
+	Subnet string `json:"subnet"`
+}
+
+// writePodNetwork writes the default pod network: the bridge cni0 with the
+// node side as the pods' gateway, addresses from host-local.
+func (s settings) writePodNetwork() error {
+	list := conflist{CNIVersion: "1.0.0", Name: "podnet", Plugins: []bridgeConfig{{
+		Type: "bridge", Bridge: "cni0", IsDefaultGateway: true, HairpinMode: true,
+		IPAM: hostLocalConfig{Type: "host-local", Ranges: [][]ipRange{{{Subnet: podSubnet}}}},
+	}}}
+	data, err := json.MarshalIndent(list, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeConfig(filepath.Join(s.cniConf(), podNetworkFile), append(data, '\n'))
+}
+
+func writeConfig(path string, data []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}

@@ -1,0 +1,111 @@
+package cluster
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/hwnet-io/hwnet/test/cniplugins"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// KubeVersion is the Kubernetes release whose cached binaries Up runs by
+// default: the one test/kubeapi/build-kube.sh builds for every test.
+const KubeVersion = kubeapi.KubeVersion
+
+// CNIPluginsVersion is the version of the reference CNI plugins the
+// cluster runs: the one hwnet's tests build.
+const CNIPluginsVersion = cniplugins.Version
+
+// Defaults of Config's fields.
+const (
+	DefaultStateDir     = "/var/lib/hwnet-e2e"
+	DefaultSandboxImage = "hwnet.local/pause:e2e"
+	// DefaultNodeName names the node, and the virtual node built for it,
+	// when Config.Spec is nil.
+	DefaultNodeName = "hwnet-e2e"
+	// DefaultImageDir is where hwnet-cluster and this package's tests
+	// build the images (test/e2e/image), so that later runs reuse them.
+	DefaultImageDir = "/var/cache/hwnet-ci/e2e-images"
+)
+
+// Config says how Up builds a cluster. The zero value is usable once the
+// images are given.
+type Config struct {
+	// StateDir holds everything the cluster has on the host; Down removes
+	// it. Default DefaultStateDir.
+	StateDir string
+	// KubeBinDir has etcd, kube-apiserver, kube-controller-manager,
+	// kube-scheduler, kubelet and kubectl. Default $HWNET_KUBE_CACHE, else
+	// /var/cache/hwnet-ci/kube/KubeVersion/bin.
+	KubeBinDir string
+	// CNIBinDir has the reference CNI plugins; Up installs them there with
+	// test/install-cni-plugins.sh when they are missing. Default
+	// $HWNET_CNI_BIN_CACHE, else /var/cache/hwnet-ci/cni-bin/CNIPluginsVersion.
+	CNIBinDir string
+	// Repo is the hwnet repository, for test/install-cni-plugins.sh.
+	// Default: the directory holding go.mod above the working directory.
+	Repo string
+	// Spec is the virtual node; its name is the Kubernetes node's name.
+	// Default virtualnode.DefaultSpec() named DefaultNodeName. A spec
+	// without a NIC holding the default route gets the default spec's.
+	Spec *virtualnode.Spec
+	// Images are docker-archive tarballs imported into containerd's k8s.io
+	// namespace, also when Up finds the cluster already running.
+	Images []string
+	// SandboxImage is containerd's sandbox_image, one of Images. Default
+	// DefaultSandboxImage.
+	SandboxImage string
+	// Progress receives one line per step with its duration; nil discards.
+	Progress io.Writer
+}
+
+// withDefaults returns a copy of cfg with every empty field defaulted.
+func (cfg Config) withDefaults() (Config, error) {
+	cfg.StateDir = cmp.Or(cfg.StateDir, DefaultStateDir)
+	cfg.KubeBinDir = cmp.Or(cfg.KubeBinDir, os.Getenv("HWNET_KUBE_CACHE"),
+		filepath.Join("/var/cache/hwnet-ci/kube", KubeVersion, "bin"))
+	cfg.CNIBinDir = cmp.Or(cfg.CNIBinDir, os.Getenv("HWNET_CNI_BIN_CACHE"),
+		filepath.Join("/var/cache/hwnet-ci/cni-bin", CNIPluginsVersion))
+	cfg.SandboxImage = cmp.Or(cfg.SandboxImage, DefaultSandboxImage)
+	if cfg.Progress == nil {
+		cfg.Progress = io.Discard
+	}
+	if cfg.Spec == nil {
+		cfg.Spec = virtualnode.DefaultSpec()
+		cfg.Spec.Name = DefaultNodeName
+	}
+	cfg.Spec = withManagementNIC(cfg.Spec)
+	for _, dir := range []*string{&cfg.StateDir, &cfg.KubeBinDir, &cfg.CNIBinDir} {
+		abs, err := filepath.Abs(*dir)
+		if err != nil {
+			return cfg, err
+		}
+		*dir = abs
+	}
+	if cfg.StateDir == "/" {
+		return cfg, fmt.Errorf("cluster: StateDir %q: Down removes it, so it cannot be /", cfg.StateDir)
+	}
+	return cfg, cfg.Spec.Validate()
+}
+
+// withManagementNIC returns spec, or a copy with the default spec's
+// management NIC when no NIC of spec holds the default route: the node IP
+// is that NIC's address.
+func withManagementNIC(spec *virtualnode.Spec) *virtualnode.Spec {
+	if slices.ContainsFunc(spec.NICs, func(n virtualnode.NICSpec) bool { return n.DefaultRoute }) {
+		return spec
+	}
+	out := *spec
+	out.NICs = slices.Clone(spec.NICs)
+	for _, n := range virtualnode.DefaultSpec().NICs {
+		if n.DefaultRoute {
+			out.NICs = append(out.NICs, n)
+		}
+	}
+	return &out
+}

@@ -1,0 +1,165 @@
+package cluster
+
+import (
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/containernetworking/cni/libcni"
+
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+func TestConfigDefaults(t *testing.T) {
+	t.Setenv("HWNET_KUBE_CACHE", "")
+	t.Setenv("HWNET_CNI_BIN_CACHE", "")
+	cfg, err := Config{}.withDefaults()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.StateDir != DefaultStateDir || cfg.SandboxImage != DefaultSandboxImage ||
+		cfg.KubeBinDir != "/var/cache/hwnet-ci/kube/"+KubeVersion+"/bin" ||
+		cfg.CNIBinDir != "/var/cache/hwnet-ci/cni-bin/"+CNIPluginsVersion {
+		t.Errorf("defaults: %+v", cfg)
+	}
+	if cfg.Spec.Name != DefaultNodeName {
+		t.Errorf("default node name %q, want %q", cfg.Spec.Name, DefaultNodeName)
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"state dir /", Config{StateDir: "/"}, `StateDir "/"`},
+		{"bad spec name", Config{Spec: &virtualnode.Spec{Name: "Bad_Name"}}, "Bad_Name"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := tt.cfg.withDefaults()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("withDefaults: error %v, want one naming %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// TestManagementNIC: the node IP lives on the NIC holding the default
+// route, which a spec without one gets from the default spec.
+func TestManagementNIC(t *testing.T) {
+	spec := &virtualnode.Spec{Name: "pf-only", PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 2}}}
+	got := withManagementNIC(spec)
+	if !slices.ContainsFunc(got.NICs, func(n virtualnode.NICSpec) bool { return n.DefaultRoute }) {
+		t.Errorf("spec without a default route NIC: got NICs %+v, want the default spec's mgmt NIC", got.NICs)
+	}
+	if len(spec.NICs) != 0 {
+		t.Errorf("withManagementNIC changed its argument: %+v", spec.NICs)
+	}
+	def := virtualnode.DefaultSpec()
+	if got := withManagementNIC(def); len(got.NICs) != len(def.NICs) {
+		t.Errorf("spec with a default route NIC: got %d NICs, want %d", len(got.NICs), len(def.NICs))
+	}
+}
+
+func TestStateRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cluster.json")
+	st := &state{Name: "n", Netns: "hwnet-vn-n", CgroupRoot: cgroupRoot("n"), NodeIP: "10.255.0.2",
+		Holder: &process{Name: "holder", PID: 7, StartTime: 9}}
+	st.setProcess(&process{Name: kubelet, Argv: []string{"kubelet", "--v=1"}, PID: 8})
+	st.setProcess(&process{Name: kubelet, Argv: []string{"kubelet", "--v=2"}, PID: 10})
+	if err := st.write(path); err != nil {
+		t.Fatal(err)
+	}
+	got, err := readState(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got.Processes) != 1 || got.process(kubelet).PID != 10 || got.Holder.StartTime != 9 || got.CgroupRoot != "/hwnet-e2e/n" {
+		t.Errorf("state after a round trip: %+v", got)
+	}
+	for _, damaged := range []string{
+		`{"name": ""}`,
+		`{"name": "n", "cgroupRoot": "/", "netns": "hwnet-vn-n"}`,
+		`{"name": "n", "cgroupRoot": "/hwnet-e2e/n", "netns": "other"}`,
+		`{"name": `,
+	} {
+		if err := os.WriteFile(path, []byte(damaged), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := readState(path); err == nil {
+			t.Errorf("state %s: no error", damaged)
+		}
+	}
+}
+
+func testSettings(t *testing.T) settings {
+	dir := t.TempDir()
+	return settings{paths: paths{dir: dir}, name: "n", nodeIP: "10.255.0.2", kubeBinDir: "/bin",
+		cgroupRoot: "/hwnet-e2e/n", sandboxImage: "hwnet.local/pause:e2e"}
+}
+
+// TestKubeletConfig checks the settings this machine needs under the names
+// kubelet.config.k8s.io/v1beta1 gives them (kubelet rejects unknown
+// fields; TestUpRunPodDown runs it).
+func TestKubeletConfig(t *testing.T) {
+	s := testSettings(t)
+	if err := s.writeKubeletConfig(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(s.configFile("kubelet.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"kind: KubeletConfiguration", "failCgroupV1: false", "failSwapOn: false", "cgroupDriver: cgroupfs",
+		"cgroupRoot: /hwnet-e2e/n", "imageGCHighThresholdPercent: 100", "memory.available: 1Mi",
+		"clientCAFile: " + s.pkiFile("ca.crt"), "mode: Webhook",
+		"containerRuntimeEndpoint: unix:///run/containerd/containerd.sock",
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("kubelet.yaml lacks %q:\n%s", want, data)
+		}
+	}
+}
+
+func TestPodNetwork(t *testing.T) {
+	s := testSettings(t)
+	if err := s.writePodNetwork(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(s.cniConf(), podNetworkFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "bridge" || !strings.Contains(string(data), podSubnet) {
+		t.Errorf("pod network: %s", data)
+	}
+}
+
+func TestContainerdConfig(t *testing.T) {
+	s := testSettings(t)
+	if err := s.writeContainerdConfig(); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(s.configFile("containerd.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		`sandbox_image = "hwnet.local/pause:e2e"`, "restrict_oom_score_adj = true", "SystemdCgroup = false",
+		"netns_mounts_under_state_dir = false", `snapshotter = "overlayfs"`,
+		`bin_dir = "/opt/cni/bin"`, `conf_dir = "/etc/cni/net.d"`, `address = "/run/containerd/containerd.sock"`,
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("containerd.toml lacks %s:\n%s", want, data)
+		}
+	}
+}

@@ -1,0 +1,164 @@
+// Command hwnet-cluster brings hwnet's end-to-end Kubernetes cluster up
+// (test/e2e/cluster), shows it, runs commands inside its namespaces and
+// tears it down.
+//
+//	hwnet-cluster [flags] up          build the images, bring the cluster up (or reuse it)
+//	hwnet-cluster [flags] down        stop and remove everything
+//	hwnet-cluster [flags] status      processes, kube-apiserver and node readiness
+//	hwnet-cluster [flags] kubectl -- ARGS
+//	hwnet-cluster [flags] exec -- COMMAND [ARGS]
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
+	"github.com/hwnet-io/hwnet/test/e2e/image"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	err := run(ctx, os.Args[1:])
+	stop()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		os.Exit(exit.ExitCode())
+	case err != nil:
+		fmt.Fprintln(os.Stderr, "hwnet-cluster:", err)
+		os.Exit(1)
+	}
+}
+
+type options struct {
+	cfg       cluster.Config
+	imageDir  string
+	specFile  string
+	skipBuild bool
+	repo      string
+}
+
+func run(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("hwnet-cluster", flag.ContinueOnError)
+	var o options
+	fs.StringVar(&o.cfg.StateDir, "state-dir", cluster.DefaultStateDir, "the cluster's state directory")
+	fs.StringVar(&o.cfg.KubeBinDir, "kube-bin-dir", "", "Kubernetes binaries; default $HWNET_KUBE_CACHE or /var/cache/hwnet-ci/kube/"+cluster.KubeVersion+"/bin")
+	fs.StringVar(&o.cfg.CNIBinDir, "cni-bin-dir", "", "reference CNI plugins; default /var/cache/hwnet-ci/cni-bin/"+cluster.CNIPluginsVersion)
+	fs.StringVar(&o.imageDir, "image-dir", cluster.DefaultImageDir, "up: where the image tarballs are built")
+	fs.StringVar(&o.specFile, "spec", "", "up: virtual node spec (YAML or JSON); default: the default node named "+cluster.DefaultNodeName)
+	fs.BoolVar(&o.skipBuild, "no-images", false, "up: do not build or import images")
+	fs.StringVar(&o.repo, "repo", ".", "up: the hwnet repository the images are built from")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: hwnet-cluster [flags] up|down|status|kubectl -- ARGS|exec -- COMMAND")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	o.cfg.Progress = os.Stdout
+	o.cfg.Repo = o.repo
+	switch cmd, rest := fs.Arg(0), dropDashes(fs.Args()); cmd {
+	case "up":
+		return up(ctx, o)
+	case "down":
+		return down(ctx, o.cfg)
+	case "status":
+		return status(ctx, o.cfg)
+	case "kubectl":
+		return inside(ctx, o.cfg, append([]string{"kubectl"}, rest...))
+	case "exec":
+		return inside(ctx, o.cfg, rest)
+	default:
+		fs.Usage()
+		return fmt.Errorf("unknown command %q", cmd)
+	}
+}
+
+// dropDashes returns the arguments after the command and an optional "--".
+func dropDashes(args []string) []string {
+	if len(args) < 2 {
+		return nil
+	}
+	if args[1] == "--" {
+		return args[2:]
+	}
+	return args[1:]
+}
+
+func up(ctx context.Context, o options) error {
+	if o.specFile != "" {
+		data, err := os.ReadFile(o.specFile)
+		if err != nil {
+			return err
+		}
+		if o.cfg.Spec, err = virtualnode.ParseSpec(data); err != nil {
+			return err
+		}
+	}
+	if !o.skipBuild {
+		start := time.Now()
+		images, err := image.Images(ctx, o.repo, o.imageDir)
+		if err != nil {
+			return err
+		}
+		fmt.Printf("images: built in %s (%.1fs)\n", o.imageDir, time.Since(start).Seconds())
+		o.cfg.Images, o.cfg.SandboxImage = images, image.Pause
+	}
+	c, err := cluster.Up(ctx, o.cfg)
+	if err != nil {
+		if c != nil {
+			err = fmt.Errorf("%w\nlogs: %s; remove the half-up cluster with: hwnet-cluster --state-dir %s down", err, c.LogDir(), c.StateDir())
+		}
+		return err
+	}
+	fmt.Printf(`
+The cluster keeps running. Use it with:
+  hwnet-cluster --state-dir %[1]s kubectl -- get pods -A
+  hwnet-cluster --state-dir %[1]s exec -- COMMAND      (inside its mount and network namespaces)
+  hwnet-cluster --state-dir %[1]s status
+  hwnet-cluster --state-dir %[1]s down
+Inside the namespaces KUBECONFIG=%[2]s; logs are in %[3]s.
+`, c.StateDir(), c.Kubeconfig(), c.LogDir())
+	return nil
+}
+
+func down(ctx context.Context, cfg cluster.Config) error {
+	c, err := cluster.Open(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("no cluster in %s: %w", cfg.StateDir, err)
+	}
+	c.SetProgress(cfg.Progress)
+	return c.Down(ctx)
+}
+
+func status(ctx context.Context, cfg cluster.Config) error {
+	c, err := cluster.Open(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("no cluster in %s: %w", cfg.StateDir, err)
+	}
+	c.Status(ctx).Print(os.Stdout)
+	return nil
+}
+
+// inside runs argv in the cluster's namespaces with the terminal attached.
+func inside(ctx context.Context, cfg cluster.Config, argv []string) error {
+	if len(argv) == 0 {
+		return errors.New("exec: no command given")
+	}
+	c, err := cluster.Open(cfg.StateDir)
+	if err != nil {
+		return fmt.Errorf("no cluster in %s: %w", cfg.StateDir, err)
+	}
+	cmd := c.Command(ctx, argv[0], argv[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
+	return cmd.Run()
+}
