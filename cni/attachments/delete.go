@@ -68,22 +68,33 @@ func (a Attachment) AddResult() types.Result {
 // DeleteAll runs DEL for every attachment in reverse order. A failure does
 // not stop the rest (NPWG 7.2); the returned error lists every failure.
 // Device-info files of attachments whose DEL succeeded are removed.
-func DeleteAll(ctx context.Context, ch *chain.Chain, rec *Record) error {
+//
+// A delegate plugin missing from the plugin path does not fail the DEL:
+// its attachment is passed to warn and counts as deleted. Otherwise a pod
+// whose ADD failed for want of a plugin could never be torn down, its
+// sandbox's DEL failing for the same reason at every retry.
+func DeleteAll(ctx context.Context, ch *chain.Chain, rec *Record, warn func(error)) error {
 	var errs []error
 	for i := len(rec.Attachments) - 1; i >= 0; i-- {
-		if err := deleteOne(ctx, ch, rec, rec.Attachments[i]); err != nil {
+		if err := deleteOne(ctx, ch, rec, rec.Attachments[i], warn); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func deleteOne(ctx context.Context, ch *chain.Chain, rec *Record, a Attachment) error {
+func deleteOne(ctx context.Context, ch *chain.Chain, rec *Record, a Attachment, warn func(error)) error {
 	dl, err := a.Delegate()
 	if err != nil {
 		return err
 	}
-	if err := ch.Del(ctx, dl, rec.Runtime(a), a.AddResult()); err != nil {
+	err = ch.Del(ctx, dl, rec.Runtime(a), a.AddResult())
+	var missing *chain.MissingPluginsError
+	if errors.As(err, &missing) {
+		warn(fmt.Errorf("DEL network %s interface %s: %w; anything those plugins made is left", a.Network, a.IfName, err))
+		err = nil
+	}
+	if err != nil {
 		return fmt.Errorf("DEL network %s interface %s: %w", a.Network, a.IfName, err)
 	}
 	if a.DeviceInfoFile != "" {

@@ -89,24 +89,51 @@ func (c *Chain) Add(ctx context.Context, list *netconf.Delegate, rt Runtime) (ty
 	return result, nil
 }
 
+// MissingPluginsError is a DEL that ran every plugin of a list but those
+// not found in the plugin path. Whatever they made, if anything (an ADD
+// that failed for want of the plugin made nothing), stays; the caller
+// decides whether that fails the DEL.
+type MissingPluginsError struct {
+	Types []string
+	Err   error
+}
+
+func (e *MissingPluginsError) Error() string {
+	return fmt.Sprintf("DEL skipped plugins %s: %v", strings.Join(e.Types, ", "), e.Err)
+}
+
+func (e *MissingPluginsError) Unwrap() error { return e.Err }
+
 // Del runs DEL for every plugin of list in reverse order. added is the
 // ADD's result, nil when unknown; plugins get it as prevResult from CNI
-// 0.4.0 on, converted to the list's version.
+// 0.4.0 on, converted to the list's version. The first plugin that fails
+// stops it, as libcni does; plugins not found are passed over and
+// reported as a *MissingPluginsError once the others ran.
 func (c *Chain) Del(ctx context.Context, list *netconf.Delegate, rt Runtime, added types.Result) error {
 	prev, err := prevResult(list.CNIVersion, added)
 	if err != nil {
 		return err
 	}
 	env := c.env("DEL", rt)
+	var missing MissingPluginsError
 	for i := len(list.Plugins) - 1; i >= 0; i-- {
 		p := list.Plugins[i]
-		path, stdin, err := c.prepare(list, p, prev, rt)
+		path, err := c.exec.FindInPath(p.Type, c.path)
+		if err != nil {
+			missing.Types = append(missing.Types, p.Type)
+			missing.Err = errors.Join(missing.Err, err)
+			continue
+		}
+		stdin, err := PluginConfig(list, p, prev, rt.CapabilityArgs)
 		if err == nil {
 			err = invoke.ExecPluginWithoutResult(ctx, path, stdin, env, c.exec)
 		}
 		if err != nil {
 			return fmt.Errorf("plugin type=%q failed (delete): %w", p.Type, err)
 		}
+	}
+	if missing.Types != nil {
+		return &missing
 	}
 	return nil
 }

@@ -232,6 +232,32 @@ func TestAddErrors(t *testing.T) {
 	}
 }
 
+// A plugin missing from the path does not keep DEL from the others; it is
+// reported apart, so a caller can let a pod whose ADD failed for want of
+// it be torn down (CNI spec: DEL should succeed when what it would remove
+// is already gone).
+func TestDelPassesOverMissingPlugins(t *testing.T) {
+	conf := `{"cniVersion":"1.0.0","name":"n","plugins":[{"type":"a"},{"type":"missing"},{"type":"b"}]}`
+	exec := &recordingExec{}
+	rt := chain.Runtime{ContainerID: "c1", IfName: "net1", Netns: "/n"}
+	err := chain.New(exec, []string{"/opt/cni/bin"}, nil).Del(context.Background(), parse(t, conf), rt, nil)
+	var missing *chain.MissingPluginsError
+	if !errors.As(err, &missing) || !slices.Equal(missing.Types, []string{"missing"}) {
+		t.Fatalf("Del = %v, want a MissingPluginsError naming plugin type missing", err)
+	}
+	var ran []string
+	for _, c := range exec.take() {
+		ran = append(ran, c.path)
+	}
+	if want := []string{"/opt/cni/bin/b", "/opt/cni/bin/a"}; !slices.Equal(ran, want) {
+		t.Errorf("DEL ran %v, want %v", ran, want)
+	}
+	exec.fail = "b"
+	if err := chain.New(exec, nil, nil).Del(context.Background(), parse(t, conf), rt, nil); errors.As(err, &missing) || err == nil {
+		t.Errorf("Del with a failing plugin = %v, want its failure", err)
+	}
+}
+
 func parse(t *testing.T, conf string) *netconf.Delegate {
 	t.Helper()
 	dl, err := netconf.Parse([]byte(conf), "", "test")

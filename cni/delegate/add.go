@@ -275,7 +275,10 @@ func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachments.Reco
 // deleteRecord runs DEL for every attachment of a record, in reverse, and
 // forgets the container once all succeeded.
 func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachments.Record) error {
-	if err := attachments.DeleteAll(ctx, c.chain, rec); err != nil {
+	warn := func(err error) {
+		d.opts.Logger.Warn("delegate plugin missing", "container", rec.ContainerID, "pod", rec.PodNamespace+"/"+rec.PodName, "err", err)
+	}
+	if err := attachments.DeleteAll(ctx, c.chain, rec, warn); err != nil {
 		return err
 	}
 	if err := c.store.Remove(rec.ContainerID); err != nil {

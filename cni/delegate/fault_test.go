@@ -56,9 +56,13 @@ func TestSpec7_2_FailedAddLeavesNothing(t *testing.T) {
 func TestSpec4_1_2_1_InvalidAnnotationFailsWithEvent(t *testing.T) {
 	n := newTestNode(t, "cni-bad-annot")
 	n.createNAD(podNS, "sriov-a", sriovRes, sriovNAD)
+	n.createNAD(podNS, "no-plugin", "", `{"cniVersion":"1.0.0","plugins":[{"type":"not-installed"}]}`)
 	tests := []struct {
 		pod, networks, reason, want string
 	}{
+		// The pod is torn down all the same: the rollback's DEL of a plugin
+		// that is not there passes over it.
+		{"missing-plugin", `no-plugin`, "NetworkSetupFailed", `failed to find plugin "not-installed"`},
 		{"bad-mac", `[{"name":"sriov-a","mac":"zz:11"}]`, "InvalidNetworksAnnotation", `"mac" "zz:11"`},
 		{"missing-nad", `nope`, "NetworkNotFound", "cnf/nope"},
 		{"dup-iface", `[{"name":"sriov-a","interface":"x1"},{"name":"sriov-a","interface":"x1"}]`, "InvalidNetworksAnnotation", `"x1"`},

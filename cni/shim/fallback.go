@@ -35,7 +35,8 @@ func deleteFromRecord(ctx context.Context, cacheDir string, req *wire.Request, l
 		return err
 	}
 	ch := chain.New(nil, filepath.SplitList(req.Path), os.Environ())
-	if err := attachments.DeleteAll(ctx, ch, rec); err != nil {
+	warn := func(err error) { logger.Warn("delegate plugin missing", "containerID", req.ContainerID, "err", err) }
+	if err := attachments.DeleteAll(ctx, ch, rec, warn); err != nil {
 		return fmt.Errorf("DEL of container %s without hwnet-agent failed, record kept for a retry: %w", req.ContainerID, err)
 	}
 	if err := store.Remove(req.ContainerID); err != nil {
