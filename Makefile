@@ -9,12 +9,13 @@ FUZZTIME  ?= 10s
 # The Kubernetes version whose kube-apiserver and etcd the CNI tests run.
 KUBE_VERSION ?= v1.37.1
 
-.PHONY: all build test unit deps kube-bins lint bench bench-peers fuzz demo clean
+.PHONY: all build test unit deps kube-bins lint bench bench-peers fuzz demo demo-node clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/...
+	$(GO) build -o $(BIN)/ ./cmd/... ./test/e2e/cmd/...
+	CGO_ENABLED=0 $(GO) build -o $(BIN)/hwnet-test-plugin ./test/cniplugins/recorder
 
 deps:
 	bash test/install-deps.sh
@@ -49,8 +50,14 @@ bench-peers:
 fuzz:
 	bash test/fuzz.sh $(FUZZTIME)
 
-# The main job: hwnetctl inventory on a freshly generated virtual SR-IOV node.
-demo: build
+# The main job: a real single-node Kubernetes on a virtual SR-IOV node
+# (test/e2e/cluster), hwnet deployed from deploy/, a CNF pod with SR-IOV,
+# DPDK and InfiniBand attachments. The cluster keeps running.
+demo: build kube-bins
+	$(BIN)/hwnet-cluster --repo . demo
+
+# The virtual SR-IOV node alone: its inventory and pools, no Kubernetes.
+demo-node: build
 	bash test/demo.sh
 
 clean:

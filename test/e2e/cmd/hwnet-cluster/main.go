@@ -3,6 +3,7 @@
 // tears it down.
 //
 //	hwnet-cluster [flags] up          build the images, bring the cluster up (or reuse it)
+//	hwnet-cluster [flags] demo        up, then deploy hwnet and run a CNF pod (make demo)
 //	hwnet-cluster [flags] down        stop and remove everything
 //	hwnet-cluster [flags] status      processes, kube-apiserver and node readiness
 //	hwnet-cluster [flags] kubectl -- ARGS
@@ -29,9 +30,11 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	err := run(ctx, os.Args[1:])
 	stop()
-	var exit *exec.ExitError
+	// kubectl and exec pass their command's exit status on, having shown
+	// its output; any other failure is said.
+	exit, passthrough := err.(*exec.ExitError)
 	switch {
-	case errors.As(err, &exit):
+	case passthrough:
 		os.Exit(exit.ExitCode())
 	case err != nil:
 		fmt.Fprintln(os.Stderr, "hwnet-cluster:", err)
@@ -58,7 +61,7 @@ func run(ctx context.Context, args []string) error {
 	fs.BoolVar(&o.skipBuild, "no-images", false, "up: do not build or import images")
 	fs.StringVar(&o.repo, "repo", ".", "up: the hwnet repository the images are built from")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: hwnet-cluster [flags] up|down|status|kubectl -- ARGS|exec -- COMMAND")
+		fmt.Fprintln(fs.Output(), "usage: hwnet-cluster [flags] up|demo|down|status|kubectl -- ARGS|exec -- COMMAND")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -69,6 +72,8 @@ func run(ctx context.Context, args []string) error {
 	switch cmd, rest := fs.Arg(0), dropDashes(fs.Args()); cmd {
 	case "up":
 		return up(ctx, o)
+	case "demo":
+		return demo(ctx, o)
 	case "down":
 		return down(ctx, o.cfg)
 	case "status":
@@ -95,40 +100,40 @@ func dropDashes(args []string) []string {
 }
 
 func up(ctx context.Context, o options) error {
+	c, err := upCluster(ctx, o)
+	if err != nil {
+		return err
+	}
+	usage(c)
+	return nil
+}
+
+// upCluster builds the images and brings the cluster up, or returns the
+// one running in the state directory.
+func upCluster(ctx context.Context, o options) (*cluster.Cluster, error) {
 	if o.specFile != "" {
 		data, err := os.ReadFile(o.specFile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if o.cfg.Spec, err = virtualnode.ParseSpec(data); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if !o.skipBuild {
 		start := time.Now()
 		images, err := image.Images(ctx, o.repo, o.imageDir)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		fmt.Printf("images: built in %s (%.1fs)\n", o.imageDir, time.Since(start).Seconds())
 		o.cfg.Images, o.cfg.SandboxImage = images, image.Pause
 	}
 	c, err := cluster.Up(ctx, o.cfg)
-	if err != nil {
-		if c != nil {
-			err = fmt.Errorf("%w\nlogs: %s; remove the half-up cluster with: hwnet-cluster --state-dir %s down", err, c.LogDir(), c.StateDir())
-		}
-		return err
+	if err != nil && c != nil {
+		err = fmt.Errorf("%w\nlogs: %s; remove the half-up cluster with: hwnet-cluster --state-dir %s down", err, c.LogDir(), c.StateDir())
 	}
-	fmt.Printf(`
-The cluster keeps running. Use it with:
-  hwnet-cluster --state-dir %[1]s kubectl -- get pods -A
-  hwnet-cluster --state-dir %[1]s exec -- COMMAND      (inside its mount and network namespaces)
-  hwnet-cluster --state-dir %[1]s status
-  hwnet-cluster --state-dir %[1]s down
-Inside the namespaces KUBECONFIG=%[2]s; logs are in %[3]s.
-`, c.StateDir(), c.Kubeconfig(), c.LogDir())
-	return nil
+	return c, err
 }
 
 func down(ctx context.Context, cfg cluster.Config) error {
