@@ -1,0 +1,320 @@
+// Package e2e is hwnet's end-to-end suite: hwnet deployed from deploy/ on
+// a real single-node Kubernetes with virtual SR-IOV hardware
+// (test/e2e/cluster), and pods that use its networks. Its exported helpers
+// deploy hwnet the way users do; `make demo` reuses them.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
+)
+
+// Files of the hwnet repository that DeployHwnet and ApplyNADs read.
+const (
+	CRDFile    = "deploy/crds/network-attachment-definition.yaml"
+	AgentFile  = "deploy/hwnet-agent.yaml"
+	PoolsFile  = "deploy/pools.yaml"
+	NADsFile   = "test/e2e/testdata/nads.yaml"
+	crdName    = "network-attachment-definitions.k8s.cni.cncf.io"
+	poolsMap   = "hwnet-pools"
+	poolsKey   = "config.yaml"
+	cniBinDir  = "/opt/cni/bin"
+	deployWait = 2 * time.Minute
+)
+
+// Where hwnet-agent runs and what it writes, as deploy/hwnet-agent.yaml
+// has it.
+const (
+	AgentNamespace = "kube-system"
+	AgentSelector  = "app=hwnet-agent"
+	// ConfFile is hwnet's CNI configuration inside the cluster's
+	// namespaces: the runtime uses hwnet once it exists.
+	ConfFile = "/etc/cni/net.d/00-hwnet.conflist"
+)
+
+// Pools maps each pool's resource name (e.g. intel.com/sriov_netdevice) to
+// the number of devices the node offers.
+type Pools map[corev1.ResourceName]int64
+
+// String lists the pools sorted by name, as "name=count" pairs.
+func (p Pools) String() string {
+	names := make([]string, 0, len(p))
+	for name, n := range p {
+		names = append(names, fmt.Sprintf("%s=%d", name, n))
+	}
+	slices.Sort(names)
+	return strings.Join(names, " ")
+}
+
+// DeployHwnet deploys hwnet on c as a user does, from repo's deploy/
+// directory: it installs the NetworkAttachmentDefinition CRD and applies
+// deploy/hwnet-agent.yaml with its hwnet-pools ConfigMap carrying
+// deploy/pools.yaml. It returns once hwnet is ready (see WaitHwnetReady),
+// with the pools the node offers. Progress lines go to progress (nil
+// discards them).
+func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress io.Writer) (Pools, error) {
+	start := time.Now()
+	crd, err := os.ReadFile(filepath.Join(repo, CRDFile))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Kubectl(ctx, c, crd, "apply", "-f", "-"); err != nil {
+		return nil, err
+	}
+	if _, err := Kubectl(ctx, c, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crdName); err != nil {
+		return nil, err
+	}
+	manifest, err := agentManifest(repo)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Kubectl(ctx, c, manifest, "apply", "-f", "-"); err != nil {
+		return nil, err
+	}
+	progressf(progress, "hwnet: CRD installed, %s applied with %s (%.1fs)", AgentFile, PoolsFile, time.Since(start).Seconds())
+	want, err := expectedPools(ctx, c, filepath.Join(repo, PoolsFile))
+	if err != nil {
+		return nil, err
+	}
+	return want, WaitHwnetReady(ctx, c, want, progress)
+}
+
+// agentManifest is deploy/hwnet-agent.yaml with the hwnet-pools
+// ConfigMap's config.yaml replaced by deploy/pools.yaml.
+func agentManifest(repo string) ([]byte, error) {
+	data, err := os.ReadFile(filepath.Join(repo, AgentFile))
+	if err != nil {
+		return nil, err
+	}
+	poolsConfig, err := os.ReadFile(filepath.Join(repo, PoolsFile))
+	if err != nil {
+		return nil, err
+	}
+	docs := strings.Split(string(data), "\n---\n")
+	for i, doc := range docs {
+		var cm corev1.ConfigMap
+		if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
+			return nil, fmt.Errorf("%s document %d: %w", AgentFile, i, err)
+		}
+		if cm.Kind != "ConfigMap" || cm.Name != poolsMap {
+			continue
+		}
+		cm.Data = map[string]string{poolsKey: string(poolsConfig)}
+		out, err := yaml.Marshal(&cm)
+		if err != nil {
+			return nil, err
+		}
+		docs[i] = string(out)
+		return []byte(strings.Join(docs, "\n---\n")), nil
+	}
+	return nil, fmt.Errorf("%s has no ConfigMap %q", AgentFile, poolsMap)
+}
+
+// expectedPools is how hwnet divides the cluster's virtual node among the
+// pools of poolsFile: what the node's allocatable must show.
+func expectedPools(ctx context.Context, c *cluster.Cluster, poolsFile string) (Pools, error) {
+	node := c.Node()
+	if node == nil {
+		return nil, fmt.Errorf("cluster in %s has lost its virtual node", c.StateDir())
+	}
+	cfg, err := pools.Load(poolsFile)
+	if err != nil {
+		return nil, err
+	}
+	db, err := hwdb.Open()
+	if err != nil {
+		return nil, err
+	}
+	inv, err := discovery.Discover(ctx, discovery.Options{SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(),
+		Netns: path.Join("/run/netns", node.NetnsName()), DB: db})
+	if err != nil {
+		return nil, fmt.Errorf("discover the virtual node: %w", err)
+	}
+	want := Pools{}
+	for _, p := range cfg.Match(inv).Pools {
+		want[corev1.ResourceName(p.Resource.FullName())] = int64(len(p.Devices))
+	}
+	return want, nil
+}
+
+// WaitHwnetReady waits until an hwnet-agent pod runs on c's node, the
+// node's allocatable shows want, and hwnet's CNI configuration exists:
+// after a deployment, or after kubelet or the agent restarted.
+func WaitHwnetReady(ctx context.Context, c *cluster.Cluster, want Pools, progress io.Writer) error {
+	client, err := Client(c)
+	if err != nil {
+		return err
+	}
+	start := time.Now()
+	var agent string
+	err = poll(ctx, deployWait, "an hwnet-agent pod Running and Ready on node "+c.NodeName(), func(ctx context.Context) (err error) {
+		agent, err = runningAgent(ctx, client, c.NodeName())
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w; see `kubectl -n %s describe ds/hwnet-agent` and kubelet's log in %s", err, AgentNamespace, c.LogDir())
+	}
+	progressf(progress, "hwnet: agent pod %s Running (%.1fs)", agent, time.Since(start).Seconds())
+	err = poll(ctx, deployWait, "node allocatable "+want.String(), func(ctx context.Context) error {
+		return checkAllocatable(ctx, client, c.NodeName(), want)
+	})
+	if err != nil {
+		return fmt.Errorf("%w; see `kubectl -n %s logs %s`", err, AgentNamespace, agent)
+	}
+	progressf(progress, "hwnet: node %s offers %s (%.1fs)", c.NodeName(), want, time.Since(start).Seconds())
+	err = poll(ctx, deployWait, ConfFile+" in the cluster's namespaces", func(ctx context.Context) error {
+		_, err := Exec(ctx, c, nil, "test", "-s", ConfFile)
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("%w; see `kubectl -n %s logs %s`", err, AgentNamespace, agent)
+	}
+	progressf(progress, "hwnet: %s written (%.1fs)", ConfFile, time.Since(start).Seconds())
+	return nil
+}
+
+// runningAgent names the hwnet-agent pod that runs and is ready on node.
+func runningAgent(ctx context.Context, client kubernetes.Interface, node string) (string, error) {
+	pods, err := client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return "", err
+	}
+	var seen []string
+	for _, p := range pods.Items {
+		if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && podReady(&p) {
+			return p.Name, nil
+		}
+		seen = append(seen, fmt.Sprintf("%s is %s", p.Name, p.Status.Phase))
+	}
+	return "", fmt.Errorf("no hwnet-agent pod is Running and Ready (%s)", strings.Join(seen, ", "))
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, cond := range p.Status.Conditions {
+		if cond.Type == corev1.PodReady {
+			return cond.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// checkAllocatable compares the node's allocatable with want; a pool of
+// no devices may also be absent.
+func checkAllocatable(ctx context.Context, client kubernetes.Interface, nodeName string, want Pools) error {
+	node, err := client.CoreV1().Nodes().Get(ctx, nodeName, metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	got := Pools{}
+	for name := range want {
+		if q, ok := node.Status.Allocatable[name]; ok {
+			got[name] = q.Value()
+		}
+	}
+	for name, n := range want {
+		if got[name] != n {
+			return fmt.Errorf("node %s allocatable has %s", nodeName, got)
+		}
+	}
+	return nil
+}
+
+// ApplyNADs applies the NetworkAttachmentDefinitions of a manifest file
+// (e.g. the repository's NADsFile) with kubectl.
+func ApplyNADs(ctx context.Context, c *cluster.Cluster, file string) error {
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return err
+	}
+	_, err = Kubectl(ctx, c, data, "apply", "-f", "-")
+	return err
+}
+
+// InstallCNIPlugin copies a CNI plugin binary from the host into the
+// cluster's /opt/cni/bin under its own name, replacing it atomically, for
+// NADs whose plugin the cluster lacks (NADsFile's ib-net uses
+// hwnet-test-plugin, built from test/cniplugins/recorder with
+// CGO_ENABLED=0, since hwnet-agent's image has no C library).
+func InstallCNIPlugin(ctx context.Context, c *cluster.Cluster, binary string) error {
+	data, err := os.ReadFile(binary)
+	if err != nil {
+		return err
+	}
+	dst := path.Join(cniBinDir, filepath.Base(binary))
+	_, err = Exec(ctx, c, data, "sh", "-c", `cat >"$1.tmp" && chmod 0755 "$1.tmp" && mv -f "$1.tmp" "$1"`, "sh", dst)
+	return err
+}
+
+// Kubectl runs kubectl with args inside c's namespaces as the cluster's
+// admin, with stdin as its standard input, and returns its standard
+// output. Paths in args are resolved inside the namespaces, where the
+// working directory is /: pass manifests on stdin with "-f -".
+func Kubectl(ctx context.Context, c *cluster.Cluster, stdin []byte, args ...string) ([]byte, error) {
+	return Exec(ctx, c, stdin, "kubectl", args...)
+}
+
+// Exec runs a command inside c's mount and network namespaces and returns
+// its standard output; its error quotes the standard error.
+func Exec(ctx context.Context, c *cluster.Cluster, stdin []byte, name string, args ...string) ([]byte, error) {
+	cmd := c.Command(ctx, name, args...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = bytes.NewReader(stdin), &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		return stdout.Bytes(), fmt.Errorf("%s %s: %w: %s", name, strings.Join(args, " "), err, strings.TrimSpace(stderr.String()))
+	}
+	return stdout.Bytes(), nil
+}
+
+// Client is a Kubernetes client of c's API server, usable from the host.
+func Client(c *cluster.Cluster) (kubernetes.Interface, error) {
+	cfg, err := c.RESTConfig()
+	if err != nil {
+		return nil, err
+	}
+	return kubernetes.NewForConfig(cfg)
+}
+
+// poll calls check until it succeeds or timeout passes; the error names
+// what it waited for and check's last error.
+func poll(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: gave up after %v: %w", what, timeout, err)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
+const pollInterval = 200 * time.Millisecond
+
+func progressf(w io.Writer, format string, args ...any) {
+	if w != nil {
+		fmt.Fprintf(w, format+"\n", args...)
+	}
+}
