@@ -53,6 +53,8 @@ func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
 	}
 	atts, err := d.prepare(ctx, c, pod)
 	if err != nil {
+		// Nothing was recorded: the lock file goes with the request.
+		c.store.RemoveLock(c.req.ContainerID)
 		d.reportFailure(c, err)
 		return nil, err
 	}

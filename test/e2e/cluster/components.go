@@ -187,6 +187,7 @@ type kubeletConfig struct {
 	ClusterDomain               string            `json:"clusterDomain"`
 	SerializeImagePulls         bool              `json:"serializeImagePulls"`
 	ResolvConf                  string            `json:"resolvConf"`
+	NodeStatusUpdateFrequency   string            `json:"nodeStatusUpdateFrequency"`
 }
 
 type kubeletAuthn struct {
@@ -227,6 +228,9 @@ func (s settings) writeKubeletConfig() error {
 		HealthzBindAddress: "127.0.0.1",
 		ClusterDomain:      "cluster.local",
 		ResolvConf:         "/etc/resolv.conf",
+		// A device plugin's pools show in the node's allocatable at
+		// kubelet's next status update: every second rather than every 10.
+		NodeStatusUpdateFrequency: "1s",
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
