@@ -34,6 +34,8 @@
 //     (/var/run/netns) and sockets;
 //   - /var/lib: StateDir/var-lib (kubelet, containerd, CNI state; the
 //     device plugin and pod resources sockets under /var/lib/kubelet);
+//   - /var/log: StateDir/var-log (pod logs: a kubelet removes the log
+//     directories of pods it does not know, another cluster's included);
 //   - StateDir again at its own path when /run or /var/lib hid it, so every
 //     path in the cluster's configuration means the same inside and out.
 //

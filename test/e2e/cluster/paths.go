@@ -15,6 +15,7 @@ func (p paths) pki() string        { return filepath.Join(p.dir, "pki") }
 func (p paths) config() string     { return filepath.Join(p.dir, "config") }
 func (p paths) etcdData() string   { return filepath.Join(p.dir, "etcd") }
 func (p paths) varLib() string     { return filepath.Join(p.dir, "var-lib") }
+func (p paths) varLog() string     { return filepath.Join(p.dir, "var-log") }
 func (p paths) cniConf() string    { return filepath.Join(p.dir, "cni", "net.d") }
 func (p paths) cniBin() string     { return filepath.Join(p.dir, "cni", "bin") }
 func (p paths) dev() string        { return filepath.Join(p.dir, "dev") }

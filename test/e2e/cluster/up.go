@@ -177,7 +177,7 @@ func (c *Cluster) setUpNamespaces(ctx context.Context, cfg Config) error {
 }
 
 func (c *Cluster) writeFiles(cfg Config) error {
-	dirs := []string{c.p.logs(), c.p.pki(), c.p.config(), c.p.varLib(), c.p.cniConf(), c.p.cniBin(), c.p.sysStaging()}
+	dirs := []string{c.p.logs(), c.p.pki(), c.p.config(), c.p.varLib(), c.p.varLog(), c.p.cniConf(), c.p.cniBin(), c.p.sysStaging()}
 	for _, dir := range overlaid() {
 		dirs = append(dirs, c.p.overlayUpper(dir), c.p.overlayWork(dir))
 	}

@@ -1,0 +1,191 @@
+package e2e
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"k8s.io/client-go/kubernetes"
+	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
+
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
+	"github.com/hwnet-io/hwnet/test/e2e/image"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// The suite's cluster: its state directory is $HWNET_E2E_STATE, else
+// stateDirName under os.TempDir(); HWNET_E2E_KEEP=1 leaves it running after
+// the tests (a later run reuses it). Its node has a name of its own, so
+// that the suite and `make demo`'s cluster (node hwnet-e2e) can run at once.
+const (
+	stateEnv     = "HWNET_E2E_STATE"
+	keepEnv      = "HWNET_E2E_KEEP"
+	stateDirName = "hwnet-e2e-suite"
+	nodeName     = "hwnet-e2e-suite"
+	setupTimeout = 10 * time.Minute
+)
+
+// env is what every test gets: the shared cluster with hwnet deployed and
+// the NADs of NADsFile applied.
+type env struct {
+	c      *cluster.Cluster
+	client kubernetes.Interface
+	pools  Pools
+	// podres is kubelet's PodResources API, asked directly rather than
+	// through hwnet's own client.
+	podres     podresv1.PodResourcesListerClient
+	podresConn *grpc.ClientConn
+	repo       string
+	started    time.Time
+}
+
+// shared brings the cluster up for the first test that needs it; TestMain
+// tears it down after the last.
+type shared struct {
+	once sync.Once
+	env  *env
+	err  error
+}
+
+// suite is the package's one cluster, as TestMain and sync.Once share
+// expensive fixtures between tests.
+var suite shared
+
+func TestMain(m *testing.M) {
+	flag.Parse()
+	code := m.Run()
+	if err := suite.tearDown(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e:", err)
+		code = 1
+	}
+	os.Exit(code)
+}
+
+// setup returns the shared environment, bringing it up on first use. It
+// skips with -short and without root.
+func setup(t *testing.T) *env {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("e2e: brings up a Kubernetes cluster; skipped with -short")
+	}
+	virtualnode.RequireRoot(t)
+	suite.once.Do(func() {
+		suite.env = &env{}
+		suite.err = suite.env.bringUp(t)
+	})
+	if suite.err != nil {
+		t.Fatalf("e2e cluster: %v", suite.err)
+	}
+	return suite.env
+}
+
+// bringUp brings the cluster up (or reuses the one in stateDir), deploys
+// hwnet and applies the NADs. The test's log gets the progress lines.
+func (e *env) bringUp(t *testing.T) error {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	e.started = time.Now()
+	var err error
+	if e.repo, err = repoRoot(); err != nil {
+		return err
+	}
+	images, err := image.Images(ctx, e.repo, cluster.DefaultImageDir)
+	if err != nil {
+		return err
+	}
+	spec := virtualnode.DefaultSpec()
+	spec.Name = nodeName
+	progress := testWriter{t}
+	// A half-up cluster is kept too, for TestMain's tearDown to remove.
+	e.c, err = cluster.Up(ctx, cluster.Config{StateDir: stateDir(), Spec: spec, Repo: e.repo,
+		Images: images, SandboxImage: image.Pause, Progress: progress})
+	if err != nil {
+		return fmt.Errorf("%w (logs in %s)", err, logDir(e.c))
+	}
+	// Later steps (RestartKubelet, Down) outlive this test's log.
+	e.c.SetProgress(os.Stdout)
+	if e.client, err = Client(e.c); err != nil {
+		return err
+	}
+	if e.pools, err = DeployHwnet(ctx, e.c, e.repo, progress); err != nil {
+		return err
+	}
+	if err := ApplyNADs(ctx, e.c, filepath.Join(e.repo, NADsFile)); err != nil {
+		return err
+	}
+	// The cluster's /var/lib is StateDir/var-lib (see package cluster).
+	sock := filepath.Join(e.c.StateDir(), "var-lib", "kubelet", "pod-resources", "kubelet.sock")
+	e.podresConn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return err
+	}
+	e.podres = podresv1.NewPodResourcesListerClient(e.podresConn)
+	t.Logf("e2e: cluster up and hwnet deployed in %.1fs", time.Since(e.started).Seconds())
+	return nil
+}
+
+func (s *shared) tearDown() error {
+	if s.env == nil || s.env.c == nil {
+		return nil
+	}
+	if s.env.podresConn != nil {
+		s.env.podresConn.Close()
+	}
+	if os.Getenv(keepEnv) == "1" {
+		fmt.Printf("e2e: %s=1: the cluster keeps running in %s (remove it with `hwnet-cluster --state-dir %[2]s down`)\n",
+			keepEnv, s.env.c.StateDir())
+		return nil
+	}
+	start := time.Now()
+	err := s.env.c.Down(context.Background())
+	fmt.Printf("e2e: cluster down in %.1fs; the suite took %.1fs\n", time.Since(start).Seconds(), time.Since(s.env.started).Seconds())
+	return err
+}
+
+func stateDir() string {
+	if dir := os.Getenv(stateEnv); dir != "" {
+		return dir
+	}
+	return filepath.Join(os.TempDir(), stateDirName)
+}
+
+func logDir(c *cluster.Cluster) string {
+	if c == nil {
+		return "no cluster"
+	}
+	return c.LogDir()
+}
+
+// repoRoot is the directory holding go.mod above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
+
+// testWriter sends progress lines to the test's log.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}
