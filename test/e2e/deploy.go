@@ -165,7 +165,7 @@ func WaitHwnetReady(ctx context.Context, c *cluster.Cluster, want Pools, progres
 	}
 	start := time.Now()
 	var agent string
-	err = poll(ctx, deployWait, "an hwnet-agent pod Running and Ready on node "+c.NodeName(), func(ctx context.Context) (err error) {
+	err = cluster.Poll(ctx, deployWait, "an hwnet-agent pod Running and Ready on node "+c.NodeName(), func(ctx context.Context) (err error) {
 		agent, err = runningAgent(ctx, client, c.NodeName())
 		return err
 	})
@@ -173,14 +173,14 @@ func WaitHwnetReady(ctx context.Context, c *cluster.Cluster, want Pools, progres
 		return fmt.Errorf("%w; see `kubectl -n %s describe ds/hwnet-agent` and kubelet's log in %s", err, AgentNamespace, c.LogDir())
 	}
 	progressf(progress, "hwnet: agent pod %s Running (%.1fs)", agent, time.Since(start).Seconds())
-	err = poll(ctx, deployWait, "node allocatable "+want.String(), func(ctx context.Context) error {
+	err = cluster.Poll(ctx, deployWait, "node allocatable "+want.String(), func(ctx context.Context) error {
 		return checkAllocatable(ctx, client, c.NodeName(), want)
 	})
 	if err != nil {
 		return fmt.Errorf("%w; see `kubectl -n %s logs %s`", err, AgentNamespace, agent)
 	}
 	progressf(progress, "hwnet: node %s offers %s (%.1fs)", c.NodeName(), want, time.Since(start).Seconds())
-	err = poll(ctx, deployWait, ConfFile+" in the cluster's namespaces", func(ctx context.Context) error {
+	err = cluster.Poll(ctx, deployWait, ConfFile+" in the cluster's namespaces", func(ctx context.Context) error {
 		_, err := Exec(ctx, c, nil, "test", "-s", ConfFile)
 		return err
 	})
@@ -292,26 +292,6 @@ func Client(c *cluster.Cluster) (kubernetes.Interface, error) {
 	}
 	return kubernetes.NewForConfig(cfg)
 }
-
-// poll calls check until it succeeds or timeout passes; the error names
-// what it waited for and check's last error.
-func poll(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("waiting for %s: gave up after %v: %w", what, timeout, err)
-		case <-time.After(pollInterval):
-		}
-	}
-}
-
-const pollInterval = 200 * time.Millisecond
 
 func progressf(w io.Writer, format string, args ...any) {
 	if w != nil {

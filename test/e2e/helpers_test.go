@@ -24,6 +24,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 	"github.com/hwnet-io/hwnet/test/e2e/image"
 )
 
@@ -127,7 +128,7 @@ func (e *env) runPod(ctx context.Context, pod *corev1.Pod, attachments int) (*co
 // after the ADD, in the background) has attachments+1 entries.
 func (e *env) waitRunning(ctx context.Context, name string, attachments int) (*corev1.Pod, error) {
 	var pod *corev1.Pod
-	err := poll(ctx, podTimeout, "pod "+name+" Running with its network-status", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, podTimeout, "pod "+name+" Running with its network-status", func(ctx context.Context) error {
 		var err error
 		if pod, err = e.client.CoreV1().Pods(podNamespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
 			return err
@@ -183,7 +184,7 @@ func (e *env) deletePods(ctx context.Context, names ...string) error {
 		}
 	}
 	for _, name := range names {
-		errs = append(errs, poll(ctx, podTimeout, "pod "+name+" gone", func(ctx context.Context) error {
+		errs = append(errs, cluster.Poll(ctx, podTimeout, "pod "+name+" gone", func(ctx context.Context) error {
 			_, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, name, metav1.GetOptions{})
 			if apierrors.IsNotFound(err) {
 				return nil
@@ -244,7 +245,7 @@ func pciAddress(st nadv1.NetworkStatus) string {
 func (e *env) podEnv(ctx context.Context, t *testing.T, pod string) map[string]string {
 	t.Helper()
 	vars := map[string]string{}
-	err := poll(ctx, podTimeout, "pod "+pod+"'s environment in its log", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, podTimeout, "pod "+pod+"'s environment in its log", func(ctx context.Context) error {
 		logs, err := e.client.CoreV1().Pods(podNamespace).GetLogs(pod, &corev1.PodLogOptions{Container: container}).DoRaw(ctx)
 		if err != nil {
 			return err
@@ -474,7 +475,7 @@ func (e *env) deleteLeavingNothing(ctx context.Context, t *testing.T, before nod
 func (e *env) checkNoLeaks(ctx context.Context, t *testing.T, before nodeState, withAllocations bool) {
 	t.Helper()
 	var diff string
-	err := poll(ctx, leakTimeout, "the node's links, files and devices as before", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, leakTimeout, "the node's links, files and devices as before", func(ctx context.Context) error {
 		now, err := e.snapshot(ctx)
 		if err != nil {
 			return err

@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hwnet-io/hwnet/test/cniplugins"
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 )
 
 // testTimeout bounds each scenario.
@@ -268,7 +269,7 @@ func TestPodChurnLeaksNothing(t *testing.T) {
 // removed them, running the runtime's last DEL.
 func (e *env) waitSandboxesRemoved(ctx context.Context, t *testing.T, uids []types.UID) {
 	t.Helper()
-	err := poll(ctx, sandboxGCTimeout, "kubelet to remove the deleted pods' sandboxes", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, sandboxGCTimeout, "kubelet to remove the deleted pods' sandboxes", func(ctx context.Context) error {
 		for _, uid := range uids {
 			out, err := Exec(ctx, e.c, nil, "ctr", "-n", "k8s.io", "containers", "ls", "-q",
 				fmt.Sprintf(`labels."io.kubernetes.pod.uid"==%s`, uid))
@@ -340,7 +341,7 @@ func TestKubeletRestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	start := time.Now()
-	err = poll(ctx, podTimeout, "kubelet to log a device plugin registration of every pool", func(context.Context) error {
+	err = cluster.Poll(ctx, podTimeout, "kubelet to log a device plugin registration of every pool", func(context.Context) error {
 		return registeredSince(kubeletLog, logged.Size(), e.pools)
 	})
 	if err != nil {
@@ -356,7 +357,7 @@ func TestKubeletRestart(t *testing.T) {
 		t.Errorf("pod %s after the kubelet restart: %v, want it still Running, never restarted", old.Name, err)
 	}
 	// kubelet lists the running pods again a moment after it is Ready.
-	err = poll(ctx, podTimeout, "kubelet to list the devices held before its restart", func(ctx context.Context) error {
+	err = cluster.Poll(ctx, podTimeout, "kubelet to list the devices held before its restart", func(ctx context.Context) error {
 		got, err := e.allocated(ctx)
 		if err == nil && !slices.Equal(got, held) {
 			err = fmt.Errorf("PodResources lists %v, want %v", got, held)
@@ -376,7 +377,7 @@ func TestKubeletRestart(t *testing.T) {
 // every pool: hwnet-agent's device plugins are registered and serving.
 func (e *env) waitKubeletDevices(ctx context.Context, t *testing.T) {
 	t.Helper()
-	err := poll(ctx, podTimeout, "kubelet's allocatable devices "+e.pools.String(), func(ctx context.Context) error {
+	err := cluster.Poll(ctx, podTimeout, "kubelet's allocatable devices "+e.pools.String(), func(ctx context.Context) error {
 		got, err := e.kubeletDevices(ctx)
 		if err == nil && !maps.Equal(got, e.pools) {
 			err = fmt.Errorf("kubelet has %s", got)
@@ -438,7 +439,7 @@ func TestAgentRestart(t *testing.T) {
 	if err := e.client.CoreV1().Pods(AgentNamespace).Delete(ctx, agent, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = poll(ctx, podTimeout, "hwnet-agent pod "+agent+" replaced", func(ctx context.Context) error {
+	err = cluster.Poll(ctx, podTimeout, "hwnet-agent pod "+agent+" replaced", func(ctx context.Context) error {
 		now, err := runningAgent(ctx, e.client, e.c.NodeName())
 		if err == nil && now == agent {
 			return fmt.Errorf("%s still runs", agent)
@@ -526,7 +527,7 @@ func (e *env) stopAgent(ctx context.Context, t *testing.T) {
 	if _, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "patch", "ds/hwnet-agent", "-p", agentOff); err != nil {
 		t.Fatal(err)
 	}
-	err := poll(ctx, podTimeout, "no hwnet-agent pod on the node", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, podTimeout, "no hwnet-agent pod on the node", func(ctx context.Context) error {
 		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
 		if err == nil && len(pods.Items) > 0 {
 			err = fmt.Errorf("%s is %s", pods.Items[0].Name, pods.Items[0].Status.Phase)
@@ -590,7 +591,7 @@ func TestSpec4_1_2_BadSelections(t *testing.T) {
 func (e *env) waitEvent(ctx context.Context, t *testing.T, pod, reason string) corev1.Event {
 	t.Helper()
 	var event corev1.Event
-	err := poll(ctx, podTimeout, "a Warning Event "+reason+" of pod "+pod, func(ctx context.Context) error {
+	err := cluster.Poll(ctx, podTimeout, "a Warning Event "+reason+" of pod "+pod, func(ctx context.Context) error {
 		events, err := e.podEvents(ctx, pod, reason)
 		if err != nil {
 			return err
@@ -612,7 +613,7 @@ func (e *env) waitEvent(ctx context.Context, t *testing.T, pod, reason string) c
 // (kubelet may post that status after hwnet's Event).
 func (e *env) checkContainerCreating(ctx context.Context, t *testing.T, name string) {
 	t.Helper()
-	err := poll(ctx, podTimeout, "pod "+name+" Pending in ContainerCreating", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, podTimeout, "pod "+name+" Pending in ContainerCreating", func(ctx context.Context) error {
 		pod, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err

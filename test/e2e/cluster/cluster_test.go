@@ -104,7 +104,7 @@ func runPod(ctx context.Context, t testing.TB, c *Cluster, client kubernetes.Int
 		t.Fatal(err)
 	}
 	var got *corev1.Pod
-	err := pollUntil(ctx, time.Minute, func(ctx context.Context) error {
+	err := Poll(ctx, time.Minute, "pod "+pod.Name+" Running", func(ctx context.Context) error {
 		var err error
 		if got, err = client.CoreV1().Pods("default").Get(ctx, pod.Name, metav1.GetOptions{}); err != nil {
 			return err
@@ -141,22 +141,6 @@ func BenchmarkUpDown(b *testing.B) {
 		runPod(ctx, b, c, testClient(b, c))
 		if err := c.Down(ctx); err != nil {
 			b.Fatal(err)
-		}
-	}
-}
-
-func pollUntil(ctx context.Context, timeout time.Duration, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
-	defer cancel()
-	for {
-		err := check(ctx)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return err
-		case <-time.After(pollInterval):
 		}
 	}
 }

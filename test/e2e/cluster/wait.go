@@ -27,6 +27,24 @@ const (
 // logTailLines is how much of a log a failed wait quotes.
 const logTailLines = 8
 
+// Poll calls check until it succeeds or timeout passes; the error names
+// what it waited for and check's last error.
+func Poll(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	for {
+		err := check(ctx)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("waiting for %s: gave up after %v: %w", what, timeout, err)
+		case <-time.After(pollInterval):
+		}
+	}
+}
+
 // waitFor calls check until it succeeds or timeout passes, and fails at
 // once when p, the process that should make check succeed, exits. The
 // error names what it waited for and p's log.
