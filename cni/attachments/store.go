@@ -11,6 +11,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -56,8 +58,8 @@ type Attachment struct {
 	Result json.RawMessage `json:"result,omitempty"`
 }
 
-// Store keeps one record file and one lock file per container under a
-// directory.
+// Store keeps one record file per container, and the lock file they share,
+// under a directory.
 type Store struct {
 	dir string
 }
@@ -76,10 +78,6 @@ func (s *Store) ResultCacheDir() string { return filepath.Join(s.dir, "results")
 
 func (s *Store) recordPath(containerID string) string {
 	return filepath.Join(s.dir, "containers", containerID+".json")
-}
-
-func (s *Store) lockPath(containerID string) string {
-	return filepath.Join(s.dir, "locks", containerID+".lock")
 }
 
 // ValidateContainerID refuses IDs that could escape the store's directory.
@@ -199,53 +197,61 @@ func (s *Store) List() ([]string, error) {
 }
 
 // Lock takes the container's exclusive lock, waiting until it is free or ctx
-// ends. The lock is a flock, so it also excludes other processes: the agent
-// and a shim running DEL on its own. The returned function releases it.
+// ends. The returned function releases it.
+//
+// The lock is one byte of a lock file all containers share, at an offset
+// given by a hash of the container ID, held as an open file description
+// lock: it excludes other processes too (the agent and a shim running DEL
+// on its own), and no file is made, or left behind, per container. Two IDs
+// whose hashes collide only wait for each other.
 func (s *Store) Lock(ctx context.Context, containerID string) (func(), error) {
 	if err := ValidateContainerID(containerID); err != nil {
 		return nil, err
 	}
-	path := s.lockPath(containerID)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+	fd, err := s.openLockFile()
+	if err != nil {
 		return nil, fmt.Errorf("container lock: %w", err)
 	}
-	for {
-		f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
-		if err != nil {
-			return nil, fmt.Errorf("container lock: %w", err)
-		}
-		if err := flockWait(ctx, f); err != nil {
-			f.Close()
-			return nil, fmt.Errorf("container %s is busy: %w", containerID, err)
-		}
-		// RemoveLock may have unlinked the file while we waited: a lock on
-		// that orphan would exclude nobody, so take the new file's instead.
-		if sameFile(f, path) {
-			return func() { f.Close() }, nil
-		}
-		f.Close()
+	if err := lockWait(ctx, fd, lockOffset(containerID)); err != nil {
+		unix.Close(fd)
+		return nil, fmt.Errorf("container %s is busy: %w", containerID, err)
 	}
+	return func() { unix.Close(fd) }, nil
 }
 
-func sameFile(f *os.File, path string) bool {
-	held, err := f.Stat()
+func (s *Store) openLockFile() (int, error) {
+	path := filepath.Join(s.dir, "containers.lock")
+	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	if errors.Is(err, unix.ENOENT) {
+		if err := os.MkdirAll(s.dir, 0o700); err != nil {
+			return -1, err
+		}
+		fd, err = unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
+	}
 	if err != nil {
-		return false
+		return -1, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	now, err := os.Stat(path)
-	return err == nil && os.SameFile(held, now)
+	return fd, nil
 }
 
-// flockWait polls a non-blocking flock: a blocking one could not be
+// lockOffset places a container's lock byte: any offset a file may have.
+func lockOffset(containerID string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(containerID))
+	return int64(h.Sum64() >> 2)
+}
+
+// lockWait polls a non-blocking lock: a blocking one could not be
 // abandoned when ctx ends.
-func flockWait(ctx context.Context, f *os.File) error {
+func lockWait(ctx context.Context, fd int, offset int64) error {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: offset, Len: 1}
 	delay := time.Millisecond
 	for {
-		err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB)
+		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)
 		if err == nil {
 			return nil
 		}
-		if !errors.Is(err, unix.EWOULDBLOCK) && !errors.Is(err, unix.EINTR) {
+		if !errors.Is(err, unix.EAGAIN) && !errors.Is(err, unix.EACCES) && !errors.Is(err, unix.EINTR) {
 			return err
 		}
 		select {
@@ -255,10 +261,4 @@ func flockWait(ctx context.Context, f *os.File) error {
 		}
 		delay = min(2*delay, 50*time.Millisecond)
 	}
-}
-
-// RemoveLock deletes the container's lock file once the container is gone.
-// Call it while holding the lock, just before releasing it.
-func (s *Store) RemoveLock(containerID string) {
-	_ = os.Remove(s.lockPath(containerID))
 }

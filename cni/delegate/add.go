@@ -53,8 +53,6 @@ func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
 	}
 	atts, err := d.prepare(ctx, c, pod)
 	if err != nil {
-		// Nothing was recorded: the lock file goes with the request.
-		c.store.RemoveLock(c.req.ContainerID)
 		d.reportFailure(c, err)
 		return nil, err
 	}
@@ -286,7 +284,6 @@ func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachments.
 	if err := c.store.Remove(rec.ContainerID); err != nil {
 		return err
 	}
-	c.store.RemoveLock(rec.ContainerID)
 	d.devices.forget(rec.PodUID)
 	return nil
 }

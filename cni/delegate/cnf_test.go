@@ -218,7 +218,7 @@ func (n *testNode) assertNothingLeft(podNetns, state string) {
 			}
 		}
 	}
-	for _, dir := range []string{filepath.Join(n.dir, "cache", "containers"), filepath.Join(n.dir, "cache", "locks"), filepath.Join(n.dir, "devinfo", "cni"), state} {
+	for _, dir := range []string{filepath.Join(n.dir, "cache", "containers"), filepath.Join(n.dir, "devinfo", "cni"), state} {
 		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
 			t.Errorf("%s still holds %d entries, first %s", dir, len(entries), entries[0].Name())
 		}

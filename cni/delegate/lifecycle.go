@@ -26,9 +26,6 @@ func (d *Delegator) del(ctx context.Context, c *call) error {
 	defer unlock()
 	rec, err := c.store.Load(c.req.ContainerID)
 	if errors.Is(err, os.ErrNotExist) {
-		// Runtimes DEL sandboxes whose ADD failed and repeat DELs: the
-		// lock file taken for it must not stay behind.
-		c.store.RemoveLock(c.req.ContainerID)
 		return nil
 	}
 	if err != nil {
@@ -46,9 +43,6 @@ func (d *Delegator) check(ctx context.Context, c *call) error {
 	}
 	defer unlock()
 	rec, err := c.store.Load(c.req.ContainerID)
-	if errors.Is(err, os.ErrNotExist) {
-		c.store.RemoveLock(c.req.ContainerID)
-	}
 	if err != nil {
 		return fmt.Errorf("CHECK container %s: hwnet attached nothing to it: %w", c.req.ContainerID, err)
 	}

@@ -28,7 +28,6 @@ func deleteFromRecord(ctx context.Context, cacheDir string, req *wire.Request, l
 	rec, err := store.Load(req.ContainerID)
 	if errors.Is(err, os.ErrNotExist) {
 		logger.Info("no attachment record, nothing to delete", "containerID", req.ContainerID)
-		store.RemoveLock(req.ContainerID)
 		return nil
 	}
 	if err != nil {
@@ -42,7 +41,6 @@ func deleteFromRecord(ctx context.Context, cacheDir string, req *wire.Request, l
 	if err := store.Remove(req.ContainerID); err != nil {
 		return err
 	}
-	store.RemoveLock(req.ContainerID)
 	logger.Info("deleted attachments from the record", "containerID", req.ContainerID, "attachments", len(rec.Attachments))
 	return nil
 }

@@ -51,11 +51,8 @@ var attachmentDirs = []string{hwnetCacheDir, "/var/run/k8s.cni.cncf.io/devinfo/c
 
 const (
 	hwnetCacheDir = "/var/lib/hwnet/cni"
-	// locksDir holds hwnet's per-container lock files. kubelet's sandbox
-	// garbage collection repeats a deleted pod's DEL up to a minute after
-	// the pod is gone, so locks are checked once that ran
-	// (TestPodChurnLeaksNothing), not with the other files.
-	locksDir = hwnetCacheDir + "/locks/"
+	// lockFile is the lock file every container shares: it stays.
+	lockFile = hwnetCacheDir + "/containers.lock"
 	// defaultBridge is the default network's bridge: the first pod
 	// creates it and it stays, as with every bridge-based default network.
 	defaultBridge = "cni0"
@@ -343,7 +340,7 @@ type nodeState struct {
 	// Links are the netdevs in the node's network namespace but
 	// defaultBridge.
 	Links []string
-	// Files are those under attachmentDirs but hwnet's locks and
+	// Files are those under attachmentDirs but hwnet's lock file and
 	// host-local's lock and last_reserved_ip files, which outlive every
 	// lease.
 	Files []string
@@ -398,7 +395,7 @@ func (e *env) attachmentFiles(ctx context.Context) ([]string, error) {
 	}
 	return slices.DeleteFunc(files, func(file string) bool {
 		base := path.Base(file)
-		return strings.HasPrefix(file, locksDir) || base == "lock" || strings.HasPrefix(base, "last_reserved_ip")
+		return file == lockFile || base == "lock" || strings.HasPrefix(base, "last_reserved_ip")
 	}), nil
 }
 
