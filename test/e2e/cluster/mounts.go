@@ -28,10 +28,11 @@ func setUpMounts(p paths, virtualSys string) error {
 		func() error { return overlayWithBinds(p, "/opt", "", []subdirBind{{"cni/bin", p.cniBin()}}) },
 		func() error { return maskSysctls(p.configFile("sysctl")) },
 		func() error { return sharedMount("tmpfs", "/run", "tmpfs", 0, "mode=0755") },
-		func() error { return sharedMount(p.varLib(), "/var/lib", "", unix.MS_BIND, "") },
 		// Kubelet removes the pod log directories of pods it does not know:
-		// two clusters on one host must not share /var/log/pods.
+		// two clusters on one host must not share /var/log/pods. Before
+		// /var/lib, which may hide the state directory.
 		func() error { return sharedMount(p.varLog(), "/var/log", "", unix.MS_BIND, "") },
+		func() error { return sharedMount(p.varLib(), "/var/lib", "", unix.MS_BIND, "") },
 		func() error { return reexpose(stateDir, p.dir) },
 	}
 	for _, step := range steps {
