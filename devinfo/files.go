@@ -187,14 +187,9 @@ func Copy(dir, resourceName, deviceID, path string) (*DeviceInfo, error) {
 	if err := checkNames(resourceName, deviceID); err != nil {
 		return nil, err
 	}
-	src := filepath.Join(dir, FileName(resourceName, deviceID))
-	data, err := os.ReadFile(src)
+	info, data, err := readFile(filepath.Join(dir, FileName(resourceName, deviceID)))
 	if err != nil {
 		return nil, err
-	}
-	info, err := Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", src, err)
 	}
 	if err := writeNew(path, data); err != nil {
 		return nil, fmt.Errorf("device info: %w", err)
@@ -222,15 +217,20 @@ func writeNew(path string, data []byte) error {
 
 // ReadFile reads and validates the device information file at path.
 func ReadFile(path string) (*DeviceInfo, error) {
+	info, _, err := readFile(path)
+	return info, err
+}
+
+func readFile(path string) (*DeviceInfo, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	info, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return info, nil
+	return info, data, nil
 }
 
 // RemoveFile deletes the device information file at path; a file that is
