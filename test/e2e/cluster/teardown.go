@@ -92,13 +92,16 @@ func (c *Cluster) strays(known []*process) ([]*process, error) {
 }
 
 // mountNSMembers lists the processes in the mount namespace named ns
-// (as /proc/PID/ns/mnt reads); none when ns is "". It refuses the caller's
-// own namespace, whose members Down must never take for the cluster's.
+// (as /proc/PID/ns/mnt reads); none when ns is "". It refuses the calling
+// thread's own namespace, whose members Down must never take for the
+// cluster's. The thread's, not the process's: /proc/self names the main
+// thread, which a goroutine that entered the cluster (inNamespaces) and
+// ended may have left there, as Go keeps an ended locked main thread.
 func mountNSMembers(ns string) ([]int, error) {
 	if ns == "" {
 		return nil, nil
 	}
-	if own, err := os.Readlink("/proc/self/ns/mnt"); err != nil || own == ns {
+	if own, err := os.Readlink("/proc/thread-self/ns/mnt"); err != nil || own == ns {
 		return nil, fmt.Errorf("mount namespace %s: not the cluster's own (%v)", ns, err)
 	}
 	entries, err := os.ReadDir("/proc")
