@@ -149,7 +149,7 @@ func TestPodSandbox(t *testing.T) {
 	virtualnode.RequireRoot(t)
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
-		t.Skipf("nsenter makes an orphan in the namespace: %v", err)
+		t.Fatalf("nsenter (util-linux), which makes an orphan in the namespace: %v", err)
 	}
 	w := startWorkload(t, &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}, "env")
 	w.env(t)
