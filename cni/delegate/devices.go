@@ -134,22 +134,24 @@ func (c *deviceCache) prefetch(ctx context.Context, pod kube.Pod) {
 // pod: an event may come before kubelet allocated the pod's devices, and
 // the answer, holding none, is not cached.
 func (c *deviceCache) prefetchEarly(pod kube.Pod) {
-	if c.src == nil || pod.UID == "" {
-		return
+	if c.countEarly(pod.UID) {
+		c.prefetch(context.Background(), pod)
 	}
+}
+
+// countEarly counts one more early Get of a pod not cached yet, and says
+// whether it is within earlyTries.
+func (c *deviceCache) countEarly(uid string) bool {
 	c.mu.Lock()
-	_, cached := c.pods[pod.UID]
-	tries := c.early[pod.UID]
-	if !cached && tries < earlyTries {
-		if len(c.early) >= c.limit {
-			clear(c.early)
-		}
-		c.early[pod.UID] = tries + 1
+	defer c.mu.Unlock()
+	if _, cached := c.pods[uid]; cached || uid == "" || c.early[uid] >= earlyTries {
+		return false
 	}
-	c.mu.Unlock()
-	if !cached && tries < earlyTries {
-		c.start(context.Background(), pod)
+	if len(c.early) >= c.limit {
+		clear(c.early)
 	}
+	c.early[uid]++
+	return true
 }
 
 // start returns the Get under way for the pod, starting one if none is.

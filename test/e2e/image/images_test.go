@@ -78,7 +78,7 @@ func TestWriteCached(t *testing.T) {
 
 func TestImages(t *testing.T) {
 	if testing.Short() {
-		t.Skip("builds hwnet's binaries with go build")
+		t.Skip("-short: builds hwnet's binaries with go build")
 	}
 	repo, err := filepath.Abs("../../..")
 	if err != nil {
@@ -172,7 +172,7 @@ func checkStatic(t *testing.T, name string, binary []byte) {
 
 func BenchmarkImagesWarm(b *testing.B) {
 	if testing.Short() {
-		b.Skip("builds hwnet's binaries with go build")
+		b.Skip("-short: builds hwnet's binaries with go build")
 	}
 	repo, err := filepath.Abs("../../..")
 	if err != nil {
