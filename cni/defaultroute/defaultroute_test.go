@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/hwnet-io/hwnet/test/osthread"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -66,20 +66,18 @@ func newPod(t *testing.T) *pod {
 	return p
 }
 
-// createNetns creates a named netns on a locked thread that dies with its
-// goroutine, so no thread of the test is left in it.
+// createNetns creates a named netns on a thread of its own (see
+// osthread.Run), so no thread of the test is left in it.
 func createNetns(t *testing.T, name string) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread ends in the new netns
+	err := osthread.Run(func() error {
 		h, err := netns.NewNamed(name)
-		if err == nil {
-			err = h.Close()
+		if err != nil {
+			return err
 		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
+		return h.Close()
+	})
+	if err != nil {
 		t.Fatalf("create netns %s: %v", name, err)
 	}
 }

@@ -8,11 +8,11 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"runtime"
 	"testing"
 
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/hwnet-io/hwnet/test/osthread"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -129,25 +129,23 @@ func TestHostDeviceMovesLinkAndBack(t *testing.T) {
 	}
 }
 
-// inNetns runs fn, and the plugins it starts, in the netns at path. The
-// thread is never unlocked, so it dies with its goroutine instead of
-// going back to the scheduler in the wrong netns.
+// inNetns runs fn, and the plugins it starts, in the netns at path, on a
+// thread of its own (see osthread.Run).
 func inNetns(t *testing.T, path string, fn func() error) {
 	t.Helper()
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
+	err := osthread.Run(func() error {
 		target, err := netns.GetFromPath(path)
-		if err == nil {
-			err = netns.Set(target)
-			target.Close()
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			err = fn()
+		err = netns.Set(target)
+		target.Close()
+		if err != nil {
+			return err
 		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
+		return fn()
+	})
+	if err != nil {
 		t.Fatalf("in %s: %v", path, err)
 	}
 }

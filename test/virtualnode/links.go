@@ -7,11 +7,12 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/test/osthread"
 )
 
 // netnsDir is where named network namespaces are bound, as by ip netns.
@@ -27,19 +28,17 @@ var (
 // the calling thread into it, so it runs on a locked thread of its own that
 // exits with its goroutine instead of returning to the scheduler.
 func createNetns(name string) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: the thread dies in the new netns
+	err := osthread.Run(func() error {
 		h, err := netns.NewNamed(name)
-		if err == nil {
-			err = h.Close()
+		if err != nil {
+			return err
 		}
-		if err == nil {
-			err = quietIPv6()
+		if err := h.Close(); err != nil {
+			return err
 		}
-		errc <- err
-	}()
-	if err := <-errc; err != nil {
+		return quietIPv6()
+	})
+	if err != nil {
 		return fmt.Errorf("create netns %s: %w", name, err)
 	}
 	return nil

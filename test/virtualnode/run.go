@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/test/osthread"
 )
 
 // Run calls fn inside the node: on an OS thread of its own that has a
@@ -28,16 +29,12 @@ func (n *Node) Run(ctx context.Context, fn func() error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked: see above
+	return osthread.Run(func() error {
 		if err := n.enter(); err != nil {
-			errc <- fmt.Errorf("enter virtual node %s: %w", n.st.Name, err)
-			return
+			return fmt.Errorf("enter virtual node %s: %w", n.st.Name, err)
 		}
-		errc <- fn()
-	}()
-	return <-errc
+		return fn()
+	})
 }
 
 // enter moves the calling, locked thread into the node's namespaces.

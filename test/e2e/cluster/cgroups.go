@@ -29,7 +29,7 @@ func cgroupRoot(name string) string { return path.Join(cgroupParent, name) }
 // and v2: on a hybrid host like this one, runc also puts containers into
 // the unified v2 hierarchy.
 func cgroupHierarchies() ([]string, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	f, err := os.Open(threadMountinfo)
 	if err != nil {
 		return nil, err
 	}

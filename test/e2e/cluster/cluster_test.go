@@ -278,7 +278,7 @@ func checkNothingLeftAfterDown(ctx context.Context, t *testing.T, c *Cluster) {
 	if members, err := mountNSMembers(c.st.MountNS); err != nil || len(members) > 0 {
 		t.Errorf("processes left in the cluster's mount namespace: %v (%v)", members, err)
 	}
-	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
+	mountinfo, err := os.ReadFile(threadMountinfo)
 	if err != nil {
 		t.Fatal(err)
 	}

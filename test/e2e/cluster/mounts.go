@@ -137,7 +137,7 @@ var overlayEscaper = strings.NewReplacer(`\`, `\\`, ":", `\:`, ",", `\,`)
 // calling thread's mount namespace; the mounts below them come along with
 // MS_REC.
 func mountsBelow(target string) ([]string, error) {
-	points, err := mountPoints("/proc/thread-self/mountinfo", target)
+	points, err := mountPoints(threadMountinfo, target)
 	if err != nil {
 		return nil, err
 	}
@@ -147,6 +147,13 @@ func mountsBelow(target string) ([]string, error) {
 		})
 	}), nil
 }
+
+// threadMountinfo lists the mounts of the calling thread's namespace.
+// Never /proc/self's, which are the main thread's: a goroutine that
+// entered the cluster (inNamespaces) and ended on the main thread leaves
+// it there, as Go parks an ended locked main thread instead of ending it.
+// Any thread that is not locked is in the caller's own namespaces.
+const threadMountinfo = "/proc/thread-self/mountinfo"
 
 // mountPoints lists, sorted, the mount points at or below dir that a
 // mountinfo file shows.

@@ -13,6 +13,8 @@ import (
 
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/test/osthread"
 )
 
 // holderTimeout bounds the wait for the holder to be in its namespaces.
@@ -62,7 +64,7 @@ func waitInNamespaces(ctx context.Context, h *process, netnsFile string) error {
 
 func inNewNamespaces(pid int, netnsFile string) error {
 	proc := "/proc/" + strconv.Itoa(pid) + "/ns/"
-	same, err := sameFile(proc+"mnt", "/proc/self/ns/mnt")
+	same, err := sameFile(proc+"mnt", "/proc/thread-self/ns/mnt")
 	if err != nil || same {
 		return errors.Join(err, errors.New("still in the host's mount namespace"))
 	}
@@ -86,20 +88,15 @@ func sameFile(a, b string) (bool, error) {
 	return sa.Dev == sb.Dev && sa.Ino == sb.Ino, nil
 }
 
-// inNamespaces calls fn on an OS thread that joined the mount and network
-// namespaces of the process pid. The thread is never handed back to the
-// Go scheduler: it ends with fn's goroutine.
+// inNamespaces calls fn on an OS thread of its own (see osthread.Run)
+// that joined the mount and network namespaces of the process pid.
 func inNamespaces(pid int, fn func() error) error {
-	errc := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread() // never unlocked, see above
+	return osthread.Run(func() error {
 		if err := joinNamespaces(pid); err != nil {
-			errc <- err
-			return
+			return err
 		}
-		errc <- fn()
-	}()
-	return <-errc
+		return fn()
+	})
 }
 
 // joinNamespaces moves the calling, locked thread into pid's mount and

@@ -94,9 +94,7 @@ func (c *Cluster) strays(known []*process) ([]*process, error) {
 // mountNSMembers lists the processes in the mount namespace named ns
 // (as /proc/PID/ns/mnt reads); none when ns is "". It refuses the calling
 // thread's own namespace, whose members Down must never take for the
-// cluster's. The thread's, not the process's: /proc/self names the main
-// thread, which a goroutine that entered the cluster (inNamespaces) and
-// ended may have left there, as Go keeps an ended locked main thread.
+// cluster's: the thread's, not the process's (see threadMountinfo).
 func mountNSMembers(ns string) ([]int, error) {
 	if ns == "" {
 		return nil, nil
@@ -165,14 +163,14 @@ func (c *Cluster) destroyNode() error {
 	if c.st.Netns != "" && fileExists(netnsPath(c.st.Netns)) {
 		errs = append(errs, netns.DeleteNamed(c.st.Netns))
 	}
-	points, err := mountPoints("/proc/self/mountinfo", c.p.node())
+	points, err := mountPoints(threadMountinfo, c.p.node())
 	return errors.Join(append(errs, err, unmountAll(points))...)
 }
 
 // removeStateDir removes the state directory once no mount is left in it
 // on the host, so that removing never reaches into another file system.
 func (c *Cluster) removeStateDir() error {
-	points, err := mountPoints("/proc/self/mountinfo", c.p.dir)
+	points, err := mountPoints(threadMountinfo, c.p.dir)
 	if err != nil {
 		return err
 	}
