@@ -264,6 +264,11 @@ func inside(ctx context.Context, t *testing.T, c *Cluster, name string, args ...
 func checkNothingLeftAfterDown(ctx context.Context, t *testing.T, c *Cluster) {
 	t.Helper()
 	procs := append(c.st.Processes, c.st.Holder)
+	ns, release := c.holdMountNS()
+	defer release()
+	if ns == "" {
+		t.Fatalf("the cluster's mount namespace %q cannot be held", c.st.MountNS)
+	}
 	if err := c.Down(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -275,8 +280,8 @@ func checkNothingLeftAfterDown(ctx context.Context, t *testing.T, c *Cluster) {
 	if pids, err := cgroupPIDs(c.st.CgroupRoot); err != nil || len(pids) > 0 {
 		t.Errorf("processes left in the cluster's cgroups: %v (%v)", pids, err)
 	}
-	if members, err := mountNSMembers(c.st.MountNS); err != nil || len(members) > 0 {
-		t.Errorf("processes left in the cluster's mount namespace: %v (%v)", members, err)
+	if members, err := mountNSMembers(ns); err != nil || len(members) > 0 {
+		t.Errorf("processes left in the cluster's mount namespace: %s (%v)", describeProcesses(members), err)
 	}
 	mountinfo, err := os.ReadFile(threadMountinfo)
 	if err != nil {
@@ -300,4 +305,14 @@ func checkNothingLeftAfterDown(ctx context.Context, t *testing.T, c *Cluster) {
 			t.Errorf("cgroup %s left in %s (%v)", c.st.CgroupRoot, h, err)
 		}
 	}
+}
+
+// describeProcesses names each process by PID and command line.
+func describeProcesses(pids []int) string {
+	names := make([]string, len(pids))
+	for i, pid := range pids {
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		names[i] = fmt.Sprintf("%d (%s)", pid, strings.TrimSpace(strings.ReplaceAll(string(cmdline), "\x00", " ")))
+	}
+	return strings.Join(names, ", ")
 }

@@ -1,10 +1,15 @@
 package cluster
 
 import (
+	"context"
+	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 func TestStopProcesses(t *testing.T) {
@@ -50,4 +55,56 @@ func TestCgroupLevels(t *testing.T) {
 	if want := []string{"/hwnet-e2e", "/hwnet-e2e/n", "/hwnet-e2e/n/system"}; !slices.Equal(got, want) {
 		t.Errorf("cgroupLevels = %v, want %v", got, want)
 	}
+}
+
+// TestHeldMountNamespaceKeepsItsNumber: once the last process in a mount
+// namespace ends, the kernel gives its number to the next new one, in
+// which Down would find strangers (another cluster's pause, as CI did).
+// Held, the number stays the cluster's.
+func TestHeldMountNamespaceKeepsItsNumber(t *testing.T) {
+	virtualnode.RequireRoot(t)
+	log := filepath.Join(t.TempDir(), "log")
+	newNS := func() (*process, string) {
+		p, err := startDetached("holder", []string{"unshare", "--mount", "--", "sleep", "60"}, log)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { stopProcesses(context.Background(), []*process{p}, time.Second) })
+		waitInNewMountNS(t, p)
+		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p.PID))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p, ns
+	}
+	holder, ns := newNS()
+	c := &Cluster{st: &state{Holder: holder, MountNS: ns, CgroupRoot: "hwnet-no-such-cgroup"}}
+	held, release := c.holdMountNS()
+	defer release()
+	if held != ns {
+		t.Fatalf("holdMountNS = %q, want %q", held, ns)
+	}
+	if err := stopProcesses(t.Context(), []*process{holder}, time.Second); err != nil {
+		t.Fatal(err)
+	}
+	for range 5 {
+		if _, other := newNS(); other == ns {
+			t.Fatalf("a new mount namespace got the held one's number %s", ns)
+		}
+	}
+	if members, err := mountNSMembers(held); err != nil || len(members) > 0 {
+		t.Errorf("members of the held namespace after its holder ended: %v (%v)", members, err)
+	}
+}
+
+// waitInNewMountNS waits until p left the caller's mount namespace.
+func waitInNewMountNS(t *testing.T, p *process) {
+	t.Helper()
+	for range 100 {
+		if same, err := sameFile(fmt.Sprintf("/proc/%d/ns/mnt", p.PID), "/proc/thread-self/ns/mnt"); err == nil && !same {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d never entered a mount namespace of its own", p.PID)
 }

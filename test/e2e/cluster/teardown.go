@@ -46,7 +46,9 @@ func (c *Cluster) Down(ctx context.Context) error {
 // cgroups or mount namespace; then kube-apiserver while etcd still
 // answers it (it lingers without); then the rest and the holder.
 func (c *Cluster) stopAll(ctx context.Context) error {
-	strays, err := c.strays(c.st.Processes)
+	ns, release := c.holdMountNS()
+	defer release()
+	strays, err := c.strays(ns, c.st.Processes)
 	if err != nil {
 		return err
 	}
@@ -63,17 +65,18 @@ func (c *Cluster) stopAll(ctx context.Context) error {
 			return err
 		}
 	}
-	return c.sweep(ctx)
+	return c.sweep(ctx, ns)
 }
 
-// strays are the processes in the cluster's cgroups or mount namespace
-// other than known ones and the caller: pods, shims, commands run there.
-func (c *Cluster) strays(known []*process) ([]*process, error) {
+// strays are the processes in the cluster's cgroups or in the mount
+// namespace ns (held, see holdMountNS; "" for none) other than known ones
+// and the caller: pods, shims, commands run there.
+func (c *Cluster) strays(ns string, known []*process) ([]*process, error) {
 	pids, err := cgroupPIDs(c.st.CgroupRoot)
 	if err != nil {
 		return nil, err
 	}
-	members, err := mountNSMembers(c.st.MountNS)
+	members, err := mountNSMembers(ns)
 	if err != nil {
 		return nil, err
 	}
@@ -91,10 +94,48 @@ func (c *Cluster) strays(known []*process) ([]*process, error) {
 	return strays, nil
 }
 
+// holdMountNS keeps the cluster's mount namespace alive until release
+// and returns its name, or "" when no process known to be the cluster's
+// is left in it. Held, the namespace's number names it alone: once the
+// last process in a namespace ends, the kernel gives its number to the
+// next new namespace, which may be another cluster's pod's, and processes
+// found by the number would be strangers.
+func (c *Cluster) holdMountNS() (ns string, release func()) {
+	if c.st.MountNS == "" {
+		return "", func() {}
+	}
+	var candidates []int
+	if c.st.Holder.running() {
+		candidates = append(candidates, c.st.Holder.PID)
+	}
+	if pids, err := cgroupPIDs(c.st.CgroupRoot); err == nil {
+		candidates = append(candidates, pids...)
+	}
+	for _, pid := range candidates {
+		if f, err := os.Open("/proc/" + strconv.Itoa(pid) + "/ns/mnt"); err == nil {
+			if mountNSName(f) == c.st.MountNS {
+				return c.st.MountNS, func() { f.Close() }
+			}
+			f.Close()
+		}
+	}
+	return "", func() {}
+}
+
+// mountNSName names the mount namespace f holds as /proc/PID/ns/mnt does.
+func mountNSName(f *os.File) string {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil {
+		return ""
+	}
+	return fmt.Sprintf("mnt:[%d]", st.Ino)
+}
+
 // mountNSMembers lists the processes in the mount namespace named ns
-// (as /proc/PID/ns/mnt reads); none when ns is "". It refuses the calling
-// thread's own namespace, whose members Down must never take for the
-// cluster's: the thread's, not the process's (see threadMountinfo).
+// (as /proc/PID/ns/mnt reads), which the caller holds (holdMountNS);
+// none when ns is "". It refuses the calling thread's own namespace,
+// whose members Down must never take for the cluster's: the thread's,
+// not the process's (see threadMountinfo).
 func mountNSMembers(ns string) ([]int, error) {
 	if ns == "" {
 		return nil, nil
@@ -121,11 +162,11 @@ func mountNSMembers(ns string) ([]int, error) {
 
 // sweep kills what was started while stopAll stopped the rest (a shim
 // restarting a container, say) until nothing is left.
-func (c *Cluster) sweep(ctx context.Context) error {
+func (c *Cluster) sweep(ctx context.Context, ns string) error {
 	ctx, cancel := context.WithTimeout(ctx, stopGrace)
 	defer cancel()
 	for {
-		strays, err := c.strays(nil)
+		strays, err := c.strays(ns, nil)
 		if err != nil || len(strays) == 0 {
 			return err
 		}
