@@ -130,7 +130,7 @@ func (d *Delegator) defaultAttachment(c *call) (attachment, error) {
 	if c.conf.DefaultNetwork == "" {
 		return attachment{}, fmt.Errorf("hwnet CNI config %q has no defaultNetwork: the agent writes it once the cluster-wide default network is configured", c.conf.Name)
 	}
-	dl, err := netconf.LoadFile(c.conf.DefaultNetwork)
+	dl, err := d.configs.loadFile(c.conf.DefaultNetwork)
 	if err != nil {
 		return attachment{}, fmt.Errorf("cluster-wide default network: %w", err)
 	}

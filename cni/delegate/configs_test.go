@@ -7,8 +7,9 @@ import (
 )
 
 // A NAD's parsed configuration is reused until its text changes; a list
-// from disk is read each time, since the file can change under its name
-// (NPWG 3.4.1).
+// a NAD finds on disk is looked up each time, since which file holds the
+// name can change (NPWG 3.4.1). The default network's file is read each
+// time and parsed again only when its text changed (NPWG 6.1).
 func TestParsedConfigs(t *testing.T) {
 	dir := t.TempDir()
 	disk := filepath.Join(dir, "10-disk.conflist")
@@ -49,5 +50,23 @@ func TestParsedConfigs(t *testing.T) {
 	write("1.0.0")
 	if reread, err := p.resolve("ns", "disk", "", dir, nil); err != nil || reread.CNIVersion != "1.0.0" {
 		t.Errorf("disk list after an edit = %+v, %v; want version 1.0.0", reread, err)
+	}
+
+	loaded, err := p.loadFile(disk)
+	if err != nil || loaded.CNIVersion != "1.0.0" {
+		t.Fatalf("loadFile = %+v, %v", loaded, err)
+	}
+	if again, _ := p.loadFile(disk); again != loaded {
+		t.Error("the same default network file was parsed again")
+	}
+	write("1.1.0")
+	if edited, err := p.loadFile(disk); err != nil || edited.CNIVersion != "1.1.0" {
+		t.Errorf("loadFile after an edit = %+v, %v; want version 1.1.0", edited, err)
+	}
+	if err := os.Remove(disk); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := p.loadFile(disk); err == nil {
+		t.Error("loadFile of a removed file succeeded")
 	}
 }
