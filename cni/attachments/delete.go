@@ -41,16 +41,6 @@ func (a Attachment) ConfigList() (*libcni.NetworkConfigList, error) {
 	return list, nil
 }
 
-// SetResult keeps the ADD's result for DEL and CHECK.
-func (a *Attachment) SetResult(res types.Result) error {
-	data, err := json.Marshal(res)
-	if err != nil {
-		return fmt.Errorf("network %s interface %s: result: %w", a.Network, a.IfName, err)
-	}
-	a.Result = data
-	return nil
-}
-
 // AddResult is the ADD's result, nil when the ADD did not finish or the
 // result cannot be read: a delegate's DEL must cope without prevResult
 // (CNI spec, DEL), so that must not stop the DEL.

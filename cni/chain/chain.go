@@ -18,6 +18,7 @@
 package chain
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -28,6 +29,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/utils"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -70,23 +72,82 @@ func New(exec invoke.Exec, path []string, environ []string) *Chain {
 }
 
 // Add runs ADD for every plugin of list in order and returns the last
-// result, which DEL and CHECK need later.
-func (c *Chain) Add(ctx context.Context, list *netconf.Delegate, rt Runtime) (types.Result, error) {
+// result, which DEL and CHECK need later, decoded and as JSON.
+func (c *Chain) Add(ctx context.Context, list *netconf.Delegate, rt Runtime) (types.Result, []byte, error) {
 	if err := validate(list.Name, rt); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	env := c.env("ADD", rt)
 	var result types.Result
+	var out []byte
 	for _, p := range list.Plugins {
 		path, stdin, err := c.prepare(list, p, result, rt)
 		if err == nil {
-			result, err = invoke.ExecPluginWithResult(ctx, path, stdin, env, c.exec)
+			result, out, err = c.execAdd(ctx, path, stdin, env, list.CNIVersion)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("plugin type=%q failed (add): %w", p.Type, err)
+			return nil, nil, fmt.Errorf("plugin type=%q failed (add): %w", p.Type, err)
 		}
 	}
-	return result, nil
+	return result, out, nil
+}
+
+// execAdd runs one plugin's ADD and decodes its result as libcni does
+// (invoke.ExecPluginWithResult): in the version the result states, or
+// else in the configuration's, which is the list's. Unlike libcni it does
+// not decode the plugin's configuration again to learn that version, nor
+// the result into a map to learn the result's. It returns the result also
+// as JSON: as the plugin printed it, when that states its version.
+func (c *Chain) execAdd(ctx context.Context, path string, stdin []byte, env envList, confVersion string) (types.Result, []byte, error) {
+	out, err := c.exec.ExecPlugin(ctx, path, stdin, env)
+	if err != nil {
+		return nil, nil, err
+	}
+	version := statedVersion(out)
+	if version == "" {
+		// A configuration without a version is 0.1.0 (CNI spec).
+		version = cmp.Or(confVersion, "0.1.0")
+		if out, err = withVersion(out, version); err != nil {
+			return nil, nil, err
+		}
+	}
+	res, err := create.Create(version, out)
+	if err != nil {
+		return nil, nil, err
+	}
+	return res, out, nil
+}
+
+// statedVersion is a result's cniVersion, "" when it states none or not
+// as a string. The key matches case-insensitively, unlike libcni's
+// lookup; decoding the result matches it so too.
+func statedVersion(out []byte) string {
+	var stated struct {
+		CNIVersion any `json:"cniVersion"`
+	}
+	if json.Unmarshal(out, &stated) != nil {
+		return ""
+	}
+	v, _ := stated.CNIVersion.(string)
+	return v
+}
+
+// withVersion sets a result's cniVersion, as libcni does for a plugin
+// that stated none.
+func withVersion(out []byte, version string) ([]byte, error) {
+	var raw map[string]any
+	if err := json.Unmarshal(out, &raw); err != nil {
+		return nil, fmt.Errorf("failed to unmarshal raw result: %w", err)
+	}
+	if raw == nil { // the plugin printed null
+		raw = map[string]any{}
+	}
+	raw["cniVersion"] = version
+	fixed, err := json.Marshal(raw)
+	if err != nil {
+		return nil, fmt.Errorf("failed to remarshal fixed result: %w", err)
+	}
+	return fixed, nil
 }
 
 // MissingPluginsError is a DEL that ran every plugin of a list but those

@@ -1,6 +1,7 @@
 package chain_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/hwnet-io/hwnet/cni/chain"
@@ -65,8 +67,21 @@ func (e *recordingExec) ExecPlugin(_ context.Context, path string, stdin []byte,
 	if vars["CNI_COMMAND"] != "ADD" {
 		return nil, nil
 	}
-	return fmt.Appendf(nil, `{"cniVersion":%q,"interfaces":[{"name":%q,"mac":"02:00:00:00:00:%02x","sandbox":%q}],"ips":[{"address":"10.1.0.%d/24","interface":0}]}`,
-		conf["cniVersion"], vars["CNI_IFNAME"], len(path), vars["CNI_NETNS"], len(path)), nil
+	version := fmt.Sprintf(`"cniVersion":%q,`, conf["cniVersion"])
+	switch {
+	case strings.HasSuffix(path, "/noversion"):
+		version = ""
+	case strings.HasSuffix(path, "/otherversion"):
+		version = `"cniVersion":"0.4.0",`
+	}
+	out := fmt.Appendf(nil, `{%s"interfaces":[{"name":%q,"mac":"02:00:00:00:00:%02x","sandbox":%q}],"ips":[{"address":"10.1.0.%d/24","interface":0}]}`,
+		version, vars["CNI_IFNAME"], len(path), vars["CNI_NETNS"], len(path))
+	if strings.HasSuffix(path, "/pretty") {
+		var indented bytes.Buffer
+		err := json.Indent(&indented, out, "", "  ")
+		return indented.Bytes(), err
+	}
+	return out, nil
 }
 
 func (e *recordingExec) take() []call {
@@ -86,6 +101,9 @@ var lists = []struct {
 	{"1.0.0 own runtimeConfig replaced", `{"cniVersion":"1.0.0","name":"d","plugins":[{"type":"ib-sriov","capabilities":{"infinibandGUID":true},"runtimeConfig":{"infinibandGUID":"old"}},{"type":"noop","runtimeConfig":{"kept":1}}]}`},
 	{"1.1.0 disabled capability", `{"cniVersion":"1.1.0","name":"e","plugins":[{"type":"macvlan","master":"eth0","capabilities":{"mac":false,"ips":true}},{"type":"portmap","capabilities":{"portMappings":true},"snat":true}]}`},
 	{"0.2.0 no prevResult", `{"cniVersion":"0.2.0","name":"f","plugins":[{"type":"bridge","ipam":{"type":"host-local","subnet":"10.9.0.0/24"}}]}`},
+	{"1.0.0 result without cniVersion", `{"cniVersion":"1.0.0","name":"g","plugins":[{"type":"noversion"}]}`},
+	{"1.1.0 result of another version, pretty-printed", `{"cniVersion":"1.1.0","name":"h","plugins":[{"type":"otherversion"},{"type":"pretty"}]}`},
+	{"1.0.0 last result of another version", `{"cniVersion":"1.0.0","name":"i","plugins":[{"type":"pretty"},{"type":"otherversion"}]}`},
 }
 
 func runtime() (chain.Runtime, *libcni.RuntimeConf) {
@@ -125,15 +143,19 @@ func TestSpec0_3_0_NetworkConfigurationListsAsLibcni(t *testing.T) {
 				t.Fatal(err)
 			}
 			libcniCalls := exec.take()
-			got, err := chain.New(exec, path, environ).Add(context.Background(), list, rt)
+			got, gotJSON, err := chain.New(exec, path, environ).Add(context.Background(), list, rt)
 			if err != nil {
 				t.Fatal(err)
 			}
 			chainCalls := exec.take()
 
 			compareCalls(t, "ADD", chainCalls, libcniCalls)
-			if g, w := marshal(t, got), marshal(t, want); g != w {
-				t.Errorf("result\nchain:  %s\nlibcni: %s", g, w)
+			if g, w := marshal(t, got), marshal(t, want); g != w || got.Version() != want.Version() {
+				t.Errorf("result\nchain:  %s (version %s)\nlibcni: %s (version %s)", g, got.Version(), w, want.Version())
+			}
+			// The JSON kept for DEL and CHECK reads back as the result.
+			if again, err := create.CreateFromBytes(gotJSON); err != nil || marshal(t, again) != marshal(t, want) {
+				t.Errorf("result JSON %s reads back as %v, %v; want %s", gotJSON, again, err, marshal(t, want))
 			}
 			if env := chainCalls[0].env; !slices.Contains(env, "PATH=/usr/bin") || slices.Contains(env, "CNI_COMMAND=stale") {
 				t.Errorf("environment %v: want the given one, its CNI_ variables replaced", env)
@@ -156,7 +178,7 @@ func TestDelAndCheckAsLibcni(t *testing.T) {
 			ch := chain.New(exec, nil, nil)
 			lib := libcni.NewCNIConfigWithCacheDir(nil, t.TempDir(), exec)
 			list, llist := parse(t, tc.conf), libcniList(t, tc.conf)
-			added, err := ch.Add(ctx, list, rt)
+			added, _, err := ch.Add(ctx, list, rt)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -224,7 +246,7 @@ func TestAddErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			exec := &recordingExec{fail: tc.fail}
 			rt := chain.Runtime{ContainerID: tc.containerID, IfName: tc.ifName, Netns: "/n"}
-			_, err := chain.New(exec, nil, nil).Add(context.Background(), parse(t, tc.conf), rt)
+			_, _, err := chain.New(exec, nil, nil).Add(context.Background(), parse(t, tc.conf), rt)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("error %v, want one containing %q", err, tc.want)
 			}

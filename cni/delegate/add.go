@@ -172,12 +172,12 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Rec
 // attach runs one attachment's ADD and keeps its result in the record.
 func (d *Delegator) attach(ctx context.Context, c *call, rec *attachments.Record, i int, a *attached, list *netconf.Delegate) error {
 	entry := &rec.Attachments[i]
-	res, err := c.chain.Add(ctx, list, rec.Runtime(*entry))
+	res, data, err := c.chain.Add(ctx, list, rec.Runtime(*entry))
 	if err != nil {
 		return fmt.Errorf("ADD network %s interface %s: %w", a.network, a.ifName, err)
 	}
-	a.result = res
-	return entry.SetResult(res)
+	a.result, entry.Result = res, data
+	return nil
 }
 
 // prepareEntry builds the record entry and the configuration list an

@@ -60,12 +60,8 @@ func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, fa
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := ch.Add(context.Background(), dl, rec.Runtime(a))
-		if err != nil {
+		if _, a.Result, err = ch.Add(context.Background(), dl, rec.Runtime(a)); err != nil {
 			t.Fatalf("ADD %s: %v", ifName, err)
-		}
-		if err := a.SetResult(res); err != nil {
-			t.Fatal(err)
 		}
 		rec.Attachments = append(rec.Attachments, a)
 	}
