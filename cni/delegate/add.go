@@ -145,18 +145,24 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Rec
 	done := make([]attached, 0, len(atts))
 	lists := make([]*netconf.Delegate, 0, len(atts))
 	for _, a := range atts {
-		entry, list, info, err := d.prepareEntry(c, a)
+		entry, list, err := d.prepareEntry(c, a)
 		if err != nil {
 			return done, err
 		}
 		rec.Attachments = append(rec.Attachments, entry)
 		lists = append(lists, list)
-		done = append(done, attached{attachment: a, info: info, infoFile: entry.DeviceInfoFile})
+		done = append(done, attached{attachment: a, infoFile: entry.DeviceInfoFile})
 	}
 	if err := c.store.Save(rec); err != nil {
 		return nil, err
 	}
+	infos := d.writeDeviceInfos(done)
+	defer infos.wait()
 	for i := range done {
+		var err error
+		if done[i].info, err = infos.get(i); err != nil {
+			return done[:i], err
+		}
 		if err := d.attach(ctx, c, rec, i, &done[i], lists[i]); err != nil {
 			return done[:i+1], err
 		}
@@ -181,30 +187,27 @@ func (d *Delegator) attach(ctx context.Context, c *call, rec *attachments.Record
 }
 
 // prepareEntry builds the record entry and the configuration list an
-// attachment runs with: device and cni-args injected, runtimeConfig chosen.
-func (d *Delegator) prepareEntry(c *call, a attachment) (attachments.Attachment, *netconf.Delegate, *devinfo.DeviceInfo, error) {
+// attachment runs with: device, device-info file and cni-args injected,
+// runtimeConfig chosen.
+func (d *Delegator) prepareEntry(c *call, a attachment) (attachments.Attachment, *netconf.Delegate, error) {
 	entry := attachments.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
 		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource}
 	inj := netconf.Injection{DeviceID: a.deviceID, CNIArgs: a.sel.CNIArgs}
-	var info *devinfo.DeviceInfo
 	if a.deviceID != "" {
-		path, written, err := d.writeDeviceInfo(c, a)
-		if err != nil {
-			return entry, nil, nil, err
-		}
-		entry.DeviceInfoFile, inj.DeviceInfoFile, info = path, path, written
+		entry.DeviceInfoFile = filepath.Join(d.opts.CNIDevinfoDir, devinfo.CNIFileName(a.network, c.req.ContainerID, a.ifName))
+		inj.DeviceInfoFile = entry.DeviceInfoFile
 	}
 	dl, err := a.delegate.Inject(inj)
 	if err != nil {
-		return entry, nil, nil, fmt.Errorf("network %s: %w", a.network, err)
+		return entry, nil, fmt.Errorf("network %s: %w", a.network, err)
 	}
 	if entry.ConfList, err = dl.Bytes(); err != nil {
-		return entry, nil, nil, fmt.Errorf("network %s: %w", a.network, err)
+		return entry, nil, fmt.Errorf("network %s: %w", a.network, err)
 	}
 	if entry.CapabilityArgs, err = d.runtimeConfig(c, a); err != nil {
-		return entry, nil, nil, err
+		return entry, nil, err
 	}
-	return entry, dl, info, nil
+	return entry, dl, nil
 }
 
 // runtimeConfig is what the runtime asked of hwnet for the default network
@@ -216,22 +219,66 @@ func (d *Delegator) runtimeConfig(c *call, a attachment) (map[string]json.RawMes
 	return attachments.EncodeCapabilityArgs(a.capabilityArgs())
 }
 
+// deviceInfoWrites writes the device-info files of an ADD's attachments
+// in the background, once their record names them, so that the writes
+// overlap the default network's ADD instead of preceding it. A delegate
+// runs only once the writes are done.
+type deviceInfoWrites struct {
+	done  chan struct{}
+	paths []string
+	infos []*devinfo.DeviceInfo
+	errs  []error
+}
+
+// writeDeviceInfos starts the writes of the device-info files of atts.
+func (d *Delegator) writeDeviceInfos(atts []attached) *deviceInfoWrites {
+	w := &deviceInfoWrites{done: make(chan struct{}), paths: make([]string, len(atts)),
+		infos: make([]*devinfo.DeviceInfo, len(atts)), errs: make([]error, len(atts))}
+	// Copies: attach writes to atts meanwhile.
+	jobs := make([]attachment, len(atts))
+	for i, a := range atts {
+		w.paths[i], jobs[i] = a.infoFile, a.attachment
+	}
+	go func() {
+		defer close(w.done)
+		for i, path := range w.paths {
+			if path != "" {
+				w.infos[i], w.errs[i] = d.writeDeviceInfo(path, jobs[i])
+			}
+		}
+	}()
+	return w
+}
+
+// get returns the device-info written for attachment i once every write
+// is done; at once nil for an attachment without a device.
+func (w *deviceInfoWrites) get(i int) (*devinfo.DeviceInfo, error) {
+	if w.paths[i] == "" {
+		return nil, nil
+	}
+	<-w.done
+	return w.infos[i], w.errs[i]
+}
+
+// wait returns once every write is done: none may outlive its ADD, whose
+// rollback removes the files.
+func (w *deviceInfoWrites) wait() { <-w.done }
+
 // writeDeviceInfo copies the device plugin's device-info for the device
-// into the attachment's CNI device-info file, as the device-info
+// into the attachment's CNI device-info file at path, as the device-info
 // specification asks of a delegating plugin. A device plugin that wrote
 // none (or an unreadable one) still gets its device named, so
 // network-status can say which it is.
-func (d *Delegator) writeDeviceInfo(c *call, a attachment) (string, *devinfo.DeviceInfo, error) {
-	path := filepath.Join(d.opts.CNIDevinfoDir, devinfo.CNIFileName(a.network, c.req.ContainerID, a.ifName))
+func (d *Delegator) writeDeviceInfo(path string, a attachment) (*devinfo.DeviceInfo, error) {
 	info, err := devinfo.Copy(d.opts.DPDevinfoDir, a.resource, a.deviceID, path)
 	if err == nil {
-		return path, info, nil
+		return info, nil
 	}
 	info = devinfo.NewPCI(devinfo.PCI{PCIAddress: a.deviceID})
 	if err := devinfo.WriteFile(path, info); err != nil {
-		return "", nil, fmt.Errorf("network %s: %w", a.network, err)
+		return nil, fmt.Errorf("network %s: %w", a.network, err)
 	}
-	return path, info, nil
+	return info, nil
 }
 
 // applyDefaultRoute moves the pod's default route to the attachment whose

@@ -210,3 +210,28 @@ func TestSpec7_2_DelWithoutAgentOrAPIServer(t *testing.T) {
 	}
 	n.assertNothingLeft(podNetns, state)
 }
+
+// The device-info files are written while the default network's ADD runs.
+// One that cannot be written fails the ADD before its delegate runs, and
+// the default network's attachment is deleted again (NPWG 7.2).
+func TestSpec7_2_DeviceInfoWriteFailureUndoesAdd(t *testing.T) {
+	n := newHarness(t)
+	state := t.TempDir()
+	writeFile(t, filepath.Join(n.dir, "net.d", "10-podnet.conflist"),
+		`{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","personality":"plain","stateDir":"`+state+`"}]}`)
+	// A file where the device-info directory should be.
+	writeFile(t, filepath.Join(n.dir, "devinfo", "cni"), "")
+	n.createNAD(podNS, "rec", sriovRes, recorderNAD("rec", state, ""))
+	pod := n.createPod("no-devinfo", `[{"name":"rec"}]`, map[string][]string{sriovRes: {"0000:3b:02.0"}})
+	waitPod(t, n, podNS, "no-devinfo")
+
+	_, err := n.d.Handle(context.Background(), n.request("ADD", "no-devinfo", pod))
+	if err == nil || !strings.Contains(err.Error(), "network cnf/rec") || !strings.Contains(err.Error(), "not a directory") {
+		t.Fatalf("ADD err = %v, want the device-info write of network cnf/rec failing", err)
+	}
+	for _, dir := range []string{state, filepath.Join(n.dir, "cache", "containers")} {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("%s still holds %s after the failed ADD", dir, entries[0].Name())
+		}
+	}
+}
