@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -79,6 +80,12 @@ func benchmarkAdd(b *testing.B, exec *timedExec) {
 	n := newHarness(b)
 	state := b.TempDir()
 	n.d.opts.Exec = exec
+	// A node keeps CNI device-info on tmpfs (/var/run) whatever disk holds
+	// the records, which stay in TMPDIR.
+	if shm, err := os.MkdirTemp("/dev/shm", "hwnet-devinfo-"); err == nil {
+		b.Cleanup(func() { os.RemoveAll(shm) })
+		n.d.opts.CNIDevinfoDir = shm
+	}
 	n.conf = recorderDefault(b, n)
 	for i := range 4 {
 		n.createNAD(podNS, fmt.Sprintf("net%d", i), sriovRes, recorderNAD(fmt.Sprintf("net%d", i), state, `,"capabilities":{"mac":true}`))
