@@ -8,6 +8,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -224,26 +225,22 @@ func (d *Delegator) runtimeConfig(c *call, a attachment) (map[string]json.RawMes
 // overlap the default network's ADD instead of preceding it. A delegate
 // runs only once the writes are done.
 type deviceInfoWrites struct {
-	done  chan struct{}
-	paths []string
+	done chan struct{}
+	// atts is a copy: attach writes to the caller's meanwhile.
+	atts  []attached
 	infos []*devinfo.DeviceInfo
 	errs  []error
 }
 
 // writeDeviceInfos starts the writes of the device-info files of atts.
 func (d *Delegator) writeDeviceInfos(atts []attached) *deviceInfoWrites {
-	w := &deviceInfoWrites{done: make(chan struct{}), paths: make([]string, len(atts)),
+	w := &deviceInfoWrites{done: make(chan struct{}), atts: slices.Clone(atts),
 		infos: make([]*devinfo.DeviceInfo, len(atts)), errs: make([]error, len(atts))}
-	// Copies: attach writes to atts meanwhile.
-	jobs := make([]attachment, len(atts))
-	for i, a := range atts {
-		w.paths[i], jobs[i] = a.infoFile, a.attachment
-	}
 	go func() {
 		defer close(w.done)
-		for i, path := range w.paths {
-			if path != "" {
-				w.infos[i], w.errs[i] = d.writeDeviceInfo(path, jobs[i])
+		for i, a := range w.atts {
+			if a.infoFile != "" {
+				w.infos[i], w.errs[i] = d.writeDeviceInfo(a.infoFile, a.attachment)
 			}
 		}
 	}()
@@ -253,7 +250,7 @@ func (d *Delegator) writeDeviceInfos(atts []attached) *deviceInfoWrites {
 // get returns the device-info written for attachment i once every write
 // is done; at once nil for an attachment without a device.
 func (w *deviceInfoWrites) get(i int) (*devinfo.DeviceInfo, error) {
-	if w.paths[i] == "" {
+	if w.atts[i].infoFile == "" {
 		return nil, nil
 	}
 	<-w.done
