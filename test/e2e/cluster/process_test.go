@@ -70,7 +70,10 @@ func TestHeldMountNamespaceKeepsItsNumber(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { stopProcesses(context.Background(), []*process{p}, time.Second) })
-		waitInNewMountNS(t, p)
+		// unshare --mount keeps the network namespace this test is in.
+		if err := waitInNamespaces(t.Context(), p, "/proc/self/ns/net"); err != nil {
+			t.Fatal(err)
+		}
 		ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/mnt", p.PID))
 		if err != nil {
 			t.Fatal(err)
@@ -95,16 +98,4 @@ func TestHeldMountNamespaceKeepsItsNumber(t *testing.T) {
 	if members, err := mountNSMembers(held); err != nil || len(members) > 0 {
 		t.Errorf("members of the held namespace after its holder ended: %v (%v)", members, err)
 	}
-}
-
-// waitInNewMountNS waits until p left the caller's mount namespace.
-func waitInNewMountNS(t *testing.T, p *process) {
-	t.Helper()
-	for range 100 {
-		if same, err := sameFile(fmt.Sprintf("/proc/%d/ns/mnt", p.PID), "/proc/thread-self/ns/mnt"); err == nil && !same {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("pid %d never entered a mount namespace of its own", p.PID)
 }
