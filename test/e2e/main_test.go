@@ -21,16 +21,18 @@ import (
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
-// The suite's cluster: its state directory is $HWNET_E2E_STATE, else
-// stateDirName under os.TempDir(); HWNET_E2E_KEEP=1 leaves it running after
-// the tests (a later run reuses it). Its node has a name of its own, so
-// that the suite and `make demo`'s cluster (node hwnet-e2e) can run at once.
+// The suite's cluster: its node is named $HWNET_E2E_NAME, else
+// defaultNodeName, a name of its own so that the suite and `make demo`'s
+// cluster (node hwnet-e2e) can run at once; two checkouts testing at once
+// set names of their own. Its state directory is $HWNET_E2E_STATE, else
+// the node's name under os.TempDir(); HWNET_E2E_KEEP=1 leaves it running
+// after the tests (a later run reuses it).
 const (
-	stateEnv     = "HWNET_E2E_STATE"
-	keepEnv      = "HWNET_E2E_KEEP"
-	stateDirName = "hwnet-e2e-suite"
-	nodeName     = "hwnet-e2e-suite"
-	setupTimeout = 10 * time.Minute
+	stateEnv        = "HWNET_E2E_STATE"
+	keepEnv         = "HWNET_E2E_KEEP"
+	nameEnv         = "HWNET_E2E_NAME"
+	defaultNodeName = "hwnet-e2e-suite"
+	setupTimeout    = 10 * time.Minute
 )
 
 // env is what every test gets: the shared cluster with hwnet deployed and
@@ -97,12 +99,12 @@ func (e *env) bringUp(t *testing.T) error {
 	if e.repo, err = repoRoot(); err != nil {
 		return err
 	}
-	images, err := image.Images(ctx, e.repo, cluster.DefaultImageDir)
+	images, err := image.Images(ctx, e.repo, cluster.TestImageDir())
 	if err != nil {
 		return err
 	}
 	spec := virtualnode.DefaultSpec()
-	spec.Name = nodeName
+	spec.Name = nodeName()
 	progress := testWriter{t}
 	// A half-up cluster is kept too, for TestMain's tearDown to remove.
 	e.c, err = cluster.Up(ctx, cluster.Config{StateDir: stateDir(), Spec: spec, Repo: e.repo,
@@ -154,7 +156,14 @@ func stateDir() string {
 	if dir := os.Getenv(stateEnv); dir != "" {
 		return dir
 	}
-	return filepath.Join(os.TempDir(), stateDirName)
+	return filepath.Join(os.TempDir(), nodeName())
+}
+
+func nodeName() string {
+	if name := os.Getenv(nameEnv); name != "" {
+		return name
+	}
+	return defaultNodeName
 }
 
 func logDir(c *cluster.Cluster) string {

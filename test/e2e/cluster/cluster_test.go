@@ -57,13 +57,13 @@ func TestUpRunPodDown(t *testing.T) {
 	checkNothingLeftAfterDown(ctx, t, c)
 }
 
-// testImages builds the e2e images, reusing what DefaultImageDir holds.
+// testImages builds the e2e images, reusing what TestImageDir holds.
 func testImages(ctx context.Context, t testing.TB) []string {
 	repo, err := findRepo()
 	if err != nil {
 		t.Fatal(err)
 	}
-	images, err := image.Images(ctx, repo, DefaultImageDir)
+	images, err := image.Images(ctx, repo, TestImageDir())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,19 @@ const (
 	// DefaultImageDir is where hwnet-cluster and this package's tests
 	// build the images (test/e2e/image), so that later runs reuse them.
 	DefaultImageDir = "/var/cache/hwnet-ci/e2e-images"
+	// ImageDirEnv overrides DefaultImageDir for the tests, so that two
+	// checkouts testing at once do not import each other's images.
+	ImageDirEnv = "HWNET_E2E_IMAGE_DIR"
 )
+
+// TestImageDir is where tests build the images: $HWNET_E2E_IMAGE_DIR,
+// else DefaultImageDir.
+func TestImageDir() string {
+	if dir := os.Getenv(ImageDirEnv); dir != "" {
+		return dir
+	}
+	return DefaultImageDir
+}
 
 // Config says how Up builds a cluster. The zero value is usable once the
 // images are given.
