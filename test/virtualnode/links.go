@@ -28,6 +28,9 @@ var (
 // the calling thread into it, so it runs on a locked thread of its own that
 // exits with its goroutine instead of returning to the scheduler.
 func createNetns(name string) error {
+	if err := shareNetnsDir(); err != nil {
+		return err
+	}
 	err := osthread.Run(func() error {
 		h, err := netns.NewNamed(name)
 		if err != nil {
@@ -42,6 +45,34 @@ func createNetns(name string) error {
 		return fmt.Errorf("create netns %s: %w", name, err)
 	}
 	return nil
+}
+
+// shareNetnsDir makes netnsDir a shared mount of its own, as `ip netns
+// add` does the first time it runs. Were it a plain directory, a later
+// `ip netns add` (a test's pod netns) would bind netnsDir over itself and
+// bury the node's netns bind under the new mount: unmount would then fail
+// with EINVAL, remove with EBUSY, and the name would stay taken until
+// reboot.
+func shareNetnsDir() error {
+	if err := os.MkdirAll(netnsDir, 0o755); err != nil {
+		return fmt.Errorf("netns dir: %w", err)
+	}
+	err := unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, "")
+	if err != unix.EINVAL {
+		return wrapNetnsDirErr("make shared", err)
+	}
+	// EINVAL: not a mount point yet.
+	if err := unix.Mount(netnsDir, netnsDir, "none", unix.MS_BIND|unix.MS_REC, ""); err != nil {
+		return wrapNetnsDirErr("bind", err)
+	}
+	return wrapNetnsDirErr("make shared", unix.Mount("", netnsDir, "none", unix.MS_SHARED|unix.MS_REC, ""))
+}
+
+func wrapNetnsDirErr(step string, err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s %s: %w", step, netnsDir, err)
 }
 
 // quietIPv6 turns off duplicate address detection and router
