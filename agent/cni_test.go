@@ -40,7 +40,7 @@ func TestSpec6_1_AgentServesCNI(t *testing.T) {
 	}
 	f.start(t)
 	own := filepath.Join(confDir, agent.DefaultCNIConfFileName)
-	time.Sleep(300 * time.Millisecond)
+	f.waitLog(t, "hwnet's CNI config withheld")
 	if _, err := os.Stat(own); err == nil {
 		t.Fatal("hwnet's CNI config written before the default network's exists (6.1)")
 	}
