@@ -34,12 +34,16 @@ func RequireRoot(t testing.TB) {
 }
 
 // BuildForTest builds spec for a test and destroys the node when the test
-// ends. With links it needs root (see RequireRoot); the spec's name must
-// then be unique among the tests that run at once, as it names the netns.
+// ends. With links it needs root (see RequireRoot), and the node's name
+// gets the test process's ID appended: the name names the netns, which is
+// machine-wide, and `go test ./...` runs packages at once, each with its
+// own "default" node. Within a package, names must stay unique among the
+// tests that run at once.
 func BuildForTest(t testing.TB, spec *Spec, db *hwdb.DB, links bool) *Node {
 	t.Helper()
 	if links {
 		RequireRoot(t)
+		spec = withProcessName(spec)
 	}
 	n, err := Build(context.Background(), spec, db, Options{Dir: testDir(t), Links: links})
 	if err != nil {
@@ -51,6 +55,15 @@ func BuildForTest(t testing.TB, spec *Spec, db *hwdb.DB, links bool) *Node {
 		}
 	})
 	return n
+}
+
+// withProcessName returns a copy of spec named <name>-<pid>, cut to the
+// longest name a spec may have.
+func withProcessName(spec *Spec) *Spec {
+	suffix := fmt.Sprintf("-%d", os.Getpid())
+	named := *spec
+	named.Name = spec.Name[:min(len(spec.Name), maxNameLen-len(suffix))] + suffix
+	return &named
 }
 
 // testDir returns a directory for a test node's state. As root Build
