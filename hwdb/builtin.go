@@ -8,6 +8,9 @@ const (
 	vendorNVIDIA   PCIID = 0x15b3 // Mellanox Technologies in pci.ids
 	vendorBroadcom PCIID = 0x14e4
 	vendorQLogic   PCIID = 0x1077 // Marvell's FastLinQ line
+	vendorCavium   PCIID = 0x177d // Marvell's OCTEON line
+	vendorRedHat   PCIID = 0x1af4 // virtio
+	vendorAmazon   PCIID = 0x1d0f
 )
 
 // builtinModels returns the curated SR-IOV table, one model per PF device
@@ -15,7 +18,7 @@ const (
 // appears in the kernel driver's PCI ID table; the per-family constructors
 // below say where each family's limits and capabilities come from.
 func builtinModels() []Model {
-	return slices.Concat(intelModels(), nvidiaModels(), broadcomModels(), qlogicModels())
+	return slices.Concat(intelModels(), nvidiaModels(), broadcomModels(), qlogicModels(), marvellModels(), guestModels())
 }
 
 func intelModels() []Model {
@@ -29,6 +32,8 @@ func intelModels() []Model {
 		// 1565 is the X550 VF on bare metal; 1564 is its Hyper-V flavour.
 		ixgbe("X550", "Intel X550", 0x1563, 0x1565),
 		ixgbe("X550-T1", "Intel X550", 0x15d1, 0x1565),
+		igb("I350", "Intel I350", 0x1521, 0x1520),
+		igb("82576", "Intel 82576", 0x10c9, 0x10ca),
 
 		i40e("X710 SFP+", "Intel X710", 0x1572, 0x154c),
 		i40e("X710 backplane", "Intel X710", 0x1581, 0x154c),
@@ -39,6 +44,8 @@ func intelModels() []Model {
 		i40e("XL710 backplane", "Intel X710", 0x1580, 0x154c),
 		i40e("XXV710 SFP28", "Intel X710", 0x158b, 0x154c),
 		i40e("XXV710 backplane", "Intel X710", 0x158a, 0x154c),
+		// The XXV710 inside the FPGA Programmable Acceleration Card N3000.
+		i40e("XXV710 N3000", "Intel X710", 0x0d58, 0x154c),
 		i40e("X722 SFP+", "Intel X722", 0x37d0, 0x37cd),
 		i40e("X722 backplane", "Intel X722", 0x37ce, 0x37cd),
 		i40e("X722 QSFP+", "Intel X722", 0x37cf, 0x37cd),
@@ -59,6 +66,11 @@ func intelModels() []Model {
 		ice(Model{Name: "E823-L backplane", Family: "Intel E823", PFDevice: 0x124c}),
 		ice(Model{Name: "E823-L SFP", Family: "Intel E823", PFDevice: 0x124d}),
 		ice(Model{Name: "E823-L QSFP", Family: "Intel E823", PFDevice: 0x151d}),
+		ice(Model{Name: "E822-C backplane", Family: "Intel E822", PFDevice: 0x1890}),
+		ice(Model{Name: "E822-C QSFP", Family: "Intel E822", PFDevice: 0x1891}),
+		ice(Model{Name: "E822-C SFP", Family: "Intel E822", PFDevice: 0x1892}),
+		ice(Model{Name: "E822-L backplane", Family: "Intel E822", PFDevice: 0x1897}),
+		ice(Model{Name: "E822-L SFP", Family: "Intel E822", PFDevice: 0x1898}),
 		ice(Model{Name: "E825-C backplane", Family: "Intel E825", PFDevice: 0x579c}),
 		ice(Model{Name: "E825-C QSFP", Family: "Intel E825", PFDevice: 0x579d}),
 		ice(Model{Name: "E825-C SFP", Family: "Intel E825", PFDevice: 0x579e}),
@@ -68,6 +80,19 @@ func intelModels() []Model {
 		ice(Model{Name: "E830-CC backplane", Family: "Intel E830", PFDevice: 0x12d1}),
 		ice(Model{Name: "E830-CC QSFP", Family: "Intel E830", PFDevice: 0x12d2}),
 		ice(Model{Name: "E830-CC SFP", Family: "Intel E830", PFDevice: 0x12d3}),
+		ice(Model{Name: "E835-CC QSFP", Family: "Intel E835", PFDevice: 0x1249}),
+		ice(Model{Name: "E835-CC SFP", Family: "Intel E835", PFDevice: 0x124a}),
+	}
+}
+
+// igb returns an Intel 1GbE model. igb enables at most 7 VFs per PF
+// (max_vfs, igb_main.c); igbvf drives them, without DPDK's vfio support
+// being any different from the 10GbE parts'.
+func igb(name, family string, pf, vf PCIID) Model {
+	return Model{
+		Name: name, Family: family, Vendor: vendorIntel, PFDevice: pf, VFDevice: vf,
+		PFDrivers: []string{"igb"}, VFDrivers: []string{"igbvf"}, MaxVFs: 7,
+		LinkTypes: []LinkType{Ethernet}, DPDK: VFIO,
 	}
 }
 
@@ -114,6 +139,8 @@ func nvidiaModels() []Model {
 	eth := []LinkType{Ethernet}
 	dpu := []LinkType{Ethernet, InfiniBand}
 	return []Model{
+		mlx4(Model{Name: "ConnectX-3", PFDevice: 0x1003, LinkTypes: vpi}),
+		mlx4(Model{Name: "ConnectX-3 Pro", PFDevice: 0x1007, LinkTypes: vpi}),
 		// ASAP² switchdev offload starts with ConnectX-4 Lx.
 		mlx5(Model{Name: "ConnectX-4", PFDevice: 0x1013, VFDevice: 0x1014, LinkTypes: vpi}),
 		mlx5(Model{Name: "ConnectX-4 Lx", PFDevice: 0x1015, VFDevice: 0x1016, LinkTypes: eth, Switchdev: true}),
@@ -139,6 +166,16 @@ func nvidiaModels() []Model {
 func mlx5(m Model) Model {
 	m.Family, m.Vendor = "NVIDIA "+m.Name, vendorNVIDIA
 	m.PFDrivers, m.VFDrivers, m.MaxVFs = []string{"mlx5_core"}, []string{"mlx5_core"}, 127
+	m.LinkTypes, m.RDMA, m.DPDK = slices.Clone(m.LinkTypes), true, Bifurcated
+	return m
+}
+
+// mlx4 completes a ConnectX-3 model: mlx4_core drives PF and VF (1004
+// for both models), mlx4_ib gives VFs RDMA, and mlx4 caps a PF at 126 VFs
+// (MLX4_MAX_NUM_VF). There is no switchdev mode.
+func mlx4(m Model) Model {
+	m.Family, m.Vendor, m.VFDevice = "NVIDIA "+m.Name, vendorNVIDIA, 0x1004
+	m.PFDrivers, m.VFDrivers, m.MaxVFs = []string{"mlx4_core"}, []string{"mlx4_core"}, 126
 	m.LinkTypes, m.RDMA, m.DPDK = slices.Clone(m.LinkTypes), true, Bifurcated
 	return m
 }
@@ -193,6 +230,48 @@ func qede(name, family string, pf, vf PCIID, maxVFs int) Model {
 	return Model{
 		Name: name, Family: family, Vendor: vendorQLogic, PFDevice: pf, VFDevice: vf,
 		PFDrivers: []string{"qede"}, VFDrivers: []string{"qede"}, MaxVFs: maxVFs,
+		LinkTypes: []LinkType{Ethernet}, DPDK: VFIO,
+	}
+}
+
+// marvellModels are the OCTEON SoCs in PCIe endpoint mode, the IDs the
+// SR-IOV operator lists: octeon_ep drives the PF and octeon_ep_vf the VFs,
+// whose ID is the PF's plus 3 (both drivers' PCI tables). The firmware sets
+// sriov_totalvfs; 128 bounds what hwnet accepts.
+func marvellModels() []Model {
+	return []Model{
+		octeon("OCTEON TX2 CN98XX", "Marvell OCTEON TX2", 0xb100),
+		octeon("OCTEON TX2 CN96XX", "Marvell OCTEON TX2", 0xb200),
+		octeon("OCTEON Fusion CNF95XX", "Marvell OCTEON Fusion", 0xb600),
+		octeon("OCTEON 10 CN10XXX", "Marvell OCTEON 10", 0xb900),
+		octeon("OCTEON Fusion CNF105XX", "Marvell OCTEON Fusion", 0xba00),
+	}
+}
+
+func octeon(name, family string, pf PCIID) Model {
+	return Model{
+		Name: name, Family: family, Vendor: vendorCavium, PFDevice: pf, VFDevice: pf + 3,
+		PFDrivers: []string{"octeon_ep"}, VFDrivers: []string{"octeon_ep_vf"}, MaxVFs: 128,
+		LinkTypes: []LinkType{Ethernet}, DPDK: VFIO,
+	}
+}
+
+// guestModels are the NICs a virtual machine sees, which the SR-IOV
+// operator pools inside VMs: the function is itself the host's VF (or an
+// emulated device), so PF and VF share one ID and the guest enables no
+// VFs of its own (MaxVFs 0).
+func guestModels() []Model {
+	return []Model{
+		guest("virtio-net (legacy)", "virtio", vendorRedHat, 0x1000, "virtio-pci"),
+		guest("virtio-net", "virtio", vendorRedHat, 0x1041, "virtio-pci"),
+		guest("ENA", "Amazon Elastic Network Adapter", vendorAmazon, 0xec20, "ena"),
+	}
+}
+
+func guest(name, family string, vendor, id PCIID, driver string) Model {
+	return Model{
+		Name: name, Family: family, Vendor: vendor, PFDevice: id, VFDevice: id,
+		PFDrivers: []string{driver}, VFDrivers: []string{driver},
 		LinkTypes: []LinkType{Ethernet}, DPDK: VFIO,
 	}
 }

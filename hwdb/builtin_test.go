@@ -2,6 +2,8 @@ package hwdb
 
 import (
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 )
 
@@ -11,7 +13,8 @@ func TestBuiltinModelsAreValid(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range models {
-		if m.VFDevice == 0 || m.MaxVFs == 0 || len(m.LinkTypes) == 0 || m.DPDK == "" ||
+		guest := m.PFDevice == m.VFDevice // a VM's NIC: it enables no VFs
+		if m.VFDevice == 0 || (m.MaxVFs == 0) != guest || len(m.LinkTypes) == 0 || m.DPDK == "" ||
 			len(m.PFDrivers) == 0 || len(m.VFDrivers) == 0 || m.Family == "" {
 			t.Errorf("built-in model %q leaves a field empty: %+v", m.Name, m)
 		}
@@ -33,6 +36,18 @@ var newerThanPCIIDs = map[[2]PCIID]string{
 	{0x14e4, 0x1762}: "BCM57602: bnxt_pci_tbl",
 	{0x14e4, 0x1763}: "BCM57601: bnxt_pci_tbl",
 	{0x14e4, 0x1819}: "BCM5760x VF (NETXTREME_E_P7_VF): bnxt_pci_tbl, pci.ids",
+	{0x8086, 0x1249}: "E835-CC QSFP: ice_devids.h",
+	{0x8086, 0x124a}: "E835-CC SFP: ice_devids.h",
+	{0x177d, 0xb100}: "OCTEON TX2 CN98XX: octeon_ep, sriov-network-operator",
+	{0x177d, 0xb103}: "OCTEON TX2 CN98XX VF: octeon_ep_vf, sriov-network-operator",
+	{0x177d, 0xb200}: "OCTEON TX2 CN96XX: octeon_ep, sriov-network-operator",
+	{0x177d, 0xb203}: "OCTEON TX2 CN96XX VF: octeon_ep_vf, sriov-network-operator",
+	{0x177d, 0xb600}: "OCTEON Fusion CNF95XX: sriov-network-operator",
+	{0x177d, 0xb603}: "OCTEON Fusion CNF95XX VF: sriov-network-operator",
+	{0x177d, 0xb900}: "OCTEON 10 CN10XXX: octeon_ep, sriov-network-operator",
+	{0x177d, 0xb903}: "OCTEON 10 CN10XXX VF: octeon_ep_vf, sriov-network-operator",
+	{0x177d, 0xba00}: "OCTEON Fusion CNF105XX: octeon_ep, sriov-network-operator",
+	{0x177d, 0xba03}: "OCTEON Fusion CNF105XX VF: octeon_ep_vf, sriov-network-operator",
 }
 
 // TestBuiltinIDsHaveNames checks every built-in vendor, PF and VF ID against
@@ -115,6 +130,40 @@ func TestBuiltinFamilies(t *testing.T) {
 			tt.vendor, tt.pf, tt.vf, tt.maxVFs, tt.pfDriver, tt.vfDriver, tt.rdma, tt.switchdev, tt.vdpa, tt.dpdk, tt.links)
 		if got != want {
 			t.Errorf("%s:\n got  %s\n want %s", tt.name, got, want)
+		}
+	}
+}
+
+// TestBuiltinCoversSRIOVOperatorList holds the curated table against the
+// SR-IOV operator's supported-nic-ids: a NIC the operator supports gets a
+// model name here, with the same VF ID, so no user moving from the operator
+// finds a supported card unnamed; and the models users found unnamed:
+// I350, ConnectX-3 and ConnectX-3 Pro, which the operator leaves out.
+func TestBuiltinCoversSRIOVOperatorList(t *testing.T) {
+	db := openDB(t)
+	data, err := os.ReadFile("testdata/sriov-operator-supported-nic-ids.txt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := strings.Split(strings.TrimSpace(string(data)), "\n")
+	entries = append(entries, "Intel_I350 8086 1521 1520", "Nvidia_ConnectX-3 15b3 1003 1004", "Nvidia_ConnectX-3_Pro 15b3 1007 1004")
+	for _, line := range entries {
+		f := strings.Fields(line)
+		if len(f) == 0 || strings.HasPrefix(f[0], "#") {
+			continue
+		}
+		ids := make([]PCIID, 3)
+		for i, s := range f[1:4] {
+			if ids[i], err = ParsePCIID(s); err != nil {
+				t.Fatalf("%s: %v", f[0], err)
+			}
+		}
+		m, ok := db.ModelByPF(ids[0], ids[1])
+		switch {
+		case !ok:
+			t.Errorf("%s (%v:%v) has no model", f[0], ids[0], ids[1])
+		case m.VFDevice != ids[2]:
+			t.Errorf("%s: model %q has VF %v, the operator says %v", f[0], m.Name, m.VFDevice, ids[2])
 		}
 	}
 }

@@ -45,7 +45,7 @@ func TestModelByVF(t *testing.T) {
 		{0x1077, 0x8090, "QL41000", 1},
 		// Shared VF IDs: the model must come from the PF.
 		{0x15b3, 0x101e, "", 7}, // CX-6 Dx, CX-6 Lx, CX-7, CX-8, CX-9, BF-2, BF-3
-		{0x8086, 0x1889, "", 18},
+		{0x8086, 0x1889, "", 25},
 		{0x8086, 0x10ed, "", 4},
 		{0x1077, 0x1664, "", 4},
 		{0x8086, 0x1592, "", 0}, // a PF, not a VF
