@@ -23,6 +23,9 @@ func renderTable(w io.Writer, v *inventoryView) error {
 			netdevName(pf.Netdev), state(pf.Netdev), pf.ESwitch.Mode)
 	}
 	for _, pf := range inv.PFs {
+		if len(pf.VFs) == 0 {
+			continue // the summary's 0/N says it
+		}
 		fmt.Fprintf(tw, "\nVFs of %s (%s):\n", pf.Address, dash(pf.Model))
 		v.heading(tw, "  VF", "PCI ADDRESS", "DRIVER", "NETDEV", "HW ADDRESS", "STATE", "NUMA", "IOMMU", "DEVICE")
 		for _, vf := range pf.VFs {

@@ -22,7 +22,8 @@ type assembler struct {
 }
 
 func (a *assembler) assemble(ctx context.Context, all []*scanned) *Inventory {
-	inv := &Inventory{Problems: a.links.problems}
+	// Empty lists, not nil: JSON readers expect "pfs": [], never null.
+	inv := &Inventory{PFs: []PF{}, NICs: []Function{}, Problems: a.links.problems}
 	if a.vdpa.problem != "" {
 		inv.Problems = append(inv.Problems, a.vdpa.problem)
 	}
@@ -86,7 +87,7 @@ func linkType(fn *Function, class uint32) hwdb.LinkType {
 
 // buildPF puts a PF's VFs under it, in virtfn order.
 func (a *assembler) buildPF(ctx context.Context, sc *scanned, byAddr map[string]*scanned, claimed map[string]bool) PF {
-	pf := PF{Function: sc.fn, SRIOV: *sc.sriov, ESwitch: a.readESwitch(ctx, sc.fn.Address)}
+	pf := PF{Function: sc.fn, SRIOV: *sc.sriov, ESwitch: a.readESwitch(ctx, sc.fn.Address), VFs: []VF{}}
 	model, ok := a.opts.DB.ModelByPF(sc.fn.Vendor, sc.fn.Device)
 	if ok {
 		pf.Model = model.Name

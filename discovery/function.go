@@ -39,10 +39,11 @@ type virtfn struct {
 
 // functionScanner reads one PCI function's directory at a time.
 type functionScanner struct {
-	opts  Options
-	links *pendingLinks
-	ib    *devInfiniband
-	r     attrReader
+	opts    Options
+	links   *pendingLinks
+	ib      *devInfiniband
+	netdevs *netdevIndex
+	r       attrReader
 }
 
 // scan returns nil for functions that are neither network controllers nor
@@ -61,8 +62,11 @@ func (s *functionScanner) scan(name string) *scanned {
 	}
 	sc := &scanned{dir: dir, fn: Function{Address: name, NUMANode: -1}, hasPhysfn: entries.physfn}
 	// A function whose class cannot be read stays, with the problem: it
-	// may be a NIC, and a NIC is never dropped silently.
-	if s.readIDs(sc) && sc.class>>16 != classNetwork && !entries.sriov && !sc.hasPhysfn {
+	// may be a NIC, and a NIC is never dropped silently. A function with a
+	// netdev or an RDMA device is a NIC whatever its class (ib_qib HCAs
+	// are class 0x0c06, InfiniBand serial bus).
+	nic := entries.sriov || sc.hasPhysfn || entries.net || entries.infiniband
+	if s.readIDs(sc) && sc.class>>16 != classNetwork && !nic && len(s.netdevs.below(name)) == 0 {
 		return nil
 	}
 	if _, err := parsePCIAddress(name); err != nil {
@@ -73,9 +77,7 @@ func (s *functionScanner) scan(name string) *scanned {
 	if entries.sriov {
 		s.readSRIOV(sc, entries.virtfns)
 	}
-	if entries.net {
-		s.readNetdev(sc)
-	}
+	s.readNetdev(sc, entries.net)
 	if entries.infiniband {
 		s.readRDMA(sc, entries)
 	}
@@ -244,12 +246,16 @@ func exists(path string) bool {
 	return err == nil
 }
 
-// firstNetdev picks the netdev of a function; functions with several (one
-// per port, as mlx4 has) are reported, not hidden.
-func firstNetdev(sc *scanned, names []string) string {
-	slices.Sort(names)
-	if len(names) > 1 {
+// firstNetdev picks the netdev directory of a function; functions with
+// several (one per port, as mlx4 has) are reported, not hidden.
+func firstNetdev(sc *scanned, dirs []string) string {
+	slices.Sort(dirs)
+	if len(dirs) > 1 {
+		names := make([]string, len(dirs))
+		for i, d := range dirs {
+			names[i] = filepath.Base(d)
+		}
 		sc.problem(fmt.Errorf("function has %d netdevs (%s); the inventory shows %s", len(names), strings.Join(names, ", "), names[0]))
 	}
-	return names[0]
+	return dirs[0]
 }

@@ -22,17 +22,17 @@ const (
 
 // readNetdev reads the function's netdev from sysfs. MTU and operstate
 // are read here too, and replaced by netlink's when the link is visible.
-func (s *functionScanner) readNetdev(sc *scanned) {
-	names, err := s.r.dirNames("net")
+func (s *functionScanner) readNetdev(sc *scanned, hasNetDir bool) {
+	dirs, err := s.netdevDirs(sc, hasNetDir)
 	if err != nil {
 		sc.problem(err)
 		return
 	}
-	if len(names) == 0 {
+	if len(dirs) == 0 {
 		return
 	}
-	name := firstNetdev(sc, names)
-	dir := path.Join("net", name)
+	dir := firstNetdev(sc, dirs)
+	name := path.Base(dir)
 	nd := &Netdev{Name: name, Speed: -1, StateFrom: "sysfs"}
 	if addr, err := s.r.read(path.Join(dir, "address")); err != nil {
 		sc.problem(err)
@@ -55,6 +55,24 @@ func (s *functionScanner) readNetdev(sc *scanned) {
 		nd.Speed = v
 	}
 	sc.fn.Netdev = nd
+}
+
+// netdevDirs lists the function's netdev directories relative to its own:
+// net/<name> where the driver registers the netdev on the function itself,
+// else those below its sub-devices (virtioN/net/<name>).
+func (s *functionScanner) netdevDirs(sc *scanned, hasNetDir bool) ([]string, error) {
+	if !hasNetDir {
+		return s.netdevs.below(sc.fn.Address), nil
+	}
+	names, err := s.r.dirNames("net")
+	if err != nil {
+		return nil, err
+	}
+	dirs := make([]string, len(names))
+	for i, name := range names {
+		dirs[i] = path.Join("net", name)
+	}
+	return dirs, nil
 }
 
 func (s *functionScanner) readNetdevInt(sc *scanned, dir, attr string) int {

@@ -82,10 +82,11 @@ func scanAll(ctx context.Context, opts Options, names []string, links *pendingLi
 	results := make([]*scanned, len(names))
 	workers := min(runtime.GOMAXPROCS(0), len(names)/32+1)
 	ib := newDevInfiniband(opts.DevRoot)
+	netdevs := &netdevIndex{sysfsRoot: opts.SysfsRoot}
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			s := functionScanner{opts: opts, links: links, ib: ib}
+			s := functionScanner{opts: opts, links: links, ib: ib, netdevs: netdevs}
 			for i := w; i < len(names); i += workers {
 				if ctx.Err() != nil {
 					return

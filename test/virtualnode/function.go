@@ -19,7 +19,8 @@ type Function struct {
 	PF string `json:"pf,omitempty"`
 	// VFIndex is a VF's index on its PF (N of the PF's virtfnN link).
 	VFIndex int `json:"vfIndex,omitempty"`
-	// Model is the hwdb model name; "" for standalone NICs and root ports.
+	// Model is the hwdb model name; "" for root ports and NICs hwdb does
+	// not know.
 	Model string `json:"model,omitempty"`
 
 	Vendor          hwdb.PCIID `json:"vendor"`
@@ -40,6 +41,10 @@ type Function struct {
 	// Ifname is the name the function's netdev has whenever a netdev driver
 	// binds it; "" for root ports.
 	Ifname string `json:"ifname,omitempty"`
+	// NetdevUnder is the sub-device the netdev hangs below, as virtio-net's
+	// "virtio0" (<function>/virtio0/net/<name>); "" puts it in the
+	// function's own net/ directory.
+	NetdevUnder string `json:"netdevUnder,omitempty"`
 	// Speed is the netdev's link speed in Mb/s.
 	Speed int `json:"speed,omitempty"`
 	// RDMACapable says the function has an RDMA device while a netdev
@@ -190,4 +195,13 @@ func parseRoutingID(addr string) (routingID, error) {
 		return 0, fmt.Errorf("PCI address %q: %w", addr, err)
 	}
 	return routingID(bus<<8 | slot<<3 | fn), nil
+}
+
+// netdevParent is the directory, relative to the sysfs root, whose net/
+// holds the function's netdev.
+func (f *Function) netdevParent() string {
+	if f.NetdevUnder == "" {
+		return f.SysPath
+	}
+	return f.SysPath + "/" + f.NetdevUnder
 }

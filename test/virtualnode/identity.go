@@ -69,11 +69,14 @@ func (st *state) allocIfindex() int {
 }
 
 // newRDMA makes the function's RDMA device, named as its driver names
-// them: mlx5_N for mlx5_core, irdmaN for Intel's.
+// them: mlx5_N for mlx5_core, qibN for ib_qib, irdmaN for Intel's.
 func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
 	prefix := "irdma"
-	if f.Driver == "mlx5_core" {
+	switch f.Driver {
+	case "mlx5_core":
 		prefix = "mlx5_"
+	case "ib_qib":
+		prefix = "qib"
 	}
 	if st.Next.RDMA == nil {
 		st.Next.RDMA = map[string]int{}

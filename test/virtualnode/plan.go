@@ -197,12 +197,21 @@ func (p *planner) addNIC(ns *NICSpec) error {
 	if err != nil {
 		return err
 	}
+	linkType := cmp.Or(ns.LinkType, hwdb.Ethernet)
+	class := uint32(classEthernet)
+	if ns.Class != "" {
+		class, _ = parseClass(ns.Class) // validated
+	}
 	nic := &Function{
 		Addr: rid.addr(), SysPath: rp.SysPath + "/" + rid.addr(),
 		Vendor: vendor, Device: device, SubsystemVendor: vendor, SubsystemDevice: 0x0001,
-		Class: classEthernet, Revision: 1, Driver: ns.Driver, NUMA: ns.NUMA,
-		IOMMUGroup: p.st.allocIOMMUGroup(), LinkType: hwdb.Ethernet,
-		Ifname: cmp.Or(ns.Name, fmt.Sprintf("enp%ds0", rid.bus())), Speed: cmp.Or(ns.Speed, 1000),
+		Class: class, Revision: 1, Driver: ns.Driver, NUMA: ns.NUMA,
+		IOMMUGroup: p.st.allocIOMMUGroup(), LinkType: linkType, NetdevUnder: ns.NetdevUnder,
+		Ifname: cmp.Or(ns.Name, nicIfname(linkType, rid)), Speed: cmp.Or(ns.Speed, 1000),
+		RDMACapable: linkType == hwdb.InfiniBand,
+	}
+	if m, ok := p.db.ModelByPF(vendor, device); ok {
+		nic.Model = m.Name // an SR-IOV capable part with SR-IOV off (I350)
 	}
 	if ns.DefaultRoute {
 		p.st.RouteDev = nic.Ifname
@@ -282,6 +291,15 @@ func pciIfname(lt hwdb.LinkType, rid routingID) string {
 		prefix = "ib"
 	}
 	return fmt.Sprintf("%sp%ds%df%d", prefix, rid.bus(), rid.slot(), rid.fn())
+}
+
+// nicIfname is systemd's predictable name of a single-function NIC's
+// netdev: enp59s0, or ibp59s0 for IPoIB.
+func nicIfname(lt hwdb.LinkType, rid routingID) string {
+	if lt == hwdb.InfiniBand {
+		return fmt.Sprintf("ibp%ds0", rid.bus())
+	}
+	return fmt.Sprintf("enp%ds0", rid.bus())
 }
 
 // vfIfname is systemd's name of a VF's netdev: the PF's name with v<N>.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,6 +71,16 @@ type NICSpec struct {
 	DefaultRoute bool `json:"defaultRoute,omitempty"`
 	// Speed is the netdev's speed in Mb/s; 0 means 1000.
 	Speed int `json:"speed,omitempty"`
+	// NetdevUnder hangs the netdev below a sub-device of the function, as
+	// virtio-net does: "virtio0" gives <function>/virtio0/net/<name>.
+	NetdevUnder string `json:"netdevUnder,omitempty"`
+	// Class is the 24-bit PCI class as six hex digits; "" means "020000"
+	// (Ethernet). "0c0600" draws an InfiniBand HCA of the serial-bus
+	// class, as QLogic's ib_qib cards are.
+	Class string `json:"class,omitempty"`
+	// LinkType is "ethernet" (the default) or "infiniband", which gives
+	// the netdev 20-byte IPoIB addresses.
+	LinkType hwdb.LinkType `json:"linkType,omitempty"`
 }
 
 // VFIndices is a list of indices and inclusive ranges, "0,2-3". It also reads
@@ -295,7 +306,39 @@ func (n *NICSpec) validate() error {
 	if n.Speed < 0 || n.Speed > maxSpeed {
 		return &SpecError{Field: "speed", Err: fmt.Errorf("%d is out of range 0-%d", n.Speed, maxSpeed)}
 	}
+	return n.validateLayout()
+}
+
+// validateLayout checks the fields that draw a NIC unlike a plain PCI NIC.
+func (n *NICSpec) validateLayout() error {
+	if n.NetdevUnder != "" && !validSubdevice(n.NetdevUnder) {
+		return &SpecError{Field: "netdevUnder", Err: fmt.Errorf("%q is not a device name such as \"virtio0\"", n.NetdevUnder)}
+	}
+	if n.Class != "" {
+		if _, err := parseClass(n.Class); err != nil {
+			return &SpecError{Field: "class", Err: err}
+		}
+	}
+	if n.LinkType != "" && n.LinkType != hwdb.Ethernet && n.LinkType != hwdb.InfiniBand {
+		return &SpecError{Field: "linkType", Err: fmt.Errorf("%q is neither %q nor %q", n.LinkType, hwdb.Ethernet, hwdb.InfiniBand)}
+	}
 	return nil
+}
+
+// validSubdevice accepts a sysfs device directory name that no PCI
+// attribute of the function already uses.
+func validSubdevice(name string) bool {
+	reserved := []string{"net", "driver", "subsystem", "physfn", "infiniband", "uio", "iommu_group"}
+	return checkDriverName(name) == nil && !slices.Contains(reserved, name)
+}
+
+// parseClass reads six hex digits of a 24-bit PCI class, "0c0600".
+func parseClass(s string) (uint32, error) {
+	v, err := strconv.ParseUint(s, 16, 32)
+	if err != nil || len(s) != 6 {
+		return 0, fmt.Errorf("%q is not a PCI class of six hex digits such as \"020000\"", s)
+	}
+	return uint32(v), nil
 }
 
 // checkIfname applies the kernel's dev_valid_name rules.

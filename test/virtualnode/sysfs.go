@@ -279,7 +279,10 @@ func (l layout) removeBinding(f *Function) {
 	}
 	if f.Netdev != nil {
 		l.remove("class/net/" + f.Netdev.Name)
-		l.remove(f.SysPath + "/net")
+		l.remove(f.netdevParent() + "/net")
+		if f.NetdevUnder != "" {
+			l.remove(f.netdevParent())
+		}
 		l.remove("class/net/" + f.Representor.Name)
 		l.remove(representorDir(f.Representor))
 	}
@@ -314,8 +317,11 @@ func uevent(f *Function) string {
 // writeNetdev writes the function's net/<ifname> directory.
 func (l layout) writeNetdev(f *Function) {
 	nd := f.Netdev
-	dir := f.SysPath + "/net/" + nd.Name
-	l.dir(f.SysPath + "/net")
+	dir := f.netdevParent() + "/net/" + nd.Name
+	if f.NetdevUnder != "" {
+		l.dir(f.netdevParent())
+	}
+	l.dir(f.netdevParent() + "/net")
 	l.dir(dir)
 	l.writeNetdevAttrs(dir, nd, f.Speed)
 	if id := l.st.switchID(f); id != "" && !f.IsVF() {
@@ -325,7 +331,7 @@ func (l layout) writeNetdev(f *Function) {
 		l.file(dir+"/mode", "datagram\n")
 		l.file(dir+"/pkey", "0xffff\n")
 	}
-	l.link(dir+"/device", f.SysPath)
+	l.link(dir+"/device", f.netdevParent())
 	l.link(dir+"/subsystem", "class/net")
 	l.link("class/net/"+nd.Name, dir)
 }
@@ -531,7 +537,7 @@ func (l layout) removeUIO(f *Function) {
 
 // writeLinkChange rewrites what follows a netdev's link state.
 func (l layout) writeLinkChange(f *Function) {
-	l.writeLinkState(f.SysPath+"/net/"+f.Netdev.Name, f.Netdev, f.Speed)
+	l.writeLinkState(f.netdevParent()+"/net/"+f.Netdev.Name, f.Netdev, f.Speed)
 	l.file(representorDir(f.Representor)+"/operstate", f.Representor.OperState+"\n")
 	if f.RDMA != nil {
 		l.writeRDMAPortState(f.SysPath+"/infiniband/"+f.RDMA.Name+"/ports/1", f)

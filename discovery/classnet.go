@@ -1,0 +1,65 @@
+package discovery
+
+import (
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// classNetDir lists every netdev of the node, each a link to its device
+// directory.
+const classNetDir = "class/net"
+
+// netdevIndex finds the netdevs that hang below a PCI function's
+// sub-devices rather than in its own net/ directory: virtio-net's
+// <function>/virtioN/net/<name>, an mlx5 sub-function's auxiliary device.
+// It is built once, on the first function that has no net/ directory, from
+// class/net/*: each link's target resolved up to its nearest PCI function.
+type netdevIndex struct {
+	sysfsRoot string
+	once      sync.Once
+	// byFunction maps a PCI address to its netdevs' directories relative
+	// to the function's, e.g. "virtio0/net/eth0".
+	byFunction map[string][]string
+}
+
+// below returns the netdev directories of the function at address that
+// are not in its own net/ directory.
+func (x *netdevIndex) below(address string) []string {
+	x.once.Do(x.build)
+	return x.byFunction[address]
+}
+
+func (x *netdevIndex) build() {
+	x.byFunction = map[string][]string{}
+	dir := filepath.Join(x.sysfsRoot, classNetDir)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return // no class/net (a partial tree): nothing hangs below
+	}
+	for _, e := range entries {
+		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+		if err != nil {
+			continue
+		}
+		if addr, rel, ok := splitAtFunction(target); ok && path.Dir(rel) != "net" {
+			x.byFunction[addr] = append(x.byFunction[addr], rel)
+		}
+	}
+}
+
+// splitAtFunction splits a class/net link target such as
+// "../../devices/pci0000:00/0000:00:03.0/virtio0/net/eth0" at its last PCI
+// function: "0000:00:03.0" and "virtio0/net/eth0". Virtual netdevs
+// (devices/virtual/net/...) have none.
+func splitAtFunction(target string) (address, rel string, ok bool) {
+	parts := strings.Split(path.Clean(target), "/")
+	for i := len(parts) - 2; i >= 0; i-- {
+		if _, err := parsePCIAddress(parts[i]); err == nil {
+			return parts[i], path.Join(parts[i+1:]...), true
+		}
+	}
+	return "", "", false
+}

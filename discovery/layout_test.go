@@ -1,0 +1,98 @@
+package discovery_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// layoutSpec is a node of the layouts real machines have and the default
+// node does not draw: a VM's virtio-net NIC, whose netdev hangs below the
+// virtio0 sub-device and which holds the default route, and a QLogic
+// ib_qib HCA of PCI class 0x0c06 (serial bus, InfiniBand) with its IPoIB
+// netdev and RDMA device.
+func layoutSpec(name string) *virtualnode.Spec {
+	return &virtualnode.Spec{Name: name, NICs: []virtualnode.NICSpec{
+		{Name: "eth0", Vendor: "1af4", Device: "1041", Driver: "virtio-pci", NetdevUnder: "virtio0", DefaultRoute: true},
+		{Vendor: "1077", Device: "7322", Driver: "ib_qib", Class: "0c0600", LinkType: "infiniband"},
+	}}
+}
+
+// TestDiscoverLayouts: each layout is found with its netdev, whatever its
+// class or where the netdev hangs.
+func TestDiscoverLayouts(t *testing.T) {
+	db := virtualnode.OpenDB(t)
+	node := buildTree(t, db, layoutSpec("layouts"))
+	inv := discover(t, db, node, discovery.Options{})
+	tests := []struct {
+		name, device, class, model string
+		addrLen                    int
+		rdma                       bool
+	}{
+		{"virtio-net: netdev below virtio0", "1041", "0x020000", "virtio-net", 6, false},
+		{"ib_qib: class 0x0c06 HCA", "7322", "0x0c0600", "", 20, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			fn := nicByDevice(t, inv, tt.device)
+			if fn.Class != tt.class || fn.Model != tt.model {
+				t.Errorf("class %s model %q, want %s %q", fn.Class, fn.Model, tt.class, tt.model)
+			}
+			if fn.Netdev == nil || fn.Netdev.AddrLen != tt.addrLen {
+				t.Fatalf("netdev %+v, want one with a %d-byte address", fn.Netdev, tt.addrLen)
+			}
+			if (fn.RDMA != nil) != tt.rdma {
+				t.Errorf("RDMA device %+v, want one: %t", fn.RDMA, tt.rdma)
+			}
+			if len(fn.Problems) != 0 {
+				t.Errorf("problems %q, want none", fn.Problems)
+			}
+		})
+	}
+}
+
+func nicByDevice(t *testing.T, inv *discovery.Inventory, device string) discovery.Function {
+	t.Helper()
+	for _, n := range inv.NICs {
+		if n.Device.String() == device {
+			return n
+		}
+	}
+	t.Fatalf("no NIC with device %s in %+v", device, inv.NICs)
+	return discovery.Function{}
+}
+
+// TestInventoryJSONEmptyLists: a node without PFs says "pfs": [] and a PF
+// without VFs "vfs": [], never null, which JSON consumers trip on.
+func TestInventoryJSONEmptyLists(t *testing.T) {
+	db := virtualnode.OpenDB(t)
+	spec := &virtualnode.Spec{Name: "nopf", NICs: []virtualnode.NICSpec{{Vendor: "8086", Device: "1521", Driver: "igb"}}}
+	out, err := json.Marshal(discover(t, db, buildTree(t, db, spec), discovery.Options{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(out), `"pfs":[]`) {
+		t.Errorf("inventory JSON %s, want \"pfs\":[]", out)
+	}
+	spec = &virtualnode.Spec{Name: "novfs", PFs: []virtualnode.PFSpec{{Model: "E810-C"}}}
+	out, _ = json.Marshal(discover(t, db, buildTree(t, db, spec), discovery.Options{}))
+	if !strings.Contains(string(out), `"vfs":[]`) || !strings.Contains(string(out), `"nics":[]`) {
+		t.Errorf("inventory JSON %s, want \"vfs\":[] and \"nics\":[]", out)
+	}
+}
+
+// TestDiscoverRootVirtioDefaultRoute: on real links, the virtio-net NIC of
+// a VM that carries the default route is excluded, so no selector (vendors
+// ["1af4"]) can pool the node's only NIC.
+func TestDiscoverRootVirtioDefaultRoute(t *testing.T) {
+	db := virtualnode.OpenDB(t)
+	node := virtualnode.BuildForTest(t, layoutSpec("disc-virtio"), db, true)
+	inv := discover(t, db, node, discovery.Options{Netns: "/run/netns/" + node.NetnsName()})
+	fn := nicByDevice(t, inv, "1041")
+	if fn.Netdev == nil || !fn.Netdev.DefaultRoute || len(fn.Excluded) != 1 || !strings.Contains(fn.Excluded[0], "default route") {
+		t.Errorf("virtio NIC netdev %+v excluded %q, want excluded for the default route", fn.Netdev, fn.Excluded)
+	}
+}
