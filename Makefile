@@ -62,3 +62,15 @@ demo-node: build
 
 clean:
 	rm -rf $(BIN)
+
+# --- install and image (issue 17) ---
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+TOOLS     ?= /var/cache/hwnet-ci/tools
+HELM_VERSION ?= v3.22.0
+IMAGE     ?= hwnet:$(VERSION)
+
+.PHONY: helm image
+
+# Helm from the Go module proxy, for deploy/'s chart test and helm lint.
+helm:
+	GOBIN=$(TOOLS) CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
