@@ -31,9 +31,13 @@ func Main(ctx context.Context, args []string, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "hwnet-agent: %v\n", err)
 		return 2
 	}
-	a, err := New(opts)
-	if err == nil {
-		err = a.Run(ctx)
+	if opts.Uninstall {
+		err = runUninstall(ctx, opts)
+	} else {
+		var a *Agent
+		if a, err = New(opts); err == nil {
+			err = a.Run(ctx)
+		}
 	}
 	if err != nil {
 		opts.Logger.Error("hwnet-agent failed", "err", err)
@@ -156,5 +160,7 @@ func observeFlags(fs *flag.FlagSet, o *Options) *bool {
 	fs.StringVar(&o.ProbeAddr, "probe-addr", DefaultProbeAddr, "address of /healthz and /readyz (empty: none)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "address of the Prometheus /metrics endpoint, e.g. :8142 (empty: none; the agent is on the host network)")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on --metrics-addr")
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove hwnet's CNI configuration, shim, sockets, device-info files and records from the node, "+
+		"then answer /readyz until stopped (deploy/uninstall/); refused while hwnet-agent runs")
 	return fs.Bool("version", false, "print the version and exit")
 }

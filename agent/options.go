@@ -59,6 +59,8 @@ type Options struct {
 	MetricsAddr string
 	Pprof       bool
 	Metrics     *metrics.Metrics
+	// Uninstall removes hwnet from the node instead of running (Main).
+	Uninstall bool
 }
 
 // Production defaults.

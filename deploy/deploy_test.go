@@ -118,7 +118,12 @@ func TestHelmChartRendersTheKustomizeBase(t *testing.T) {
 
 	api := kubeapi.Start(t)
 	withMetrics := helmTemplate(t, helm, "metrics.enabled=true", "metrics.pprof=true", "allowedNamespaces={default,net}")
-	for name, set := range map[string]map[string]*unstructured.Unstructured{"kustomize base": base, "chart with metrics": withMetrics} {
+	uninstall, err := os.ReadFile("uninstall/hwnet-uninstall.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, set := range map[string]map[string]*unstructured.Unstructured{"kustomize base": base, "chart with metrics": withMetrics,
+		"uninstall": objects(t, uninstall)} {
 		dryRun(t, api, name, set)
 	}
 }
