@@ -23,6 +23,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"config":       {"check a pool config against the node's NICs", runConfig},
+		"explain":      {"explain pod NS/NAME: networks, resources, devices, attachments, status, Events", runExplain},
 		"inventory":    {"list the node's PFs, VFs and NICs", runInventory},
 		"virtual-node": {"create, enter or destroy a virtual SR-IOV node", runVirtualNode},
 	}
