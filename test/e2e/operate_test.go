@@ -129,6 +129,9 @@ func TestHelmRollingUpgrade(t *testing.T) {
 	e.waitMetric(ctx, t, `hwnet_cni_request_duration_seconds_count{command="ADD",result="success"} 1`)
 	e.waitMetric(ctx, t, `hwnet_pool_allocatable_devices{resource="intel.com/sriov_netdevice"}`)
 	e.waitMetric(ctx, t, `hwnet_build_info{`)
+	// The figures the manifests' requests and limits come from.
+	t.Logf("agent after the roll and one pod: %s, %s", e.waitMetric(ctx, t, "process_resident_memory_bytes"),
+		e.waitMetric(ctx, t, "process_cpu_seconds_total"))
 
 	if _, err := Exec(ctx, e.c, nil, "rm", "/run/hwnet/cni.sock"); err != nil {
 		t.Fatal(err)
@@ -146,11 +149,11 @@ func TestHelmRollingUpgrade(t *testing.T) {
 }
 
 // waitMetric waits until the agent's /metrics has a line starting with
-// want (a full sample, or a metric name and labels).
-func (e *env) waitMetric(ctx context.Context, t *testing.T, want string) {
+// want (a full sample, or a metric name and labels) and returns it.
+func (e *env) waitMetric(ctx context.Context, t *testing.T, want string) string {
 	t.Helper()
 	url := fmt.Sprintf("http://%s:%d/metrics", e.c.NodeIP(), metricsPort)
-	var last string
+	var last, found string
 	err := cluster.Poll(ctx, podTimeout, "/metrics with "+want, func(ctx context.Context) error {
 		out, err := Exec(ctx, e.c, nil, "curl", "-sf", url)
 		if err != nil {
@@ -159,6 +162,7 @@ func (e *env) waitMetric(ctx context.Context, t *testing.T, want string) {
 		last = string(out)
 		for _, line := range strings.Split(last, "\n") {
 			if strings.HasPrefix(line, want) {
+				found = line
 				return nil
 			}
 		}
@@ -167,6 +171,7 @@ func (e *env) waitMetric(ctx context.Context, t *testing.T, want string) {
 	if err != nil {
 		t.Errorf("%v; /metrics:\n%.3000s", err, last)
 	}
+	return found
 }
 
 // TestUninstallLeavesDefaultNetwork: the documented uninstall path
