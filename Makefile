@@ -62,3 +62,22 @@ demo-node: build
 
 clean:
 	rm -rf $(BIN)
+
+# --- install and image (issue 17) ---
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+TOOLS     ?= /var/cache/hwnet-ci/tools
+HELM_VERSION ?= v3.22.0
+IMAGE     ?= hwnet:$(VERSION)
+
+.PHONY: helm image
+
+# Helm from the Go module proxy, for deploy/'s chart test and helm lint.
+helm:
+	GOBIN=$(TOOLS) CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+
+# hwnet's image as a docker-archive tarball, bin/image/hwnet-image.tar,
+# written by the e2e harness's own image builder: no container daemon.
+# Tagged hwnet:$(git describe); `docker build .` gives the same image.
+image:
+	$(GO) build -o $(BIN)/ ./test/e2e/cmd/hwnet-cluster
+	$(BIN)/hwnet-cluster --repo . --image-dir $(BIN)/image --ref $(IMAGE) image

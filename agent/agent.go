@@ -9,11 +9,13 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/metrics"
 	"github.com/hwnet-io/hwnet/pools"
 )
 
@@ -33,6 +35,13 @@ type Agent struct {
 	// resources is every resource name served since start, for the
 	// device-info collector.
 	resources resourceNames
+
+	metrics *metrics.Metrics
+	// plugins is the pools' plugins for the readiness probe, which runs
+	// on other goroutines than Run's.
+	plugins atomic.Pointer[[]*deviceplugin.Plugin]
+	// events posts Node Events once the API server client exists.
+	events *nodeEvents
 }
 
 // poolRun is one pool's device plugin and what it lists.
@@ -58,7 +67,7 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, pools: map[string]*poolRun{}, reported: map[string]bool{}}
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, pools: map[string]*poolRun{}, reported: map[string]bool{}, metrics: opts.Metrics}
 	a.logWarnings(cfg)
 	return a, nil
 }
@@ -127,6 +136,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	discovered := time.Since(start)
 	a.applyInventory(ctx, inv, start)
+	if err := a.serveObservability(wctx, &wg); err != nil {
+		return err
+	}
 	if a.opts.CNI != nil {
 		if err := a.runCNI(wctx, &wg); err != nil {
 			return err
@@ -141,6 +153,7 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 func (a *Agent) discover(ctx context.Context) (*discovery.Inventory, error) {
+	defer func(start time.Time) { a.metrics.ObserveDiscovery(time.Since(start)) }(time.Now())
 	return discovery.Discover(ctx, discovery.Options{
 		SysfsRoot: a.opts.SysfsRoot, DevRoot: a.opts.DevRoot, Netns: a.opts.Netns,
 		DB: a.db, ESwitch: a.opts.ESwitch, VDPA: a.opts.VDPA,
@@ -232,8 +245,10 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 			a.log.Info("pool removed from the configuration", "resource", name)
 			a.stopPool(run)
 			delete(a.pools, name)
+			a.metrics.DeletePool(name)
 		}
 	}
+	a.storePlugins()
 }
 
 // reportMatch logs conflicts and warnings the first time they appear, not
@@ -302,9 +317,11 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 			drained = true
 		}
 	}
+	start := time.Now()
 	for _, run := range a.pools {
 		a.publish(run)
 	}
+	a.metrics.ObserveRefresh(time.Since(start))
 }
 
 // reloadConfig switches to a changed configuration file; a bad one is
@@ -329,6 +346,7 @@ func (a *Agent) shutdown() {
 		a.stopPool(run)
 		delete(a.pools, name)
 	}
+	a.storePlugins()
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := a.removeUnallocated(ctx, 0); err != nil {

@@ -21,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/readiness"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/metrics"
 	"github.com/hwnet-io/hwnet/podresources"
 )
 
@@ -104,7 +105,8 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return err
 	}
-	var h server.Handler = d
+	a.events = startNodeEvents(ctx, client, o.NodeName)
+	var h server.Handler = measuredHandler{next: d, metrics: a.metrics}
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
@@ -131,13 +133,15 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 }
 
 func (a *Agent) restConfig(o CNIOptions) (*rest.Config, error) {
-	if o.REST != nil {
-		return o.REST, nil
+	cfg := o.REST
+	if cfg == nil {
+		var err error
+		if cfg, err = kube.RESTConfig(o.Kubeconfig); err != nil {
+			return nil, fmt.Errorf("CNI: API server client: %w", err)
+		}
 	}
-	cfg, err := kube.RESTConfig(o.Kubeconfig)
-	if err != nil {
-		return nil, fmt.Errorf("CNI: API server client: %w", err)
-	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.Wrap(a.metrics.WrapTransport)
 	return cfg, nil
 }
 
@@ -169,7 +173,7 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 		}
 	})
 	status := kube.NewStatusWriter(client, "hwnet", a.log)
-	devices := &kubeletDevices{socket: a.opts.PodResourcesSocket}
+	devices := &kubeletDevices{socket: a.opts.PodResourcesSocket, metrics: a.metrics}
 	d := delegate.New(delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads,
@@ -192,17 +196,21 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 // kubeletDevices connects to kubelet's PodResources API on first use and
 // keeps the connection, which gRPC re-establishes across kubelet restarts.
 type kubeletDevices struct {
-	socket string
-	mu     sync.Mutex
-	client *podresources.Client
+	socket  string
+	metrics *metrics.Metrics
+	mu      sync.Mutex
+	client  *podresources.Client
 }
 
 func (k *kubeletDevices) Get(ctx context.Context, namespace, name string) (podresources.Pod, error) {
 	c, err := k.connect(ctx)
 	if err != nil {
+		k.metrics.PodResourcesRequest(err)
 		return podresources.Pod{}, err
 	}
-	return c.Get(ctx, namespace, name)
+	pod, err := c.Get(ctx, namespace, name)
+	k.metrics.PodResourcesRequest(err)
+	return pod, err
 }
 
 func (k *kubeletDevices) close() {

@@ -47,6 +47,7 @@ func (a *Agent) removeUnallocated(ctx context.Context, grace time.Duration) erro
 	defer client.Close()
 	for resource, files := range byResource {
 		held, err := client.Allocated(ctx, resource)
+		a.metrics.PodResourcesRequest(err)
 		if err != nil {
 			return fmt.Errorf("kubelet PodResources: %w", err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/version"
 )
 
 // Main runs hwnet-agent with its command-line arguments and returns the
@@ -22,13 +23,21 @@ func Main(ctx context.Context, args []string, errOut io.Writer) int {
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
+	if errors.Is(err, errVersion) {
+		fmt.Fprintln(errOut, "hwnet-agent", version.Get())
+		return 0
+	}
 	if err != nil {
 		fmt.Fprintf(errOut, "hwnet-agent: %v\n", err)
 		return 2
 	}
-	a, err := New(opts)
-	if err == nil {
-		err = a.Run(ctx)
+	if opts.Uninstall {
+		err = runUninstall(ctx, opts)
+	} else {
+		var a *Agent
+		if a, err = New(opts); err == nil {
+			err = a.Run(ctx)
+		}
 	}
 	if err != nil {
 		opts.Logger.Error("hwnet-agent failed", "err", err)
@@ -52,10 +61,14 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", DefaultPollInterval, "how often the PCI layout is checked for changes the kernel does not announce")
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", DefaultGCInterval, "how often device-info files are checked against PodResources")
 	cni := cniFlags(fs)
+	showVersion := observeFlags(fs, &o)
 	format := fs.String("log-format", "json", "log format: json or text")
 	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
 	if err := fs.Parse(args); err != nil {
 		return o, err
+	}
+	if *showVersion {
+		return o, errVersion
 	}
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
@@ -133,4 +146,21 @@ func splitList(s string) []string {
 		}
 	}
 	return out
+}
+
+// errVersion is parseFlags' answer to --version.
+var errVersion = errors.New("version requested")
+
+// DefaultProbeAddr is where kubelet's probes reach the agent on the host
+// network.
+const DefaultProbeAddr = ":8141"
+
+// observeFlags declares the probe, metrics, pprof and --version flags.
+func observeFlags(fs *flag.FlagSet, o *Options) *bool {
+	fs.StringVar(&o.ProbeAddr, "probe-addr", DefaultProbeAddr, "address of /healthz and /readyz (empty: none)")
+	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "address of the Prometheus /metrics endpoint, e.g. :8142 (empty: none; the agent is on the host network)")
+	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on --metrics-addr")
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove hwnet's CNI configuration, shim, sockets, device-info files and records from the node, "+
+		"then answer /readyz until stopped (deploy/uninstall/); refused while hwnet-agent runs")
+	return fs.Bool("version", false, "print the version and exit")
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/metrics"
 )
 
 // Options are the agent's paths and intervals; zero values mean the
@@ -50,6 +51,16 @@ type Options struct {
 	// CNI configures the CNI delegating plugin side; nil serves device
 	// plugins only.
 	CNI *CNIOptions
+
+	// ProbeAddr serves /healthz and /readyz; MetricsAddr serves /metrics
+	// and, with Pprof, Go's profiles. "" serves none. Metrics, when set,
+	// replaces the agent's own collectors (tests read them).
+	ProbeAddr   string
+	MetricsAddr string
+	Pprof       bool
+	Metrics     *metrics.Metrics
+	// Uninstall removes hwnet from the node instead of running (Main).
+	Uninstall bool
 }
 
 // Production defaults.
@@ -75,6 +86,9 @@ func (o Options) withDefaults() Options {
 	o.DevinfoGrace = positiveOr(o.DevinfoGrace, DefaultDevinfoGrace)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
+	}
+	if o.Metrics == nil {
+		o.Metrics = metrics.New()
 	}
 	if o.ESwitch == nil {
 		o.ESwitch = &kernelESwitch{devlink: discovery.DevlinkESwitch{}}

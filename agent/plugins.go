@@ -47,8 +47,11 @@ func (a *Agent) publish(run *poolRun) {
 	for _, d := range run.sent {
 		prev[d.ID] = d
 	}
-	added := 0
+	added, unhealthy := 0, 0
 	for _, d := range next {
+		if !d.Healthy {
+			unhealthy++
+		}
 		p, ok := prev[d.ID]
 		delete(prev, d.ID)
 		switch {
@@ -56,13 +59,16 @@ func (a *Agent) publish(run *poolRun) {
 			added++
 		case p.Healthy && !d.Healthy:
 			a.log.Warn("device unhealthy", "resource", run.res.FullName(), "device", d.ID, "reason", d.Reason)
+			a.events.deviceHealth(run.res.FullName(), d.ID, false, d.Reason)
 		case !p.Healthy && d.Healthy:
 			a.log.Info("device healthy again", "resource", run.res.FullName(), "device", d.ID)
+			a.events.deviceHealth(run.res.FullName(), d.ID, true, "")
 		}
 	}
 	if added > 0 || len(prev) > 0 {
 		a.log.Info("pool devices changed", "resource", run.res.FullName(), "added", added, "removed", len(prev), "devices", len(next))
 	}
+	a.metrics.SetPool(run.res.FullName(), len(next), unhealthy)
 	run.plugin.SetDevices(next)
 	run.sent = next
 }

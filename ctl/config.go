@@ -17,6 +17,10 @@ func runConfig(ctx context.Context, args []string, out, errOut io.Writer) error 
 	if len(args) == 0 {
 		return usageError{"want a subcommand: check"}
 	}
+	if isHelp(args[0]) {
+		subcommandUsage(out, "config", "check")
+		return nil
+	}
 	if args[0] != "check" {
 		return usageError{fmt.Sprintf("unknown subcommand %q (want check)", args[0])}
 	}

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
+
+	"github.com/hwnet-io/hwnet/version"
 )
 
 // command is one hwnetctl subcommand.
@@ -21,6 +23,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"config":       {"check a pool config against the node's NICs", runConfig},
+		"explain":      {"explain pod NS/NAME: networks, resources, devices, attachments, status, Events", runExplain},
 		"inventory":    {"list the node's PFs, VFs and NICs", runInventory},
 		"virtual-node": {"create, enter or destroy a virtual SR-IOV node", runVirtualNode},
 	}
@@ -30,9 +33,17 @@ func commands() map[string]command {
 // process exit code: 0 on success, 2 for usage errors, 1 otherwise.
 func Main(ctx context.Context, args []string, out, errOut io.Writer) int {
 	cmds := commands()
-	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+	if len(args) == 0 {
 		usage(errOut, cmds)
 		return 2
+	}
+	switch args[0] {
+	case "-h", "--help", "help":
+		usage(out, cmds)
+		return 0
+	case "--version", "version":
+		fmt.Fprintln(out, "hwnetctl", version.Get())
+		return 0
 	}
 	cmd, ok := cmds[args[0]]
 	if !ok {
@@ -45,7 +56,7 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) int {
 	case err == nil:
 		return 0
 	case errors.Is(err, flag.ErrHelp):
-		return 2
+		return 0
 	case errors.As(err, new(usageError)):
 		if err.Error() != "" {
 			fmt.Fprintf(errOut, "hwnetctl %s: %v\n", args[0], err)
@@ -67,7 +78,7 @@ func usage(w io.Writer, cmds map[string]command) {
 	for _, n := range names {
 		fmt.Fprintf(w, "  %-14s %s\n", n, cmds[n].summary)
 	}
-	fmt.Fprintln(w, "\nRun 'hwnetctl <command> -h' for a command's flags.")
+	fmt.Fprintln(w, "\nRun 'hwnetctl <command> -h' for a command's flags, 'hwnetctl --version' for the release.")
 }
 
 // usageError is a mistake in the command line rather than a failure.
@@ -92,4 +103,15 @@ func parseFlags(fs *flag.FlagSet, args []string) error {
 		return usageError{}
 	}
 	return nil
+}
+
+func isHelp(arg string) bool { return arg == "-h" || arg == "--help" }
+
+// subcommandUsage lists a command's subcommands, as usage lists commands.
+func subcommandUsage(w io.Writer, cmd string, subs ...string) {
+	fmt.Fprintf(w, "usage: hwnetctl %s <subcommand> [flags]\n\nsubcommands:\n", cmd)
+	for _, s := range subs {
+		fmt.Fprintf(w, "  %s\n", s)
+	}
+	fmt.Fprintf(w, "\nRun 'hwnetctl %s <subcommand> -h' for its flags.\n", cmd)
 }

@@ -22,6 +22,10 @@ func runVirtualNode(ctx context.Context, args []string, out, errOut io.Writer) e
 	if len(args) == 0 {
 		return usageError{"want a subcommand: create, destroy or exec"}
 	}
+	if isHelp(args[0]) {
+		subcommandUsage(out, "virtual-node", "create", "destroy", "exec")
+		return nil
+	}
 	sub, ok := subs[args[0]]
 	if !ok {
 		return usageError{fmt.Sprintf("unknown subcommand %q (want create, destroy or exec)", args[0])}

@@ -462,3 +462,44 @@ func waitForLog(t *testing.T, logs *lockedBuffer, text string) {
 		}
 	}
 }
+
+// TestRegisteredTracksKubelet: the agent's readiness needs to know that
+// kubelet accepted the pool, and that it must again after kubelet deleted
+// the socket.
+func TestRegisteredTracksKubelet(t *testing.T) {
+	dir := shortDir(t)
+	var logs lockedBuffer
+	p := New(sriovNet, Options{PluginDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.firstRetry, p.maxRetry = time.Hour, time.Hour
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- p.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	waitForLog(t, &logs, "registration failed")
+	if p.Registered() {
+		t.Fatal("Registered before kubelet answered")
+	}
+	kubelet := startKubelet(t, filepath.Join(dir, "kubelet.sock"))
+	p.KubeletStarted()
+	kubelet.nextRegistration(t)
+	waitUntil(t, "Registered after kubelet accepted", p.Registered)
+	kubelet.srv.Stop()
+	if err := os.Remove(p.SocketPath()); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "not Registered once kubelet deleted the socket", func() bool { return !p.Registered() })
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("not %s within 10s", what)
+		}
+	}
+}

@@ -79,6 +79,9 @@ type Plugin struct {
 	setMu   sync.Mutex // serialises SetDevices
 	current atomic.Pointer[snapshot]
 	serving atomic.Bool
+	// registered is true from kubelet's acceptance of a registration
+	// until the socket it was made for stops serving.
+	registered atomic.Bool
 	// kubeletUp wakes a registration waiting to be retried.
 	kubeletUp chan struct{}
 	// firstRetry and maxRetry bound Run's waits between registrations.
@@ -135,6 +138,10 @@ func (p *Plugin) ResourceName() string { return p.name }
 
 // SocketPath is the socket Serve listens on.
 func (p *Plugin) SocketPath() string { return p.socket }
+
+// Registered reports whether kubelet accepted the plugin's registration
+// for the socket now serving: the pool is in the node's allocatable.
+func (p *Plugin) Registered() bool { return p.registered.Load() }
 
 // SetDevices replaces the pool's devices. ListAndWatch streams get the new
 // list only when something kubelet sees changed: the IDs, a health or a

@@ -58,6 +58,7 @@ func (p *Plugin) serve(ctx context.Context, whileServing func(context.Context)) 
 		return fmt.Errorf("%s: already serving on %s", p.name, p.socket)
 	}
 	defer p.serving.Store(false)
+	defer p.registered.Store(false)
 	ep, err := p.listen()
 	if err != nil {
 		return fmt.Errorf("%s: %w", p.name, err)
@@ -206,7 +207,11 @@ func (p *Plugin) registerUntilDone(ctx context.Context) {
 		rctx, cancel := context.WithTimeout(ctx, registerTimeout)
 		err := p.Register(rctx)
 		cancel()
-		if err == nil || ctx.Err() != nil {
+		if err == nil {
+			p.registered.Store(true)
+			return
+		}
+		if ctx.Err() != nil {
 			return
 		}
 		p.log.Warn("registration failed; retrying", "error", err, "retryIn", wait)

@@ -23,8 +23,15 @@ import (
 	"github.com/hwnet-io/hwnet/atomicfile"
 )
 
+// RecordVersion is the record format this hwnet writes and the newest it
+// reads. A record without a version is version 1, written before records
+// carried one. A newer one is refused rather than misread (an upgrade
+// rolled back): a DEL that ran only some delegates would leak devices.
+const RecordVersion = 1
+
 // Record is what hwnet attached, or began to attach, to one container.
 type Record struct {
+	Version      int          `json:"version,omitempty"`
 	ContainerID  string       `json:"containerID"`
 	Netns        string       `json:"netns"`
 	PodNamespace string       `json:"podNamespace,omitempty"`
@@ -103,6 +110,10 @@ func (s *Store) Load(containerID string) (*Record, error) {
 	if err := dec.Decode(&rec); err != nil {
 		return nil, fmt.Errorf("attachment record %s: %w", s.recordPath(containerID), err)
 	}
+	if rec.Version > RecordVersion {
+		return nil, fmt.Errorf("attachment record %s: format version %d, newer than the %d this hwnet reads (was hwnet downgraded?)",
+			s.recordPath(containerID), rec.Version, RecordVersion)
+	}
 	// A results line cut short by a crash is as good as none: DEL then
 	// runs without prevResult, which delegates must accept.
 	var results []json.RawMessage
@@ -152,7 +163,9 @@ func (s *Store) Save(rec *Record) error {
 	if err := ValidateContainerID(rec.ContainerID); err != nil {
 		return err
 	}
-	data, err := json.Marshal(rec)
+	versioned := *rec
+	versioned.Version = RecordVersion
+	data, err := json.Marshal(&versioned)
 	if err != nil {
 		return fmt.Errorf("attachment record %s: %w", rec.ContainerID, err)
 	}

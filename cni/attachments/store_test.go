@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -168,5 +169,39 @@ func truncateBy(t *testing.T, path string, n int) {
 	}
 	if err := os.Truncate(path, fi.Size()-int64(n)); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRecordVersion: records say their format, so an agent rolled forward
+// or back across a format change reads them or refuses them by name; the
+// records written before they carried a version stay readable.
+func TestRecordVersion(t *testing.T) {
+	s := NewStore(t.TempDir())
+	if err := s.Save(&Record{ContainerID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	if data, _ := os.ReadFile(s.recordPath("c1")); !strings.Contains(string(data), fmt.Sprintf(`"version":%d`, RecordVersion)) {
+		t.Errorf("saved record %s has no version", data)
+	}
+	for _, tc := range []struct {
+		name, text string
+		wantErr    bool
+	}{
+		{"unversioned", `{"containerID":"c2","attachments":[{"network":"ns/a","ifName":"net1","confList":{}}]}`, false},
+		{"current", fmt.Sprintf(`{"version":%d,"containerID":"c2","attachments":[]}`, RecordVersion), false},
+		{"newer", fmt.Sprintf(`{"version":%d,"containerID":"c2","attachments":[]}`, RecordVersion+1), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := os.WriteFile(s.recordPath("c2"), []byte(tc.text+"\n"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			_, err := s.Load("c2")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("Load: %v, want error %t", err, tc.wantErr)
+			}
+			if err != nil && !strings.Contains(err.Error(), "format version") {
+				t.Errorf("error %q does not name the format version", err)
+			}
+		})
 	}
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/wire"
+	release "github.com/hwnet-io/hwnet/version"
 )
 
 // Invocation is what the runtime gives a CNI plugin process.
@@ -48,8 +49,8 @@ func Run(ctx context.Context, inv Invocation) int {
 	command := inv.Getenv("CNI_COMMAND")
 	switch command {
 	case "":
-		fmt.Fprintf(inv.Stderr, "hwnet CNI plugin: forwards CNI requests to hwnet-agent\nCNI protocol versions supported: %s\n",
-			strings.Join(version.All.SupportedVersions(), ", "))
+		fmt.Fprintf(inv.Stderr, "hwnet CNI plugin %s: forwards CNI requests to hwnet-agent\nCNI protocol versions supported: %s\n",
+			release.Get(), strings.Join(version.All.SupportedVersions(), ", "))
 		return 0
 	case "VERSION":
 		if err := version.All.Encode(inv.Stdout); err != nil {

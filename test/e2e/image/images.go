@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -49,21 +50,66 @@ type namedSpec struct {
 
 // specs describes the images, given the directory the binaries are in.
 func specs(bin string) []namedSpec {
-	passwd := File{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\n")}
-	group := File{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n")}
-	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
-	exe := func(path, name string) File {
-		return File{Path: path, Mode: 0o755, Source: filepath.Join(bin, name)}
-	}
+	exe := func(path, name string) File { return executable(bin, path, name) }
 	return []namedSpec{
-		{"pause.tar", Spec{Ref: Pause, Env: env, Entrypoint: []string{"/pause"},
-			Files: []File{passwd, group, exe("/pause", "workload")}}},
-		{"workload.tar", Spec{Ref: Workload, Env: env, Entrypoint: []string{"/workload"},
-			Files: []File{passwd, group, exe("/workload", "workload"), exe("/pause", "workload")}}},
-		{"agent.tar", Spec{Ref: Agent, Env: env, Entrypoint: []string{"/usr/bin/hwnet-agent"},
-			Files: []File{passwd, group, exe("/usr/bin/hwnet-agent", "hwnet-agent"),
-				exe("/usr/bin/hwnet", "hwnet"), exe("/usr/bin/hwnetctl", "hwnetctl")}}},
+		{"pause.tar", Spec{Ref: Pause, Env: pathEnv(), Entrypoint: []string{"/pause"},
+			Files: append(accounts(), exe("/pause", "workload"))}},
+		{"workload.tar", Spec{Ref: Workload, Env: pathEnv(), Entrypoint: []string{"/workload"},
+			Files: append(accounts(), exe("/workload", "workload"), exe("/pause", "workload"))}},
+		{"agent.tar", agentSpec(bin, Agent)},
 	}
+}
+
+// agentSpec is the agent's image as the Dockerfile builds it, tagged ref.
+func agentSpec(bin, ref string) Spec {
+	exe := func(path, name string) File { return executable(bin, path, name) }
+	return Spec{Ref: ref, Env: pathEnv(), Entrypoint: []string{"/usr/bin/hwnet-agent"},
+		Files: append(accounts(), exe("/usr/bin/hwnet-agent", "hwnet-agent"), exe("/usr/bin/hwnet", "hwnet"),
+			exe("/usr/bin/hwnetctl", "hwnetctl"))}
+}
+
+func pathEnv() []string {
+	return []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+}
+
+// accounts are the /etc/passwd and /etc/group of root alone.
+func accounts() []File {
+	return []File{
+		{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\n")},
+		{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n")},
+	}
+}
+
+func executable(bin, path, name string) File {
+	return File{Path: path, Mode: 0o755, Source: filepath.Join(bin, name)}
+}
+
+// Release builds hwnet's image alone, tagged ref, as dir/hwnet-image.tar:
+// what `make image` gives a machine without a container daemon.
+func Release(ctx context.Context, repo, dir, ref string) (string, error) {
+	bin, unlock, err := prepare(ctx, repo, dir)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	tarball := filepath.Join(dir, "hwnet-image.tar")
+	return tarball, writeCached(tarball, agentSpec(bin, ref))
+}
+
+// prepare locks dir and builds the binaries into dir/bin.
+func prepare(ctx context.Context, repo, dir string) (bin string, unlock func(), err error) {
+	bin = filepath.Join(dir, "bin")
+	if err := os.MkdirAll(bin, 0o755); err != nil {
+		return "", nil, fmt.Errorf("images: %w", err)
+	}
+	if unlock, err = lockDir(dir); err != nil {
+		return "", nil, err
+	}
+	if err := buildBinaries(ctx, repo, bin); err != nil {
+		unlock()
+		return "", nil, err
+	}
+	return bin, unlock, nil
 }
 
 // Images builds the end-to-end images into dir (created if missing) and
@@ -73,18 +119,11 @@ func specs(bin string) []namedSpec {
 // a tarball is rewritten only when the stamp next to it (a digest of its
 // Spec and the binaries' contents) no longer matches.
 func Images(ctx context.Context, repo, dir string) ([]string, error) {
-	bin := filepath.Join(dir, "bin")
-	if err := os.MkdirAll(bin, 0o755); err != nil {
-		return nil, fmt.Errorf("images: %w", err)
-	}
-	unlock, err := lockDir(dir)
+	bin, unlock, err := prepare(ctx, repo, dir)
 	if err != nil {
 		return nil, err
 	}
 	defer unlock()
-	if err := buildBinaries(ctx, repo, bin); err != nil {
-		return nil, err
-	}
 	var paths []string
 	for _, s := range specs(bin) {
 		tarball := filepath.Join(dir, s.file)
@@ -117,7 +156,8 @@ func buildBinaries(ctx context.Context, repo, bin string) error {
 	if err != nil {
 		return fmt.Errorf("images: the go command builds the images' binaries: %w", err)
 	}
-	args := append([]string{"build", "-trimpath", "-o", bin + string(filepath.Separator)}, packages()...)
+	stamp := "-X github.com/hwnet-io/hwnet/version.stamped=" + describe(ctx, repo)
+	args := append([]string{"build", "-trimpath", "-ldflags", stamp, "-o", bin + string(filepath.Separator)}, packages()...)
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = repo
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
@@ -221,4 +261,16 @@ func contentDigest(f File) (string, error) {
 		return "", err
 	}
 	return hex.EncodeToString(hash.Sum(nil)), nil
+}
+
+// describe is `git describe` of the repository, which --version shows;
+// "unknown" outside a git checkout.
+func describe(ctx context.Context, repo string) string {
+	cmd := exec.CommandContext(ctx, "git", "describe", "--tags", "--always", "--dirty")
+	cmd.Dir = repo
+	out, err := cmd.Output()
+	if err != nil {
+		return "unknown"
+	}
+	return strings.TrimSpace(string(out))
 }

@@ -5,8 +5,10 @@ import (
 	"context"
 	"debug/elf"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 )
@@ -122,6 +124,17 @@ func TestImages(t *testing.T) {
 		if !statFile(t, path).same(states[i]) {
 			t.Errorf("second Images rewrote %s, want it reused", path)
 		}
+	}
+	// make image: the agent's image alone, under a release tag, whose
+	// binaries say that release.
+	release, err := Release(ctx, repo, dir, "example.com/hwnet:v9")
+	if err != nil {
+		t.Fatalf("Release: %v", err)
+	}
+	checkImage(t, release, "example.com/hwnet:v9", "/usr/bin/hwnet-agent", []string{"usr/bin/hwnet", "usr/bin/hwnet-agent", "usr/bin/hwnetctl"})
+	out, err := exec.Command(filepath.Join(dir, "bin", "hwnet-agent"), "--version").CombinedOutput()
+	if want := describe(ctx, repo); err != nil || !strings.Contains(string(out), want) {
+		t.Errorf("hwnet-agent --version: %v, %q; want git describe's %q", err, out, want)
 	}
 }
 

@@ -60,8 +60,9 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.specFile, "spec", "", "up: virtual node spec (YAML or JSON); default: the default node named "+cluster.DefaultNodeName)
 	fs.BoolVar(&o.skipBuild, "no-images", false, "up: do not build or import images")
 	fs.StringVar(&o.repo, "repo", ".", "up: the hwnet repository the images are built from")
+	ref := fs.String("ref", "hwnet:dev", "image: the tag of hwnet's image")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: hwnet-cluster [flags] up|demo|down|status|kubectl -- ARGS|exec -- COMMAND")
+		fmt.Fprintln(fs.Output(), "usage: hwnet-cluster [flags] up|demo|down|status|image|kubectl -- ARGS|exec -- COMMAND")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -78,6 +79,12 @@ func run(ctx context.Context, args []string) error {
 		return down(ctx, o.cfg)
 	case "status":
 		return status(ctx, o.cfg)
+	case "image":
+		tarball, err := image.Release(ctx, o.repo, o.imageDir, *ref)
+		if err == nil {
+			fmt.Printf("%s: %s (load with docker load, podman load or ctr -n k8s.io images import)\n", *ref, tarball)
+		}
+		return err
 	case "kubectl":
 		return inside(ctx, o.cfg, append([]string{"kubectl"}, rest...))
 	case "exec":

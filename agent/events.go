@@ -1,0 +1,52 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// Reasons of the Node Events about device health.
+const (
+	ReasonDeviceUnhealthy = "DeviceUnhealthy"
+	ReasonDeviceHealthy   = "DeviceHealthy"
+)
+
+// nodeEvents posts Events about this node's devices; a nil *nodeEvents
+// posts nothing (the agent without an API server client).
+type nodeEvents struct {
+	recorder record.EventRecorder
+	node     *corev1.ObjectReference
+}
+
+// startNodeEvents records Events on the node until ctx ends.
+func startNodeEvents(ctx context.Context, client kubernetes.Interface, node string) *nodeEvents {
+	b := record.NewBroadcaster(record.WithContext(ctx))
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	go func() { <-ctx.Done(); b.Shutdown() }()
+	return &nodeEvents{
+		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hwnet-agent", Host: node}),
+		// kubelet refers to its node with the name as UID; kubectl
+		// describe node finds Events by it.
+		node: &corev1.ObjectReference{Kind: "Node", Name: node, UID: types.UID(node)},
+	}
+}
+
+// deviceHealth reports a device turning unhealthy, with the reason, or
+// coming back.
+func (e *nodeEvents) deviceHealth(resource, device string, healthy bool, reason string) {
+	if e == nil {
+		return
+	}
+	if healthy {
+		e.recorder.Eventf(e.node, corev1.EventTypeNormal, ReasonDeviceHealthy, "%s device %s is healthy again", resource, device)
+		return
+	}
+	e.recorder.Event(e.node, corev1.EventTypeWarning, ReasonDeviceUnhealthy, fmt.Sprintf("%s device %s is unhealthy: %s", resource, device, reason))
+}

@@ -1,0 +1,148 @@
+package agent_test
+
+import (
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/test/cniplugins"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// TestAgentProbesMetricsEvents: what an operator watches. /readyz turns
+// ready once the pools are registered and the CNI socket answers, and not
+// ready when the socket is gone; an ADD shows in the latency histogram;
+// the pool gauges count devices; a PF going down posts a Node Event with
+// the reason, and one when it comes back.
+func TestAgentProbesMetricsEvents(t *testing.T) {
+	spec := virtualnode.DefaultSpec()
+	spec.Name = "observed" // its own netns: other tests' default node may be up
+	f := newFixture(t, spec, defaultConfig)
+	api := kubeapi.Start(t)
+	api.ApplyCRD(t, "../deploy/crds/network-attachment-definition.yaml")
+	plugins := cniplugins.Dir(t)
+	dir := shortDir(t)
+	confDir, binDir := filepath.Join(dir, "net.d"), filepath.Join(dir, "bin")
+	os.MkdirAll(binDir, 0o755)
+	os.MkdirAll(confDir, 0o755)
+	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"),
+		[]byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","personality":"plain"}]}`), 0o644)
+	socket := filepath.Join(dir, "cni.sock")
+	f.opts.CNI = &agent.CNIOptions{
+		ConfDir: confDir, SocketPath: socket, CacheDir: filepath.Join(dir, "cache"),
+		DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: "node-1",
+		PodsAPISocket: filepath.Join(dir, "no-pods-api.sock"), REST: api.Config(),
+		ShimSource: buildShim(t, dir), BinDir: binDir,
+	}
+	probes, metricsURL := "http://"+freeAddr(t), "http://"+freeAddr(t)
+	f.opts.ProbeAddr, f.opts.MetricsAddr = strings.TrimPrefix(probes, "http://"), strings.TrimPrefix(metricsURL, "http://")
+	f.start(t)
+	waitHTTP(t, probes+"/healthz", http.StatusOK, "ok")
+	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
+
+	addThroughShim(t, api, filepath.Join(confDir, agent.DefaultCNIConfFileName), []string{binDir, plugins}, dir)
+	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_cni_request_duration_seconds_count{command="ADD",result="success"} 1`)
+	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_pool_allocatable_devices{resource="intel.com/sriov_netdevice"} 12`)
+
+	ctx := context.Background()
+	if err := f.node.SetLinkUp(ctx, "enp59s0f0", false); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_pool_unhealthy_devices{resource="intel.com/sriov_netdevice"} 6`)
+	waitNodeEvent(t, api, agent.ReasonDeviceUnhealthy, "link enp59s0f0 is down")
+	if err := f.node.SetLinkUp(ctx, "enp59s0f0", true); err != nil {
+		t.Fatal(err)
+	}
+	waitNodeEvent(t, api, agent.ReasonDeviceHealthy, "healthy again")
+
+	if err := os.Remove(socket); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, probes+"/readyz", http.StatusServiceUnavailable, "CNI socket")
+}
+
+// addThroughShim runs one pod's ADD as containerd would, through libcni
+// and the installed shim.
+func addThroughShim(t *testing.T, api *kubeapi.Server, conflist string, path []string, dir string) {
+	t.Helper()
+	list := waitConfList(t, conflist)
+	pod, err := api.Client().CoreV1().Pods("default").Create(context.Background(), &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "observed", Namespace: "default"},
+		Spec:       corev1.PodSpec{NodeName: "node-1", Containers: []corev1.Container{{Name: "c", Image: "none"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ip", "netns", "add", "hwnet-agent-obs").CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", "hwnet-agent-obs").Run() })
+	cni := libcni.NewCNIConfigWithCacheDir(path, filepath.Join(dir, "runtime-cache"), nil)
+	rt := &libcni.RuntimeConf{ContainerID: "sandbox-obs", NetNS: "/var/run/netns/hwnet-agent-obs", IfName: "eth0",
+		Args: [][2]string{{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", pod.Name}, {"K8S_POD_UID", string(pod.UID)}}}
+	if _, err := cni.AddNetworkList(context.Background(), list, rt); err != nil {
+		t.Fatalf("ADD through the shim: %v", err)
+	}
+	t.Cleanup(func() { cni.DelNetworkList(context.Background(), list, rt) })
+}
+
+// freeAddr is a localhost address no one listens on now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// waitHTTP waits until GET url answers code with a body containing text.
+func waitHTTP(t *testing.T, url string, code int, text string) {
+	t.Helper()
+	var last string
+	for deadline := time.Now().Add(react); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		resp, err := http.Get(url)
+		if err != nil {
+			last = err.Error()
+			continue
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == code && strings.Contains(string(body), text) {
+			return
+		}
+		last = resp.Status + ": " + string(body)
+	}
+	t.Fatalf("GET %s never answered %d with %q; last: %.2000s", url, code, text, last)
+}
+
+func waitNodeEvent(t *testing.T, api *kubeapi.Server, reason, message string) {
+	t.Helper()
+	for deadline := time.Now().Add(react); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		list, err := api.Client().CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=" + reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			if strings.Contains(e.Message, message) {
+				return
+			}
+		}
+	}
+	t.Fatalf("no Node Event %s with %q", reason, message)
+}

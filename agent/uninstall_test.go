@@ -1,0 +1,111 @@
+package agent
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/server"
+	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/devinfo"
+)
+
+type refuseAll struct{}
+
+func (refuseAll) Handle(context.Context, *wire.Request) (json.RawMessage, error) { return nil, nil }
+
+// uninstallNode is a node's hwnet files in a temp dir, as a stopped agent
+// leaves them, and one file of another device plugin.
+func uninstallNode(t *testing.T) (Options, []string, string) {
+	t.Helper()
+	dir := t.TempDir()
+	o := Options{ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
+		DevinfoDir: filepath.Join(dir, "devinfo-dp"),
+		CNI: &CNIOptions{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
+			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
+			DevinfoDir: filepath.Join(dir, "devinfo-cni")}}
+	os.WriteFile(o.ConfigFile, []byte("resourceList:\n  - resourceName: sriov_net\n    selectors: {drivers: [iavf]}\n"), 0o644)
+	info := devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.0"})
+	for _, res := range []string{"intel.com/sriov_net", "example.com/other"} {
+		if err := devinfo.Write(o.DevinfoDir, res, "0000:3b:02.0", info); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cniInfo := filepath.Join(o.CNI.DevinfoDir, devinfo.CNIFileName("default/net1", "c1", "net1"))
+	if err := devinfo.WriteFile(cniInfo, info); err != nil {
+		t.Fatal(err)
+	}
+	rec := &attachments.Record{ContainerID: "c1", Attachments: []attachments.Attachment{{Network: "default/net1", IfName: "net1",
+		ConfList: json.RawMessage(`{}`), DeviceInfoFile: cniInfo}}}
+	if err := attachments.NewStore(o.CNI.CacheDir).Save(rec); err != nil {
+		t.Fatal(err)
+	}
+	conf, shim := filepath.Join(o.CNI.ConfDir, DefaultCNIConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
+	poolSocket := filepath.Join(o.PluginDir, "intel.com_sriov_net.sock")
+	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath} {
+		os.MkdirAll(filepath.Dir(p), 0o755)
+		os.WriteFile(p, nil, 0o644)
+	}
+	want := []string{conf, shim, o.CNI.SocketPath, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
+		cniInfo, o.CNI.CacheDir}
+	return o, want, filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0"))
+}
+
+// TestUninstall: after it, the runtime finds no hwnet configuration or
+// shim and nothing of hwnet's is left; another plugin's file stays.
+func TestUninstall(t *testing.T) {
+	o, want, other := uninstallNode(t)
+	removed, err := Uninstall(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(removed)
+	slices.Sort(want)
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %q\nwant    %q", removed, want)
+	}
+	for _, p := range want {
+		if _, err := os.Lstat(p); err == nil {
+			t.Errorf("%s left on the node", p)
+		}
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("another device plugin's device-info file removed: %v", err)
+	}
+	if again, err := Uninstall(context.Background(), o); err != nil || len(again) != 0 {
+		t.Errorf("second Uninstall: removed %q, %v; want nothing to do", again, err)
+	}
+	o.ConfigFile = filepath.Join(t.TempDir(), "ConfigMap-deleted.yaml")
+	if _, err := Uninstall(context.Background(), o); err != nil {
+		t.Errorf("Uninstall without the pool configuration: %v", err)
+	}
+}
+
+// TestUninstallRefusedWhileAgentRuns: a running agent would write its
+// configuration again, so nothing is removed.
+func TestUninstallRefusedWhileAgentRuns(t *testing.T) {
+	o, want, _ := uninstallNode(t)
+	os.Remove(o.CNI.SocketPath)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- server.New(refuseAll{}, nil).Serve(ctx, o.CNI.SocketPath) }()
+	for deadline := time.Now().Add(10 * time.Second); cniAnswers(ctx, o.CNI.SocketPath) != nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the CNI server never answered")
+		}
+	}
+	if _, err := Uninstall(ctx, o); err == nil {
+		t.Fatal("Uninstall went ahead while hwnet-agent answered")
+	}
+	if _, err := os.Stat(want[0]); err != nil {
+		t.Errorf("hwnet's CNI configuration removed although refused: %v", err)
+	}
+	cancel()
+	<-done
+}
