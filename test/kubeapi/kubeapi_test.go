@@ -75,8 +75,8 @@ func TestSpec3_1_NetworkAttachmentDefinitionCRD(t *testing.T) {
 	names := crd.Status.AcceptedNames
 	if crd.Spec.Group != "k8s.cni.cncf.io" || crd.Spec.Scope != apiextensionsv1.NamespaceScoped ||
 		names.Kind != "NetworkAttachmentDefinition" || names.Plural != "network-attachment-definitions" ||
-		names.Singular != "network-attachment-definition" || !slices.Equal(names.ShortNames, []string{"net-attach-def"}) {
-		t.Errorf("3.1: CRD group %q scope %q accepted names %+v, want k8s.cni.cncf.io, Namespaced, NetworkAttachmentDefinition/network-attachment-definitions/net-attach-def",
+		names.Singular != "network-attachment-definition" || !slices.Equal(names.ShortNames, []string{"net-attach-def", "nad"}) {
+		t.Errorf("3.1: CRD group %q scope %q accepted names %+v, want k8s.cni.cncf.io, Namespaced, NetworkAttachmentDefinition/network-attachment-definitions, short names net-attach-def and nad as Multus's",
 			crd.Spec.Group, crd.Spec.Scope, names)
 	}
 
