@@ -134,9 +134,10 @@ func renderYAML(w io.Writer, v *inventoryView) error {
 // fields, and each function's tags and pool when a config gives them.
 // Without a config it is discovery's Inventory to the byte.
 type inventoryOutput struct {
-	PFs      []pfOutput  `json:"pfs"`
-	NICs     []nicOutput `json:"nics"`
-	Problems []string    `json:"problems,omitempty"`
+	PFs       []pfOutput  `json:"pfs"`
+	NICs      []nicOutput `json:"nics"`
+	Problems  []string    `json:"problems,omitempty"`
+	LinkFacts string      `json:"linkFacts,omitempty"`
 }
 
 // pfOutput's VFs hide the embedded PF's.
@@ -163,9 +164,10 @@ type placed struct {
 }
 
 func (v *inventoryView) output() inventoryOutput {
-	out := inventoryOutput{Problems: v.inv.Problems}
+	// Empty lists stay [], as in discovery's Inventory.
+	out := inventoryOutput{PFs: []pfOutput{}, NICs: []nicOutput{}, Problems: v.inv.Problems, LinkFacts: v.inv.LinkFacts}
 	for _, pf := range v.inv.PFs {
-		po := pfOutput{PF: pf, placed: v.placement.of(pf.Address)}
+		po := pfOutput{PF: pf, placed: v.placement.of(pf.Address), VFs: []vfOutput{}}
 		for _, vf := range pf.VFs {
 			po.VFs = append(po.VFs, vfOutput{VF: vf, placed: v.placement.of(vf.Address)})
 		}

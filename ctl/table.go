@@ -95,6 +95,9 @@ func renderNotes(w io.Writer, inv *discovery.Inventory) error {
 	for _, p := range inv.Problems {
 		lines = append(lines, "  node problem: "+p)
 	}
+	if inv.LinkFacts != "" {
+		lines = append(lines, "  link state, MTU and default routes from: "+inv.LinkFacts)
+	}
 	if len(lines) == 0 {
 		return nil
 	}

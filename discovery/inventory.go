@@ -22,6 +22,9 @@ type Inventory struct {
 	// Problems are node-wide failures, such as an unreadable sysfs root or
 	// a netlink dump that failed; per-function ones live on the function.
 	Problems []string `json:"problems,omitempty"`
+	// LinkFacts says where link state, MTU and default routes came from:
+	// netlink, or the sysfs tree alone when it is not this host's.
+	LinkFacts string `json:"linkFacts,omitempty"`
 
 	byAddress map[string]*Function
 }

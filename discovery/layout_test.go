@@ -96,3 +96,30 @@ func TestDiscoverRootVirtioDefaultRoute(t *testing.T) {
 		t.Errorf("virtio NIC netdev %+v excluded %q, want excluded for the default route", fn.Netdev, fn.Excluded)
 	}
 }
+
+// TestDiscoverForeignTreeAsksNotThisHost: a sysfs tree that is not this
+// host's /sys (a customer's dump) is read alone: link facts from the tree,
+// eswitch modes not from this host's devlink, and the inventory says so.
+// Otherwise a link of this host that shares a name and ifindex would lend
+// the tree its state and default route.
+func TestDiscoverForeignTreeAsksNotThisHost(t *testing.T) {
+	db := virtualnode.OpenDB(t)
+	node := buildTree(t, db, virtualnode.DefaultSpec())
+	inv, err := discovery.Discover(t.Context(), discovery.Options{SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(inv.LinkFacts, "alone") {
+		t.Errorf("link facts %q, want the tree alone", inv.LinkFacts)
+	}
+	for _, pf := range inv.PFs {
+		if !strings.Contains(pf.ESwitch.Reason, "not this host's") {
+			t.Errorf("%s: eswitch %+v, want devlink not asked", pf.Address, pf.ESwitch)
+		}
+		for _, vf := range pf.VFs {
+			if vf.Netdev != nil && (vf.Netdev.StateFrom != "sysfs" || vf.Netdev.DefaultRoute) {
+				t.Errorf("%s: netdev %+v, want state from sysfs and no default route", vf.Address, vf.Netdev)
+			}
+		}
+	}
+}

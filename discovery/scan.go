@@ -2,6 +2,7 @@ package discovery
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"runtime"
@@ -13,7 +14,11 @@ import (
 
 // Options says where discovery looks and whom it asks.
 type Options struct {
-	// SysfsRoot is the sysfs mount point; "" means /sys.
+	// SysfsRoot is the sysfs mount point; "" means /sys. Any other root
+	// with no Netns is taken for another machine's tree (a dump, a test
+	// node): link state, MTU and routes then come from the tree alone, and
+	// this host's netlink, devlink and vdpa are not asked, since their
+	// answers are about links that merely share a name.
 	SysfsRoot string
 	// DevRoot is the device directory; "" means /dev.
 	DevRoot string
@@ -48,7 +53,11 @@ func Discover(ctx context.Context, opts Options) (*Inventory, error) {
 		links = &pendingLinks{done: make(chan struct{})}
 		vdpa  vdpaTable
 	)
-	wg.Go(func() { links.table = readLinkTable(opts.Netns); close(links.done) })
+	if opts.foreignTree() {
+		close(links.done)
+	} else {
+		wg.Go(func() { links.table = readLinkTable(opts.Netns); close(links.done) })
+	}
 	wg.Go(func() { vdpa = readVDPATable(ctx, opts.VDPA) })
 	scanned, err := scanAll(ctx, opts, names, links)
 	wg.Wait()
@@ -56,7 +65,26 @@ func Discover(ctx context.Context, opts Options) (*Inventory, error) {
 		return nil, err
 	}
 	a := assembler{opts: opts, links: links.table, vdpa: vdpa}
-	return a.assemble(ctx, scanned), nil
+	inv := a.assemble(ctx, scanned)
+	inv.LinkFacts = opts.linkFacts()
+	return inv, nil
+}
+
+// foreignTree reports whether the sysfs tree is not this host's own and
+// no network namespace was named to read its links from.
+func (o Options) foreignTree() bool {
+	return filepath.Clean(o.SysfsRoot) != "/sys" && o.Netns == ""
+}
+
+// linkFacts says where link state, MTU and routes came from.
+func (o Options) linkFacts() string {
+	switch {
+	case o.Netns != "":
+		return "netlink in network namespace " + o.Netns
+	case o.foreignTree():
+		return "the sysfs tree " + o.SysfsRoot + " alone (not this host's /sys); default routes unknown"
+	}
+	return "netlink in this process's network namespace"
 }
 
 func (o Options) withDefaults() Options {
@@ -66,11 +94,18 @@ func (o Options) withDefaults() Options {
 	if o.DevRoot == "" {
 		o.DevRoot = "/dev"
 	}
+	foreign := o.foreignTree()
 	if o.ESwitch == nil {
 		o.ESwitch = DevlinkESwitch{}
+		if foreign {
+			o.ESwitch = noDevlink{}
+		}
 	}
 	if o.VDPA == nil {
 		o.VDPA = KernelVDPA{}
+		if foreign {
+			o.VDPA = noVDPA{}
+		}
 	}
 	return o
 }
@@ -101,3 +136,16 @@ func scanAll(ctx context.Context, opts Options, names []string, links *pendingLi
 	}
 	return slices.DeleteFunc(results, func(s *scanned) bool { return s == nil }), nil
 }
+
+// noDevlink answers for a sysfs tree that is not this host's: its PFs'
+// eswitch modes are not this host's devlink's to tell.
+type noDevlink struct{}
+
+func (noDevlink) ESwitchMode(context.Context, string) (string, error) {
+	return "", errors.New("devlink not asked: the sysfs tree is not this host's")
+}
+
+// noVDPA lists no vDPA devices for a sysfs tree that is not this host's.
+type noVDPA struct{}
+
+func (noVDPA) VDPADevices(context.Context) ([]ParentedVDPA, error) { return nil, nil }
