@@ -3,6 +3,19 @@
 // their virtual functions, and standalone NICs. Cost is linear in the number
 // of functions; nothing is ever dropped silently: a function that cannot be
 // offered to pods stays in the inventory with the reasons why.
+//
+// The rules that make it right on real machines' layouts (see
+// docs/hardware-layouts.md):
+//   - A function is a NIC when its class is network (0x02), when it is part
+//     of SR-IOV, or when it has a netdev or an RDMA device whatever its
+//     class (ib_qib HCAs are 0x0c06, InfiniBand serial bus).
+//   - A function's netdev is in its own net/ directory or, when it has
+//     none, below one of its sub-devices (virtio-net's virtioN/net/<name>,
+//     found through class/net resolved up to the nearest PCI function).
+//   - Link state, MTU and default routes come from netlink of the named
+//     network namespace, or of this process's when the sysfs root is
+//     /sys; another root with no namespace is another machine's tree and is
+//     read alone, asking neither this host's netlink nor devlink nor vdpa.
 package discovery
 
 import (
