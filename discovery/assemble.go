@@ -58,7 +58,10 @@ func (a *assembler) complete(sc *scanned) {
 	}
 	fn.LinkType = linkType(fn, sc.class)
 	fn.VDPA = a.vdpa.byParent[fn.Address]
-	if fn.Driver == "" {
+	switch {
+	case sc.class>>8 == classWireless:
+		fn.Excluded = append(fn.Excluded, "a wireless (Wi-Fi, class 0x0280) function, which pods are not given")
+	case fn.Driver == "":
 		fn.Excluded = append(fn.Excluded, "no driver is bound")
 	}
 	if fn.Netdev != nil && fn.Netdev.DefaultRoute {

@@ -123,3 +123,14 @@ func TestDiscoverForeignTreeAsksNotThisHost(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverWirelessExcluded: a Wi-Fi function (class 0x0280) has a
+// netdev but is no NIC to hand a pod; it is listed with the reason.
+func TestDiscoverWirelessExcluded(t *testing.T) {
+	db := virtualnode.OpenDB(t)
+	spec := &virtualnode.Spec{Name: "wifi", NICs: []virtualnode.NICSpec{{Name: "wlp1s0", Vendor: "8086", Device: "2723", Driver: "iwlwifi", Class: "028000"}}}
+	fn := nicByDevice(t, discover(t, db, buildTree(t, db, spec), discovery.Options{}), "2723")
+	if len(fn.Excluded) != 1 || !strings.Contains(fn.Excluded[0], "wireless") {
+		t.Errorf("Wi-Fi function excluded %q, want excluded as wireless", fn.Excluded)
+	}
+}
