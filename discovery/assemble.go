@@ -16,9 +16,9 @@ type assembler struct {
 	opts  Options
 	links linkTable
 	vdpa  vdpaTable
-	// switches maps switch IDs to their VF representors, read on the
-	// first switchdev PF.
-	switches map[string]map[int]string
+	// switches maps each (switch, PF port, VF) to its representor, read
+	// on the first switchdev PF.
+	switches map[switchPort]string
 }
 
 func (a *assembler) assemble(ctx context.Context, all []*scanned) *Inventory {

@@ -59,54 +59,99 @@ func (a *assembler) representors(pf *scanned) map[int]string {
 		return nil
 	}
 	r := cwdReader()
-	switchID, err := r.read(filepath.Join(pf.dir, "net", pf.fn.Netdev.Name, "phys_switch_id"))
+	uplink := filepath.Join(pf.dir, "net", pf.fn.Netdev.Name)
+	switchID, err := r.read(filepath.Join(uplink, "phys_switch_id"))
 	if err != nil || switchID == "" {
 		return nil
 	}
 	if a.switches == nil {
 		a.switches = readSwitchPorts(r, filepath.Join(a.opts.SysfsRoot, "class", "net"))
 	}
-	return a.switches[switchID]
+	port := pfPort(r, uplink, pf.fn.Address)
+	reps := map[int]string{}
+	for k, name := range a.switches {
+		if k.switchID == switchID && k.pf == port {
+			reps[k.vf] = name
+		}
+	}
+	return reps
+}
+
+// pfPort is the PF's port on its switch: P of its uplink's port name
+// "p<P>", else its PCI function number, which is what mlx5 and ice name
+// their ports by.
+func pfPort(r *attrReader, uplink, address string) int {
+	if name, err := r.read(filepath.Join(uplink, "phys_port_name")); err == nil {
+		if p, ok := parseUplinkPortName(name); ok {
+			return p
+		}
+	}
+	return int(address[len(address)-1] - '0')
+}
+
+// switchPort names one VF representor: multi-port NICs (mlx5 dual-port)
+// put both ports' representors on one switch ID, told apart by the PF
+// port in their name, pf<P>vf<N>.
+type switchPort struct {
+	switchID string
+	pf, vf   int
 }
 
 // readSwitchPorts reads every netdev's switch ID and VF port once, for all
-// switchdev PFs together: VF index to representor name, by switch ID.
-func readSwitchPorts(r *attrReader, classNet string) map[string]map[int]string {
-	switches := map[string]map[int]string{}
+// switchdev PFs together: the representor of each (switch, PF port, VF).
+func readSwitchPorts(r *attrReader, classNet string) map[switchPort]string {
+	ports := map[switchPort]string{}
 	names, err := r.dirNames(classNet)
 	if err != nil {
-		return switches
+		return ports
 	}
 	for _, n := range names {
 		id, err := r.read(filepath.Join(classNet, n, "phys_switch_id"))
 		if err != nil || id == "" {
 			continue
 		}
-		port, err := r.read(filepath.Join(classNet, n, "phys_port_name"))
-		vf, ok := parseVFPortName(port)
+		name, err := r.read(filepath.Join(classNet, n, "phys_port_name"))
+		pf, vf, ok := parseVFPortName(name)
 		if err != nil || !ok {
 			continue
 		}
-		if switches[id] == nil {
-			switches[id] = map[int]string{}
-		}
-		switches[id][vf] = n
+		ports[switchPort{id, pf, vf}] = n
 	}
-	return switches
+	return ports
 }
 
-// parseVFPortName returns N of a representor port name "pf0vfN" (or "c1pf0vfN").
-func parseVFPortName(name string) (int, bool) {
-	_, vf, ok := strings.Cut(name, "vf")
-	if !ok || !strings.Contains(name, "pf") {
+// parseVFPortName returns P and N of a representor's port name:
+// "pf<P>vf<N>" (mlx5, ice, bnxt), with a controller prefix "c<C>" on
+// BlueField hosts, or "pf<P>vfr<N>" (older ice kernels).
+func parseVFPortName(name string) (pf, vf int, ok bool) {
+	c, rest, found := strings.Cut(name, "pf")
+	if !found || (c != "" && (c[0] != 'c' || !isDigits(c[1:]))) {
+		return 0, 0, false
+	}
+	p, v, found := strings.Cut(rest, "vf")
+	v = strings.TrimPrefix(v, "r")
+	if !found || !isDigits(p) || !isDigits(v) {
+		return 0, 0, false
+	}
+	pf, err1 := strconv.Atoi(p)
+	vf, err2 := strconv.Atoi(v)
+	if err1 != nil || err2 != nil {
+		return 0, 0, false
+	}
+	return pf, vf, true
+}
+
+// isDigits reports whether s is one or more ASCII digits.
+func isDigits(s string) bool {
+	return s != "" && strings.Trim(s, "0123456789") == ""
+}
+
+// parseUplinkPortName returns P of an uplink's port name "p<P>".
+func parseUplinkPortName(name string) (int, bool) {
+	rest, found := strings.CutPrefix(name, "p")
+	if !found || !isDigits(rest) {
 		return 0, false
 	}
-	if vf == "" || vf[0] < '0' || vf[0] > '9' {
-		return 0, false
-	}
-	n, err := strconv.Atoi(vf)
-	if err != nil {
-		return 0, false
-	}
-	return n, true
+	p, err := strconv.Atoi(rest)
+	return p, err == nil
 }

@@ -67,13 +67,20 @@ func TestDiscoverRelativeRoot(t *testing.T) {
 
 func addRepresentor(t *testing.T, sys, name, switchID, portName string) {
 	t.Helper()
-	dir := filepath.Join(sys, "devices/virtual/net", name)
+	addSwitchPort(t, sys, "devices/virtual/net", name, switchID, portName)
+}
+
+// addSwitchPort adds netdev name below sys/parent (a device's net/
+// directory, or devices/virtual/net) with a switch ID and port name.
+func addSwitchPort(t *testing.T, sys, parent, name, switchID, portName string) {
+	t.Helper()
+	dir := filepath.Join(sys, parent, name)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "phys_switch_id"), switchID)
 	writeFile(t, filepath.Join(dir, "phys_port_name"), portName+"\n")
-	if err := os.Symlink("../../devices/virtual/net/"+name, filepath.Join(sys, "class/net", name)); err != nil {
+	if err := os.Symlink("../../"+parent+"/"+name, filepath.Join(sys, "class/net", name)); err != nil {
 		t.Fatal(err)
 	}
 }

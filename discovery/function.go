@@ -250,7 +250,6 @@ func exists(path string) bool {
 // firstNetdev picks the netdev directory of a function; functions with
 // several (one per port, as mlx4 has) are reported, not hidden.
 func firstNetdev(sc *scanned, dirs []string) string {
-	slices.Sort(dirs)
 	if len(dirs) > 1 {
 		names := make([]string, len(dirs))
 		for i, d := range dirs {

@@ -2,6 +2,8 @@ package discovery_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -132,5 +134,43 @@ func TestDiscoverWirelessExcluded(t *testing.T) {
 	fn := nicByDevice(t, discover(t, db, buildTree(t, db, spec), discovery.Options{}), "2723")
 	if len(fn.Excluded) != 1 || !strings.Contains(fn.Excluded[0], "wireless") {
 		t.Errorf("Wi-Fi function excluded %q, want excluded as wireless", fn.Excluded)
+	}
+}
+
+// TestDiscoverMultiPortSwitchdev: on a dual-port mlx5 card both ports'
+// uplinks and every representor share one phys_switch_id, and mlx5
+// registers the representors in the PF's own net/ directory, named by
+// port (pf<P>vf<N>, kernel commit c12ecc230564; older ice: pf<P>vfr<N>).
+// Each VF gets its own port's representor, and each PF its uplink (p<P>)
+// with no "several netdevs" problem.
+func TestDiscoverMultiPortSwitchdev(t *testing.T) {
+	db := virtualnode.OpenDB(t)
+	node := buildTree(t, db, virtualnode.DefaultSpec())
+	sys, shared := node.SysRoot(), "0c42a1fffe00aa00"
+	for port, addr := range []string{pf0, pf1} {
+		built, _ := node.Device(addr)
+		uplink := filepath.Join(sys, built.SysPath, "net", built.Netdev.Name)
+		writeFile(t, filepath.Join(uplink, "phys_switch_id"), shared+"\n")
+		writeFile(t, filepath.Join(uplink, "phys_port_name"), fmt.Sprintf("p%d\n", port))
+		for vf := range 4 {
+			name, portName := fmt.Sprintf("rep%d_%d", port, vf), fmt.Sprintf("pf%dvf%d", port, vf)
+			if port == 1 {
+				portName = fmt.Sprintf("pf%dvfr%d", port, vf)
+			}
+			addSwitchPort(t, sys, built.SysPath+"/net", name, shared, portName)
+		}
+	}
+	inv := discover(t, db, node, discovery.Options{ESwitch: fakeESwitch{pf0: discovery.ModeSwitchdev, pf1: discovery.ModeSwitchdev}})
+	for port, addr := range []string{pf0, pf1} {
+		pf := findPF(t, inv, addr)
+		built, _ := node.Device(addr)
+		if pf.Netdev == nil || pf.Netdev.Name != built.Netdev.Name || len(pf.Problems) != 0 {
+			t.Errorf("%s: netdev %+v problems %q, want uplink %s and no problem", addr, pf.Netdev, pf.Problems, built.Netdev.Name)
+		}
+		for _, vf := range pf.VFs[:4] {
+			if want := fmt.Sprintf("rep%d_%d", port, vf.Index); vf.Representor != want {
+				t.Errorf("%s VF %d: representor %q, want %q", addr, vf.Index, vf.Representor, want)
+			}
+		}
 	}
 }

@@ -28,6 +28,9 @@ func (s *functionScanner) readNetdev(sc *scanned, hasNetDir bool) {
 		sc.problem(err)
 		return
 	}
+	if len(dirs) > 1 {
+		dirs = s.uplinksOnly(dirs)
+	}
 	if len(dirs) == 0 {
 		return
 	}
@@ -62,17 +65,43 @@ func (s *functionScanner) readNetdev(sc *scanned, hasNetDir bool) {
 // else those below its sub-devices (virtioN/net/<name>).
 func (s *functionScanner) netdevDirs(sc *scanned, hasNetDir bool) ([]string, error) {
 	if !hasNetDir {
-		return s.netdevs.below(sc.fn.Address), nil
+		// A copy: the index is shared by the scanning workers.
+		return slices.Sorted(slices.Values(s.netdevs.below(sc.fn.Address))), nil
 	}
 	names, err := s.r.dirNames("net")
 	if err != nil {
 		return nil, err
 	}
+	slices.Sort(names)
 	dirs := make([]string, len(names))
 	for i, name := range names {
 		dirs[i] = path.Join("net", name)
 	}
 	return dirs, nil
+}
+
+// uplinksOnly drops the VF representors a switchdev PF's driver registers
+// on the PF itself (mlx5 lists uplink and every representor in the PF's
+// net/): they are the PF's switch ports, not its netdev. An uplink
+// named by its port, p<P>, comes first.
+func (s *functionScanner) uplinksOnly(dirs []string) []string {
+	var uplinks, others []string
+	for _, d := range dirs {
+		name, err := s.r.read(path.Join(d, "phys_port_name"))
+		switch _, _, rep := parseVFPortName(name); {
+		case err == nil && rep:
+		case err == nil && isUplink(name):
+			uplinks = append(uplinks, d)
+		default:
+			others = append(others, d)
+		}
+	}
+	return append(uplinks, others...)
+}
+
+func isUplink(portName string) bool {
+	_, ok := parseUplinkPortName(portName)
+	return ok
 }
 
 func (s *functionScanner) readNetdevInt(sc *scanned, dir, attr string) int {

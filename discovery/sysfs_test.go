@@ -149,19 +149,36 @@ func TestParseVirtfn(t *testing.T) {
 
 func TestParseVFPortName(t *testing.T) {
 	for _, tc := range []struct {
+		in     string
+		pf, vf int
+		ok     bool
+	}{
+		{"pf0vf3", 0, 3, true},
+		{"pf1vf3", 1, 3, true},     // mlx5 dual-port: the second port's VF 3
+		{"c1pf1vf12", 1, 12, true}, // BlueField host controller
+		{"pf0vfr3", 0, 3, true},    // older ice kernels
+		{"p0", 0, 0, false},
+		{"pf0", 0, 0, false},
+		{"pf0vfx", 0, 0, false},
+		{"xpf0vf1", 0, 0, false},
+		{"pf-1vf1", 0, 0, false},
+	} {
+		pf, vf, ok := parseVFPortName(tc.in)
+		if pf != tc.pf || vf != tc.vf || ok != tc.ok {
+			t.Errorf("parseVFPortName(%q) = %d, %d, %v; want %d, %d, %v", tc.in, pf, vf, ok, tc.pf, tc.vf, tc.ok)
+		}
+	}
+}
+
+func TestParseUplinkPortName(t *testing.T) {
+	for _, tc := range []struct {
 		in   string
 		want int
 		ok   bool
-	}{
-		{"pf0vf3", 3, true},
-		{"c1pf1vf12", 12, true},
-		{"p0", 0, false},
-		{"pf0", 0, false},
-		{"pf0vfx", 0, false},
-	} {
-		got, ok := parseVFPortName(tc.in)
+	}{{"p0", 0, true}, {"p1", 1, true}, {"pf0vf1", 0, false}, {"p", 0, false}, {"", 0, false}} {
+		got, ok := parseUplinkPortName(tc.in)
 		if got != tc.want || ok != tc.ok {
-			t.Errorf("parseVFPortName(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
+			t.Errorf("parseUplinkPortName(%q) = %d, %v; want %d, %v", tc.in, got, ok, tc.want, tc.ok)
 		}
 	}
 }
@@ -170,7 +187,7 @@ func TestParseVFPortName(t *testing.T) {
 // panic, and what they accept must be well formed.
 func FuzzSysfsParsers(f *testing.F) {
 	for _, seed := range []string{"0", "-1", "0x020000", "0000:3b:02.0", "02:ab:cd:00:00:01",
-		"0002:c903:0000:1234", "fe80:0000:0000:0000:0002:c903:000a:0b0c", "virtfn12", "pf0vf3", "\xff\x00",
+		"0002:c903:0000:1234", "fe80:0000:0000:0000:0002:c903:000a:0b0c", "virtfn12", "pf0vf3", "pf1vfr2", "c1pf0vf7", "p1", "\xff\x00",
 		"DRIVER=iavf\nPCI_CLASS=20000\nPCI_ID=8086:1889\n", "PCI_CLASS=fffffff\nPCI_ID=1:2"} {
 		f.Add(seed)
 	}
@@ -204,8 +221,11 @@ func FuzzSysfsParsers(f *testing.F) {
 				t.Errorf("walkDirents(%q) gave name %q", s, name)
 			}
 		})
-		if n, ok := parseVFPortName(s); ok && n < 0 {
-			t.Errorf("parseVFPortName(%q) = %d", s, n)
+		if pf, vf, ok := parseVFPortName(s); ok && (pf < 0 || vf < 0) {
+			t.Errorf("parseVFPortName(%q) = %d, %d", s, pf, vf)
+		}
+		if p, ok := parseUplinkPortName(s); ok && p < 0 {
+			t.Errorf("parseUplinkPortName(%q) = %d", s, p)
 		}
 	})
 }
