@@ -31,8 +31,8 @@ lint:
 	$(GO) vet $(PKGS)
 
 # The whole suite: unit, root (virtual node with real netns and veth) and
-# fuzz seed corpora.
-test: deps lint kube-bins
+# fuzz seed corpora. Helm is for the chart's tests.
+test: deps lint kube-bins helm
 	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) $(GO) test -count=1 -race $(PKGS)
 
 # Unit tests only: no root, no network namespaces.
@@ -71,7 +71,8 @@ IMAGE     ?= hwnet:$(VERSION)
 
 .PHONY: helm image
 
-# Helm from the Go module proxy, for deploy/'s chart test and helm lint.
+# Helm from the Go module proxy, for deploy/'s chart test and helm lint
+# (the build cache makes a second install take a second).
 helm:
 	GOBIN=$(TOOLS) CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
