@@ -174,3 +174,33 @@ func TestDiscoverMultiPortSwitchdev(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverOneCardSwitchdev: the virtual node's dual-port card (both
+// ports on one switch ID, uplinks p0 and p1, representors pf<P>vf<N>):
+// each VF gets its own port's representor, the veth peer the node built.
+func TestDiscoverOneCardSwitchdev(t *testing.T) {
+	db := virtualnode.OpenDB(t)
+	spec := &virtualnode.Spec{Name: "onecard", PFs: []virtualnode.PFSpec{{Model: "ConnectX-6 Dx", Count: 2, VFs: 4, OneCard: true}}}
+	node := buildTree(t, db, spec)
+	switchdev := fakeESwitch{}
+	for _, d := range node.Devices() {
+		if d.SRIOV != nil {
+			switchdev[d.Addr] = discovery.ModeSwitchdev
+		}
+	}
+	inv := discover(t, db, node, discovery.Options{ESwitch: switchdev})
+	if len(inv.PFs) != 2 {
+		t.Fatalf("%d PFs, want 2", len(inv.PFs))
+	}
+	for _, pf := range inv.PFs {
+		if len(pf.Problems) != 0 {
+			t.Errorf("%s: problems %q, want none", pf.Address, pf.Problems)
+		}
+		for _, vf := range pf.VFs {
+			built, _ := node.Device(vf.Address)
+			if want := netdevNameBuilt(built.Representor); vf.Representor != want || want == "" {
+				t.Errorf("%s VF %d: representor %q, want %q", pf.Address, vf.Index, vf.Representor, want)
+			}
+		}
+	}
+}

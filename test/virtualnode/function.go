@@ -41,6 +41,11 @@ type Function struct {
 	// Ifname is the name the function's netdev has whenever a netdev driver
 	// binds it; "" for root ports.
 	Ifname string `json:"ifname,omitempty"`
+	// Card is the address of the first PF of a multi-port card, whose
+	// switch ID every port and VF of the card shares; "" means the
+	// function's own PF's. Port is the PF's port on that card.
+	Card string `json:"card,omitempty"`
+	Port int    `json:"port,omitempty"`
 	// NetdevUnder is the sub-device the netdev hangs below, as virtio-net's
 	// "virtio0" (<function>/virtio0/net/<name>); "" puts it in the
 	// function's own net/ directory.

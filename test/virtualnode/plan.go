@@ -112,10 +112,15 @@ func (p *planner) addPFs(ps *PFSpec) error {
 	if err != nil {
 		return &SpecError{Field: "vfio", Err: err}
 	}
+	card := ""
 	for k := range max(ps.Count, 1) {
 		pf, err := p.addPF(ps, m, k)
 		if err != nil {
 			return err
+		}
+		if ps.OneCard {
+			card = cmp.Or(card, pf.Addr)
+			pf.Card, pf.Port = card, k
 		}
 		for i := range ps.VFs {
 			vf := p.st.newVF(pf, i)
@@ -266,7 +271,7 @@ func (st *state) newVF(pf *Function, i int) *Function {
 		Model: pf.Model, Vendor: pf.Vendor, Device: pf.SRIOV.VFDevice, SubsystemVendor: pf.Vendor,
 		Class: pf.Class, Revision: 1, Driver: pf.SRIOV.VFDriver, NUMA: pf.NUMA,
 		IOMMUGroup: st.allocIOMMUGroup(), LinkType: pf.LinkType, Ifname: vfIfname(pf, i),
-		Speed: pf.Speed, RDMACapable: pf.RDMACapable,
+		Speed: pf.Speed, RDMACapable: pf.RDMACapable, Card: pf.Card, Port: pf.Port,
 	}
 }
 

@@ -46,6 +46,10 @@ type PFSpec struct {
 	Names []string `json:"names,omitempty"`
 	// LinkType is the ports' link layer; "" means the model's default.
 	LinkType hwdb.LinkType `json:"linkType,omitempty"`
+	// OneCard makes the Count PFs the ports of one card, as on a dual-port
+	// ConnectX: one phys_switch_id for all of them, uplinks named p0, p1,
+	// ... and VF representors pf<P>vf<N>.
+	OneCard bool `json:"oneCard,omitempty"`
 	// VFOffset and VFStride place VF i at routing ID
 	// PF + VFOffset + VFStride*i; 0 means 8 and 1.
 	VFOffset int `json:"vfOffset,omitempty"`

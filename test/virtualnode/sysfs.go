@@ -1,6 +1,7 @@
 package virtualnode
 
 import (
+	"cmp"
 	"encoding/binary"
 	"fmt"
 	"strconv"
@@ -326,6 +327,9 @@ func (l layout) writeNetdev(f *Function) {
 	l.writeNetdevAttrs(dir, nd, f.Speed)
 	if id := l.st.switchID(f); id != "" && !f.IsVF() {
 		l.file(dir+"/phys_switch_id", id+"\n")
+		if f.Card != "" {
+			l.file(dir+"/phys_port_name", "p"+strconv.Itoa(f.Port)+"\n")
+		}
 	}
 	if nd.Type == arphrdInfiniBand {
 		l.file(dir+"/mode", "datagram\n")
@@ -350,7 +354,7 @@ func (l layout) writeRepresentor(f *Function) {
 	l.file(dir+"/operstate", rep.OperState+"\n")
 	if id := l.st.switchID(f); id != "" && f.IsVF() {
 		l.file(dir+"/phys_switch_id", id+"\n")
-		l.file(dir+"/phys_port_name", "pf0vf"+strconv.Itoa(f.VFIndex)+"\n")
+		l.file(dir+"/phys_port_name", fmt.Sprintf("pf%dvf%d\n", f.Port, f.VFIndex))
 	}
 	l.link(dir+"/subsystem", "class/net")
 	l.link("class/net/"+rep.Name, dir)
@@ -407,6 +411,7 @@ func (st *state) switchID(f *Function) string {
 	if f.IsVF() {
 		pf = f.PF
 	}
+	pf = cmp.Or(f.Card, pf)
 	rid, _ := parseRoutingID(pf)
 	mac := st.linkMAC(rid, roleFunction)
 	return fmt.Sprintf("%02x%02x%02xfffe%02x%02x%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5])
