@@ -135,7 +135,9 @@ func walkDirents(b []byte, fn func(name []byte)) {
 		if i := bytes.IndexByte(name, 0); i >= 0 {
 			name = name[:i]
 		}
-		if string(name) != "." && string(name) != ".." {
+		// The kernel never gives an empty name; a buffer that does is
+		// corrupt, and an empty entry would read as the directory itself.
+		if len(name) > 0 && string(name) != "." && string(name) != ".." {
 			fn(name)
 		}
 		b = b[reclen:]

@@ -187,10 +187,14 @@ func TestParseUplinkPortName(t *testing.T) {
 // panic, and what they accept must be well formed.
 func FuzzSysfsParsers(f *testing.F) {
 	for _, seed := range []string{"0", "-1", "0x020000", "0000:3b:02.0", "02:ab:cd:00:00:01",
-		"0002:c903:0000:1234", "fe80:0000:0000:0000:0002:c903:000a:0b0c", "virtfn12", "pf0vf3", "pf1vfr2", "c1pf0vf7", "p1", "\xff\x00",
+		"0002:c903:0000:1234", "fe80:0000:0000:0000:0002:c903:000a:0b0c", "virtfn12", "pf0vf3", "pf1vfr2", "c1pf0vf7", "p1", "../../devices/pci0000:00/0000:00:03.0/virtio0/net/eth0", "../../devices/virtual/net/lo", "\xff\x00",
 		"DRIVER=iavf\nPCI_CLASS=20000\nPCI_ID=8086:1889\n", "PCI_CLASS=fffffff\nPCI_ID=1:2"} {
 		f.Add(seed)
 	}
+	// A getdents record whose name starts with NUL: once an empty name.
+	nulName := make([]byte, 24)
+	nulName[16] = 24 // d_reclen, little-endian
+	f.Add(string(nulName))
 	f.Fuzz(func(t *testing.T, s string) {
 		if n, err := parseNUMANode(s); err == nil && n < -1 {
 			t.Errorf("parseNUMANode(%q) accepted %d", s, n)
@@ -226,6 +230,9 @@ func FuzzSysfsParsers(f *testing.F) {
 		}
 		if p, ok := parseUplinkPortName(s); ok && p < 0 {
 			t.Errorf("parseUplinkPortName(%q) = %d", s, p)
+		}
+		if addr, rel, ok := splitAtFunction(s); ok && (len(addr) != 12 || rel == "" || rel == ".") {
+			t.Errorf("splitAtFunction(%q) = %q, %q", s, addr, rel)
 		}
 	})
 }
