@@ -7,6 +7,9 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // poolConfig is a config for the default virtual node: tags, a VF range,
@@ -145,5 +148,27 @@ func TestConfigCheckErrors(t *testing.T) {
 	args := append([]string{"config", "check", "--config", modelConfig, "--hwdb", models}, nodeArgs...)
 	if code, out, errOut := run(t, args...); code != 0 || !strings.Contains(out, "intel.com/a (netDevice): 1 device\n") {
 		t.Errorf("with the admin's model: exit %d, %s%s", code, out, errOut)
+	}
+}
+
+// TestConfigCheckRootVirtioNotPooled: on a VM whose only NIC is virtio-net
+// (its netdev below virtio0) and carries the default route, a pool of
+// vendors ["1af4"] gets nothing, and the table says why.
+func TestConfigCheckRootVirtioNotPooled(t *testing.T) {
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := &virtualnode.Spec{Name: "ctl-vm", NICs: []virtualnode.NICSpec{
+		{Name: "eth0", Vendor: "1af4", Device: "1041", Driver: "virtio-pci", NetdevUnder: "virtio0", DefaultRoute: true}}}
+	node := virtualnode.BuildForTest(t, spec, db, true)
+	config := writeConfig(t, "pools.json", `{"resourceList":[{"resourceName":"virtio","selectors":{"vendors":["1af4"]}}]}`)
+	code, out, errOut := run(t, "config", "check", "--config", config, "--sysfs", node.SysRoot(), "--dev", node.DevRoot(),
+		"--netns", "/run/netns/"+node.NetnsName())
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if !strings.Contains(out, "intel.com/virtio (netDevice): 0 devices") || !strings.Contains(out, "carries the node's default route") {
+		t.Errorf("config check pooled the VM's only NIC or said not why:\n%s", out)
 	}
 }
