@@ -1,11 +1,12 @@
 package discovery
 
 import (
-	"os"
 	"path"
 	"path/filepath"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 )
 
 // classNetDir lists every netdev of the node, each a link to its device
@@ -34,17 +35,18 @@ func (x *netdevIndex) below(address string) []string {
 
 func (x *netdevIndex) build() {
 	x.byFunction = map[string][]string{}
+	r := cwdReader()
 	dir := filepath.Join(x.sysfsRoot, classNetDir)
-	entries, err := os.ReadDir(dir)
+	names, err := r.dirNames(dir)
 	if err != nil {
 		return // no class/net (a partial tree): nothing hangs below
 	}
-	for _, e := range entries {
-		target, err := os.Readlink(filepath.Join(dir, e.Name()))
+	for _, name := range names {
+		n, err := unix.Readlinkat(unix.AT_FDCWD, filepath.Join(dir, name), r.buf[:])
 		if err != nil {
 			continue
 		}
-		if addr, rel, ok := splitAtFunction(target); ok && path.Dir(rel) != "net" {
+		if addr, rel, ok := splitAtFunction(string(r.buf[:n])); ok && path.Dir(rel) != "net" {
 			x.byFunction[addr] = append(x.byFunction[addr], rel)
 		}
 	}

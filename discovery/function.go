@@ -67,7 +67,7 @@ func (s *functionScanner) scan(name string) *scanned {
 	// netdev or an RDMA device is a NIC whatever its class (ib_qib HCAs
 	// are class 0x0c06, InfiniBand serial bus).
 	nic := entries.sriov || sc.hasPhysfn || entries.net || entries.infiniband
-	if s.readIDs(sc) && sc.class>>16 != classNetwork && !nic && len(s.netdevs.below(name)) == 0 {
+	if s.readIDs(sc) && sc.class>>16 != classNetwork && !nic {
 		return nil
 	}
 	if _, err := parsePCIAddress(name); err != nil {
