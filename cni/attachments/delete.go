@@ -59,10 +59,11 @@ func (a Attachment) AddResult() types.Result {
 // not stop the rest (NPWG 7.2); the returned error lists every failure.
 // Device-info files of attachments whose DEL succeeded are removed.
 //
-// A delegate plugin missing from the plugin path does not fail the DEL:
-// its attachment is passed to warn and counts as deleted. Otherwise a pod
-// whose ADD failed for want of a plugin could never be torn down, its
-// sandbox's DEL failing for the same reason at every retry.
+// A delegate plugin missing from the plugin path does not fail the DEL,
+// nor does a DEL whose interface is proven gone (see delAlreadyGone): the
+// attachment is passed to warn and counts as deleted. Otherwise a pod
+// whose ADD failed that way could never be torn down, its sandbox's DEL
+// failing for the same reason at every retry.
 func DeleteAll(ctx context.Context, ch *chain.Chain, rec *Record, warn func(error)) error {
 	var errs []error
 	for i := len(rec.Attachments) - 1; i >= 0; i-- {
@@ -78,7 +79,11 @@ func deleteOne(ctx context.Context, ch *chain.Chain, rec *Record, a Attachment, 
 	if err != nil {
 		return err
 	}
-	err = ch.Del(ctx, dl, rec.Runtime(a), a.AddResult())
+	rt := rec.Runtime(a)
+	err = ch.Del(ctx, dl, rt, a.AddResult())
+	if err != nil {
+		err = delAlreadyGone(ctx, ch, dl, rt, a, err, warn)
+	}
 	var missing *chain.MissingPluginsError
 	if errors.As(err, &missing) {
 		warn(fmt.Errorf("DEL network %s interface %s: %w; anything those plugins made is left", a.Network, a.IfName, err))
@@ -92,6 +97,27 @@ func deleteOne(ctx context.Context, ch *chain.Chain, rec *Record, a Attachment, 
 			return fmt.Errorf("network %s interface %s: device-info: %w", a.Network, a.IfName, err)
 		}
 	}
+	return nil
+}
+
+// delAlreadyGone decides a failed DEL whose interface is already gone:
+// the container's network namespace no longer exists, or it holds no
+// interface of that name (an ADD that failed or was killed before the
+// move). Then nothing is left in the container to undo, and DEL runs once
+// more without a namespace, the CNI form of "release what you hold
+// outside it" (IPAM, devices) that plugins such as host-device and tuning
+// honour. Teardown converges instead of failing the same way at every
+// retry. Any other failure stands.
+func delAlreadyGone(ctx context.Context, ch *chain.Chain, dl *netconf.Delegate, rt chain.Runtime, a Attachment, cause error, warn func(error)) error {
+	gone, why := interfaceGone(rt.Netns, rt.IfName)
+	if !gone {
+		return cause
+	}
+	rt.Netns = ""
+	if err := ch.Del(ctx, dl, rt, a.AddResult()); err != nil {
+		return errors.Join(cause, fmt.Errorf("again without the namespace (%s): %w", why, err))
+	}
+	warn(fmt.Errorf("DEL network %s interface %s: %s, so DEL ran without it: %w", a.Network, a.IfName, why, cause))
 	return nil
 }
 

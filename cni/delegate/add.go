@@ -320,7 +320,7 @@ func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachments.Reco
 // forgets the container once all succeeded.
 func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachments.Record) error {
 	warn := func(err error) {
-		d.opts.Logger.Warn("delegate plugin missing", "container", rec.ContainerID, "pod", rec.PodNamespace+"/"+rec.PodName, "err", err)
+		d.opts.Logger.Warn("teardown passed over what is gone or not installed", "container", rec.ContainerID, "pod", rec.PodNamespace+"/"+rec.PodName, "err", err)
 	}
 	if err := attachments.DeleteAll(ctx, c.chain, rec, warn); err != nil {
 		return err

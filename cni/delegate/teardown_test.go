@@ -1,0 +1,66 @@
+package delegate
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// Teardown converges on "already gone" (CNI spec: DEL; NPWG 7.2): a failed
+// ADD whose interface never reached the pod, and a DEL whose network
+// namespace is gone, leave no record and no device-info file, and the
+// runtime's DEL after them succeeds instead of failing at every retry.
+func TestSpec7_2_TeardownConvergesOnAlreadyGone(t *testing.T) {
+	n := newTestNode(t, "cni-gone")
+	n.createNAD(podNS, "sriov-a", sriovRes, sriovNAD)
+	iavf := n.vfs("iavf", "0000:3e:00.0")
+	ctx := context.Background()
+
+	t.Run("netdev vanished before ADD", func(t *testing.T) {
+		vf := iavf[3]
+		nodeNS := "/var/run/netns/" + n.node.NetnsName()
+		if err := handleAt(t, nodeNS).LinkDel(linksIn(t, nodeNS)[vf.Netdev.Name]); err != nil {
+			t.Fatal(err)
+		}
+		pod := n.createPod("vanished", `[{"name":"sriov-a","ips":["10.56.0.30/24"]}]`, map[string][]string{sriovRes: {vf.Addr}})
+		podNetns := n.podNetns("hwnet-vanished")
+		waitPod(t, n, podNS, "vanished")
+		if _, err := n.call(ctx, "ADD", "vanished", podNetns, pod); err == nil || !strings.Contains(err.Error(), "cnf/sriov-a") {
+			t.Fatalf("ADD err = %v, want the sriov-a network's failure", err)
+		}
+		n.assertNoRecords(t)
+		if _, err := n.call(ctx, "DEL", "vanished", podNetns, pod); err != nil {
+			t.Errorf("the runtime's DEL after the failed ADD: %v", err)
+		}
+	})
+
+	t.Run("network namespace gone before DEL", func(t *testing.T) {
+		pod := n.createPod("nsgone", `[{"name":"sriov-a","ips":["10.56.0.31/24"]}]`, map[string][]string{sriovRes: {iavf[4].Addr}})
+		podNetns := n.podNetns("hwnet-nsgone")
+		waitPod(t, n, podNS, "nsgone")
+		if _, err := n.call(ctx, "ADD", "nsgone", podNetns, pod); err != nil {
+			t.Fatalf("ADD: %v", err)
+		}
+		if out, err := exec.Command("ip", "netns", "del", "hwnet-nsgone").CombinedOutput(); err != nil {
+			t.Fatalf("ip netns del: %v: %s", err, out)
+		}
+		if _, err := n.call(ctx, "DEL", "nsgone", podNetns, pod); err != nil {
+			t.Fatalf("DEL with the namespace gone: %v", err)
+		}
+		n.assertNoRecords(t)
+	})
+}
+
+// assertNoRecords checks hwnet keeps no attachment record and no CNI
+// device-info file.
+func (n *testNode) assertNoRecords(t *testing.T) {
+	t.Helper()
+	for _, dir := range []string{filepath.Join(n.dir, "cache", "containers"), filepath.Join(n.dir, "devinfo", "cni")} {
+		if entries, _ := os.ReadDir(dir); len(entries) > 0 {
+			t.Errorf("%s still holds %d entries, first %s", dir, len(entries), entries[0].Name())
+		}
+	}
+}
