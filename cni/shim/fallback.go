@@ -34,7 +34,9 @@ func deleteFromRecord(ctx context.Context, cacheDir string, req *wire.Request, l
 		return err
 	}
 	ch := chain.New(nil, filepath.SplitList(req.Path), os.Environ())
-	warn := func(err error) { logger.Warn("teardown passed over what is gone or not installed", "containerID", req.ContainerID, "err", err) }
+	warn := func(err error) {
+		logger.Warn("teardown passed over what is gone or not installed", "containerID", req.ContainerID, "err", err)
+	}
 	if err := attachments.DeleteAll(ctx, ch, rec, warn); err != nil {
 		return fmt.Errorf("DEL of container %s without hwnet-agent failed, record kept for a retry: %w", req.ContainerID, err)
 	}

@@ -43,7 +43,13 @@ func newDelegates(t *testing.T, n *node, pluginDir string) *delegates {
 // delegates fail DEL.
 func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, failDel ...string) *attachments.Record {
 	t.Helper()
-	rec := &attachments.Record{ContainerID: "c1", Netns: "/var/run/netns/c1", PodNamespace: "ns", PodName: "p"}
+	// A sandbox path that exists, as a live pod's does: a gone one would
+	// make teardown retry failed DELs without it.
+	sandbox := filepath.Join(t.TempDir(), "netns-c1")
+	if err := os.WriteFile(sandbox, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rec := &attachments.Record{ContainerID: "c1", Netns: sandbox, PodNamespace: "ns", PodName: "p"}
 	ch := chain.New(nil, []string{d.pluginDir}, os.Environ())
 	for _, ifName := range ifNames {
 		plugin := map[string]any{"type": cniplugins.Recorder, "stateDir": d.stateDir, "recordFile": d.recordFile}
