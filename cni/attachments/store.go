@@ -97,6 +97,10 @@ func ValidateContainerID(id string) error {
 
 // Load returns the container's record, or an error wrapping os.ErrNotExist
 // when hwnet holds none.
+// ErrUnreadable marks a record that exists but cannot be decoded (a
+// truncated or garbled file); a record of a newer format is not one.
+var ErrUnreadable = errors.New("unreadable")
+
 func (s *Store) Load(containerID string) (*Record, error) {
 	if err := ValidateContainerID(containerID); err != nil {
 		return nil, err
@@ -108,7 +112,7 @@ func (s *Store) Load(containerID string) (*Record, error) {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var rec Record
 	if err := dec.Decode(&rec); err != nil {
-		return nil, fmt.Errorf("attachment record %s: %w", s.recordPath(containerID), err)
+		return nil, fmt.Errorf("attachment record %s: %w: %w", s.recordPath(containerID), ErrUnreadable, err)
 	}
 	if rec.Version > RecordVersion {
 		return nil, fmt.Errorf("attachment record %s: format version %d, newer than the %d this hwnet reads (was hwnet downgraded?)",

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -28,10 +29,41 @@ func (d *Delegator) del(ctx context.Context, c *call) error {
 	if errors.Is(err, os.ErrNotExist) {
 		return nil
 	}
+	if errors.Is(err, attachments.ErrUnreadable) {
+		return d.delUnreadable(ctx, c, err)
+	}
 	if err != nil {
 		return err
 	}
 	return d.deleteRecord(ctx, c, rec)
+}
+
+// delUnreadable tears down what can be known when the container's record
+// cannot be read: the default network, from the current configuration,
+// and the CNI device-info files named after the container. The record
+// goes, so the pod terminates instead of waiting on a DEL that fails the
+// same way at every retry; what only the record knew (the secondary
+// networks' plugins, IPAM leases and device moves) is said, not undone.
+func (d *Delegator) delUnreadable(ctx context.Context, c *call, cause error) error {
+	def, err := d.defaultAttachment(c)
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	entry, _, err := d.prepareEntry(c, def)
+	if err != nil {
+		return errors.Join(cause, err)
+	}
+	rec := &attachments.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns, Attachments: []attachments.Attachment{entry}}
+	if err := d.deleteRecord(ctx, c, rec); err != nil {
+		return errors.Join(cause, err)
+	}
+	files, _ := filepath.Glob(filepath.Join(d.opts.CNIDevinfoDir, "*-"+c.req.ContainerID+"_*"))
+	for _, f := range files {
+		os.Remove(f) // best effort: what is left is said below
+	}
+	d.opts.Logger.Warn("attachment record unreadable: tore down the default network and removed the record and device-info files; "+
+		"secondary networks' IPAM leases and devices could not be undone from it", "container", c.req.ContainerID, "err", cause)
+	return nil
 }
 
 // check runs CHECK for every attachment, the default network's included.

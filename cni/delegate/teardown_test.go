@@ -54,6 +54,37 @@ func TestSpec7_2_TeardownConvergesOnAlreadyGone(t *testing.T) {
 	})
 }
 
+// A record truncated on disk never wedges the pod (issue: a garbled record
+// kept a pod Terminating with 8 devices allocated): DEL tears down the
+// default network from the current configuration, removes the record and
+// the device-info files, and succeeds.
+func TestSpec7_2_UnreadableRecordDoesNotWedge(t *testing.T) {
+	n := newTestNode(t, "cni-garbled")
+	n.createNAD(podNS, "sriov-a", sriovRes, sriovNAD)
+	iavf := n.vfs("iavf", "0000:3e:00.0")
+	pod := n.createPod("garbled", `[{"name":"sriov-a","ips":["10.56.0.32/24"]}]`, map[string][]string{sriovRes: {iavf[5].Addr}})
+	podNetns := n.podNetns("hwnet-garbled")
+	waitPod(t, n, podNS, "garbled")
+	ctx := context.Background()
+	if _, err := n.call(ctx, "ADD", "garbled", podNetns, pod); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	record := filepath.Join(n.dir, "cache", "containers", "garbled.json")
+	if err := os.Truncate(record, 17); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.call(ctx, "DEL", "garbled", podNetns, pod); err != nil {
+		t.Fatalf("DEL with the record truncated: %v", err)
+	}
+	n.assertNoRecords(t)
+	if _, ok := linksIn(t, podNetns)["eth0"]; ok {
+		t.Error("the default network's eth0 is still in the pod")
+	}
+	if _, err := n.call(ctx, "DEL", "garbled", podNetns, pod); err != nil {
+		t.Errorf("a second DEL: %v", err)
+	}
+}
+
 // assertNoRecords checks hwnet keeps no attachment record and no CNI
 // device-info file.
 func (n *testNode) assertNoRecords(t *testing.T) {
