@@ -42,6 +42,9 @@ type Agent struct {
 	plugins atomic.Pointer[[]*deviceplugin.Plugin]
 	// events posts Node Events once the API server client exists.
 	events *nodeEvents
+	// rejected says why the configuration file is not the one served;
+	// nil while it is. Read by /readyz on other goroutines.
+	rejected atomic.Pointer[string]
 }
 
 // poolRun is one pool's device plugin and what it lists.
@@ -55,33 +58,26 @@ type poolRun struct {
 	done chan struct{}
 }
 
-// New opens the hardware database and reads the configuration; an invalid
-// configuration at start is an error, since there is no last good one.
+// New opens the hardware database and reads the configuration. An
+// invalid configuration at start falls back to the last good one (see
+// startConfig); without one it is an error.
 func New(opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
 	db, err := hwdb.OpenFile(opts.HWDBFile)
 	if err != nil {
 		return nil, fmt.Errorf("hwdb models: %w", err)
 	}
-	cfg, err := loadConfig(opts.ConfigFile, db)
+	cfg, rejected, err := startConfig(opts, db)
 	if err != nil {
 		return nil, err
 	}
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, pools: map[string]*poolRun{}, reported: map[string]bool{}, metrics: opts.Metrics}
+	if rejected != nil {
+		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
+		a.setRejected(rejected)
+	}
 	a.logWarnings(cfg)
 	return a, nil
-}
-
-// loadConfig reads and checks the pool configuration, models included.
-func loadConfig(path string, db *hwdb.DB) (*pools.Config, error) {
-	cfg, err := pools.Load(path)
-	if err != nil {
-		return nil, err
-	}
-	if err := cfg.CheckModels(db); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return cfg, nil
 }
 
 func (a *Agent) logWarnings(cfg *pools.Config) {
@@ -327,10 +323,15 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 // reloadConfig switches to a changed configuration file; a bad one is
 // reported and the last good one keeps serving.
 func (a *Agent) reloadConfig(ctx context.Context) {
-	cfg, err := loadConfig(a.opts.ConfigFile, a.db)
+	cfg, data, err := readConfig(a.opts.ConfigFile, a.db)
 	if err != nil {
 		a.log.Error("configuration rejected; still serving the last good one", "file", a.opts.ConfigFile, "err", err)
+		a.setRejected(err)
 		return
+	}
+	a.setRejected(nil)
+	if err := keepLastGood(a.opts.LastGoodConfig, data); err != nil {
+		a.log.Warn("configuration accepted but not kept for the next start", "err", err)
 	}
 	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
 	a.logWarnings(cfg)

@@ -106,6 +106,9 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 		return err
 	}
 	a.events = startNodeEvents(ctx, client, o.NodeName)
+	if r := a.rejected.Load(); r != nil {
+		a.events.configRejected(a.opts.ConfigFile, *r)
+	}
 	var h server.Handler = measuredHandler{next: d, metrics: a.metrics}
 	if o.Wrap != nil {
 		h = o.Wrap(h)

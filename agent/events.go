@@ -12,10 +12,11 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// Reasons of the Node Events about device health.
+// Reasons of the Node Events about device health and configuration.
 const (
 	ReasonDeviceUnhealthy = "DeviceUnhealthy"
 	ReasonDeviceHealthy   = "DeviceHealthy"
+	ReasonConfigRejected  = "PoolConfigRejected"
 )
 
 // nodeEvents posts Events about this node's devices; a nil *nodeEvents
@@ -49,4 +50,13 @@ func (e *nodeEvents) deviceHealth(resource, device string, healthy bool, reason 
 		return
 	}
 	e.recorder.Event(e.node, corev1.EventTypeWarning, ReasonDeviceUnhealthy, fmt.Sprintf("%s device %s is unhealthy: %s", resource, device, reason))
+}
+
+// configRejected reports a pool configuration file the agent does not
+// serve, and why.
+func (e *nodeEvents) configRejected(file, reason string) {
+	if e == nil {
+		return
+	}
+	e.recorder.Eventf(e.node, corev1.EventTypeWarning, ReasonConfigRejected, "pool configuration %s rejected, the last good one is served: %s", file, reason)
 }

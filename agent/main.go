@@ -51,6 +51,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs := flag.NewFlagSet("hwnet-agent", flag.ContinueOnError)
 	fs.SetOutput(errOut)
 	fs.StringVar(&o.ConfigFile, "config-file", DefaultConfigFile, "pool configuration (the SR-IOV network device plugin's format, JSON or YAML)")
+	fs.StringVar(&o.LastGoodConfig, "last-good-config", DefaultLastGoodConfig, "copy of the last pool configuration accepted, served at start when --config-file is invalid (\"\" keeps none)")
 	fs.StringVar(&o.SysfsRoot, "sysfs", "/sys", "sysfs root")
 	fs.StringVar(&o.DevRoot, "dev", "/dev", "device node root")
 	fs.StringVar(&o.Netns, "netns", "", "path of the network namespace of the node's netdevs (default: the agent's own)")

@@ -76,6 +76,9 @@ func (a *Agent) probeHandler() http.Handler {
 // notReady is nil once every pool is registered with kubelet and, when
 // the agent serves CNI, its socket answers; else it says what is missing.
 func (a *Agent) notReady(ctx context.Context) error {
+	if r := a.rejected.Load(); r != nil {
+		return fmt.Errorf("pool configuration %s rejected, serving the last good one: %s", a.opts.ConfigFile, *r)
+	}
 	plugins := a.plugins.Load()
 	if plugins == nil {
 		return errors.New("the first discovery has not finished")

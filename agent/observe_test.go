@@ -146,3 +146,27 @@ func waitNodeEvent(t *testing.T, api *kubeapi.Server, reason, message string) {
 	}
 	t.Fatalf("no Node Event %s with %q", reason, message)
 }
+
+// TestAgentBadConfigAndRestart: a bad pool configuration plus a restart
+// does not take the node's pools away (a CrashLoopBackOff with every pool
+// at 0 before): the agent starts on the last good configuration it kept,
+// says why in the log and on /readyz, and is ready again once the file is
+// fixed.
+func TestAgentBadConfigAndRestart(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	f.opts.LastGoodConfig = filepath.Join(t.TempDir(), "last-good")
+	probes := "http://" + freeAddr(t)
+	f.opts.ProbeAddr = strings.TrimPrefix(probes, "http://")
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	f.stop(t)
+
+	f.writeConfig(t, "resourceList: [{resourceName: broken, selectors: {colour: [blue]}}]\n")
+	f.start(t)
+	f.wait(t, netdevice, "the last good pools registered again", counts(12, 12))
+	f.waitLog(t, "configuration rejected at start; serving the last good one")
+	waitHTTP(t, probes+"/readyz", http.StatusServiceUnavailable, "rejected, serving the last good one")
+
+	f.writeConfig(t, defaultConfig)
+	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
+}

@@ -26,6 +26,9 @@ type Options struct {
 	// ConfigFile is the pool configuration: the SR-IOV network device
 	// plugin's file, read as-is.
 	ConfigFile string
+	// LastGoodConfig keeps a copy of the last configuration accepted, the
+	// one served at start when ConfigFile is invalid; "" keeps none.
+	LastGoodConfig string
 	// HWDBFile adds NIC models to the built-in hardware database.
 	HWDBFile string
 	// PluginDir is kubelet's device plugin directory, where kubelet.sock
@@ -66,6 +69,7 @@ type Options struct {
 // Production defaults.
 const (
 	DefaultConfigFile         = "/etc/pcidp/config.json"
+	DefaultLastGoodConfig     = "/var/lib/hwnet/pools-last-good"
 	DefaultPluginDir          = "/var/lib/kubelet/device-plugins"
 	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	DefaultDevinfoDir         = "/var/run/k8s.cni.cncf.io/devinfo/dp"

@@ -23,7 +23,8 @@ import (
 // hwnet's CNI configuration (so the runtime goes back to the default
 // network at once instead of waiting for an agent that will not come),
 // the shim, the CNI socket, the pools' sockets and device-info files, the
-// CNI device-info files and the attachment records. It refuses while an
+// CNI device-info files, the attachment records and the last good pool
+// configuration. It refuses while an
 // agent still answers on the CNI socket: that agent would write its
 // configuration again. It returns the paths it removed.
 func Uninstall(ctx context.Context, opts Options) ([]string, error) {
@@ -71,6 +72,9 @@ func uninstallPaths(opts Options) ([]string, error) {
 				}
 			}
 		}
+	}
+	if opts.LastGoodConfig != "" {
+		paths = append(paths, opts.LastGoodConfig)
 	}
 	if opts.CNI != nil {
 		o := opts.CNI.withDefaults()

@@ -25,7 +25,7 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	t.Helper()
 	dir := t.TempDir()
 	o := Options{ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
-		DevinfoDir: filepath.Join(dir, "devinfo-dp"),
+		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"),
 		CNI: &CNIOptions{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 			DevinfoDir: filepath.Join(dir, "devinfo-cni")}}
@@ -47,12 +47,12 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	}
 	conf, shim := filepath.Join(o.CNI.ConfDir, DefaultCNIConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
 	poolSocket := filepath.Join(o.PluginDir, "intel.com_sriov_net.sock")
-	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath} {
+	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, nil, 0o644)
 	}
 	want := []string{conf, shim, o.CNI.SocketPath, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
-		cniInfo, o.CNI.CacheDir}
+		o.LastGoodConfig, cniInfo, o.CNI.CacheDir}
 	return o, want, filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0"))
 }
 
