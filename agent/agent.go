@@ -63,6 +63,16 @@ type poolRun struct {
 // startConfig); without one it is an error.
 func New(opts Options) (*Agent, error) {
 	opts = opts.withDefaults()
+	// The CNI side's settings are checked before anything starts: once
+	// the pools register with kubelet, a failure would leave a crash
+	// loop re-registering them.
+	if opts.CNI != nil {
+		cni, err := opts.CNI.resolved()
+		if err != nil {
+			return nil, err
+		}
+		opts.CNI = cni
+	}
 	db, err := hwdb.OpenFile(opts.HWDBFile)
 	if err != nil {
 		return nil, fmt.Errorf("hwdb models: %w", err)
@@ -137,6 +147,8 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	if a.opts.CNI != nil {
 		if err := a.runCNI(wctx, &wg); err != nil {
+			stopWatchers()
+			a.shutdown()
 			return err
 		}
 	}

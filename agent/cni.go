@@ -90,13 +90,8 @@ func (o CNIOptions) withDefaults() CNIOptions {
 // meets an agent that cannot answer it.
 func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	o := a.opts.CNI.withDefaults()
-	if o.NodeName == "" {
-		return fmt.Errorf("CNI: the node name is not set (--node-name, or NODE_NAME from the downward API)")
-	}
-	cfg, err := a.restConfig(o)
-	if err != nil {
-		return err
-	}
+	cfg := rest.CopyConfig(o.REST) // resolved by New
+	cfg.Wrap(a.metrics.WrapTransport)
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("CNI: %w", err)
@@ -135,17 +130,21 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-func (a *Agent) restConfig(o CNIOptions) (*rest.Config, error) {
-	cfg := o.REST
-	if cfg == nil {
-		var err error
-		if cfg, err = kube.RESTConfig(o.Kubeconfig); err != nil {
-			return nil, fmt.Errorf("CNI: API server client: %w", err)
-		}
+// resolved checks the node name and resolves the API server's client
+// configuration, returning a copy of the options that carries it.
+func (o *CNIOptions) resolved() (*CNIOptions, error) {
+	r := *o
+	if r.NodeName == "" {
+		return nil, fmt.Errorf("CNI: the node name is not set (--node-name, or NODE_NAME from the downward API)")
 	}
-	cfg = rest.CopyConfig(cfg)
-	cfg.Wrap(a.metrics.WrapTransport)
-	return cfg, nil
+	if r.REST == nil {
+		cfg, err := kube.RESTConfig(r.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("CNI: API server client (--kubeconfig %q): %w", r.Kubeconfig, err)
+		}
+		r.REST = cfg
+	}
+	return &r, nil
 }
 
 // newDelegator starts the pod and NetworkAttachmentDefinition caches and

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -123,4 +124,30 @@ func waitStatus(t *testing.T, api *kubeapi.Server, pod *corev1.Pod) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("network-status never written")
+}
+
+// TestNewChecksCNISettingsFirst: a missing node name or an unusable
+// kubeconfig fails New, before any pool registers with kubelet (a
+// DaemonSet without NODE_NAME crash-looped re-registering its pools).
+func TestNewChecksCNISettingsFirst(t *testing.T) {
+	dir := t.TempDir()
+	config := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(config, []byte(defaultConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		cni  agent.CNIOptions
+		want string
+	}{
+		{"no node name", agent.CNIOptions{Kubeconfig: filepath.Join(dir, "kubeconfig")}, "--node-name"},
+		{"kubeconfig missing", agent.CNIOptions{NodeName: "node-1", Kubeconfig: filepath.Join(dir, "none")}, "--kubeconfig"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := agent.New(agent.Options{ConfigFile: config, CNI: &tt.cni})
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("New: %v, want an error naming %s", err, tt.want)
+			}
+		})
+	}
 }
