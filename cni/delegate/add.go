@@ -148,7 +148,7 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Rec
 	for _, a := range atts {
 		entry, list, err := d.prepareEntry(c, a)
 		if err != nil {
-			return done, err
+			return nil, err // no ADD ran: nothing to roll back
 		}
 		rec.Attachments = append(rec.Attachments, entry)
 		lists = append(lists, list)

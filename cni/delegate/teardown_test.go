@@ -7,6 +7,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 
 // Teardown converges on "already gone" (CNI spec: DEL; NPWG 7.2): a failed
@@ -94,4 +96,24 @@ func (n *testNode) assertNoRecords(t *testing.T) {
 			t.Errorf("%s still holds %d entries, first %s", dir, len(entries), entries[0].Name())
 		}
 	}
+}
+
+// An attachment that cannot be prepared fails the ADD before any plugin
+// runs, and the rollback runs no DEL either: no plugin is called for
+// attachments whose ADD never ran, the default network's included.
+func TestSpec7_2_FailedPrepareRunsNoPlugin(t *testing.T) {
+	n := newTestNode(t, "cni-badprep")
+	state, record := t.TempDir(), filepath.Join(t.TempDir(), "calls.jsonl")
+	n.createNAD(podNS, "rec", "", recorderNAD("rec", state, `,"recordFile":"`+record+`"`))
+	n.createNAD(podNS, "badargs", "", recorderNAD("badargs", state, `,"recordFile":"`+record+`","args":"not an object"`))
+	pod := n.createPod("badprep", `[{"name":"rec"},{"name":"badargs","cni-args":{"x":1}}]`, nil)
+	podNetns := n.podNetns("hwnet-badprep")
+	waitPod(t, n, podNS, "badprep")
+	if _, err := n.call(context.Background(), "ADD", "badprep", podNetns, pod); err == nil || !strings.Contains(err.Error(), "badargs") {
+		t.Fatalf("ADD err = %v, want the badargs network's", err)
+	}
+	if calls := cniplugins.ReadRecords(t, record); len(calls) != 0 {
+		t.Errorf("plugins were called %d times, first %s, for attachments whose ADD never ran", len(calls), calls[0].Command)
+	}
+	n.assertNoRecords(t)
 }
