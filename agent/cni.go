@@ -48,6 +48,9 @@ type CNIOptions struct {
 	AllowedNamespaces []string
 	// AgentWait is how long the shim's ADD waits for an agent that is down.
 	AgentWait time.Duration
+	// PluginTimeout bounds each delegate plugin's execution; 0 leaves it
+	// to the runtime's deadline.
+	PluginTimeout time.Duration
 	// NodeName is this node's name, for the pod informer's scope.
 	NodeName string
 	// PodsAPISocket is kubelet's Pods API, preferred over the API server.
@@ -72,6 +75,9 @@ const (
 	DefaultCNIConfFileName  = "00-hwnet.conflist"
 	DefaultPodsAPISocket    = "/var/lib/kubelet/pods-api/pods-api.sock"
 	cniShutdownFlushTimeout = 10 * time.Second
+	// DefaultPluginTimeout is well inside kubelet's 4-minute sandbox
+	// deadline, so a hung plugin fails with its name while retries remain.
+	DefaultPluginTimeout = time.Minute
 )
 
 func (o CNIOptions) withDefaults() CNIOptions {
@@ -179,7 +185,7 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 	d := delegate.New(delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads,
-		Devices: devices, Status: status, Logger: a.log,
+		Devices: devices, Status: status, Logger: a.log, PluginTimeout: o.PluginTimeout,
 	})
 	seen.Store(d)
 	wg.Go(func() {

@@ -125,6 +125,7 @@ func cniFlags(fs *flag.FlagSet) func() *CNIOptions {
 	fs.StringVar(&o.DevinfoDir, "cni-devinfo-dir", devinfo.CNIDir, "directory of the device-info files written for CNI delegates")
 	allowed := fs.String("cni-allowed-namespaces", "default", "comma-separated namespaces whose NetworkAttachmentDefinitions any pod may select besides its own; * for all")
 	fs.DurationVar(&o.AgentWait, "cni-agent-wait", pluginconf.DefaultAgentWait, "how long the shim's ADD waits for an agent that is not running")
+	fs.DurationVar(&o.PluginTimeout, "cni-plugin-timeout", DefaultPluginTimeout, "how long one delegate plugin may run before it is killed and the attachment fails naming it (0: no limit)")
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")
 	fs.StringVar(&o.ShimSource, "cni-install-shim", "", "hwnet shim binary to copy into --cni-bin-dir before hwnet's CNI config is written (empty: installed by other means)")

@@ -52,6 +52,9 @@ type Options struct {
 	AllowedNamespaces []string
 	// PodWait bounds the wait for a pod the caches do not hold yet.
 	PodWait time.Duration
+	// PluginTimeout bounds each delegate plugin's execution; 0 leaves it
+	// to the runtime's deadline.
+	PluginTimeout time.Duration
 	// StatusTimeout bounds the retries of one network-status write.
 	StatusTimeout time.Duration
 
@@ -162,6 +165,6 @@ func (d *Delegator) newCall(req *wire.Request) (*call, error) {
 		pod:   pod,
 		store: store,
 		cni:   libcni.NewCNIConfigWithCacheDir(path, store.ResultCacheDir(), d.opts.Exec),
-		chain: chain.New(d.opts.Exec, path, d.environ),
+		chain: chain.New(d.opts.Exec, path, d.environ).WithPluginTimeout(d.opts.PluginTimeout),
 	}, nil
 }

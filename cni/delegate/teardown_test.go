@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
@@ -114,6 +115,26 @@ func TestSpec7_2_FailedPrepareRunsNoPlugin(t *testing.T) {
 	}
 	if calls := cniplugins.ReadRecords(t, record); len(calls) != 0 {
 		t.Errorf("plugins were called %d times, first %s, for attachments whose ADD never ran", len(calls), calls[0].Command)
+	}
+	n.assertNoRecords(t)
+}
+
+// A delegate plugin that never answers is killed after the plugin timeout
+// and the ADD fails naming the network and the plugin, instead of holding
+// the sandbox until the runtime's deadline at every retry; the rollback
+// leaves nothing.
+func TestSpec7_2_HungPluginTimesOut(t *testing.T) {
+	n := newTestNode(t, "cni-hang")
+	n.d.opts.PluginTimeout = time.Second
+	n.createNAD(podNS, "stuck", "", recorderNAD("stuck", t.TempDir(), `,"hangOn":["ADD"]`))
+	pod := n.createPod("stuck", `stuck`, nil)
+	podNetns := n.podNetns("hwnet-stuck")
+	waitPod(t, n, podNS, "stuck")
+	_, err := n.call(context.Background(), "ADD", "stuck", podNetns, pod)
+	for _, want := range []string{"cnf/stuck", `type="hwnet-test-plugin"`, "plugin timeout of 1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("ADD err = %v, want one naming %s", err, want)
+		}
 	}
 	n.assertNoRecords(t)
 }

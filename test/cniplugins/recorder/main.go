@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -48,6 +49,11 @@ func load(cmd string, args *skel.CmdArgs) (*netConf, error) {
 	}
 	if err := conf.validate(); err != nil {
 		return nil, err
+	}
+	if slices.Contains(conf.HangOn, cmd) {
+		// Until the caller kills the process; select{} would end it as a
+		// deadlock.
+		time.Sleep(24 * time.Hour)
 	}
 	return conf, conf.failure(cmd)
 }

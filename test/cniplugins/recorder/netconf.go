@@ -30,11 +30,14 @@ var pciAddress = regexp.MustCompile(`^[0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{
 type netConf struct {
 	types.PluginConf
 
-	Personality   string        `json:"personality,omitempty"`
-	DeviceID      string        `json:"deviceID,omitempty"`
-	RecordFile    string        `json:"recordFile,omitempty"`
-	StateDir      string        `json:"stateDir,omitempty"`
-	FailOn        []string      `json:"failOn,omitempty"`
+	Personality string   `json:"personality,omitempty"`
+	DeviceID    string   `json:"deviceID,omitempty"`
+	RecordFile  string   `json:"recordFile,omitempty"`
+	StateDir    string   `json:"stateDir,omitempty"`
+	FailOn      []string `json:"failOn,omitempty"`
+	// HangOn names commands the plugin never answers, as a plugin stuck
+	// on a dead device or API does; its caller's timeout must end it.
+	HangOn        []string      `json:"hangOn,omitempty"`
 	RuntimeConfig runtimeConfig `json:"runtimeConfig,omitempty"`
 }
 
@@ -69,9 +72,11 @@ func (c *netConf) validate() error {
 		return fmt.Errorf("netconf \"personality\" is %q: want %q, %q or %q",
 			c.Personality, personalitySRIOV, personalityIBSRIOV, personalityPlain)
 	}
-	for _, cmd := range c.FailOn {
-		if !slices.Contains(commands, cmd) {
-			return fmt.Errorf("netconf \"failOn\" names %q: want some of %v", cmd, commands)
+	for field, cmds := range map[string][]string{"failOn": c.FailOn, "hangOn": c.HangOn} {
+		for _, cmd := range cmds {
+			if !slices.Contains(commands, cmd) {
+				return fmt.Errorf("netconf %q names %q: want some of %v", field, cmd, commands)
+			}
 		}
 	}
 	if err := version.ParsePrevResult(&c.PluginConf); err != nil {
