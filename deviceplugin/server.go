@@ -214,7 +214,7 @@ func (p *Plugin) registerUntilDone(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		p.log.Warn("registration failed; retrying", "error", err, "retryIn", wait)
+		p.log.Warn("registration failed; retrying", "err", err, "retryIn", wait)
 		select {
 		case <-ctx.Done():
 			return

@@ -101,7 +101,7 @@ func (k *KubeletPods) Run(ctx context.Context) error {
 		case synced:
 			delay = firstRewatchDelay
 		}
-		k.logger.Warn("kubelet Pods API watch ended, reopening", "socket", k.socket, "error", err, "delay", delay)
+		k.logger.Warn("kubelet Pods API watch ended, reopening", "socket", k.socket, "err", err, "delay", delay)
 		select {
 		case <-time.After(delay/2 + rand.N(delay)):
 		case <-ctx.Done():
@@ -171,7 +171,7 @@ func (k *KubeletPods) apply(ev *podsapi.WatchPodsEvent, listed map[string]bool) 
 	}
 	pod, err := decodePod(ev.GetPod())
 	if err != nil {
-		k.logger.Error("kubelet Pods API sent an undecodable pod", "event", ev.GetType().String(), "error", err)
+		k.logger.Error("kubelet Pods API sent an undecodable pod", "event", ev.GetType().String(), "err", err)
 		return listed
 	}
 	switch ev.GetType() {
@@ -214,7 +214,7 @@ func (k *KubeletPods) getPod(ctx context.Context, ref PodRef) (Pod, bool) {
 	resp, err := (*api).GetPod(ctx, &podsapi.GetPodRequest{PodUID: ref.UID})
 	if err != nil {
 		if status.Code(err) != codes.NotFound {
-			k.logger.Debug("kubelet Pods API GetPod failed", "pod", ref.String(), "error", err)
+			k.logger.Debug("kubelet Pods API GetPod failed", "pod", ref.String(), "err", err)
 		}
 		return Pod{}, false
 	}

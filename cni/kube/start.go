@@ -54,7 +54,7 @@ func StartPods(ctx context.Context, o PodsOptions) (PodSource, string, error) {
 	p.Notify(o.OnPod)
 	go func() {
 		if err := p.Run(ctx); err != nil {
-			o.Logger.Error("pod informer stopped", "error", err)
+			o.Logger.Error("pod informer stopped", "err", err)
 		}
 	}()
 	return p, fmt.Sprintf("pod informer on node %s (%v)", o.NodeName, why), nil

@@ -84,13 +84,13 @@ func (s *Server) serveCNI(w http.ResponseWriter, r *http.Request) {
 	if v := r.Header.Get(wire.VersionHeader); v != wire.Version {
 		err := types.NewError(types.ErrInternal, fmt.Sprintf("hwnet-agent speaks wire version %s, the hwnet binary sent %q: "+
 			"the hwnet binary in the CNI bin directory and hwnet-agent come from different releases", wire.Version, v), "")
-		s.logger.Warn("cni request refused", "error", err)
+		s.logger.Warn("cni request refused", "err", err)
 		writeResponse(w, http.StatusBadRequest, &wire.Response{Error: err})
 		return
 	}
 	req, err := wire.DecodeRequest(http.MaxBytesReader(w, r.Body, wire.MaxRequestBytes))
 	if err != nil {
-		s.logger.Warn("cni request refused", "error", err)
+		s.logger.Warn("cni request refused", "err", err)
 		writeResponse(w, http.StatusBadRequest, &wire.Response{Error: types.NewError(types.ErrDecodingFailure, err.Error(), "")})
 		return
 	}
@@ -137,7 +137,7 @@ func (s *Server) logRequest(ctx context.Context, req *wire.Request, took time.Du
 	level := slog.LevelInfo
 	if err != nil {
 		level = slog.LevelError
-		attrs = append(attrs, slog.Any("error", err), slog.Uint64("code", uint64(wire.AsCNIError(err).Code)))
+		attrs = append(attrs, slog.Any("err", err), slog.Uint64("code", uint64(wire.AsCNIError(err).Code)))
 	}
 	var p *panicError
 	if errors.As(err, &p) {

@@ -369,7 +369,7 @@ func TestOneLogLinePerRequest(t *testing.T) {
 	}
 	for i, want := range [][]string{
 		{"command=ADD", "containerID=ctr-1", "duration="},
-		{"level=ERROR", "command=DEL", "containerID=ctr-1", "duration=", "error=busy", "code=11"},
+		{"level=ERROR", "command=DEL", "containerID=ctr-1", "duration=", "err=busy", "code=11"},
 	} {
 		for _, w := range want {
 			if !strings.Contains(lines[i], w) {

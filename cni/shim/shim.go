@@ -127,7 +127,7 @@ func (c *call) run(ctx context.Context) ([]byte, error) {
 			fmt.Sprintf("hwnet-agent is not reachable at %s after waiting %s", c.cfg.SocketPath, c.cfg.AgentWait), c.agentHint(err))
 	case wire.CommandDel:
 		c.logger.Warn("hwnet-agent not reachable, running DEL from the attachment record",
-			"socket", c.cfg.SocketPath, "containerID", c.req.ContainerID, "cacheDir", c.cfg.CacheDir, "error", err)
+			"socket", c.cfg.SocketPath, "containerID", c.req.ContainerID, "cacheDir", c.cfg.CacheDir, "err", err)
 		return nil, deleteFromRecord(ctx, c.cfg.CacheDir, c.req, c.logger)
 	case wire.CommandStatus:
 		return nil, types.NewError(types.ErrPluginNotAvailable,
