@@ -78,6 +78,17 @@ func lookupLater(src kube.PodSource, ref kube.PodRef, d time.Duration) <-chan re
 	return out
 }
 
+// lookupLaterAsked starts a lookup of a pod kubelet does not hold yet and
+// returns once the lookup has asked kubelet for it (GetPod), so that what
+// the test does next happens after the call, not before it.
+func lookupLaterAsked(t *testing.T, server *testkubelet.Pods, src kube.PodSource, ref kube.PodRef) <-chan result {
+	t.Helper()
+	asked := server.Calls("GetPod")
+	later := lookupLater(src, ref, 10*time.Second)
+	waitFor(t, "the lookup to ask kubelet", func() bool { return server.Calls("GetPod") > asked })
+	return later
+}
+
 type result struct {
 	pod kube.Pod
 	err error
@@ -96,8 +107,7 @@ func TestKubeletPods(t *testing.T) {
 	}
 
 	// A sandbox is often set up a moment after its pod reaches kubelet.
-	later := lookupLater(k, kube.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"}, 10*time.Second)
-	time.Sleep(50 * time.Millisecond)
+	later := lookupLaterAsked(t, server, k, kube.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"})
 	server.SetPod(kubePod("ran", "du-1", "u1", nil))
 	if r := <-later; r.err != nil || r.pod.UID != "u1" {
 		t.Errorf("Pod(pod added after the call) = %+v, %v; want uid u1", r.pod, r.err)
@@ -169,8 +179,7 @@ func TestKubeletPodsUID(t *testing.T) {
 	server.SetPod(kubePod("ran", "web-0", "old", map[string]string{networksAnnotation: "old-net"}))
 	k := runKubeletPods(t, socket)
 
-	later := lookupLater(k, kube.PodRef{Namespace: "ran", Name: "web-0", UID: "new"}, 10*time.Second)
-	time.Sleep(50 * time.Millisecond)
+	later := lookupLaterAsked(t, server, k, kube.PodRef{Namespace: "ran", Name: "web-0", UID: "new"})
 	server.DeletePod("old")
 	server.SetPod(kubePod("ran", "web-0", "new", map[string]string{networksAnnotation: "new-net"}))
 	if r := <-later; r.err != nil || r.pod.Annotations[networksAnnotation] != "new-net" {
