@@ -14,8 +14,9 @@
 //     found through class/net resolved up to the nearest PCI function).
 //   - Link state, MTU and default routes come from netlink of the named
 //     network namespace, or of this process's when the sysfs root is
-//     /sys; another root with no namespace is another machine's tree and is
-//     read alone, asking neither this host's netlink nor devlink nor vdpa.
+//     /sys or a sysfs mount; another root with no namespace is another
+//     machine's tree and is read alone, asking neither this host's netlink
+//     nor devlink nor vdpa.
 package discovery
 
 import (

@@ -204,3 +204,17 @@ func TestDiscoverOneCardSwitchdev(t *testing.T) {
 		}
 	}
 }
+
+// TestDiscoverHostSysfsElsewhereIsLive: this host's sysfs mounted at
+// another path (a DaemonSet's /host/sys) is still this host's: its links
+// come from netlink.
+func TestDiscoverHostSysfsElsewhereIsLive(t *testing.T) {
+	inv, err := discovery.Discover(t.Context(), discovery.Options{SysfsRoot: "/proc/self/root/sys", DB: virtualnode.OpenDB(t),
+		ESwitch: virtualnode.NoESwitch{}, VDPA: virtualnode.VDPA(nil)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(inv.LinkFacts, "netlink") {
+		t.Errorf("link facts %q, want netlink for this host's own sysfs", inv.LinkFacts)
+	}
+}

@@ -9,16 +9,19 @@ import (
 	"slices"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/hwnet-io/hwnet/hwdb"
 )
 
 // Options says where discovery looks and whom it asks.
 type Options struct {
 	// SysfsRoot is the sysfs mount point; "" means /sys. Any other root
-	// with no Netns is taken for another machine's tree (a dump, a test
-	// node): link state, MTU and routes then come from the tree alone, and
-	// this host's netlink, devlink and vdpa are not asked, since their
-	// answers are about links that merely share a name.
+	// that is not a sysfs mount, with no Netns, is taken for another
+	// machine's tree (a dump, a test node): link state, MTU and routes
+	// then come from the tree alone, and this host's netlink, devlink and
+	// vdpa are not asked, since their answers are about links that merely
+	// share a name.
 	SysfsRoot string
 	// DevRoot is the device directory; "" means /dev.
 	DevRoot string
@@ -71,9 +74,15 @@ func Discover(ctx context.Context, opts Options) (*Inventory, error) {
 }
 
 // foreignTree reports whether the sysfs tree is not this host's own and
-// no network namespace was named to read its links from.
+// no network namespace was named to read its links from: a root other
+// than /sys that is no sysfs mount either (a host's /sys mounted at
+// /host/sys is this host's).
 func (o Options) foreignTree() bool {
-	return filepath.Clean(o.SysfsRoot) != "/sys" && o.Netns == ""
+	if o.Netns != "" || filepath.Clean(o.SysfsRoot) == "/sys" {
+		return false
+	}
+	var fs unix.Statfs_t
+	return unix.Statfs(o.SysfsRoot, &fs) != nil || fs.Type != unix.SYSFS_MAGIC
 }
 
 // linkFacts says where link state, MTU and routes came from.
