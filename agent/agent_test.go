@@ -89,7 +89,9 @@ func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), Netns: "/run/netns/" + node.NetnsName(),
 		ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: k.Dir,
 		PodResourcesSocket: filepath.Join(dir, "pr.sock"), DevinfoDir: filepath.Join(dir, "devinfo"),
-		PollInterval: 100 * time.Millisecond, GCInterval: time.Hour,
+		// Hardware changes reach the agent as uevents, which the virtual
+		// node sends: no test waits for the safety rescan.
+		PollInterval: 100 * time.Millisecond, RescanInterval: time.Hour, GCInterval: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
 		// The kernel here has neither devlink nor vDPA netlink.
 		ESwitch: virtualnode.NoESwitch{}, VDPA: virtualnode.VDPA(nil),

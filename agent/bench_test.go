@@ -86,11 +86,12 @@ func BenchmarkAgentLinkDown(b *testing.B) {
 
 // BenchmarkAgentReaction measures how long kubelet waits to see a change
 // that needs no link event: a kubelet restart (every pool registered and
-// listed again), a configuration edit, and a change of sriov_numvfs (found
-// by the PCI poller at its default 250 ms interval, then re-discovered).
+// listed again), a configuration edit, and a change of sriov_numvfs
+// (announced by uevents, then re-discovered; the safety rescan at its
+// default interval plays no part).
 func BenchmarkAgentReaction(b *testing.B) {
 	f := newFixture(b, virtualnode.DefaultSpec(), defaultConfig)
-	f.opts.PollInterval = agent.DefaultPollInterval
+	f.opts.PollInterval, f.opts.RescanInterval = agent.DefaultPollInterval, agent.DefaultRescanInterval
 	f.start(b)
 	f.wait(b, netdevice, "registration", counts(12, 12))
 	ctx := context.Background()

@@ -87,6 +87,7 @@ func TestLinkStatesSince(t *testing.T) {
 func TestParseFlagsRejects(t *testing.T) {
 	for _, args := range [][]string{
 		{"--poll-interval=-1s"},
+		{"--rescan-interval=0s"},
 		{"--devinfo-gc-interval=0s"},
 		{"--log-format=xml"},
 		{"--log-level=loud"},

@@ -59,7 +59,8 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs.StringVar(&o.PluginDir, "device-plugin-dir", DefaultPluginDir, "kubelet's device plugin directory (kubelet.sock and the pools' sockets)")
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", DefaultPodResourcesSocket, "kubelet's PodResources API socket")
 	fs.StringVar(&o.DevinfoDir, "devinfo-dir", DefaultDevinfoDir, "directory of the device-info files written on Allocate")
-	fs.DurationVar(&o.PollInterval, "poll-interval", DefaultPollInterval, "how often the PCI layout is checked for changes the kernel does not announce")
+	fs.DurationVar(&o.PollInterval, "poll-interval", DefaultPollInterval, "how often the PCI layout is checked for changes where the kernel's uevents cannot be had")
+	fs.DurationVar(&o.RescanInterval, "rescan-interval", DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", DefaultGCInterval, "how often device-info files are checked against PodResources")
 	cni := cniFlags(fs)
 	showVersion := observeFlags(fs, &o)
@@ -88,7 +89,7 @@ func checkIntervals(o Options) error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--poll-interval", o.PollInterval}, {"--devinfo-gc-interval", o.GCInterval}} {
+	}{{"--poll-interval", o.PollInterval}, {"--rescan-interval", o.RescanInterval}, {"--devinfo-gc-interval", o.GCInterval}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s %v: want a positive duration", d.flag, d.v)
 		}

@@ -38,9 +38,11 @@ type Options struct {
 	PodResourcesSocket string
 	// DevinfoDir receives a device-info file per allocated device.
 	DevinfoDir string
-	// PollInterval is how often the PCI layout is fingerprinted, for
-	// trees and kernels that send no uevents.
-	PollInterval time.Duration
+	// PollInterval is how often the PCI layout is fingerprinted where no
+	// kernel uevents can be had; RescanInterval is how often it is where
+	// they can, a safety net for what a lost uevent would miss.
+	PollInterval   time.Duration
+	RescanInterval time.Duration
 	// GCInterval is how often device-info files are checked against
 	// PodResources; DevinfoGrace protects files written since, before
 	// kubelet records the allocation.
@@ -74,6 +76,7 @@ const (
 	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
 	DefaultDevinfoDir         = "/var/run/k8s.cni.cncf.io/devinfo/dp"
 	DefaultPollInterval       = 250 * time.Millisecond
+	DefaultRescanInterval     = 30 * time.Second
 	DefaultGCInterval         = 30 * time.Second
 	DefaultDevinfoGrace       = time.Minute
 )
@@ -86,6 +89,7 @@ func (o Options) withDefaults() Options {
 	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, DefaultPodResourcesSocket)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
 	o.PollInterval = positiveOr(o.PollInterval, DefaultPollInterval)
+	o.RescanInterval = positiveOr(o.RescanInterval, DefaultRescanInterval)
 	o.GCInterval = positiveOr(o.GCInterval, DefaultGCInterval)
 	o.DevinfoGrace = positiveOr(o.DevinfoGrace, DefaultDevinfoGrace)
 	if o.Logger == nil {

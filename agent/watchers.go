@@ -18,13 +18,16 @@ type linkEvent struct {
 
 // startWatchers subscribes every source before the first discovery, so
 // that nothing that happens during it is missed, and runs them until ctx
-// ends. Link events are required; kernel uevents are a bonus that some
-// namespaces refuse, and the PCI poller covers for them.
+// ends. Link events are required. Kernel uevents say when the PCI layout
+// changed, so the agent costs nothing while it does not; some namespaces
+// refuse them, and there the PCI poller looks every PollInterval instead
+// of every RescanInterval.
 func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev events) error {
 	links, err := watch.WatchLinks(a.opts.Netns)
 	if err != nil {
 		return fmt.Errorf("watching links: %w", err)
 	}
+	pollEvery := a.startUEvents(ctx, wg, ev)
 	poller, err := watch.NewPCIPoller(a.opts.SysfsRoot)
 	if err != nil {
 		links.Close()
@@ -45,10 +48,9 @@ func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev events
 	rawLinks := make(chan watch.LinkEvent, 64)
 	sockets := make(chan watch.SocketEvent, 4)
 	a.run(ctx, wg, "links", func(ctx context.Context) error { return links.Run(ctx, rawLinks) })
-	a.run(ctx, wg, "PCI poller", func(ctx context.Context) error { return poller.Run(ctx, a.opts.PollInterval, ev.hardware) })
+	a.run(ctx, wg, "PCI poller", func(ctx context.Context) error { return poller.Run(ctx, pollEvery, ev.hardware) })
 	a.run(ctx, wg, "configuration", func(ctx context.Context) error { return cfg.Run(ctx, ev.config) })
 	a.run(ctx, wg, "kubelet socket", func(ctx context.Context) error { return kubelet.Run(ctx, sockets) })
-	a.startUEvents(ctx, wg, ev)
 	wg.Go(func() { forwardLinks(ctx, rawLinks, ev.links) })
 	wg.Go(func() { forwardKubelet(ctx, sockets, ev.kubelet) })
 	return nil
@@ -64,11 +66,13 @@ func (a *Agent) run(ctx context.Context, wg *sync.WaitGroup, what string, fn fun
 	})
 }
 
-func (a *Agent) startUEvents(ctx context.Context, wg *sync.WaitGroup, ev events) {
+// startUEvents turns each kernel uevent into a hardware signal and
+// returns how often the PCI layout must still be polled.
+func (a *Agent) startUEvents(ctx context.Context, wg *sync.WaitGroup, ev events) time.Duration {
 	uevents, err := watch.WatchUEvents(a.opts.Netns)
 	if err != nil {
 		a.log.Warn("no kernel uevents; PCI changes are seen by polling only", "interval", a.opts.PollInterval, "err", err)
-		return
+		return a.opts.PollInterval
 	}
 	raw := make(chan watch.UEvent, 64)
 	a.run(ctx, wg, "uevents", func(ctx context.Context) error { return uevents.Run(ctx, raw) })
@@ -82,6 +86,7 @@ func (a *Agent) startUEvents(ctx context.Context, wg *sync.WaitGroup, ev events)
 			}
 		}
 	})
+	return a.opts.RescanInterval
 }
 
 // signal sends on a one-slot channel without blocking: a pending signal

@@ -23,8 +23,8 @@ import (
 //	0000:3b:01.0 iavf -
 //
 // It changes when a function appears or goes, a driver binds or unbinds,
-// or SR-IOV is enabled or disabled, which a generated tree does without
-// the kernel uevents that announce it on a real host.
+// or SR-IOV is enabled or disabled: what the kernel announces with
+// uevents, which can be lost or, in some namespaces, not be had.
 func Fingerprint(sysfsRoot string) (string, error) {
 	return newPCIScanner(sysfsRoot).fingerprint()
 }
@@ -168,8 +168,8 @@ func (s *pciScanner) forgetGone(names []string) {
 }
 
 // PCIPoller watches a sysfs tree's PCI layout by taking its Fingerprint
-// periodically: a generated tree has no uevents, and on a real host it
-// catches what a lost uevent would miss.
+// periodically: often where no uevents can be had, and seldom beside
+// them, to catch what a lost uevent would miss.
 type PCIPoller struct {
 	scan *pciScanner
 	last string

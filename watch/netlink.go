@@ -21,6 +21,8 @@ const socketBufferSize = 8 << 20
 type netlinkConn struct {
 	file *os.File
 	raw  syscall.RawConn
+	// anySender takes datagrams from senders other than the kernel too.
+	anySender bool
 }
 
 // dialNetlink opens a netlink socket of protocol in the network namespace
@@ -54,9 +56,9 @@ func dialNetlink(netnsPath string, protocol int, groups uint32) (*netlinkConn, e
 }
 
 // recv reads one datagram from the kernel, skipping any that another
-// process sent. Unless wait, it returns unix.EAGAIN at once when none is
-// queued. unix.ENOBUFS says the kernel dropped messages because the
-// socket's buffer was full; the socket stays usable.
+// process sent unless anySender. Unless wait, it returns unix.EAGAIN at
+// once when none is queued. unix.ENOBUFS says the kernel dropped messages
+// because the socket's buffer was full; the socket stays usable.
 func (c *netlinkConn) recv(buf []byte, wait bool) (int, error) {
 	for {
 		var (
@@ -74,7 +76,7 @@ func (c *netlinkConn) recv(buf []byte, wait bool) (int, error) {
 		if err != nil {
 			return 0, err
 		}
-		if sa, ok := from.(*unix.SockaddrNetlink); ok && sa.Pid == 0 {
+		if sa, ok := from.(*unix.SockaddrNetlink); ok && (sa.Pid == 0 || c.anySender) {
 			return n, nil
 		}
 	}

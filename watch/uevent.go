@@ -116,11 +116,18 @@ const ueventKernelGroup = 1
 // namespace the netdev is in; PCI uevents reach every namespace of the
 // initial user namespace. Subscribing fails where the kernel has no
 // uevent socket for the namespace.
+//
+// Uevents that a process broadcasts on the kernel's group count as the
+// kernel's own: only a process with CAP_NET_ADMIN over the namespace may
+// send there, and a uevent only makes the agent look at sysfs again. A
+// virtual node announces the changes of its generated tree that way,
+// which the kernel knows nothing about.
 func WatchUEvents(netnsPath string) (*UEventWatcher, error) {
 	conn, err := dialNetlink(netnsPath, unix.NETLINK_KOBJECT_UEVENT, ueventKernelGroup)
 	if err != nil {
 		return nil, fmt.Errorf("watch uevents in %q: %w", netnsPath, err)
 	}
+	conn.anySender = true
 	return &UEventWatcher{conn: conn}, nil
 }
 

@@ -1,8 +1,13 @@
 package watch
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -168,6 +173,49 @@ func TestUEventWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectUEvents(t, events, map[string]string{"a0": "remove", "b0": "remove"})
+}
+
+// TestUEventWatcherVirtualNode: a virtual node announces the PCI changes
+// of its generated tree as the kernel does, on the namespace's uevent
+// socket, and only once the tree shows them: VFs that go are unbound and
+// removed, VFs that come are added and bound to their driver.
+func TestUEventWatcherVirtualNode(t *testing.T) {
+	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), virtualnode.OpenDB(t), true)
+	w, err := WatchUEvents("/run/netns/" + node.NetnsName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := run(t, w.Run)
+	const pf = "0000:3b:00.0"
+	want := map[string]string{}
+	for _, f := range node.Devices() {
+		if f.PF == pf {
+			want[f.Addr] = "remove"
+		}
+	}
+	if err := node.SetNumVFs(context.Background(), pf, 2); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range node.Devices() {
+		if f.PF == pf {
+			want[f.Addr] = "bind " + f.Driver
+		}
+	}
+	got := map[string]string{}
+	for !maps.Equal(got, want) {
+		ev := receive(t, events)
+		if ev.Subsystem != "pci" {
+			continue // the veths' own uevents, from the kernel
+		}
+		got[ev.PCISlot] = strings.TrimSpace(ev.Action + " " + ev.Driver)
+	}
+	// Each function's last uevent is what the tree shows.
+	for addr, last := range got {
+		driver, err := os.Readlink(filepath.Join(node.SysRoot(), "bus/pci/devices", addr, "driver"))
+		if shows := strings.TrimSpace("bind " + filepath.Base(driver)); (last == "remove") != errors.Is(err, fs.ErrNotExist) || (last != "remove" && shows != last) {
+			t.Errorf("%s: last uevent %q, but the tree shows driver %q (%v)", addr, last, driver, err)
+		}
+	}
 }
 
 // TestUEventWatcherOverflow lets uevents overflow a tiny socket buffer

@@ -13,6 +13,10 @@
 // and the bus/pci, class/net, class/infiniband, kernel/iommu_groups and
 // devices/system/node views.
 // Writes into the tree do nothing: Node's methods change the hardware.
+// Once the tree shows a change, they broadcast the PCI uevents the kernel
+// would send (add, bind, unbind, remove) on the uevent socket of the
+// node's netns, where the kernel itself sends the veths' net uevents, so
+// that a watcher in the node hears of it as on a real host.
 //
 // With Options.Links, each netdev is one end of a veth pair in the netns
 // NetnsPrefix+name and the tree records the link's real ifindex and MAC;

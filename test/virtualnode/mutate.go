@@ -15,7 +15,7 @@ import (
 func (n *Node) SetNumVFs(ctx context.Context, pf string, num int) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := n.setNumVFs(ctx, pf, num); err != nil {
+	if err := n.announced(n.setNumVFs(ctx, pf, num)); err != nil {
 		return fmt.Errorf("set sriov_numvfs of %s to %d: %w", pf, num, err)
 	}
 	return nil
@@ -78,6 +78,12 @@ func (n *Node) enableVFs(ctx context.Context, pf *Function, num int) error {
 	if err := n.writeFunctions(vfs); err != nil {
 		return err
 	}
+	for _, vf := range vfs {
+		n.pending = append(n.pending, pciUEvent{"add", vf})
+		if vf.Driver != "" {
+			n.pending = append(n.pending, pciUEvent{"bind", vf})
+		}
+	}
 	n.st.Functions = append(n.st.Functions, vfs...)
 	return n.writeNumVFs(pf, num)
 }
@@ -95,7 +101,7 @@ func (n *Node) writeNumVFs(pf *Function, num int) error {
 func (n *Node) RemoveVF(ctx context.Context, addr string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := n.removeVF(ctx, addr); err != nil {
+	if err := n.announced(n.removeVF(ctx, addr)); err != nil {
 		return fmt.Errorf("remove VF %s: %w", addr, err)
 	}
 	return nil
@@ -131,6 +137,10 @@ func (n *Node) removeFunction(f *Function) error {
 		return err
 	}
 	n.st.Functions = slices.DeleteFunc(n.st.Functions, func(g *Function) bool { return g == f })
+	if f.Driver != "" {
+		n.pending = append(n.pending, pciUEvent{"unbind", f})
+	}
+	n.pending = append(n.pending, pciUEvent{"remove", f})
 	return nil
 }
 
@@ -142,7 +152,7 @@ func (n *Node) removeFunction(f *Function) error {
 func (n *Node) BindDriver(ctx context.Context, addr, driver string) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if err := n.bindDriver(ctx, addr, driver); err != nil {
+	if err := n.announced(n.bindDriver(ctx, addr, driver)); err != nil {
 		return fmt.Errorf("bind %s to %q: %w", addr, driver, err)
 	}
 	return nil
@@ -166,6 +176,9 @@ func (n *Node) bindDriver(ctx context.Context, addr, driver string) error {
 	}
 	l := n.layout()
 	l.removeBinding(f)
+	if f.Driver != "" {
+		n.pending = append(n.pending, pciUEvent{"unbind", f})
+	}
 	f.Driver = driver
 	n.st.attachDriver(f)
 	if err := n.changeLinks(func(ls *links) error { return ls.add(ctx, n.st, []*Function{f}) }); err != nil {
@@ -174,6 +187,9 @@ func (n *Node) bindDriver(ctx context.Context, addr, driver string) error {
 	l.writeBinding(f)
 	if err := l.Err(); err != nil {
 		return err
+	}
+	if driver != "" {
+		n.pending = append(n.pending, pciUEvent{"bind", f})
 	}
 	return n.save()
 }

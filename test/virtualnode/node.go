@@ -47,6 +47,10 @@ type Options struct {
 type Node struct {
 	mu sync.Mutex
 	st *state
+	// pending are the uevents of a change under way, announced once the
+	// tree shows it; seq numbers them.
+	pending []pciUEvent
+	seq     uint64
 }
 
 // Build lays the spec out on PCI buses, creates the netns and veth links
