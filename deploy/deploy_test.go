@@ -6,8 +6,6 @@ package deploy_test
 import (
 	"bytes"
 	"context"
-	"errors"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,7 +14,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
@@ -64,23 +61,15 @@ func command(t *testing.T, bin string, args ...string) []byte {
 // objects decodes a multi-document YAML stream, by kind and name.
 func objects(t *testing.T, data []byte) map[string]*unstructured.Unstructured {
 	t.Helper()
+	objs, err := kubeapi.DecodeObjects(data)
+	if err != nil {
+		t.Fatal(err)
+	}
 	out := map[string]*unstructured.Unstructured{}
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var obj map[string]any
-		err := dec.Decode(&obj)
-		if errors.Is(err, io.EOF) {
-			return out
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if obj == nil {
-			continue
-		}
-		u := &unstructured.Unstructured{Object: obj}
+	for _, u := range objs {
 		out[u.GetKind()+"/"+u.GetName()] = u
 	}
+	return out
 }
 
 func helmTemplate(t *testing.T, helm string, set ...string) map[string]*unstructured.Unstructured {

@@ -1,0 +1,235 @@
+package deploy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+)
+
+// multinetAPI is a real API server with the KEP-3698 CRDs and the pod
+// admission policies of deploy/ installed and in force.
+func multinetAPI(t *testing.T) (*kubeapi.Server, dynamic.Interface) {
+	t.Helper()
+	api := kubeapi.Start(t)
+	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworks.yaml")
+	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworkattachments.yaml")
+	api.ApplyFile(t, "multinetwork/admission.yaml")
+	client, err := dynamic.NewForConfig(api.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	waitPoliciesInForce(t, api.Client())
+	return api, client
+}
+
+// waitPoliciesInForce waits until a pod both policies act on is refused
+// (validating) and, once valid, gated (mutating): policies take effect when
+// the API server's policy informers have them, not at create.
+func waitPoliciesInForce(t *testing.T, client kubernetes.Interface) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	bad := networksPod("probe-bad", `[{"name":"a","isDefaultGW":true},{"name":"b","isDefaultGW":true}]`)
+	for {
+		_, errBad := client.CoreV1().Pods("default").Create(ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		good, errGood := client.CoreV1().Pods("default").Create(ctx, networksPod("probe-good", `[{"name":"a"}]`), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		if errBad != nil && errGood == nil && len(good.Spec.SchedulingGates) == 1 {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("admission policies not in force after a minute: bad pod error %v, good pod error %v", errBad, errGood)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func networksPod(name, networks string) *corev1.Pod {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/cnf"}}},
+	}
+	if networks != "" {
+		pod.Annotations = map[string]string{mnv1.NetworksAnnotation: networks}
+	}
+	return pod
+}
+
+// TestKEP3698_PodStaticValidations: the KEP's static validations refuse a
+// pod at create, naming the field, and hwnet's own parser of the
+// annotation agrees with the API server on every case.
+func TestKEP3698_PodStaticValidations(t *testing.T) {
+	api, _ := multinetAPI(t)
+	pods := api.Client().CoreV1().Pods("default")
+	for _, tc := range []struct {
+		name, networks string
+		hostNetwork    bool
+		wantErr        string // empty: admitted
+	}{
+		{name: "valid", networks: `[{"name":"dataplane","interfaceName":"net1","isDefaultGW":true},{"attachmentName":"fast","interfaceName":"net2"}]`},
+		{name: "spaced-json", networks: "[ {\n \"name\" : \"a\" } , { \"name\":\"b\" } ]"},
+		{name: "two-default-gw", networks: `[{"name":"a","isDefaultGW":true},{"name":"b","isDefaultGW":true}]`, wantErr: "isDefaultGW"},
+		{name: "dup-interface", networks: `[{"name":"a","interfaceName":"net1"},{"name":"b","interfaceName":"net1"}]`, wantErr: `interfaceName "net1"`},
+		{name: "dup-network", networks: `[{"name":"a"},{"name":"a"}]`, wantErr: `PodNetwork "a"`},
+		{name: "long-interface", networks: `[{"name":"a","interfaceName":"net123456789abcd"}]`, wantErr: "interfaceName"},
+		{name: "slash-interface", networks: `[{"name":"a","interfaceName":"n/1"}]`, wantErr: "interfaceName"},
+		{name: "both-refs", networks: `[{"name":"a","attachmentName":"b"}]`, wantErr: "attachmentName"},
+		{name: "no-ref", networks: `[{"interfaceName":"net1"}]`, wantErr: "attachmentName"},
+		{name: "bad-name", networks: `[{"name":"Data_Plane"}]`, wantErr: "Data_Plane"},
+		{name: "unknown-key", networks: `[{"name":"a","mac":"02:00:00:00:00:01"}]`, wantErr: "isDefaultGW"},
+		{name: "not-a-list", networks: `{"name":"a"}`, wantErr: "JSON list"},
+		{name: "host-network", networks: `[{"name":"a"}]`, hostNetwork: true, wantErr: "hostNetwork"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			pod := networksPod("pod-"+tc.name, tc.networks)
+			pod.Spec.HostNetwork = tc.hostNetwork
+			got, err := pods.Create(context.Background(), pod, metav1.CreateOptions{})
+			if tc.wantErr == "" {
+				if err != nil {
+					t.Fatalf("valid pod refused: %v", err)
+				}
+				if len(got.Spec.SchedulingGates) != 1 || got.Spec.SchedulingGates[0].Name != mnv1.SchedulingGate {
+					t.Errorf("scheduling gates %v, want %s added at admission", got.Spec.SchedulingGates, mnv1.SchedulingGate)
+				}
+			} else if err == nil || !strings.Contains(err.Error(), mnv1.NetworksAnnotation) || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("create: %v, want a refusal naming %s and %q", err, mnv1.NetworksAnnotation, tc.wantErr)
+			}
+			if _, perr := mnv1.ParseNetworks(tc.networks); (perr == nil) != (tc.wantErr == "" || tc.hostNetwork) {
+				t.Errorf("ParseNetworks: %v; the API server said %v", perr, err)
+			}
+		})
+	}
+}
+
+// TestKEP3698_PodReferencesFixedAtCreate: references cannot change later,
+// and a pod without references is neither gated nor refused.
+func TestKEP3698_PodReferencesFixedAtCreate(t *testing.T) {
+	api, _ := multinetAPI(t)
+	pods := api.Client().CoreV1().Pods("default")
+	ctx := context.Background()
+	plain, err := pods.Create(ctx, networksPod("plain", ""), metav1.CreateOptions{})
+	if err != nil || len(plain.Spec.SchedulingGates) != 0 {
+		t.Fatalf("pod without references: %v, gates %v; want admitted ungated (auto-population keeps today's behaviour)", err, plain.Spec.SchedulingGates)
+	}
+	pod, err := pods.Create(ctx, networksPod("fixed", `[{"name":"a"}]`), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod.Annotations[mnv1.NetworksAnnotation] = `[{"name":"b"}]`
+	if _, err := pods.Update(ctx, pod, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "cannot change") {
+		t.Errorf("changing references: %v, want refused", err)
+	}
+}
+
+func podNetwork(name string, spec map[string]any) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"spec": spec}}
+	u.SetAPIVersion(mnv1.Group + "/" + mnv1.Version)
+	u.SetKind("PodNetwork")
+	u.SetName(name)
+	return u
+}
+
+// TestKEP3698_PodNetworkSchema: defaults, limits and mutability are the
+// API server's, from the CRD.
+func TestKEP3698_PodNetworkSchema(t *testing.T) {
+	_, client := multinetAPI(t)
+	pns := client.Resource(mnv1.PodNetworkResource)
+	ctx := context.Background()
+	created, err := pns.Create(ctx, podNetwork("dataplane", map[string]any{"provider": mnv1.Provider,
+		"parametersRefs": []any{map[string]any{"group": "k8s.cni.cncf.io", "kind": "NetworkAttachmentDefinition", "name": "sriov", "namespace": "default"}}}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enabled, found, _ := unstructured.NestedBool(created.Object, "spec", "enabled"); !found || !enabled {
+		t.Errorf("spec.enabled = %v (set %v), want defaulted to true", enabled, found)
+	}
+	for _, tc := range []struct {
+		name    string
+		spec    map[string]any
+		wantErr string
+	}{
+		{name: "no-domain", spec: map[string]any{"provider": "hwnet"}, wantErr: "spec.provider"},
+		{name: "too-long", spec: map[string]any{"provider": "a.io/" + strings.Repeat("x", 253)}, wantErr: "spec.provider"},
+		{name: "ref-without-name", spec: map[string]any{"parametersRefs": []any{map[string]any{"group": "g", "kind": "k"}}}, wantErr: "name"},
+	} {
+		if _, err := pns.Create(ctx, podNetwork(tc.name, tc.spec), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+			t.Errorf("%s: create: %v, want refused naming %s", tc.name, err, tc.wantErr)
+		}
+	}
+	checkMutability(t, pns, created)
+}
+
+func checkMutability(t *testing.T, pns dynamic.ResourceInterface, pn *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		field string
+		value any
+		ok    bool
+	}{
+		{field: "enabled", value: false, ok: true},
+		{field: "provider", value: "other.io/cni"},
+		{field: "parametersRefs", value: []any{}},
+	} {
+		cur, err := pns.Get(ctx, pn.GetName(), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unstructured.SetNestedField(cur.Object, tc.value, "spec", tc.field); err != nil {
+			t.Fatal(err)
+		}
+		_, err = pns.Update(ctx, cur, metav1.UpdateOptions{})
+		if tc.ok && err != nil {
+			t.Errorf("changing spec.%s: %v, want allowed", tc.field, err)
+		} else if !tc.ok && (err == nil || !strings.Contains(err.Error(), "immutable")) {
+			t.Errorf("changing spec.%s: %v, want refused as immutable", tc.field, err)
+		}
+	}
+}
+
+// TestKEP3698_PodNetworkAttachmentSchema: podNetworkName is required, the
+// spec is immutable and at most 5 conditions are kept.
+func TestKEP3698_PodNetworkAttachmentSchema(t *testing.T) {
+	_, client := multinetAPI(t)
+	pnas := client.Resource(mnv1.PodNetworkAttachmentResource).Namespace("default")
+	ctx := context.Background()
+	pna := func(name string, spec map[string]any) *unstructured.Unstructured {
+		u := podNetwork(name, spec)
+		u.SetKind("PodNetworkAttachment")
+		u.SetNamespace("default")
+		return u
+	}
+	if _, err := pnas.Create(ctx, pna("empty", map[string]any{}), metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "podNetworkName") {
+		t.Errorf("create without podNetworkName: %v, want refused naming it", err)
+	}
+	created, err := pnas.Create(ctx, pna("fast", map[string]any{"podNetworkName": "dataplane"}), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = unstructured.SetNestedField(created.Object, "other", "spec", "podNetworkName")
+	if _, err := pnas.Update(ctx, created, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "immutable") {
+		t.Errorf("changing spec.podNetworkName: %v, want refused as immutable", err)
+	}
+	cur, err := pnas.Get(ctx, "fast", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var conds []any
+	for _, ty := range []string{"A", "B", "C", "D", "E", "F"} {
+		conds = append(conds, map[string]any{"type": ty, "status": "True", "reason": "R", "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"})
+	}
+	_ = unstructured.SetNestedSlice(cur.Object, conds, "status", "conditions")
+	if _, err := pnas.UpdateStatus(ctx, cur, metav1.UpdateOptions{}); err == nil || !strings.Contains(err.Error(), "status.conditions") {
+		t.Errorf("6 conditions: %v, want refused (at most 5)", err)
+	}
+}

@@ -1,0 +1,71 @@
+package v1alpha1
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestKEP3698_StaticValidations_ParseNetworks(t *testing.T) {
+	for _, tc := range []struct {
+		name, value string
+		want        int
+		wantErr     string
+	}{
+		{name: "empty", value: "", want: 0},
+		{name: "one", value: `[{"name":"dataplane"}]`, want: 1},
+		{name: "attachment", value: `[{"attachmentName":"fast","interfaceName":"net2","isDefaultGW":true}]`, want: 1},
+		{name: "both", value: `[{"name":"a","attachmentName":"b"}]`, wantErr: `networks[0]: exactly one of "name" and "attachmentName"`},
+		{name: "dup-name", value: `[{"name":"a"},{"name":"a"}]`, wantErr: `networks[1].name: PodNetwork "a"`},
+		{name: "dup-if", value: `[{"name":"a","interfaceName":"x"},{"name":"b","interfaceName":"x"}]`, wantErr: `networks[1].interfaceName: "x"`},
+		{name: "two-gw", value: `[{"name":"a","isDefaultGW":true},{"name":"b","isDefaultGW":true}]`, wantErr: "networks[1].isDefaultGW"},
+		{name: "long-if", value: `[{"name":"a","interfaceName":"abcdefghijklmnop"}]`, wantErr: `interfaceName "abcdefghijklmnop": must be 1 to 15 bytes`},
+		{name: "dot-if", value: `[{"name":"a","interfaceName":".."}]`, wantErr: `interfaceName ".."`},
+		{name: "bad-name", value: `[{"name":"A"}]`, wantErr: `name "A"`},
+		{name: "unknown", value: `[{"name":"a","ips":[]}]`, wantErr: `unknown field "ips"`},
+		{name: "trailing", value: `[] []`, wantErr: "data after"},
+		{name: "object", value: `{}`, wantErr: "not a JSON list"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			nets, err := ParseNetworks(tc.value)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) || !strings.Contains(err.Error(), NetworksAnnotation) {
+					t.Fatalf("err %v, want one naming the annotation and %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || len(nets) != tc.want {
+				t.Fatalf("got %d networks, %v; want %d", len(nets), err, tc.want)
+			}
+		})
+	}
+}
+
+func FuzzParseNetworks(f *testing.F) {
+	for _, seed := range []string{``, `[{"name":"a","interfaceName":"net1","isDefaultGW":true}]`,
+		`[{"attachmentName":"b"},{"name":"c"}]`, `[{"name":"a"},{"name":"a"}]`, `[{"name":"\u0061"}]`} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, value string) {
+		nets, err := ParseNetworks(value)
+		if err != nil {
+			return
+		}
+		seen := map[string]bool{}
+		gw := 0
+		for i, n := range nets {
+			if (n.Name == "") == (n.AttachmentName == "") {
+				t.Fatalf("networks[%d] accepted with name %q and attachmentName %q", i, n.Name, n.AttachmentName)
+			}
+			if n.InterfaceName != "" && (seen[n.InterfaceName] || ValidateInterfaceName(n.InterfaceName) != nil) {
+				t.Fatalf("networks[%d]: interface %q accepted twice or invalid", i, n.InterfaceName)
+			}
+			seen[n.InterfaceName] = true
+			if n.IsDefaultGW {
+				gw++
+			}
+		}
+		if gw > 1 {
+			t.Fatalf("%d networks hold the default gateway", gw)
+		}
+	})
+}
