@@ -4,65 +4,26 @@ import (
 	"context"
 	"strings"
 	"testing"
-	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/kubernetes"
 
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/multinetapi"
 )
 
 // multinetAPI is a real API server with the KEP-3698 CRDs and the pod
 // admission policies of deploy/ installed and in force.
 func multinetAPI(t *testing.T) (*kubeapi.Server, dynamic.Interface) {
 	t.Helper()
-	api := kubeapi.Start(t)
-	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworks.yaml")
-	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworkattachments.yaml")
-	api.ApplyFile(t, "multinetwork/admission.yaml")
+	api := multinetapi.Start(t)
 	client, err := dynamic.NewForConfig(api.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
-	waitPoliciesInForce(t, api.Client())
 	return api, client
-}
-
-// waitPoliciesInForce waits until a pod both policies act on is refused
-// (validating) and, once valid, gated (mutating): policies take effect when
-// the API server's policy informers have them, not at create.
-func waitPoliciesInForce(t *testing.T, client kubernetes.Interface) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	bad := networksPod("probe-bad", `[{"name":"a","isDefaultGW":true},{"name":"b","isDefaultGW":true}]`)
-	for {
-		_, errBad := client.CoreV1().Pods("default").Create(ctx, bad, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		good, errGood := client.CoreV1().Pods("default").Create(ctx, networksPod("probe-good", `[{"name":"a"}]`), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
-		if errBad != nil && errGood == nil && len(good.Spec.SchedulingGates) == 1 {
-			return
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("admission policies not in force after a minute: bad pod error %v, good pod error %v", errBad, errGood)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-func networksPod(name, networks string) *corev1.Pod {
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Image: "registry.invalid/cnf"}}},
-	}
-	if networks != "" {
-		pod.Annotations = map[string]string{mnv1.NetworksAnnotation: networks}
-	}
-	return pod
 }
 
 // TestKEP3698_PodStaticValidations: the KEP's static validations refuse a
@@ -91,7 +52,7 @@ func TestKEP3698_PodStaticValidations(t *testing.T) {
 		{name: "host-network", networks: `[{"name":"a"}]`, hostNetwork: true, wantErr: "hostNetwork"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pod := networksPod("pod-"+tc.name, tc.networks)
+			pod := multinetapi.Pod("pod-"+tc.name, tc.networks)
 			pod.Spec.HostNetwork = tc.hostNetwork
 			got, err := pods.Create(context.Background(), pod, metav1.CreateOptions{})
 			if tc.wantErr == "" {
@@ -117,11 +78,11 @@ func TestKEP3698_PodReferencesFixedAtCreate(t *testing.T) {
 	api, _ := multinetAPI(t)
 	pods := api.Client().CoreV1().Pods("default")
 	ctx := context.Background()
-	plain, err := pods.Create(ctx, networksPod("plain", ""), metav1.CreateOptions{})
+	plain, err := pods.Create(ctx, multinetapi.Pod("plain", ""), metav1.CreateOptions{})
 	if err != nil || len(plain.Spec.SchedulingGates) != 0 {
 		t.Fatalf("pod without references: %v, gates %v; want admitted ungated (auto-population keeps today's behaviour)", err, plain.Spec.SchedulingGates)
 	}
-	pod, err := pods.Create(ctx, networksPod("fixed", `[{"name":"a"}]`), metav1.CreateOptions{})
+	pod, err := pods.Create(ctx, multinetapi.Pod("fixed", `[{"name":"a"}]`), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

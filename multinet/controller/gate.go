@@ -1,0 +1,124 @@
+package controller
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+)
+
+// Reasons of the pod Events about its networks.
+const (
+	ReasonNetworkNotReady = "NetworkNotReady"
+	ReasonNetworksReady   = "NetworksReady"
+)
+
+// syncGatedPod lifts the pod's scheduling gate once every network it
+// references is present and Ready (KEP "Active validations"); until then
+// the pod stays Pending and hears why.
+func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) error {
+	obj, exists, err := c.pods.GetIndexer().GetByKey(namespace + "/" + name)
+	podKey := namespace + "/" + name
+	if err != nil || !exists {
+		c.forget(podKey)
+		return err
+	}
+	pod := obj.(*corev1.Pod)
+	if !gated(pod) || pod.DeletionTimestamp != nil {
+		c.forget(podKey)
+		return nil
+	}
+	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
+	if err == nil {
+		err = c.waitingFor(pod.Namespace, nets)
+	}
+	if err != nil {
+		c.tell(pod, podKey, err.Error())
+		return nil
+	}
+	if err := c.liftGate(ctx, pod); err != nil {
+		return err
+	}
+	c.recorder.Eventf(pod, corev1.EventTypeNormal, ReasonNetworksReady, "all %d referenced networks are Ready; scheduling gate %s lifted", len(nets), mnv1.SchedulingGate)
+	c.forget(podKey)
+	return nil
+}
+
+// waitingFor names the first referenced network that is not usable yet.
+func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
+	networkOf := map[string]string{} // PodNetwork -> who references it
+	for i, n := range nets {
+		pnName, who := n.Name, fmt.Sprintf("networks[%d] (PodNetwork %s)", i, n.Name)
+		if n.AttachmentName != "" {
+			pna := c.attachment(namespace, n.AttachmentName)
+			if pna == nil {
+				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName)
+			}
+			if err := notReady(pna.Status.Conditions); err != nil {
+				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %w", i, namespace, n.AttachmentName, err)
+			}
+			pnName, who = pna.Spec.PodNetworkName, fmt.Sprintf("networks[%d] (PodNetworkAttachment %s)", i, n.AttachmentName)
+		}
+		if prev, dup := networkOf[pnName]; dup {
+			return fmt.Errorf("%s and %s both attach PodNetwork %s; a pod references a PodNetwork once", prev, who, pnName)
+		}
+		networkOf[pnName] = who
+		pn := c.podNetwork(pnName)
+		if pn == nil {
+			return fmt.Errorf("%s: PodNetwork %s does not exist or is being deleted", who, pnName)
+		}
+		if err := notReady(pn.Status.Conditions); err != nil {
+			return fmt.Errorf("%s: PodNetwork %s is not Ready: %w", who, pnName, err)
+		}
+	}
+	return nil
+}
+
+func notReady(conds []metav1.Condition) error {
+	c := meta.FindStatusCondition(conds, mnv1.ConditionReady)
+	switch {
+	case c == nil:
+		return fmt.Errorf("no Ready condition yet")
+	case c.Status != metav1.ConditionTrue:
+		return fmt.Errorf("%s: %s", c.Reason, c.Message)
+	}
+	return nil
+}
+
+// liftGate removes hwnet's scheduling gate, and only it, from the pod.
+func (c *Controller) liftGate(ctx context.Context, pod *corev1.Pod) error {
+	patch, err := json.Marshal(map[string]any{"spec": map[string]any{"schedulingGates": []map[string]string{
+		{"$patch": "delete", "name": mnv1.SchedulingGate}}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("lift scheduling gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// tell posts a Warning Event with why the pod waits, once per reason.
+func (c *Controller) tell(pod *corev1.Pod, podKey, why string) {
+	c.mu.Lock()
+	same := c.lastEvent[podKey] == why
+	c.lastEvent[podKey] = why
+	c.mu.Unlock()
+	if !same {
+		c.recorder.Eventf(pod, corev1.EventTypeWarning, ReasonNetworkNotReady, "waiting for networks: %s", why)
+	}
+}
+
+func (c *Controller) forget(podKey string) {
+	c.mu.Lock()
+	delete(c.lastEvent, podKey)
+	c.mu.Unlock()
+}
