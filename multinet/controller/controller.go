@@ -65,7 +65,7 @@ type Controller struct {
 	recorder    record.EventRecorder
 	broadcaster record.EventBroadcaster
 
-	synced      chan struct{}
+	synced chan struct{}
 
 	// lastEvent is the last waiting message each gated pod (by
 	// namespace/name) got, so a pod
