@@ -6,13 +6,13 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/logging"
 	"github.com/hwnet-io/hwnet/version"
 )
 
@@ -64,8 +64,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", DefaultGCInterval, "how often device-info files are checked against PodResources")
 	cni := cniFlags(fs)
 	showVersion := observeFlags(fs, &o)
-	format := fs.String("log-format", "json", "log format: json or text")
-	level := fs.String("log-level", "info", "log level: debug, info, warn or error")
+	newLogger := logging.Flags(fs)
 	if err := fs.Parse(args); err != nil {
 		return o, err
 	}
@@ -76,7 +75,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.CNI = cni()
-	logger, err := newLogger(errOut, *format, *level)
+	logger, err := newLogger(errOut)
 	o.Logger = logger
 	if err != nil {
 		return o, err
@@ -95,21 +94,6 @@ func checkIntervals(o Options) error {
 		}
 	}
 	return nil
-}
-
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return slog.Default(), fmt.Errorf("--log-level %q: want debug, info, warn or error", level)
-	}
-	opts := &slog.HandlerOptions{Level: lv}
-	switch format {
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
-	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
-	}
-	return slog.Default(), fmt.Errorf("--log-format %q: want json or text", format)
 }
 
 // cniFlags declares the CNI side's flags; the returned function gives its
