@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -19,7 +20,9 @@ import (
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
+	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/devinfo"
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
 
 // rollbackTimeout bounds the cleanup of a failed ADD, which must run even
@@ -123,6 +126,9 @@ func (d *Delegator) prepare(ctx context.Context, c *call, pod kube.Pod) ([]attac
 	atts, err := d.plan(ctx, pod, c.req.IfName)
 	if err != nil {
 		return nil, err
+	}
+	if strings.TrimSpace(pod.Annotations[mnv1.NetworksAnnotation]) != "" {
+		def.podNetwork = mnv1.DefaultPodNetwork
 	}
 	return append([]attachment{def}, atts...), nil
 }
@@ -285,8 +291,9 @@ func applyDefaultRoute(ctx context.Context, netnsPath string, done []attached) e
 		if !a.sel.HasDefaultRoute {
 			continue
 		}
-		gws := make([]net.IP, len(a.sel.DefaultRoute))
-		for i, g := range a.sel.DefaultRoute {
+		listed := a.defaultGateways()
+		gws := make([]net.IP, len(listed))
+		for i, g := range listed {
 			gws[i] = net.ParseIP(g)
 		}
 		if err := defaultroute.Apply(ctx, netnsPath, a.ifName, gws); err != nil {
@@ -294,6 +301,17 @@ func applyDefaultRoute(ctx context.Context, netnsPath string, done []attached) e
 		}
 	}
 	return nil
+}
+
+// defaultGateways are the gateways of the default route the attachment
+// holds: those its selection lists, or for a KEP-3698 isDefaultGW, which
+// names a network and no gateway, the ones its result gives.
+func (a attached) defaultGateways() []string {
+	if len(a.sel.DefaultRoute) == 0 && a.podNetwork != "" {
+		gws, _ := status.Gateways(a.result, a.ifName)
+		return gws
+	}
+	return a.sel.DefaultRoute
 }
 
 // rollback undoes a failed ADD: DEL for the first attempted attachments,

@@ -31,7 +31,7 @@ type DeviceSource interface {
 
 // StatusSink publishes what a pod got.
 type StatusSink interface {
-	SetNetworkStatus(ctx context.Context, pod kube.PodRef, value string) error
+	SetNetworkStatus(ctx context.Context, pod kube.PodRef, annotations map[string]string) error
 	Event(pod kube.PodRef, eventType, reason, message string)
 }
 
@@ -58,10 +58,12 @@ type Options struct {
 	// StatusTimeout bounds the retries of one network-status write.
 	StatusTimeout time.Duration
 
-	Pods    kube.PodSource
-	NADs    kube.NADSource
-	Devices DeviceSource
-	Status  StatusSink
+	Pods kube.PodSource
+	NADs kube.NADSource
+	// PodNetworks serves the KEP-3698 references; nil refuses them.
+	PodNetworks kube.PodNetworkSource
+	Devices     DeviceSource
+	Status      StatusSink
 	// Exec runs plugins; nil runs them as processes.
 	Exec   invoke.Exec
 	Logger *slog.Logger

@@ -19,6 +19,7 @@ import (
 	"github.com/vishvananda/netns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
 
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
@@ -77,7 +78,9 @@ func newTestNode(t *testing.T, name string) *testNode {
 func newHarness(t testing.TB) *testNode {
 	n := &testNode{t: t, dir: t.TempDir(), bin: cniplugins.Dir(t)}
 	n.api = kubeapi.Start(t)
-	n.api.ApplyCRD(t, "../../deploy/crds/network-attachment-definition.yaml")
+	for _, crd := range []string{"network-attachment-definition.yaml", "multinetwork.hwnet.io_podnetworks.yaml", "multinetwork.hwnet.io_podnetworkattachments.yaml"} {
+		n.api.ApplyCRD(t, "../../deploy/crds/"+crd)
+	}
 	n.api.CreateNamespace(t, podNS)
 	n.api.CreateNamespace(t, otherNS)
 	var err error
@@ -140,12 +143,18 @@ func (n *testNode) start(ctx context.Context) {
 		n.t.Fatal(err)
 	}
 	n.t.Cleanup(func() { devs.Close() })
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	podNetworks := kube.NewPodNetworkInformer(ctx, dyn, client.Discovery(), quiet)
+	podNetworks.Warm(ctx)
 	n.status = kube.NewStatusWriter(client, "hwnet", quiet)
 	n.t.Cleanup(n.status.Shutdown)
 	n.d = New(Options{
 		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "devinfo/dp"),
 		CNIDevinfoDir: filepath.Join(n.dir, "devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
-		Pods: pods, NADs: nads, Devices: devs, Status: n.status, PodWait: 20 * time.Second,
+		Pods: pods, NADs: nads, PodNetworks: podNetworks, Devices: devs, Status: n.status, PodWait: 20 * time.Second,
 	})
 	n.seen.Store(n.d)
 }
@@ -164,10 +173,15 @@ func (n *testNode) createNAD(ns, name, resource, config string) {
 // createPod makes a pod bound to the node, as the scheduler would, and
 // records its allocation in kubelet, as the device manager would.
 func (n *testNode) createPod(name, networks string, devices map[string][]string) *corev1.Pod {
+	return n.createPodAnnotated(name, map[string]string{"k8s.v1.cni.cncf.io/networks": networks}, devices)
+}
+
+// createPodAnnotated is createPod with the pod's own annotations.
+func (n *testNode) createPodAnnotated(name string, annotations map[string]string, devices map[string][]string) *corev1.Pod {
+	annotations["other"] = "kept"
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: podNS,
-			Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": networks, "other": "kept"}},
-		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "none"}}},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: podNS, Annotations: annotations},
+		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "app", Image: "none"}}},
 	}
 	got, err := n.api.Client().CoreV1().Pods(podNS).Create(context.Background(), pod, metav1.CreateOptions{})
 	if err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
 
 // attachment is one network attachment to make: the default network's or
@@ -26,6 +27,8 @@ type attachment struct {
 	delegate  *netconf.Delegate
 	resource  string
 	deviceID  string
+	// podNetwork is the KEP-3698 PodNetwork served, for its status.
+	podNetwork string
 }
 
 // podError is a failure caused by what a pod asked for; the pod gets an
@@ -42,23 +45,26 @@ func podFailure(reason string, err error) error {
 	return &podError{reason: reason, err: err}
 }
 
-// plan turns the pod's annotation into the attachments to make after the
-// default network's, in annotation order, with their devices assigned.
+// plan turns the pod's references into the attachments to make after the
+// default network's, in order, with their devices assigned: the NPWG
+// networks annotation's selections, or the KEP-3698 PodNetworks of the
+// multinetwork.hwnet.io/networks annotation, never both.
 func (d *Delegator) plan(ctx context.Context, pod kube.Pod, defaultIfName string) ([]attachment, error) {
-	sels, err := selection.Parse(pod.Annotations[selection.Annotation], pod.Namespace)
-	if err != nil {
-		return nil, podFailure("InvalidNetworksAnnotation", err)
+	reqs, err := d.requests(ctx, pod, defaultIfName)
+	if err != nil || len(reqs) == 0 {
+		return nil, err
 	}
-	if len(sels) == 0 {
-		return nil, nil
+	sels := make([]selection.Selection, len(reqs))
+	for i, r := range reqs {
+		sels[i] = r.sel
 	}
 	names, err := interfaceNames(sels, defaultIfName)
 	if err != nil {
 		return nil, podFailure("InvalidNetworksAnnotation", err)
 	}
-	atts := make([]attachment, len(sels))
-	for i, s := range sels {
-		a, err := d.resolve(ctx, pod, s)
+	atts := make([]attachment, len(reqs))
+	for i, r := range reqs {
+		a, err := d.resolve(ctx, pod, r)
 		if err != nil {
 			return nil, err
 		}
@@ -69,6 +75,38 @@ func (d *Delegator) plan(ctx context.Context, pod kube.Pod, defaultIfName string
 		return nil, err
 	}
 	return atts, nil
+}
+
+// request is one attachment a pod asks for, before its network is
+// resolved.
+type request struct {
+	sel selection.Selection
+	// podNetwork is the KEP-3698 PodNetwork the attachment serves, empty
+	// for an NPWG selection.
+	podNetwork string
+	// adminChosen says an administrator's object (a PodNetwork) named the
+	// NetworkAttachmentDefinition, so any namespace is allowed.
+	adminChosen bool
+}
+
+func (d *Delegator) requests(ctx context.Context, pod kube.Pod, defaultIfName string) ([]request, error) {
+	if strings.TrimSpace(pod.Annotations[mnv1.NetworksAnnotation]) != "" {
+		if strings.TrimSpace(pod.Annotations[selection.Annotation]) != "" {
+			return nil, podFailure("InvalidNetworksAnnotation", fmt.Errorf(
+				"the pod has both %s and %s: hwnet attaches through one of them, PodNetwork references or NetworkAttachmentDefinition selections",
+				mnv1.NetworksAnnotation, selection.Annotation))
+		}
+		return d.podNetworkRequests(ctx, pod, defaultIfName)
+	}
+	sels, err := selection.Parse(pod.Annotations[selection.Annotation], pod.Namespace)
+	if err != nil {
+		return nil, podFailure("InvalidNetworksAnnotation", err)
+	}
+	reqs := make([]request, len(sels))
+	for i, s := range sels {
+		reqs[i] = request{sel: s}
+	}
+	return reqs, nil
 }
 
 // interfaceNames gives each selection its CNI_IFNAME: the one it asked for
@@ -105,9 +143,10 @@ func interfaceNames(sels []selection.Selection, defaultIfName string) ([]string,
 
 // resolve finds the configuration list a selection runs (NPWG 3.4.1) and
 // checks that it can honour what the selection asks (4.1.2.1.3-4.1.2.1.8).
-func (d *Delegator) resolve(ctx context.Context, pod kube.Pod, s selection.Selection) (attachment, error) {
+func (d *Delegator) resolve(ctx context.Context, pod kube.Pod, r request) (attachment, error) {
+	s := r.sel
 	ref := s.Ref()
-	if !d.namespaceAllowed(pod.Namespace, s.Namespace) {
+	if !r.adminChosen && !d.namespaceAllowed(pod.Namespace, s.Namespace) {
 		return attachment{}, podFailure("NetworkNotAllowed", fmt.Errorf(
 			"network %s: pods in namespace %q may not select NetworkAttachmentDefinitions in namespace %q (allowed: their own and %s; see the agent's --cni-allowed-namespaces)",
 			ref, pod.Namespace, s.Namespace, strings.Join(d.opts.AllowedNamespaces, ", ")))
@@ -126,7 +165,7 @@ func (d *Delegator) resolve(ctx context.Context, pod kube.Pod, s selection.Selec
 	if err := dl.Check(requiredCapabilities(s)...); err != nil {
 		return attachment{}, podFailure("InvalidNetwork", err)
 	}
-	return attachment{network: ref, sel: s, delegate: dl, resource: nad.ResourceName}, nil
+	return attachment{network: ref, sel: s, delegate: dl, resource: nad.ResourceName, podNetwork: r.podNetwork}, nil
 }
 
 func (d *Delegator) skipOwnConf(path string) bool {

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net/netip"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -11,17 +13,66 @@ import (
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/devinfo"
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
 
-// render is what a publication writes: the network-status annotation's
-// value and the Event's message.
-func (d *Delegator) render(done []attached) (string, string, error) {
+// render is what a publication writes: the status annotations and the
+// Event's message.
+func (d *Delegator) render(done []attached) (map[string]string, string, error) {
 	list, summary := d.statusList(done)
 	value, err := status.Encode(list)
 	if err != nil {
-		return "", "", err
+		return nil, "", err
 	}
-	return value, strings.Join(summary, "; "), nil
+	annotations := map[string]string{status.Annotation: value}
+	if kep := podNetworksStatus(done, list); kep != nil {
+		if annotations[mnv1.NetworksStatusAnnotation], err = mnv1.EncodeNetworksStatus(kep); err != nil {
+			return nil, "", err
+		}
+	}
+	return annotations, strings.Join(summary, "; "), nil
+}
+
+// podNetworksStatus is the KEP's PodStatus.networks for a pod that
+// references PodNetworks, nil for others: per network, at most one address
+// per family (KEP "Status"), and the network holding the default route.
+func podNetworksStatus(done []attached, list []status.NetworkStatus) []mnv1.NetworkStatus {
+	var out []mnv1.NetworkStatus
+	chosen := slices.ContainsFunc(done, func(a attached) bool { return a.sel.HasDefaultRoute })
+	for i, a := range done {
+		if a.podNetwork == "" {
+			continue
+		}
+		entry := mnv1.NetworkStatus{Name: a.podNetwork, InterfaceName: a.ifName,
+			IsDefaultGW: a.sel.HasDefaultRoute || (a.isDefault && !chosen)}
+		ips := onePerFamily(list[i].IPs)
+		if len(ips) == 0 {
+			out = append(out, entry)
+		}
+		for _, ip := range ips {
+			entry.IP = ip
+			out = append(out, entry)
+		}
+	}
+	return out
+}
+
+// onePerFamily picks the first IPv4 and first IPv6 address of
+// network-status's "ips" (addresses with their prefix length), without
+// the prefix length, as the KEP's "ip" is an address.
+func onePerFamily(ips []string) []string {
+	var v4, v6 string
+	for _, ip := range ips {
+		p, err := netip.ParsePrefix(ip)
+		switch {
+		case err != nil:
+		case p.Addr().Is4() && v4 == "":
+			v4 = p.Addr().String()
+		case p.Addr().Is6() && v6 == "":
+			v6 = p.Addr().String()
+		}
+	}
+	return slices.DeleteFunc([]string{v4, v6}, func(s string) bool { return s == "" })
 }
 
 // statusList builds network-status (NPWG 5) from the attachments made, and
@@ -43,7 +94,7 @@ func (d *Delegator) statusList(done []attached) ([]status.NetworkStatus, []strin
 		st.DeviceInfo = deviceInfo(a)
 		switch {
 		case a.sel.HasDefaultRoute:
-			st.DefaultRoute = a.sel.DefaultRoute
+			st.DefaultRoute = a.defaultGateways()
 		case a.isDefault && !chosen:
 			st.DefaultRoute, _ = status.Gateways(a.result, a.ifName)
 		}
@@ -83,7 +134,7 @@ func summarize(st status.NetworkStatus) string {
 // slow write for a re-created sandbox never lands after a newer one.
 type statusQueue struct {
 	sink    StatusSink
-	render  func([]attached) (string, string, error)
+	render  func([]attached) (map[string]string, string, error)
 	timeout time.Duration
 	logger  *slog.Logger
 
@@ -93,7 +144,7 @@ type statusQueue struct {
 	wg      sync.WaitGroup
 }
 
-func newStatusQueue(sink StatusSink, render func([]attached) (string, string, error), timeout time.Duration, logger *slog.Logger) *statusQueue {
+func newStatusQueue(sink StatusSink, render func([]attached) (map[string]string, string, error), timeout time.Duration, logger *slog.Logger) *statusQueue {
 	return &statusQueue{sink: sink, render: render, timeout: timeout, logger: logger,
 		pending: map[kube.PodRef]publication{}, running: map[kube.PodRef]bool{}}
 }
@@ -126,14 +177,14 @@ func (q *statusQueue) drain(pod kube.PodRef) {
 }
 
 func (q *statusQueue) publish(pod kube.PodRef, p publication) {
-	value, event, err := q.render(p)
+	annotations, event, err := q.render(p)
 	if err != nil {
 		q.logger.Error("network-status", "pod", pod.String(), "err", err)
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
 	defer cancel()
-	if err := q.sink.SetNetworkStatus(ctx, pod, value); err != nil {
+	if err := q.sink.SetNetworkStatus(ctx, pod, annotations); err != nil {
 		q.logger.Error("writing network-status", "pod", pod.String(), "err", err)
 	}
 	q.sink.Event(pod, "Normal", "AddedInterfaces", event)

@@ -280,7 +280,7 @@ func testSetNetworkStatus(t *testing.T, s *kubeapi.Server, ns string) {
 			cfg, counter := kubeapi.CountRequests(s.Config())
 			w := kube.NewStatusWriter(kubernetes.NewForConfigOrDie(cfg), "hwnet-agent", discard())
 			defer w.Shutdown()
-			err := w.SetNetworkStatus(ctxFor(t, 30*time.Second), tt.pod, status)
+			err := w.SetNetworkStatus(ctxFor(t, 30*time.Second), tt.pod, map[string]string{netstatus.Annotation: status})
 			if !matches(err, tt.wantErr) {
 				t.Errorf("SetNetworkStatus(%s) error = %v, want %v", tt.pod, err, tt.wantErr)
 			}
@@ -362,7 +362,7 @@ func testRESTConfig(t *testing.T, s *kubeapi.Server, ns string) {
 	}
 	w := kube.NewStatusWriter(kubernetes.NewForConfigOrDie(cfg), "hwnet-agent", discard())
 	defer w.Shutdown()
-	if err := w.SetNetworkStatus(ctxFor(t, 30*time.Second), ref(pod), "[]"); err != nil {
+	if err := w.SetNetworkStatus(ctxFor(t, 30*time.Second), ref(pod), map[string]string{netstatus.Annotation: "[]"}); err != nil {
 		t.Errorf("SetNetworkStatus through RESTConfig's client: %v", err)
 	}
 }
@@ -415,7 +415,9 @@ func TestSetNetworkStatusAcrossAPIServerRestart(t *testing.T) {
 
 	s.Stop(t)
 	done := make(chan error, 1)
-	go func() { done <- w.SetNetworkStatus(ctxFor(t, 2*time.Minute), ref(pod), "[]") }()
+	go func() {
+		done <- w.SetNetworkStatus(ctxFor(t, 2*time.Minute), ref(pod), map[string]string{netstatus.Annotation: "[]"})
+	}()
 	waitFor(t, "a PATCH to fail", func() bool { return counter.Snapshot()["PATCH pods"] >= 2 })
 	s.Restart(t)
 	if err := <-done; err != nil {
@@ -440,7 +442,7 @@ func TestSetNetworkStatusGivesUpWithCtx(t *testing.T) {
 	w := kube.NewStatusWriter(s.Client(), "hwnet-agent", discard())
 	defer w.Shutdown()
 	s.Stop(t)
-	err := w.SetNetworkStatus(ctxFor(t, time.Second), ref(pod), "[]")
+	err := w.SetNetworkStatus(ctxFor(t, time.Second), ref(pod), map[string]string{netstatus.Annotation: "[]"})
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "attempts") {
 		t.Errorf("SetNetworkStatus with the API server down = %v, want DeadlineExceeded after some attempts", err)
 	}

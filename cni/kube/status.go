@@ -20,8 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
-
-	"github.com/hwnet-io/hwnet/cni/status"
 )
 
 // ErrPodGone says the pod of that UID no longer exists: it was deleted, or
@@ -86,19 +84,20 @@ type statusPatchMeta struct {
 	Annotations map[string]string `json:"annotations"`
 }
 
-// SetNetworkStatus sets the pod's network-status annotation to value with
+// SetNetworkStatus sets the pod's status annotations (network-status, and
+// the KEP-3698 networks-status of a pod that references PodNetworks) with
 // one merge PATCH, leaving its other annotations be. The PATCH carries the
 // pod's UID, so it never lands on a pod that replaced this one; the error
 // then wraps ErrPodGone, as it does when the pod was deleted. A PATCH the
 // API server could not take (a conflict, 429, 5xx, a timeout, no answer) is
 // tried again, waiting longer each time, until ctx ends.
-func (w *StatusWriter) SetNetworkStatus(ctx context.Context, pod PodRef, value string) error {
+func (w *StatusWriter) SetNetworkStatus(ctx context.Context, pod PodRef, annotations map[string]string) error {
 	if pod.UID == "" {
 		return fmt.Errorf("set network-status of pod %s: empty pod UID", pod)
 	}
 	patch, err := json.Marshal(statusPatch{Metadata: statusPatchMeta{
 		UID:         pod.UID,
-		Annotations: map[string]string{status.Annotation: value},
+		Annotations: annotations,
 	}})
 	if err != nil {
 		return fmt.Errorf("set network-status of pod %s: %w", pod, err)

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -61,7 +60,7 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
 			if pna == nil {
 				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName)
 			}
-			if err := notReady(pna.Status.Conditions); err != nil {
+			if err := mnv1.NotReady(pna.Status.Conditions); err != nil {
 				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %w", i, namespace, n.AttachmentName, err)
 			}
 			pnName, who = pna.Spec.PodNetworkName, fmt.Sprintf("networks[%d] (PodNetworkAttachment %s)", i, n.AttachmentName)
@@ -74,20 +73,9 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
 		if pn == nil {
 			return fmt.Errorf("%s: PodNetwork %s does not exist or is being deleted", who, pnName)
 		}
-		if err := notReady(pn.Status.Conditions); err != nil {
+		if err := mnv1.NotReady(pn.Status.Conditions); err != nil {
 			return fmt.Errorf("%s: PodNetwork %s is not Ready: %w", who, pnName, err)
 		}
-	}
-	return nil
-}
-
-func notReady(conds []metav1.Condition) error {
-	c := meta.FindStatusCondition(conds, mnv1.ConditionReady)
-	switch {
-	case c == nil:
-		return fmt.Errorf("no Ready condition yet")
-	case c.Status != metav1.ConditionTrue:
-		return fmt.Errorf("%s: %s", c.Reason, c.Message)
 	}
 	return nil
 }

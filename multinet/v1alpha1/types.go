@@ -1,6 +1,10 @@
 package v1alpha1
 
 import (
+	"errors"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
@@ -97,4 +101,17 @@ type PodNetworkAttachment struct {
 type PodNetworkAttachmentSpec struct {
 	PodNetworkName string          `json:"podNetworkName"`
 	ParametersRefs []ParametersRef `json:"parametersRefs,omitempty"`
+}
+
+// NotReady says why an object with these conditions may not take new pods:
+// nil when its Ready condition is True.
+func NotReady(conds []metav1.Condition) error {
+	c := meta.FindStatusCondition(conds, ConditionReady)
+	switch {
+	case c == nil:
+		return errors.New("no Ready condition yet")
+	case c.Status != metav1.ConditionTrue:
+		return fmt.Errorf("%s: %s", c.Reason, c.Message)
+	}
+	return nil
 }
