@@ -13,7 +13,7 @@ COPY . .
 ARG VERSION=unknown
 RUN CGO_ENABLED=0 go build -trimpath \
       -ldflags "-X github.com/hwnet-io/hwnet/version.stamped=${VERSION}" \
-      -o /out/ ./cmd/hwnet-agent ./cmd/hwnet ./cmd/hwnetctl
+      -o /out/ ./cmd/hwnet-agent ./cmd/hwnet ./cmd/hwnetctl ./cmd/hwnet-controller
 
 # The agent runs as root: netlink on the node's links, kubelet's device
 # plugin and PodResources sockets, the CNI directories and /dev are root's.

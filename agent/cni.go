@@ -11,6 +11,7 @@ import (
 	"time"
 
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -180,11 +181,17 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 			a.log.Error("NetworkAttachmentDefinition cache", "err", err)
 		}
 	})
+	dyn, err := dynamic.NewForConfig(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("CNI: %w", err)
+	}
+	podNetworks := kube.NewPodNetworkInformer(ctx, dyn, client.Discovery(), a.log)
+	wg.Go(func() { podNetworks.Warm(ctx) })
 	status := kube.NewStatusWriter(client, "hwnet", a.log)
 	devices := &kubeletDevices{socket: a.opts.PodResourcesSocket, metrics: a.metrics}
 	d := delegate.New(delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
-		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads,
+		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads, PodNetworks: podNetworks,
 		Devices: devices, Status: status, Logger: a.log, PluginTimeout: o.PluginTimeout,
 	})
 	seen.Store(d)

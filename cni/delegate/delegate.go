@@ -21,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/devinfo"
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/podresources"
 )
 
@@ -104,11 +105,11 @@ func New(o Options) *Delegator {
 }
 
 // PodSeen is told of each pod the pod cache adds or changes
-// (kube.PodsOptions.OnPod). A pod selecting networks has its devices asked
-// of kubelet then, well before its sandbox's ADD, which then need not wait
-// for the answer. It does not block.
+// (kube.PodsOptions.OnPod). A pod selecting or referencing networks has its
+// devices asked of kubelet then, well before its sandbox's ADD, which then
+// need not wait for the answer. It does not block.
 func (d *Delegator) PodSeen(pod kube.Pod) {
-	if pod.Annotations[selection.Annotation] != "" {
+	if pod.Annotations[selection.Annotation] != "" || pod.Annotations[mnv1.NetworksAnnotation] != "" {
 		d.devices.prefetchEarly(pod)
 	}
 }

@@ -230,7 +230,8 @@ func TestKEP3698_PodNetworkConditions(t *testing.T) {
 }
 
 // TestKEP3698_DefaultPodNetwork: created at start, Ready, and recreated
-// when deleted (KEP "Default PodNetwork"); not created with
+// when deleted, even while pods use it (KEP "Default PodNetwork",
+// "Availability"); not created with
 // --disable-default-podnetwork-creation.
 func TestKEP3698_DefaultPodNetwork(t *testing.T) {
 	c := newCluster(t)
@@ -250,17 +251,12 @@ func TestKEP3698_DefaultPodNetwork(t *testing.T) {
 	if first.Spec.Provider != "" || len(first.Spec.ParametersRefs) != 0 || !first.Spec.IsEnabled() {
 		t.Errorf("default PodNetwork spec %+v, want the KEP's exact object (enabled only)", first.Spec)
 	}
-	// A pod with no references uses the default network, so the finalizer
-	// holds its deletion until the pod goes.
-	pod := c.createPod(t, "plain", "")
-	waitFor(t, "the default PodNetwork to be held by its in-use finalizer", func() (bool, string) {
-		pn, err := c.podNetwork(t, mnv1.DefaultPodNetwork)
-		return err == nil && slices.Contains(pn.Finalizers, mnv1.InUseFinalizer), fmt.Sprint(err)
-	})
+	// Every pod without references uses the default network, yet it is not
+	// held Terminating: it is recreated instead, never to stay deleted.
+	c.createPod(t, "plain", "")
 	if err := c.dyn.Resource(mnv1.PodNetworkResource).Delete(context.Background(), mnv1.DefaultPodNetwork, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	c.deletePod(t, pod)
 	waitFor(t, "the default PodNetwork to be recreated", func() (bool, string) {
 		pn, err := c.podNetwork(t, mnv1.DefaultPodNetwork)
 		return err == nil && pn.UID != first.UID && pn.DeletionTimestamp == nil, fmt.Sprint(err)

@@ -30,7 +30,10 @@ func (c *Controller) syncPodNetwork(ctx context.Context, name string) error {
 		return err
 	}
 	client := c.opts.Dynamic.Resource(mnv1.PodNetworkResource)
-	if err := syncFinalizer(ctx, client, &pn.ObjectMeta, c.podNetworkInUse(name)); err != nil || pn.DeletionTimestamp != nil {
+	// "default" is in use by nearly every pod; rather than be held
+	// Terminating it is recreated (KEP "Availability").
+	inUse := name != mnv1.DefaultPodNetwork && c.podNetworkInUse(name)
+	if err := syncFinalizer(ctx, client, &pn.ObjectMeta, inUse); err != nil || pn.DeletionTimestamp != nil {
 		return err
 	}
 	changed := false

@@ -29,15 +29,18 @@ import (
 
 // Files of the hwnet repository that DeployHwnet and ApplyNADs read.
 const (
-	CRDFile    = "deploy/crds/network-attachment-definition.yaml"
-	AgentFile  = "deploy/hwnet-agent.yaml"
-	PoolsFile  = "deploy/pools.yaml"
-	NADsFile   = "test/e2e/testdata/nads.yaml"
-	crdName    = "network-attachment-definitions.k8s.cni.cncf.io"
-	poolsMap   = "hwnet-pools"
-	poolsKey   = "config.yaml"
-	cniBinDir  = "/opt/cni/bin"
-	deployWait = 2 * time.Minute
+	CRDDir    = "deploy/crds"
+	AgentFile = "deploy/hwnet-agent.yaml"
+	// MultinetFiles are the KEP-3698 multi-network API's controller and
+	// pod admission policies, applied after the CRDs.
+	ControllerFile = "deploy/hwnet-controller.yaml"
+	AdmissionFile  = "deploy/multinetwork/admission.yaml"
+	PoolsFile      = "deploy/pools.yaml"
+	NADsFile       = "test/e2e/testdata/nads.yaml"
+	poolsMap       = "hwnet-pools"
+	poolsKey       = "config.yaml"
+	cniBinDir      = "/opt/cni/bin"
+	deployWait     = 2 * time.Minute
 )
 
 // Where hwnet-agent runs and what it writes, as deploy/hwnet-agent.yaml
@@ -65,21 +68,21 @@ func (p Pools) String() string {
 }
 
 // DeployHwnet deploys hwnet on c as a user does, from repo's deploy/
-// directory: it installs the NetworkAttachmentDefinition CRD and applies
+// directory: it installs the CRDs of deploy/crds, applies
 // deploy/hwnet-agent.yaml with its hwnet-pools ConfigMap carrying
-// deploy/pools.yaml. It returns once hwnet is ready (see WaitHwnetReady),
+// deploy/pools.yaml, hwnet-controller and the pod admission policies. It returns once hwnet is ready (see WaitHwnetReady),
 // with the pools the node offers. Progress lines go to progress (nil
 // discards them).
 func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress io.Writer) (Pools, error) {
 	start := time.Now()
-	crd, err := os.ReadFile(filepath.Join(repo, CRDFile))
+	crds, err := readManifests(repo, CRDDir)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := Kubectl(ctx, c, crd, "apply", "-f", "-"); err != nil {
+	if _, err := Kubectl(ctx, c, crds, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	if _, err := Kubectl(ctx, c, nil, "wait", "--for=condition=Established", "--timeout=60s", "crd/"+crdName); err != nil {
+	if _, err := Kubectl(ctx, c, crds, "wait", "--for=condition=Established", "--timeout=60s", "-f", "-"); err != nil {
 		return nil, err
 	}
 	manifest, err := agentManifest(repo)
@@ -89,12 +92,44 @@ func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress 
 	if _, err := Kubectl(ctx, c, manifest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	progressf(progress, "hwnet: CRD installed, %s applied with %s (%.1fs)", AgentFile, PoolsFile, time.Since(start).Seconds())
+	multinet, err := readManifests(repo, ControllerFile, AdmissionFile)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Kubectl(ctx, c, multinet, "apply", "-f", "-"); err != nil {
+		return nil, err
+	}
+	progressf(progress, "hwnet: CRDs installed, %s applied with %s, %s and %s (%.1fs)", AgentFile, PoolsFile, ControllerFile, AdmissionFile, time.Since(start).Seconds())
 	want, err := expectedPools(ctx, c, filepath.Join(repo, PoolsFile))
 	if err != nil {
 		return nil, err
 	}
 	return want, WaitHwnetReady(ctx, c, want, progress)
+}
+
+// readManifests joins the YAML files, and those of directories, under repo
+// into one stream for kubectl's standard input.
+func readManifests(repo string, paths ...string) ([]byte, error) {
+	var files []string
+	for _, p := range paths {
+		matches, err := filepath.Glob(filepath.Join(repo, p, "*.yaml"))
+		if err != nil {
+			return nil, err
+		}
+		if len(matches) == 0 {
+			matches = []string{filepath.Join(repo, p)}
+		}
+		files = append(files, matches...)
+	}
+	var out []byte
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		out = append(append(out, "\n---\n"...), data...)
+	}
+	return out, nil
 }
 
 // agentManifest is deploy/hwnet-agent.yaml with the hwnet-pools

@@ -27,8 +27,8 @@ const (
 	// Workload is the test pods' image: /workload (also as /pause) waits
 	// like Pause; `/workload env` first prints its environment.
 	Workload = "hwnet.local/workload:e2e"
-	// Agent holds hwnet-agent, the hwnet CNI shim and hwnetctl under
-	// /usr/bin, as deploy/hwnet-agent.yaml runs them.
+	// Agent holds hwnet-agent, the hwnet CNI shim, hwnetctl and
+	// hwnet-controller under /usr/bin, as deploy/ runs them.
 	Agent = "hwnet:dev"
 )
 
@@ -39,7 +39,7 @@ const writerVersion = 1
 // packages are the main packages whose binaries the images hold; each
 // binary is named after its package's directory.
 func packages() []string {
-	return []string{"./cmd/hwnet-agent", "./cmd/hwnet", "./cmd/hwnetctl", "./test/e2e/workload"}
+	return []string{"./cmd/hwnet-agent", "./cmd/hwnet", "./cmd/hwnetctl", "./cmd/hwnet-controller", "./test/e2e/workload"}
 }
 
 // namedSpec is an image and the name of its tarball in the output directory.
@@ -65,7 +65,7 @@ func agentSpec(bin, ref string) Spec {
 	exe := func(path, name string) File { return executable(bin, path, name) }
 	return Spec{Ref: ref, Env: pathEnv(), Entrypoint: []string{"/usr/bin/hwnet-agent"},
 		Files: append(accounts(), exe("/usr/bin/hwnet-agent", "hwnet-agent"), exe("/usr/bin/hwnet", "hwnet"),
-			exe("/usr/bin/hwnetctl", "hwnetctl"))}
+			exe("/usr/bin/hwnetctl", "hwnetctl"), exe("/usr/bin/hwnet-controller", "hwnet-controller"))}
 }
 
 func pathEnv() []string {

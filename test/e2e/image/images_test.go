@@ -100,7 +100,7 @@ func TestImages(t *testing.T) {
 	}{
 		{Pause, "pause.tar", "/pause", []string{"pause"}},
 		{Workload, "workload.tar", "/workload", []string{"pause", "workload"}},
-		{Agent, "agent.tar", "/usr/bin/hwnet-agent", []string{"usr/bin/hwnet", "usr/bin/hwnet-agent", "usr/bin/hwnetctl"}},
+		{Agent, "agent.tar", "/usr/bin/hwnet-agent", []string{"usr/bin/hwnet", "usr/bin/hwnet-agent", "usr/bin/hwnet-controller", "usr/bin/hwnetctl"}},
 	}
 	if len(paths) != len(want) {
 		t.Fatalf("Images returned %q, want %d tarballs", paths, len(want))
@@ -131,7 +131,7 @@ func TestImages(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Release: %v", err)
 	}
-	checkImage(t, release, "example.com/hwnet:v9", "/usr/bin/hwnet-agent", []string{"usr/bin/hwnet", "usr/bin/hwnet-agent", "usr/bin/hwnetctl"})
+	checkImage(t, release, "example.com/hwnet:v9", "/usr/bin/hwnet-agent", []string{"usr/bin/hwnet", "usr/bin/hwnet-agent", "usr/bin/hwnet-controller", "usr/bin/hwnetctl"})
 	out, err := exec.Command(filepath.Join(dir, "bin", "hwnet-agent"), "--version").CombinedOutput()
 	if want := describe(ctx, repo); err != nil || !strings.Contains(string(out), want) {
 		t.Errorf("hwnet-agent --version: %v, %q; want git describe's %q", err, out, want)
