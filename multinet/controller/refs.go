@@ -15,23 +15,12 @@ const (
 	attachmentKey = "pna:"
 )
 
-// podReferences are the index keys of what a pod references: "pn:NAME" for
-// each PodNetwork it names, "pna:NAMESPACE/NAME" for each attachment; a pod
-// with no references uses the default network (KEP "Auto-population"). A
-// pod that has ended references nothing (KEP "InUse state"), nor does one
-// with an annotation that does not parse (admission refuses those).
+// podReferences are the index keys of what a pod uses (mnv1.PodUses):
+// "pn:NAME" for each PodNetwork it names, "pna:NAMESPACE/NAME" for each
+// attachment.
 func podReferences(pod *corev1.Pod) []string {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Spec.HostNetwork {
-		return nil
-	}
-	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
-	if err != nil {
-		return nil
-	}
-	if len(nets) == 0 {
-		return []string{podNetworkKey + mnv1.DefaultPodNetwork}
-	}
-	keys := make([]string, 0, len(nets)+1)
+	nets := mnv1.PodUses(pod)
+	keys := make([]string, 0, len(nets))
 	for _, n := range nets {
 		if n.Name != "" {
 			keys = append(keys, podNetworkKey+n.Name)

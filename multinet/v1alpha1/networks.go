@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 )
 
@@ -136,4 +137,22 @@ func EncodeNetworksStatus(st []NetworkStatus) (string, error) {
 		return "", fmt.Errorf("encode %s: %w", NetworksStatusAnnotation, err)
 	}
 	return strings.TrimSuffix(buf.String(), "\n"), nil
+}
+
+// PodUses is what a pod that has not ended references (KEP "InUse
+// state"): its networks, or the default network for a pod with none (KEP
+// "Auto-population"). A pod that ended, one on the host's network and one
+// whose annotation does not parse (admission refuses those) use nothing.
+func PodUses(pod *corev1.Pod) []Network {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || pod.Spec.HostNetwork {
+		return nil
+	}
+	nets, err := ParseNetworks(pod.Annotations[NetworksAnnotation])
+	if err != nil {
+		return nil
+	}
+	if len(nets) == 0 {
+		return []Network{{Name: DefaultPodNetwork}}
+	}
+	return nets
 }
