@@ -35,6 +35,21 @@ func ibNAD(state, record string) string {
   "capabilities":{"infinibandGUID":true},"stateDir":"` + state + `","recordFile":"` + record + `"}`
 }
 
+// checkNoReadOneWrite: since the counter's reset the ADD read nothing of
+// the API server and wrote its status with one PATCH.
+func checkNoReadOneWrite(t *testing.T, n *testNode) {
+	t.Helper()
+	reqs := n.counter.Snapshot()
+	for key, count := range reqs {
+		if strings.HasPrefix(key, "GET ") || strings.HasPrefix(key, "LIST ") {
+			t.Errorf("ADD read the API server: %s x%d (%v)", key, count, reqs)
+		}
+	}
+	if reqs["PATCH pods"] != 1 {
+		t.Errorf("ADD wrote its status %d times, want one PATCH: %v", reqs["PATCH pods"], reqs)
+	}
+}
+
 // The issue's CNF pod: two SR-IOV attachments on one resource, one DPDK
 // attachment and one InfiniBand attachment in another namespace. It must get
 // exactly the devices kubelet allocated, each where the annotation put it,
@@ -131,15 +146,7 @@ func TestSpec4_2_CNFPodGetsItsAllocatedDevices(t *testing.T) {
 	}
 	checkIBPluginInput(t, record, ib[1].Addr)
 
-	reqs := n.counter.Snapshot()
-	for key, count := range reqs {
-		if strings.HasPrefix(key, "GET ") || strings.HasPrefix(key, "LIST ") {
-			t.Errorf("ADD read the API server: %s x%d (%v)", key, count, reqs)
-		}
-	}
-	if reqs["PATCH pods"] != 1 {
-		t.Errorf("ADD wrote network-status %d times, want one PATCH: %v", reqs["PATCH pods"], reqs)
-	}
+	checkNoReadOneWrite(t, n)
 
 	if _, err := n.call(ctx, "CHECK", "cnf-sandbox", podNetns, pod); err != nil {
 		t.Errorf("CHECK after ADD: %v", err)

@@ -140,15 +140,7 @@ func TestKEP3698_PodAttachesThroughPodNetworks(t *testing.T) {
 		t.Errorf("network-status %+v, want the default network, netops/sriov-dp and %s/sriov-own", list, podNS)
 	}
 	checkPodNetworksStatus(t, n, "cnf")
-	reqs := n.counter.Snapshot()
-	for key, count := range reqs {
-		if strings.HasPrefix(key, "GET ") || strings.HasPrefix(key, "LIST ") {
-			t.Errorf("ADD read the API server: %s x%d (%v)", key, count, reqs)
-		}
-	}
-	if reqs["PATCH pods"] != 1 {
-		t.Errorf("ADD wrote status %d times, want both annotations in one PATCH: %v", reqs["PATCH pods"], reqs)
-	}
+	checkNoReadOneWrite(t, n)
 	if _, err := n.call(context.Background(), "DEL", "kep-sandbox", podNetns, pod); err != nil {
 		t.Fatalf("DEL: %v", err)
 	}

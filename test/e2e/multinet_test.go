@@ -47,7 +47,7 @@ func (e *env) multinet(ctx context.Context, t *testing.T) dynamic.Interface {
 
 func waitPodNetworkReady(ctx context.Context, t *testing.T, dyn dynamic.Interface, name string) {
 	t.Helper()
-	err := cluster.Poll(ctx, podTimeout, "PodNetwork "+name+" Ready", func(ctx context.Context) error {
+	mustPoll(ctx, t, "PodNetwork "+name+" Ready", func(ctx context.Context) error {
 		u, err := dyn.Resource(mnv1.PodNetworkResource).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
@@ -58,7 +58,13 @@ func waitPodNetworkReady(ctx context.Context, t *testing.T, dyn dynamic.Interfac
 		}
 		return mnv1.NotReady(pn.Status.Conditions)
 	})
-	if err != nil {
+}
+
+// mustPoll is cluster.Poll for podTimeout, failing the test if check never
+// holds.
+func mustPoll(ctx context.Context, t *testing.T, what string, check func(context.Context) error) {
+	t.Helper()
+	if err := cluster.Poll(ctx, podTimeout, what, check); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -140,16 +146,13 @@ func TestKEP3698_InUseNetworkWaitsForItsPods(t *testing.T) {
 	if err := e.deletePods(ctx, pod.Name); err != nil {
 		t.Fatal(err)
 	}
-	err = cluster.Poll(ctx, podTimeout, "PodNetwork dataplane gone with its last pod", func(ctx context.Context) error {
+	mustPoll(ctx, t, "PodNetwork dataplane gone with its last pod", func(ctx context.Context) error {
 		_, err := pns.Get(ctx, "dataplane", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return nil
 		}
 		return fmt.Errorf("still there: %v", err)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 }
 
 // TestKEP3698_DisabledNetworkKeepsPodsPending: with the network disabled a
@@ -170,7 +173,7 @@ func TestKEP3698_DisabledNetworkKeepsPodsPending(t *testing.T) {
 	pod := referencingPod("kep-waits", `[{"name":"dataplane"}]`)
 	e.cleanupPods(t, pod.Name)
 	e.createPod(ctx, t, pod)
-	err := cluster.Poll(ctx, podTimeout, "an Event saying why pod kep-waits waits", func(ctx context.Context) error {
+	mustPoll(ctx, t, "an Event saying why pod kep-waits waits", func(ctx context.Context) error {
 		events, err := e.podEvents(ctx, pod.Name, "NetworkNotReady")
 		if err != nil {
 			return err
@@ -182,9 +185,6 @@ func TestKEP3698_DisabledNetworkKeepsPodsPending(t *testing.T) {
 		}
 		return fmt.Errorf("events %v", events)
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	got, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil || got.Status.Phase != corev1.PodPending || len(got.Spec.SchedulingGates) != 1 || got.Spec.NodeName != "" {
 		t.Fatalf("pod while its network is disabled: %v, %+v; want Pending, gated, unscheduled", err, got.Status)
@@ -212,16 +212,13 @@ func TestKEP3698_APIServerEnforces(t *testing.T) {
 	if err := pns.Delete(ctx, mnv1.DefaultPodNetwork, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	err = cluster.Poll(ctx, podTimeout, "the default PodNetwork recreated", func(ctx context.Context) error {
+	mustPoll(ctx, t, "the default PodNetwork recreated", func(ctx context.Context) error {
 		u, err := pns.Get(ctx, mnv1.DefaultPodNetwork, metav1.GetOptions{})
 		if err != nil || u.GetUID() == first.GetUID() {
 			return fmt.Errorf("not yet: %v", err)
 		}
 		return nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
 	for networks, field := range map[string]string{
 		`[{"name":"dataplane","isDefaultGW":true},{"name":"default","isDefaultGW":true}]`:                "isDefaultGW",
 		`[{"name":"dataplane","interfaceName":"net1"},{"attachmentName":"fast","interfaceName":"net1"}]`: "interfaceName",
