@@ -1,0 +1,138 @@
+package dra_test
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+)
+
+// sliceWatcher sees a node's ResourceSlices of the driver as the API
+// server has them.
+type sliceWatcher struct {
+	client kubernetes.Interface
+	opts   metav1.ListOptions
+}
+
+// devices waits until the slices' devices satisfy cond and returns them
+// by name. It lists and then watches from that list, so no change is
+// missed and nothing sleeps.
+func (w *sliceWatcher) devices(t *testing.T, what string, cond func(map[string]resourceapi.Device) bool) map[string]resourceapi.Device {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		list, err := w.client.ResourceV1().ResourceSlices().List(ctx, w.opts)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		devs := map[string]resourceapi.Device{}
+		for _, s := range list.Items {
+			for _, d := range s.Spec.Devices {
+				devs[d.Name] = d
+			}
+		}
+		if cond(devs) {
+			return devs
+		}
+		opts := w.opts
+		opts.ResourceVersion = list.ResourceVersion
+		wi, err := w.client.ResourceV1().ResourceSlices().Watch(ctx, opts)
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		if !nextEvent(ctx, wi) {
+			t.Fatalf("%s: not within 30s; devices now %d", what, len(devs))
+		}
+	}
+}
+
+// nextEvent waits for one event; false when ctx ended first.
+func nextEvent(ctx context.Context, wi watch.Interface) bool {
+	defer wi.Stop()
+	select {
+	case <-wi.ResultChan():
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// TestDriverPublishes: the driver publishes the DRA pools' devices with
+// their attributes on a real API server, taints a device that becomes
+// unhealthy and removes the taint once it is healthy, each within 1 s.
+func TestDriverPublishes(t *testing.T) {
+	api := kubeapi.Start(t)
+	n := newTestNode(t)
+	ctx := context.Background()
+	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
+		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drv.Stop)
+	w := &sliceWatcher{client: api.Client(), opts: metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}}
+	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
+
+	start := time.Now()
+	if err := drv.Publish(ctx, node, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	devs := w.devices(t, "slices published", func(d map[string]resourceapi.Device) bool { return len(d) == 14 })
+	t.Logf("14 devices published in %v", time.Since(start))
+	want := n.devices(t)
+	for name, d := range devs {
+		if !reflect.DeepEqual(d.Attributes, want[name].Attributes) {
+			t.Errorf("%s: attributes on the API server differ from the published ones", name)
+		}
+	}
+
+	const vf = "pci-0000-3b-01-6"
+	for _, tt := range []struct {
+		name    string
+		healthy bool
+		reason  string
+		want    int
+	}{
+		{"taint", false, "PF 0000:3b:00.0 link enp59s0f0 is down", 1},
+		{"untaint", true, "", 0},
+	} {
+		setHealth(n.pools, "0000:3b:01.6", tt.healthy, tt.reason)
+		start := time.Now()
+		if err := drv.Publish(ctx, node, n.pools); err != nil {
+			t.Fatal(err)
+		}
+		d := w.devices(t, tt.name, func(d map[string]resourceapi.Device) bool { return len(d[vf].Taints) == tt.want })
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("%s took %v, want within 1s", tt.name, took)
+		}
+		if tt.want == 1 && (d[vf].Taints[0].Effect != resourceapi.DeviceTaintEffectNoSchedule || d[vf].Taints[0].Value != "PF-0000-3b-00.0-link-enp59s0f0-is-down") {
+			t.Errorf("taint %+v", d[vf].Taints[0])
+		}
+	}
+}
+
+func setHealth(ps []dra.Pool, id string, healthy bool, reason string) {
+	for i := range ps {
+		for j := range ps[i].Devices {
+			if ps[i].Devices[j].ID == id {
+				ps[i].Devices[j].Healthy, ps[i].Devices[j].Reason = healthy, reason
+			}
+		}
+	}
+}
