@@ -10,63 +10,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
-
-// sliceWatcher sees a node's ResourceSlices of the driver as the API
-// server has them.
-type sliceWatcher struct {
-	client kubernetes.Interface
-	opts   metav1.ListOptions
-}
-
-// devices waits until the slices' devices satisfy cond and returns them
-// by name. It lists and then watches from that list, so no change is
-// missed and nothing sleeps.
-func (w *sliceWatcher) devices(t *testing.T, what string, cond func(map[string]resourceapi.Device) bool) map[string]resourceapi.Device {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	for {
-		list, err := w.client.ResourceV1().ResourceSlices().List(ctx, w.opts)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		devs := map[string]resourceapi.Device{}
-		for _, s := range list.Items {
-			for _, d := range s.Spec.Devices {
-				devs[d.Name] = d
-			}
-		}
-		if cond(devs) {
-			return devs
-		}
-		opts := w.opts
-		opts.ResourceVersion = list.ResourceVersion
-		wi, err := w.client.ResourceV1().ResourceSlices().Watch(ctx, opts)
-		if err != nil {
-			t.Fatalf("%s: %v", what, err)
-		}
-		if !nextEvent(ctx, wi) {
-			t.Fatalf("%s: not within 30s; devices now %d", what, len(devs))
-		}
-	}
-}
-
-// nextEvent waits for one event; false when ctx ended first.
-func nextEvent(ctx context.Context, wi watch.Interface) bool {
-	defer wi.Stop()
-	select {
-	case <-wi.ResultChan():
-		return true
-	case <-ctx.Done():
-		return false
-	}
-}
 
 // TestDriverPublishes: the driver publishes the DRA pools' devices with
 // their attributes on a real API server, taints a device that becomes
@@ -86,14 +33,14 @@ func TestDriverPublishes(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(drv.Stop)
-	w := &sliceWatcher{client: api.Client(), opts: metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}}
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
 	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
 
 	start := time.Now()
 	if err := drv.Publish(ctx, node, n.pools); err != nil {
 		t.Fatal(err)
 	}
-	devs := w.devices(t, "slices published", func(d map[string]resourceapi.Device) bool { return len(d) == 14 })
+	devs := kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", func(d kubeapi.SliceDevices) bool { return len(d) == 14 })
 	t.Logf("14 devices published in %v", time.Since(start))
 	want := n.devices(t)
 	for name, d := range devs {
@@ -117,7 +64,7 @@ func TestDriverPublishes(t *testing.T) {
 		if err := drv.Publish(ctx, node, n.pools); err != nil {
 			t.Fatal(err)
 		}
-		d := w.devices(t, tt.name, func(d map[string]resourceapi.Device) bool { return len(d[vf].Taints) == tt.want })
+		d := kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, tt.name, func(d kubeapi.SliceDevices) bool { return len(d[vf].Taints) == tt.want })
 		if took := time.Since(start); took > time.Second {
 			t.Errorf("%s took %v, want within 1s", tt.name, took)
 		}
