@@ -29,15 +29,17 @@ import (
 
 // Files of the hwnet repository that DeployHwnet and ApplyNADs read.
 const (
-	CRDFile    = "deploy/crds/network-attachment-definition.yaml"
-	AgentFile  = "deploy/hwnet-agent.yaml"
-	PoolsFile  = "deploy/pools.yaml"
-	NADsFile   = "test/e2e/testdata/nads.yaml"
-	crdName    = "network-attachment-definitions.k8s.cni.cncf.io"
-	poolsMap   = "hwnet-pools"
-	poolsKey   = "config.yaml"
-	cniBinDir  = "/opt/cni/bin"
-	deployWait = 2 * time.Minute
+	CRDFile   = "deploy/crds/network-attachment-definition.yaml"
+	AgentFile = "deploy/hwnet-agent.yaml"
+	PoolsFile = "deploy/pools.yaml"
+	NADsFile  = "test/e2e/testdata/nads.yaml"
+	// DRAClassesFile holds the DeviceClasses of hwnet's DRA driver.
+	DRAClassesFile = "deploy/dra/deviceclasses.yaml"
+	crdName        = "network-attachment-definitions.k8s.cni.cncf.io"
+	poolsMap       = "hwnet-pools"
+	poolsKey       = "config.yaml"
+	cniBinDir      = "/opt/cni/bin"
+	deployWait     = 2 * time.Minute
 )
 
 // Where hwnet-agent runs and what it writes, as deploy/hwnet-agent.yaml
@@ -89,8 +91,19 @@ func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress 
 	if _, err := Kubectl(ctx, c, manifest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
+	classes, err := os.ReadFile(filepath.Join(repo, DRAClassesFile))
+	if err != nil {
+		return nil, err
+	}
+	if _, err := Kubectl(ctx, c, classes, "apply", "-f", "-"); err != nil {
+		return nil, err
+	}
 	progressf(progress, "hwnet: CRD installed, %s applied with %s (%.1fs)", AgentFile, PoolsFile, time.Since(start).Seconds())
-	want, err := expectedPools(ctx, c, filepath.Join(repo, PoolsFile))
+	poolsConfig, err := os.ReadFile(filepath.Join(repo, PoolsFile))
+	if err != nil {
+		return nil, err
+	}
+	want, err := ExpectedPools(ctx, c, poolsConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -128,14 +141,15 @@ func agentManifest(repo string) ([]byte, error) {
 	return nil, fmt.Errorf("%s has no ConfigMap %q", AgentFile, poolsMap)
 }
 
-// expectedPools is how hwnet divides the cluster's virtual node among the
-// pools of poolsFile: what the node's allocatable must show.
-func expectedPools(ctx context.Context, c *cluster.Cluster, poolsFile string) (Pools, error) {
+// ExpectedPools is how hwnet divides the cluster's virtual node among the
+// device plugin pools of a pools configuration: what the node's
+// allocatable must show. Pools in DRA mode are in ResourceSlices instead.
+func ExpectedPools(ctx context.Context, c *cluster.Cluster, poolsConfig []byte) (Pools, error) {
 	node := c.Node()
 	if node == nil {
 		return nil, fmt.Errorf("cluster in %s has lost its virtual node", c.StateDir())
 	}
-	cfg, err := pools.Load(poolsFile)
+	cfg, err := pools.Parse(poolsConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -150,6 +164,9 @@ func expectedPools(ctx context.Context, c *cluster.Cluster, poolsFile string) (P
 	}
 	want := Pools{}
 	for _, p := range cfg.Match(inv).Pools {
+		if p.Resource.Mode == pools.DRA {
+			continue
+		}
 		want[corev1.ResourceName(p.Resource.FullName())] = int64(len(p.Devices))
 	}
 	return want, nil
