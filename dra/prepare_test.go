@@ -27,7 +27,7 @@ type preparer struct {
 	opts dra.Options
 }
 
-func newPreparer(t *testing.T, n *testNode, dir string) *preparer {
+func newPreparer(t testing.TB, n *testNode, dir string) *preparer {
 	t.Helper()
 	opts := dra.Options{NodeName: nodeName, PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"),
 		CDIDir: filepath.Join(dir, "cdi"), DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
