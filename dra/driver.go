@@ -16,14 +16,17 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/hwnet-io/hwnet/devinfo"
 	"github.com/hwnet-io/hwnet/handout"
@@ -80,9 +83,14 @@ func (o Options) withDefaults() Options {
 type Driver struct {
 	opts    Options
 	log     *slog.Logger
-	helper  *kubeletplugin.Helper
+	helper  atomic.Pointer[kubeletplugin.Helper]
 	current atomic.Pointer[published]
-	store   *checkpointStore
+	// last is what Publish last gave the library, published again when
+	// kubelet registers the driver: kubelet deletes the node's slices
+	// when it starts, and the library would restore them only at its
+	// next resync, 30 s later.
+	last  atomic.Pointer[resourceslice.DriverResources]
+	store *checkpointStore
 }
 
 // published is what the last Publish listed, by device name.
@@ -115,11 +123,12 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
 		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDir),
 		kubeletplugin.HealthService(false),
+		kubeletplugin.GRPCInterceptor(d.watchRegistration),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("DRA driver %s: %w", d.opts.DriverName, err)
 	}
-	d.helper = h
+	d.helper.Store(h)
 	return d, nil
 }
 
@@ -142,11 +151,11 @@ func newDriver(opts Options) (*Driver, error) {
 
 // Stop unregisters the driver and stops publishing; the ResourceSlices
 // stay, so that a restarted agent takes them over unchanged.
-func (d *Driver) Stop() { d.helper.Stop() }
+func (d *Driver) Stop() { d.helper.Load().Stop() }
 
 // Registered reports whether kubelet accepted the driver's registration.
 func (d *Driver) Registered() bool {
-	st := d.helper.RegistrationStatus()
+	st := d.helper.Load().RegistrationStatus()
 	return st != nil && st.PluginRegistered
 }
 
@@ -157,10 +166,32 @@ func (d *Driver) Publish(ctx context.Context, node Node, ps []Pool) error {
 	if err != nil {
 		return err
 	}
-	if err := d.helper.PublishResources(ctx, res); err != nil {
+	d.last.Store(&res)
+	if err := d.helper.Load().PublishResources(ctx, res); err != nil {
 		return fmt.Errorf("DRA driver: publish: %w", err)
 	}
 	return nil
+}
+
+// watchRegistration sees kubelet's calls: once kubelet says whether it
+// registered the driver, the slices are published again.
+func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if !strings.HasSuffix(info.FullMethod, "/NotifyRegistrationStatus") {
+		return resp, err
+	}
+	if st, ok := req.(*registerapi.RegistrationStatus); ok && !st.PluginRegistered {
+		d.log.Error("kubelet refused the DRA driver's registration", "err", st.Error)
+		return resp, err
+	}
+	d.log.Info("DRA driver registered with kubelet")
+	h, res := d.helper.Load(), d.last.Load()
+	if h != nil && res != nil {
+		if perr := h.PublishResources(ctx, *res); perr != nil {
+			d.log.Error("DRA devices not published again after kubelet registered the driver", "err", perr)
+		}
+	}
+	return resp, err
 }
 
 // update makes ps the devices prepare hands out and returns their slices.

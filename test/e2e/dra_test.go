@@ -338,18 +338,20 @@ func (e *env) cdiSpecs(ctx context.Context, t *testing.T) []string {
 	return strings.Fields(string(out))
 }
 
-// draKubeletRestart: after kubelet restarts, which knows no plugin until
-// it finds their registration sockets again, the driver is registered
-// again: its slices stay and a new claim is prepared.
+// draKubeletRestart: kubelet deletes the node's ResourceSlices when it
+// starts; once it registers the driver again the slices are back within
+// draReact (the library alone would take 30 s), and a new claim is
+// prepared.
 func (e *env) draKubeletRestart(ctx context.Context, t *testing.T) {
 	if err := e.c.RestartKubelet(ctx); err != nil {
 		t.Fatal(err)
 	}
 	start := time.Now()
+	e.slices(t, "slices back after the kubelet restart", tainted())
+	t.Logf("slices complete %v after kubelet was Ready", time.Since(start).Round(time.Millisecond))
 	pod := e.startPod(ctx, t, e.draPod(t, claimPodFile, "dra-after-kubelet-restart", "dpdk-two-vfs-numa0"))
 	e.vfioVFs(ctx, t, pod, 2, 0)
 	t.Logf("a new claim prepared %v after kubelet was Ready", time.Since(start).Round(time.Millisecond))
-	e.slices(t, "slices after the kubelet restart", tainted())
 	if err := e.deletePods(ctx, pod.Name); err != nil {
 		t.Fatal(err)
 	}
