@@ -86,11 +86,12 @@ type Driver struct {
 	helper  atomic.Pointer[kubeletplugin.Helper]
 	current atomic.Pointer[published]
 	// last is what Publish last gave the library, published again when
-	// kubelet registers the driver: kubelet deletes the node's slices
-	// when it starts, and the library would restore them only at its
-	// next resync, 30 s later.
+	// kubelet registers the driver and when someone else deletes a slice
+	// (see restorer).
 	last  atomic.Pointer[resourceslice.DriverResources]
 	store *checkpointStore
+	// stopWatch ends the restorer's watch.
+	stopWatch func()
 }
 
 // published is what the last Publish listed, by device name.
@@ -129,6 +130,15 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("DRA driver %s: %w", d.opts.DriverName, err)
 	}
 	d.helper.Store(h)
+	r := &restorer{republish: d.republish}
+	wctx, cancel := context.WithCancel(ctx)
+	stopWatch, err := r.watch(wctx, opts.KubeClient, d.opts.NodeName, d.opts.DriverName)
+	if err != nil {
+		cancel()
+		h.Stop()
+		return nil, fmt.Errorf("DRA driver: watch slices: %w", err)
+	}
+	d.stopWatch = func() { cancel(); stopWatch() }
 	return d, nil
 }
 
@@ -151,7 +161,10 @@ func newDriver(opts Options) (*Driver, error) {
 
 // Stop unregisters the driver and stops publishing; the ResourceSlices
 // stay, so that a restarted agent takes them over unchanged.
-func (d *Driver) Stop() { d.helper.Load().Stop() }
+func (d *Driver) Stop() {
+	d.stopWatch()
+	d.helper.Load().Stop()
+}
 
 // Registered reports whether kubelet accepted the driver's registration.
 func (d *Driver) Registered() bool {
@@ -185,13 +198,20 @@ func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.Unar
 		return resp, err
 	}
 	d.log.Info("DRA driver registered with kubelet")
-	h, res := d.helper.Load(), d.last.Load()
-	if h != nil && res != nil {
-		if perr := h.PublishResources(ctx, *res); perr != nil {
-			d.log.Error("DRA devices not published again after kubelet registered the driver", "err", perr)
-		}
-	}
+	d.republish(ctx)
 	return resp, err
+}
+
+// republish gives the library the last published devices again, which
+// makes it sync the slices at once.
+func (d *Driver) republish(ctx context.Context) {
+	h, res := d.helper.Load(), d.last.Load()
+	if h == nil || res == nil {
+		return
+	}
+	if err := h.PublishResources(ctx, *res); err != nil {
+		d.log.Error("DRA devices not published again", "err", err)
+	}
 }
 
 // update makes ps the devices prepare hands out and returns their slices.
