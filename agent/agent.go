@@ -154,10 +154,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	discovered := time.Since(start)
-	if a.opts.DRA != nil {
-		if err := a.startDRA(wctx); err != nil {
-			return err
-		}
+	if err := a.startDRA(wctx); err != nil {
+		return err
 	}
 	a.applyInventory(ctx, inv, start)
 	if err := a.serveObservability(wctx, &wg); err != nil {

@@ -59,10 +59,13 @@ type draPool struct {
 	sent []deviceplugin.DeviceState
 }
 
-// startDRA registers the DRA driver with kubelet; the pools' devices are
-// published by the first rematch.
+// startDRA registers the DRA driver with kubelet, when it is enabled;
+// the pools' devices are published by the first rematch.
 func (a *Agent) startDRA(ctx context.Context) error {
 	o := a.opts.DRA
+	if o == nil {
+		return nil
+	}
 	cfg := rest.CopyConfig(o.REST)
 	cfg.Wrap(a.metrics.WrapTransport)
 	client, err := kubernetes.NewForConfig(cfg)

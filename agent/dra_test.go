@@ -75,3 +75,17 @@ func TestAgentDRA(t *testing.T) {
 	wait("pool leaves DRA", func(d kubeapi.SliceDevices) bool { return len(d) == 0 })
 	f.wait(t, dpdk, "registration as a device plugin", func(st testkubelet.State) bool { return len(st.Devices) == 4 })
 }
+
+// TestAgentDRAModeWithoutDriver: without --dra, a pool in mode dra is
+// served by nothing, not by a device plugin, and the agent says so.
+func TestAgentDRAModeWithoutDriver(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	f.waitLog(t, "intel.com/sriov_dpdk: mode dra, but the DRA driver is off (--dra): its devices are not served")
+	for _, r := range f.kubelet.Registrations() {
+		if r.ResourceName == dpdk {
+			t.Errorf("%s registered as a device plugin while in DRA mode", dpdk)
+		}
+	}
+}
