@@ -9,7 +9,7 @@ FUZZTIME  ?= 10s
 # The Kubernetes version whose kube-apiserver and etcd the CNI tests run.
 KUBE_VERSION ?= v1.37.1
 
-.PHONY: all build test unit deps kube-bins lint bench bench-peers fuzz demo demo-node clean
+.PHONY: all build test unit deps kube-bins containerd-cdi lint bench bench-peers fuzz demo demo-node clean
 
 all: build
 
@@ -26,13 +26,18 @@ deps:
 kube-bins:
 	bash test/kubeapi/build-kube.sh $(KUBE_VERSION)
 
+# containerd 1.7 from the Go module proxy, for CDI (DRA) in the e2e
+# cluster; Debian 12's 1.6 reads no CDI specs. Under a minute, once.
+containerd-cdi:
+	GO=$(GO) bash test/e2e/build-containerd.sh
+
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change: $$out"; exit 1; fi
 	$(GO) vet $(PKGS)
 
 # The whole suite: unit, root (virtual node with real netns and veth) and
 # fuzz seed corpora. Helm is for the chart's tests.
-test: deps lint kube-bins helm
+test: deps lint kube-bins containerd-cdi helm
 	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) $(GO) test -count=1 -race $(PKGS)
 
 # Unit tests only: no root, no network namespaces.
@@ -53,7 +58,7 @@ fuzz:
 # The main job: a real single-node Kubernetes on a virtual SR-IOV node
 # (test/e2e/cluster), hwnet deployed from deploy/, a CNF pod with SR-IOV,
 # DPDK and InfiniBand attachments. The cluster keeps running.
-demo: build kube-bins
+demo: build kube-bins containerd-cdi
 	$(BIN)/hwnet-cluster --repo . demo
 
 # The virtual SR-IOV node alone: its inventory and pools, no Kubernetes.

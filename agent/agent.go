@@ -14,6 +14,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/metrics"
 	"github.com/hwnet-io/hwnet/pools"
@@ -30,6 +31,11 @@ type Agent struct {
 	inv   *discovery.Inventory
 	links linkStates
 	pools map[string]*poolRun // by full resource name
+	// dra serves the pools in DRA mode, draPools, when enabled; draDirty
+	// says a rematch changed them since they were last published.
+	dra      *dra.Driver
+	draPools map[string]*draPool
+	draDirty bool
 	// reported holds the match warnings already logged.
 	reported map[string]bool
 	// resources is every resource name served since start, for the
@@ -73,6 +79,13 @@ func New(opts Options) (*Agent, error) {
 		}
 		opts.CNI = cni
 	}
+	if opts.DRA != nil {
+		d, err := opts.DRA.resolved()
+		if err != nil {
+			return nil, err
+		}
+		opts.DRA = d
+	}
 	db, err := hwdb.OpenFile(opts.HWDBFile)
 	if err != nil {
 		return nil, fmt.Errorf("hwdb models: %w", err)
@@ -81,7 +94,7 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, pools: map[string]*poolRun{}, reported: map[string]bool{}, metrics: opts.Metrics}
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics}
 	if rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
 		a.setRejected(rejected)
@@ -141,6 +154,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	discovered := time.Since(start)
+	if err := a.startDRA(wctx); err != nil {
+		return err
+	}
 	a.applyInventory(ctx, inv, start)
 	if err := a.serveObservability(wctx, &wg); err != nil {
 		return err
@@ -227,20 +243,37 @@ func (a *Agent) applyInventory(ctx context.Context, inv *discovery.Inventory, st
 }
 
 // rematch matches the current inventory against the configuration. fresh
-// forgets the devices pools lost, as after a configuration change.
+// forgets the devices pools lost, as after a configuration change. A pool
+// that changes mode stops being served the old way before it is served
+// the new way: a device is never served both ways.
 func (a *Agent) rematch(ctx context.Context, fresh bool) {
 	res := a.cfg.Match(a.inv)
 	a.reportMatch(res, fresh)
 	pooled := map[string]bool{}
+	wanted, wantedDRA := map[string]bool{}, map[string]bool{}
 	for _, p := range res.Pools {
 		for _, d := range p.Devices {
 			pooled[d.ID] = true
 		}
+		if p.Resource.Mode == pools.DRA {
+			wantedDRA[p.Resource.FullName()] = true
+		} else {
+			wanted[p.Resource.FullName()] = true
+		}
 	}
-	wanted := map[string]bool{}
-	for _, p := range res.Pools {
-		name := p.Resource.FullName()
-		wanted[name] = true
+	a.stopUnwanted(wanted)
+	a.dropDRA(wantedDRA)
+	for i := range res.Pools {
+		if p := &res.Pools[i]; p.Resource.Mode == pools.DRA {
+			a.matchDRA(p, fresh, pooled)
+		}
+	}
+	a.publishDRA(ctx)
+	for i := range res.Pools {
+		p := &res.Pools[i]
+		if p.Resource.Mode == pools.DRA {
+			continue
+		}
 		run := a.ensurePool(ctx, p.Resource)
 		if fresh {
 			run.devices = poolDevices{}
@@ -248,6 +281,12 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 		run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
 		a.publish(run)
 	}
+	a.storePlugins()
+}
+
+// stopUnwanted stops the device plugins of pools the configuration no
+// longer serves through one.
+func (a *Agent) stopUnwanted(wanted map[string]bool) {
 	for name, run := range a.pools {
 		if !wanted[name] {
 			a.log.Info("pool removed from the configuration", "resource", name)
@@ -256,7 +295,6 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 			a.metrics.DeletePool(name)
 		}
 	}
-	a.storePlugins()
 }
 
 // reportMatch logs conflicts and warnings the first time they appear, not
@@ -329,6 +367,7 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 	for _, run := range a.pools {
 		a.publish(run)
 	}
+	a.publishDRA(context.Background())
 	a.metrics.ObserveRefresh(time.Since(start))
 }
 
@@ -360,6 +399,9 @@ func (a *Agent) shutdown() {
 		delete(a.pools, name)
 	}
 	a.storePlugins()
+	if a.dra != nil {
+		a.dra.Stop()
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
 	if err := a.removeUnallocated(ctx, 0); err != nil {

@@ -2,14 +2,18 @@ package agent_test
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
@@ -131,4 +135,46 @@ func BenchmarkAgentReaction(b *testing.B) {
 			b.StartTimer()
 		}
 	})
+}
+
+// BenchmarkAgentStartToSlices measures what the scheduler waits for after
+// the agent starts with its pool in DRA mode: hwdb, configuration,
+// discovery of 2048 VFs (8 E810-C PFs of 256, real veth netdevs),
+// matching, the DRA driver's registration and the ResourceSlices of every
+// VF on a real kube-apiserver (32 slices of 64).
+func BenchmarkAgentStartToSlices(b *testing.B) {
+	api := kubeapi.Start(b)
+	spec := &virtualnode.Spec{Name: "bench-slices", PFs: []virtualnode.PFSpec{{Model: "E810-C", Count: 8, VFs: 256, NUMA: []int{0, 1}}}}
+	f := newFixture(b, spec, "resourceList:\n  - resourceName: sriov_netdevice\n    mode: dra\n    selectors: {drivers: [iavf]}\n")
+	const node = "bench-node"
+	ctx := context.Background()
+	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		b.Fatal(err)
+	}
+	dir := filepath.Dir(f.opts.ConfigFile)
+	f.opts.DRA = &agent.DRAOptions{NodeName: node, REST: api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
+		PluginDir: filepath.Join(dir, "dra"), CDIDir: filepath.Join(dir, "cdi")}
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
+	for b.Loop() {
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		a, err := agent.New(f.opts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() { done <- a.Run(ctx) }()
+		kubeapi.WaitSliceDevices(b, api.Client(), onNode, time.Minute, "2048 devices published",
+			func(d kubeapi.SliceDevices) bool { return len(d) == 2048 })
+		b.StopTimer()
+		cancel()
+		if err := <-done; err != nil {
+			b.Fatal(err)
+		}
+		if err := api.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{}, onNode); err != nil {
+			b.Fatal(err)
+		}
+		kubeapi.WaitSliceDevices(b, api.Client(), onNode, time.Minute, "slices deleted",
+			func(d kubeapi.SliceDevices) bool { return len(d) == 0 })
+		b.StartTimer()
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/logging"
 	"github.com/hwnet-io/hwnet/version"
 )
@@ -63,6 +64,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs.DurationVar(&o.RescanInterval, "rescan-interval", DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", DefaultGCInterval, "how often device-info files are checked against PodResources")
 	cni := cniFlags(fs)
+	draOpts := draFlags(fs)
 	showVersion := observeFlags(fs, &o)
 	newLogger := logging.Flags(fs)
 	if err := fs.Parse(args); err != nil {
@@ -75,6 +77,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.CNI = cni()
+	o.DRA = draOpts()
 	logger, err := newLogger(errOut)
 	o.Logger = logger
 	if err != nil {
@@ -94,6 +97,26 @@ func checkIntervals(o Options) error {
 		}
 	}
 	return nil
+}
+
+// draFlags declares the DRA driver's flags; the returned function gives
+// its options once the flags are parsed, nil when --dra=false. The node
+// name and API server client are the CNI side's flags.
+func draFlags(fs *flag.FlagSet) func() *DRAOptions {
+	var o DRAOptions
+	enabled := fs.Bool("dra", false, "serve the pools whose mode is dra through the DRA driver (ResourceSlices, NodePrepareResources)")
+	fs.StringVar(&o.DriverName, "dra-driver-name", dra.DefaultDriverName, "the DRA driver's name, the domain of its device attributes")
+	fs.StringVar(&o.RegistrarDir, "dra-registrar-dir", dra.DefaultRegistrarDir, "kubelet's plugin registration directory")
+	fs.StringVar(&o.PluginDir, "dra-plugin-dir", "", "the DRA driver's socket and checkpoint directory (default: /var/lib/kubelet/plugins/<driver name>)")
+	fs.StringVar(&o.CDIDir, "cdi-dir", dra.DefaultCDIDir, "directory of the CDI specs written for prepared claims, which the container runtime reads")
+	return func() *DRAOptions {
+		if !*enabled {
+			return nil
+		}
+		o.NodeName = fs.Lookup("node-name").Value.String()
+		o.Kubeconfig = fs.Lookup("kubeconfig").Value.String()
+		return &o
+	}
 }
 
 // cniFlags declares the CNI side's flags; the returned function gives its

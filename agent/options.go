@@ -56,6 +56,9 @@ type Options struct {
 	// CNI configures the CNI delegating plugin side; nil serves device
 	// plugins only.
 	CNI *CNIOptions
+	// DRA configures the DRA driver, which serves the pools in mode
+	// "dra"; nil serves device plugins only.
+	DRA *DRAOptions
 
 	// ProbeAddr serves /healthz and /readyz; MetricsAddr serves /metrics
 	// and, with Pprof, Go's profiles. "" serves none. Metrics, when set,

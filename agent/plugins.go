@@ -39,12 +39,19 @@ func (a *Agent) kubeletStarted() {
 	}
 }
 
-// publish sends the pool's current list to its plugin, logging each
-// device whose health changed and how many came and went.
+// publish sends the pool's current list to its plugin.
 func (a *Agent) publish(run *poolRun) {
 	next := run.devices.states(a.inv, a.links)
-	prev := make(map[string]deviceplugin.DeviceState, len(run.sent))
-	for _, d := range run.sent {
+	a.logChanges(run.res.FullName(), run.sent, next)
+	run.plugin.SetDevices(next)
+	run.sent = next
+}
+
+// logChanges logs each device of a pool whose health changed and how many
+// came and went, and updates the pool's metrics.
+func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
+	prev := make(map[string]deviceplugin.DeviceState, len(sent))
+	for _, d := range sent {
 		prev[d.ID] = d
 	}
 	added, unhealthy := 0, 0
@@ -58,17 +65,15 @@ func (a *Agent) publish(run *poolRun) {
 		case !ok:
 			added++
 		case p.Healthy && !d.Healthy:
-			a.log.Warn("device unhealthy", "resource", run.res.FullName(), "device", d.ID, "reason", d.Reason)
-			a.events.deviceHealth(run.res.FullName(), d.ID, false, d.Reason)
+			a.log.Warn("device unhealthy", "resource", name, "device", d.ID, "reason", d.Reason)
+			a.events.deviceHealth(name, d.ID, false, d.Reason)
 		case !p.Healthy && d.Healthy:
-			a.log.Info("device healthy again", "resource", run.res.FullName(), "device", d.ID)
-			a.events.deviceHealth(run.res.FullName(), d.ID, true, "")
+			a.log.Info("device healthy again", "resource", name, "device", d.ID)
+			a.events.deviceHealth(name, d.ID, true, "")
 		}
 	}
 	if added > 0 || len(prev) > 0 {
-		a.log.Info("pool devices changed", "resource", run.res.FullName(), "added", added, "removed", len(prev), "devices", len(next))
+		a.log.Info("pool devices changed", "resource", name, "added", added, "removed", len(prev), "devices", len(next))
 	}
-	a.metrics.SetPool(run.res.FullName(), len(next), unhealthy)
-	run.plugin.SetDevices(next)
-	run.sent = next
+	a.metrics.SetPool(name, len(next), unhealthy)
 }

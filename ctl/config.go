@@ -84,7 +84,9 @@ type checkReport struct {
 type poolReport struct {
 	Resource   string           `json:"resource"`
 	DeviceType pools.DeviceType `json:"deviceType"`
-	Devices    []deviceReport   `json:"devices"`
+	// Mode is how the pool is served: devicePlugin or dra.
+	Mode    pools.Mode     `json:"mode"`
+	Devices []deviceReport `json:"devices"`
 }
 
 type deviceReport struct {
@@ -107,7 +109,7 @@ func newCheckReport(cfg *pools.Config, res *pools.Result) checkReport {
 	r := checkReport{Pools: []poolReport{}, Conflicts: []conflictReport{},
 		Warnings: slices.Concat([]string{}, cfg.Warnings, res.Warnings)}
 	for _, p := range res.Pools {
-		pr := poolReport{Resource: p.Resource.FullName(), DeviceType: p.Resource.DeviceType, Devices: []deviceReport{}}
+		pr := poolReport{Resource: p.Resource.FullName(), DeviceType: p.Resource.DeviceType, Mode: p.Resource.Mode, Devices: []deviceReport{}}
 		for _, d := range p.Devices {
 			pr.Devices = append(pr.Devices, deviceReport{ID: d.ID, PF: d.PF, PFName: d.PFName, VFIndex: d.VFIndex,
 				NUMANode: d.Function.NUMANode, Netdev: netdevName(d.Function.Netdev), Tags: d.Tags})
@@ -141,7 +143,11 @@ func (r checkReport) renderTable(w io.Writer) error {
 }
 
 func (p poolReport) renderTable(w io.Writer) error {
-	fmt.Fprintf(w, "%s (%s): %s\n", p.Resource, p.DeviceType, plural(len(p.Devices), "device"))
+	served := ""
+	if p.Mode == pools.DRA {
+		served = ", through DRA"
+	}
+	fmt.Fprintf(w, "%s (%s%s): %s\n", p.Resource, p.DeviceType, served, plural(len(p.Devices), "device"))
 	if len(p.Devices) == 0 {
 		return nil
 	}

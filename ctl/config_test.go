@@ -13,14 +13,15 @@ import (
 )
 
 // poolConfig is a config for the default virtual node: tags, a VF range,
-// a conflict, the InfiniBand VFs and a pool left empty.
+// a conflict, a pool served through DRA, the InfiniBand VFs and a pool
+// left empty.
 const poolConfig = `
 tags:
   - {name: fabric-a, selectors: {pfNames: [enp59s0f0]}}
 resourceList:
   - {resourceName: low, selectors: {pfNames: ["enp59s0f0#0-1"]}}
   - {resourceName: netdev, selectors: {drivers: [iavf], tags: [fabric-a]}}
-  - {resourceName: dpdk, selectors: {drivers: [vfio-pci]}}
+  - {resourceName: dpdk, mode: dra, selectors: {drivers: [vfio-pci]}}
   - {resourceName: ib, resourcePrefix: nvidia.com, selectors: {linkTypes: [infiniband], isRdma: true}}
   - {resourceName: gtp, selectors: {devices: ["1889"], ddpProfiles: [GTP]}}
 `
@@ -54,7 +55,7 @@ func TestConfigCheckTable(t *testing.T) {
 		"intel.com/netdev (netDevice): 4 devices\n" +
 			"  PF            NETDEV     NUMA  VFS  DEVICES\n" +
 			"  0000:3b:00.0  enp59s0f0  0     2-5  4\n",
-		"intel.com/dpdk (netDevice): 4 devices\n" +
+		"intel.com/dpdk (netDevice, through DRA): 4 devices\n" +
 			"  PF            NETDEV     NUMA  VFS  DEVICES\n" +
 			"  0000:3b:00.0  enp59s0f0  0     6-7  2\n" +
 			"  0000:3e:00.0  enp62s0f0  1     6-7  2\n",
@@ -78,8 +79,8 @@ func TestConfigCheckJSON(t *testing.T) {
 	}
 	var report struct {
 		Pools []struct {
-			Resource, DeviceType string
-			Devices              []struct {
+			Resource, DeviceType, Mode string
+			Devices                    []struct {
 				ID, PF, PFName string
 				VFIndex        int
 				NUMANode       int
@@ -104,6 +105,9 @@ func TestConfigCheckJSON(t *testing.T) {
 		dev.ID != "0000:3b:01.1" || dev.PF != "0000:3b:00.0" || dev.PFName != "enp59s0f0" || dev.VFIndex != 1 ||
 		dev.NUMANode != 0 || !reflect.DeepEqual(dev.Tags, []string{"fabric-a"}) {
 		t.Errorf("first pool %+v", low)
+	}
+	if modes := []string{report.Pools[0].Mode, report.Pools[2].Mode}; !reflect.DeepEqual(modes, []string{"devicePlugin", "dra"}) {
+		t.Errorf("pools low and dpdk are served %q, want devicePlugin and dra", modes)
 	}
 	if c := report.Conflicts[0]; c.Device != "0000:3b:01.0" || !reflect.DeepEqual(c.Pools, []string{"intel.com/low", "intel.com/netdev"}) {
 		t.Errorf("first conflict %+v", c)

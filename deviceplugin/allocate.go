@@ -2,16 +2,15 @@ package deviceplugin
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/handout"
 )
 
 // Allocate hands each container its devices: their device nodes, the
@@ -60,29 +59,24 @@ func (s *snapshot) lookup(ids []string) ([]*prepared, error) {
 }
 
 func (p *Plugin) containerResponse(devs []*prepared) (*pluginapi.ContainerAllocateResponse, error) {
-	ids := make([]string, len(devs))
-	info := make(map[string]*deviceEnvInfo, len(devs))
+	hs := make([]*handout.Device, len(devs))
 	var specs []*pluginapi.DeviceSpec
 	for i, d := range devs {
-		ids[i] = d.ID
-		info[d.ID] = d.env
+		hs[i] = d.handout
 		for _, spec := range d.specs {
 			if !slices.ContainsFunc(specs, func(s *pluginapi.DeviceSpec) bool { return s.HostPath == spec.HostPath }) {
 				specs = append(specs, spec)
 			}
 		}
-		if err := devinfo.Write(p.opts.DevinfoDir, p.name, d.ID, d.devinfo); err != nil {
+		if err := devinfo.Write(p.opts.DevinfoDir, p.name, d.ID, d.handout.Info); err != nil {
 			return nil, err
 		}
 	}
-	infoJSON, err := json.Marshal(info)
+	envs, err := handout.EnvVars(&p.res, hs)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p.envInfo, err)
+		return nil, err
 	}
-	return &pluginapi.ContainerAllocateResponse{
-		Envs:    map[string]string{p.envList: strings.Join(ids, ","), p.envInfo: string(infoJSON)},
-		Devices: specs,
-	}, nil
+	return &pluginapi.ContainerAllocateResponse{Envs: envs, Devices: specs}, nil
 }
 
 // containerAllocation is what a log line says a container got.

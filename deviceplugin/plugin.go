@@ -22,6 +22,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/handout"
 	"github.com/hwnet-io/hwnet/pools"
 )
 
@@ -69,12 +70,12 @@ type Plugin struct {
 	pluginapi.UnimplementedDevicePluginServer
 
 	res     pools.Resource
+	maker   *handout.Maker
 	name    string // prefix/name, as kubelet knows the resource
 	opts    Options
 	log     *slog.Logger
 	socket  string
 	envList string // PCIDEVICE_<PREFIX>_<NAME>
-	envInfo string // PCIDEVICE_<PREFIX>_<NAME>_INFO
 
 	setMu   sync.Mutex // serialises SetDevices
 	current atomic.Pointer[snapshot]
@@ -115,7 +116,7 @@ func New(res pools.Resource, opts Options) *Plugin {
 		firstRetry: 100 * time.Millisecond,
 		maxRetry:   5 * time.Second,
 	}
-	p.envInfo = p.envList + "_INFO"
+	p.maker = handout.NewMaker(&p.res, opts.DevRoot)
 	p.current.Store(&snapshot{byID: map[string]*prepared{}, layout: NewLayout(nil), changed: make(chan struct{})})
 	return p
 }

@@ -157,6 +157,7 @@ type rawResource struct {
 	Selectors        json.RawMessage
 	AdditionalInfo   map[string]map[string]string
 	AllocationPolicy string
+	Mode             string
 	// sriovdpInternal takes sriovdp's SelectorObj(s), which it fills in
 	// itself and so ignores in the file; sriov-network-operator writes
 	// them as null.
@@ -172,6 +173,7 @@ func (r *rawResource) fields() []field {
 		{"selectors", &r.Selectors},
 		{"additionalInfo", &r.AdditionalInfo},
 		{"allocationPolicy", &r.AllocationPolicy},
+		{"mode", &r.Mode},
 		{"SelectorObj", &r.sriovdpInternal},
 		{"SelectorObjs", &r.sriovdpInternal},
 	}
@@ -241,6 +243,7 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 		ExcludeTopology: r.ExcludeTopology,
 		AdditionalInfo:  e.additionalInfo(r.AdditionalInfo),
 		Policy:          Policy(orDefault(r.AllocationPolicy, string(Pack))),
+		Mode:            Mode(orDefault(r.Mode, string(DevicePlugin))),
 		Index:           i,
 	}
 	e.checkResourceName(&res)
@@ -250,6 +253,9 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 	}
 	if res.Policy != Pack && res.Policy != Spread {
 		e.fail("allocationPolicy", strconv.Quote(r.AllocationPolicy), fmt.Errorf("want %q or %q", Pack, Spread))
+	}
+	if res.Mode != DevicePlugin && res.Mode != DRA {
+		e.fail("mode", strconv.Quote(r.Mode), fmt.Errorf("want %q or %q", DevicePlugin, DRA))
 	}
 	if ok {
 		res.Selectors = e.selectors(r.Selectors, kind)

@@ -104,10 +104,11 @@ resourceList:
 		{"enumerations", `
 resourceList:
   - {resourceName: a, deviceType: vfio, selectors: {vendors: ["8086"]}}
-  - {resourceName: b, allocationPolicy: random, selectors: {vendors: ["8086"], vdpaType: vdpa, linkTypes: [eth]}}`,
+  - {resourceName: b, allocationPolicy: random, mode: cdi, selectors: {vendors: ["8086"], vdpaType: vdpa, linkTypes: [eth]}}`,
 			[]string{
 				`resourceList[0] "a": deviceType: "vfio": want "netDevice", "accelerator" or "auxNetDevice"`,
 				`resourceList[1] "b": allocationPolicy: "random": want "pack" or "spread"`,
+				`resourceList[1] "b": mode: "cdi": want "devicePlugin" or "dra"`,
 				`resourceList[1] "b": selectors.linkTypes[0]: "eth": want "ether" (or "ethernet") or "infiniband"`,
 				`resourceList[1] "b": selectors.vdpaType: "vdpa": want "vhost" or "virtio"`,
 			}},
@@ -217,7 +218,7 @@ func TestParseDefaults(t *testing.T) {
 	cfg := mustParse(t, `{"resourceList": [
 		{"resourceName": "plain", "selectors": {"vendors": ["8086"]}},
 		{"resourceName": "full", "resourcePrefix": "example.com", "deviceType": "accelerator",
-		 "excludeTopology": true, "allocationPolicy": "spread",
+		 "excludeTopology": true, "allocationPolicy": "spread", "mode": "dra",
 		 "additionalInfo": {"*": {"token": "t"}, "0000:3B:01.0": {"token": "u"}},
 		 "selectors": [{"vendors": ["8086"]}]},
 		{"resourceName": "vdpa", "selectors": [{"devices": ["101e"], "vdpaType": "vhost", "needVhostNet": true},
@@ -226,12 +227,12 @@ func TestParseDefaults(t *testing.T) {
 	]}`)
 	strip := func(r pools.Resource) pools.Resource { r.Selectors = nil; return r }
 	want := []pools.Resource{
-		{Prefix: "intel.com", Name: "plain", DeviceType: pools.NetDevice, Policy: pools.Pack, Index: 0},
-		{Prefix: "example.com", Name: "full", DeviceType: pools.Accelerator, ExcludeTopology: true, Policy: pools.Spread,
+		{Prefix: "intel.com", Name: "plain", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 0},
+		{Prefix: "example.com", Name: "full", DeviceType: pools.Accelerator, ExcludeTopology: true, Policy: pools.Spread, Mode: pools.DRA,
 			AdditionalInfo: map[string]map[string]string{"*": {"token": "t"}, "0000:3b:01.0": {"token": "u"}}, Index: 1},
-		{Prefix: "intel.com", Name: "vdpa", DeviceType: pools.NetDevice, Policy: pools.Pack, Index: 2,
+		{Prefix: "intel.com", Name: "vdpa", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 2,
 			VDPAType: "vhost", NeedVhostNet: true},
-		{Prefix: "intel.com", Name: "rdma", DeviceType: pools.NetDevice, Policy: pools.Pack, Index: 3, IsRDMA: true},
+		{Prefix: "intel.com", Name: "rdma", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 3, IsRDMA: true},
 	}
 	for i, r := range cfg.Resources {
 		if !reflect.DeepEqual(strip(r), want[i]) {

@@ -28,6 +28,19 @@ const (
 	Spread Policy = "spread"
 )
 
+// Mode says how a pool's devices reach pods: through its kubelet device
+// plugin or through the DRA driver. A device is served one way only.
+type Mode string
+
+const (
+	// DevicePlugin serves the pool as an extended resource through a
+	// kubelet device plugin (the default).
+	DevicePlugin Mode = "devicePlugin"
+	// DRA publishes the pool's devices in ResourceSlices and prepares
+	// them for ResourceClaims; no device plugin serves it.
+	DRA Mode = "dra"
+)
+
 // Resource is one validated resourceList entry with defaults applied.
 type Resource struct {
 	// Prefix defaults to "intel.com", as in the SR-IOV device plugin.
@@ -47,6 +60,8 @@ type Resource struct {
 	// applies to every device, a PCI address to that device only.
 	AdditionalInfo map[string]map[string]string
 	Policy         Policy
+	// Mode is DevicePlugin unless the entry says "dra".
+	Mode Mode
 	// Index is the entry's position in resourceList.
 	Index int
 	// Selectors are the entry's selector objects; a device belongs to the

@@ -31,10 +31,12 @@ import (
 const (
 	CRDDir    = "deploy/crds"
 	AgentFile = "deploy/hwnet-agent.yaml"
-	// MultinetFiles are the KEP-3698 multi-network API's controller and
-	// pod admission policies, applied after the CRDs.
+	// ControllerFile and AdmissionFile are the KEP-3698 multi-network
+	// API's controller and pod admission policies.
 	ControllerFile = "deploy/hwnet-controller.yaml"
 	AdmissionFile  = "deploy/multinetwork/admission.yaml"
+	// DRAClassesFile holds the DeviceClasses of hwnet's DRA driver.
+	DRAClassesFile = "deploy/dra/deviceclasses.yaml"
 	PoolsFile      = "deploy/pools.yaml"
 	NADsFile       = "test/e2e/testdata/nads.yaml"
 	poolsMap       = "hwnet-pools"
@@ -92,15 +94,20 @@ func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress 
 	if _, err := Kubectl(ctx, c, manifest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	multinet, err := readManifests(repo, ControllerFile, AdmissionFile)
+	rest, err := readManifests(repo, ControllerFile, AdmissionFile, DRAClassesFile)
 	if err != nil {
 		return nil, err
 	}
-	if _, err := Kubectl(ctx, c, multinet, "apply", "-f", "-"); err != nil {
+	if _, err := Kubectl(ctx, c, rest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	progressf(progress, "hwnet: CRDs installed, %s applied with %s, %s and %s (%.1fs)", AgentFile, PoolsFile, ControllerFile, AdmissionFile, time.Since(start).Seconds())
-	want, err := expectedPools(ctx, c, filepath.Join(repo, PoolsFile))
+	progressf(progress, "hwnet: CRDs installed, %s applied with %s, %s, %s and %s (%.1fs)", AgentFile, PoolsFile,
+		ControllerFile, AdmissionFile, DRAClassesFile, time.Since(start).Seconds())
+	poolsConfig, err := os.ReadFile(filepath.Join(repo, PoolsFile))
+	if err != nil {
+		return nil, err
+	}
+	want, err := ExpectedPools(ctx, c, poolsConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -163,14 +170,15 @@ func agentManifest(repo string) ([]byte, error) {
 	return nil, fmt.Errorf("%s has no ConfigMap %q", AgentFile, poolsMap)
 }
 
-// expectedPools is how hwnet divides the cluster's virtual node among the
-// pools of poolsFile: what the node's allocatable must show.
-func expectedPools(ctx context.Context, c *cluster.Cluster, poolsFile string) (Pools, error) {
+// ExpectedPools is how hwnet divides the cluster's virtual node among the
+// device plugin pools of a pools configuration: what the node's
+// allocatable must show. Pools in DRA mode are in ResourceSlices instead.
+func ExpectedPools(ctx context.Context, c *cluster.Cluster, poolsConfig []byte) (Pools, error) {
 	node := c.Node()
 	if node == nil {
 		return nil, fmt.Errorf("cluster in %s has lost its virtual node", c.StateDir())
 	}
-	cfg, err := pools.Load(poolsFile)
+	cfg, err := pools.Parse(poolsConfig)
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +193,9 @@ func expectedPools(ctx context.Context, c *cluster.Cluster, poolsFile string) (P
 	}
 	want := Pools{}
 	for _, p := range cfg.Match(inv).Pools {
+		if p.Resource.Mode == pools.DRA {
+			continue
+		}
 		want[corev1.ResourceName(p.Resource.FullName())] = int64(len(p.Devices))
 	}
 	return want, nil

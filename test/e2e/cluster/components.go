@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -41,6 +42,9 @@ const (
 type settings struct {
 	paths
 	name, nodeIP, kubeBinDir, cgroupRoot, sandboxImage string
+	// containerd is the containerd binary; "" is Debian's 1.6 from PATH,
+	// which knows no CDI.
+	containerd string
 }
 
 func (s settings) bin(name string) string { return filepath.Join(s.kubeBinDir, name) }
@@ -109,7 +113,7 @@ func (s settings) schedulerArgv() []string {
 }
 
 func (s settings) containerdArgv() []string {
-	return []string{"containerd", "--config=" + s.configFile("containerd.toml")}
+	return []string{cmp.Or(s.containerd, containerd), "--config=" + s.configFile("containerd.toml")}
 }
 
 func (s settings) kubeletArgv() []string {
@@ -139,6 +143,10 @@ state = "/run/containerd"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{{.SandboxImage}}"
   restrict_oom_score_adj = true
+{{- if .CDI}}
+  enable_cdi = true
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
+{{- end}}
   netns_mounts_under_state_dir = false
   disable_apparmor = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
@@ -159,8 +167,10 @@ func (s settings) writeContainerdConfig() error {
 		return err
 	}
 	var b strings.Builder
-	err = tmpl.Execute(&b, struct{ Socket, SandboxImage, CNIBinDir, CNIConfDir string }{
-		containerdSocket, s.sandboxImage, cniBinDir, cniConfDir})
+	err = tmpl.Execute(&b, struct {
+		Socket, SandboxImage, CNIBinDir, CNIConfDir string
+		CDI                                         bool
+	}{containerdSocket, s.sandboxImage, cniBinDir, cniConfDir, s.containerd != ""})
 	if err != nil {
 		return err
 	}

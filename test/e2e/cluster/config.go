@@ -72,8 +72,32 @@ type Config struct {
 	// SandboxImage is containerd's sandbox_image, one of Images. Default
 	// DefaultSandboxImage.
 	SandboxImage string
+	// Containerd is the containerd binary. Default $HWNET_CONTAINERD,
+	// else CDIContainerd when it exists (`make containerd-cdi` builds it),
+	// else Debian's containerd from PATH. Any but Debian's 1.6 reads CDI
+	// specs (enable_cdi), which DRA drivers' devices need.
+	Containerd string
 	// Progress receives one line per step with its duration; nil discards.
 	Progress io.Writer
+}
+
+// CDIContainerdVersion is the containerd release `make containerd-cdi`
+// builds from the Go module proxy: Debian 12's 1.6 predates CDI.
+const CDIContainerdVersion = "v1.7.35"
+
+// CDIContainerd is where `make containerd-cdi` puts that containerd.
+var CDIContainerd = filepath.Join("/var/cache/hwnet-ci/containerd", CDIContainerdVersion, "bin", "containerd")
+
+// defaultContainerd is $HWNET_CONTAINERD, else CDIContainerd when it
+// exists, else "" (Debian's, from PATH).
+func defaultContainerd() string {
+	if bin := os.Getenv("HWNET_CONTAINERD"); bin != "" {
+		return bin
+	}
+	if _, err := os.Stat(CDIContainerd); err == nil {
+		return CDIContainerd
+	}
+	return ""
 }
 
 // withDefaults returns a copy of cfg with every empty field defaulted.
@@ -84,6 +108,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.CNIBinDir = cmp.Or(cfg.CNIBinDir, os.Getenv("HWNET_CNI_BIN_CACHE"),
 		filepath.Join("/var/cache/hwnet-ci/cni-bin", CNIPluginsVersion))
 	cfg.SandboxImage = cmp.Or(cfg.SandboxImage, DefaultSandboxImage)
+	cfg.Containerd = cmp.Or(cfg.Containerd, defaultContainerd())
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}

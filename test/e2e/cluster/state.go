@@ -23,6 +23,8 @@ type state struct {
 	CgroupRoot string `json:"cgroupRoot"`
 	NodeIP     string `json:"nodeIP,omitempty"`
 	KubeBinDir string `json:"kubeBinDir"`
+	// Containerd is the containerd binary, "" for Debian's from PATH.
+	Containerd string `json:"containerd,omitempty"`
 	// Holder owns the cluster's mount namespace and sits in its network
 	// namespace.
 	Holder *process `json:"holder,omitempty"`

@@ -94,6 +94,7 @@ func prepare(cfg Config) (*Cluster, error) {
 		Netns:      virtualnode.NetnsPrefix + cfg.Spec.Name,
 		CgroupRoot: cgroupRoot(cfg.Spec.Name),
 		KubeBinDir: cfg.KubeBinDir,
+		Containerd: cfg.Containerd,
 	}
 	c := newCluster(paths{dir: cfg.StateDir}, st, cfg.Progress)
 	return c, c.saveState()
@@ -146,7 +147,7 @@ func (c *Cluster) buildNode(ctx context.Context, spec *virtualnode.Spec) error {
 
 func (c *Cluster) settings(sandboxImage string) settings {
 	return settings{paths: c.p, name: c.st.Name, nodeIP: c.st.NodeIP, kubeBinDir: c.st.KubeBinDir,
-		cgroupRoot: c.st.CgroupRoot, sandboxImage: sandboxImage}
+		cgroupRoot: c.st.CgroupRoot, sandboxImage: sandboxImage, containerd: c.st.Containerd}
 }
 
 // setUpNamespaces makes the cgroups, the node IP, every file the

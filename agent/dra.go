@@ -1,0 +1,169 @@
+package agent
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/deviceplugin"
+	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/pools"
+)
+
+// DRAOptions configure the DRA driver, which serves the pools whose mode
+// is "dra"; nil serves none (and such pools not at all).
+type DRAOptions struct {
+	// DriverName defaults to dra.DefaultDriverName.
+	DriverName string
+	// RegistrarDir is kubelet's plugin registration directory; PluginDir
+	// the driver's socket and checkpoint directory; CDIDir where the
+	// container runtime reads CDI specs. "" means the defaults.
+	RegistrarDir string
+	PluginDir    string
+	CDIDir       string
+	// NodeName is this node's name, the owner of its ResourceSlices.
+	NodeName string
+	// Kubeconfig is the API server's client configuration; empty means
+	// in-cluster. REST, when set, is used instead.
+	Kubeconfig string
+	REST       *rest.Config
+}
+
+// resolved checks the node name and resolves the API server's client
+// configuration, returning a copy of the options that carries it.
+func (o *DRAOptions) resolved() (*DRAOptions, error) {
+	r := *o
+	if r.NodeName == "" {
+		return nil, fmt.Errorf("DRA: the node name is not set (--node-name, or NODE_NAME from the downward API)")
+	}
+	if r.REST == nil {
+		cfg, err := kube.RESTConfig(r.Kubeconfig)
+		if err != nil {
+			return nil, fmt.Errorf("DRA: API server client (--kubeconfig %q): %w", r.Kubeconfig, err)
+		}
+		r.REST = cfg
+	}
+	return &r, nil
+}
+
+// draPool is a pool served through the DRA driver.
+type draPool struct {
+	res     pools.Resource
+	devices poolDevices
+	// sent is the list last published.
+	sent []deviceplugin.DeviceState
+}
+
+// startDRA registers the DRA driver with kubelet, when it is enabled;
+// the pools' devices are published by the first rematch.
+func (a *Agent) startDRA(ctx context.Context) error {
+	o := a.opts.DRA
+	if o == nil {
+		return nil
+	}
+	cfg := rest.CopyConfig(o.REST)
+	cfg.Wrap(a.metrics.WrapTransport)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("DRA: %w", err)
+	}
+	d, err := dra.Start(ctx, dra.Options{
+		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: client,
+		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
+		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
+	})
+	if err != nil {
+		return err
+	}
+	a.dra = d
+	return nil
+}
+
+// matchDRA takes a DRA-mode pool's newly matched devices.
+func (a *Agent) matchDRA(p *pools.Pool, fresh bool, pooled map[string]bool) {
+	name := p.Resource.FullName()
+	if a.dra == nil {
+		a.reportOnce("pool matching", fmt.Sprintf("%s: mode dra, but the DRA driver is off (--dra): its devices are not served", name))
+		return
+	}
+	run, ok := a.draPools[name]
+	if !ok || fresh {
+		run = &draPool{sent: runSent(run)}
+		a.draPools[name] = run
+	}
+	run.res = p.Resource
+	run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
+	a.draDirty = true
+}
+
+func runSent(run *draPool) []deviceplugin.DeviceState {
+	if run == nil {
+		return nil
+	}
+	return run.sent
+}
+
+// dropDRA forgets the DRA pools the configuration no longer has.
+func (a *Agent) dropDRA(wanted map[string]bool) {
+	for name := range a.draPools {
+		if !wanted[name] {
+			a.log.Info("DRA pool removed from the configuration", "resource", name)
+			delete(a.draPools, name)
+			a.metrics.DeletePool(name)
+			a.draDirty = true
+		}
+	}
+}
+
+// publishDRA publishes the DRA pools' devices when a rematch changed them
+// or a device's health changed since the last publication.
+func (a *Agent) publishDRA(ctx context.Context) {
+	if a.dra == nil {
+		return
+	}
+	runs := slices.Collect(func(yield func(*draPool) bool) {
+		for _, r := range a.draPools {
+			if !yield(r) {
+				return
+			}
+		}
+	})
+	slices.SortFunc(runs, func(x, y *draPool) int { return cmp.Compare(x.res.Index, y.res.Index) })
+	ps := make([]dra.Pool, len(runs))
+	changed := a.draDirty
+	for i, run := range runs {
+		next := run.devices.states(a.inv, a.links)
+		a.logChanges(run.res.FullName(), run.sent, next)
+		changed = changed || !sameHealth(run.sent, next)
+		run.sent = next
+		ps[i] = dra.Pool{Resource: run.res, Devices: draDevices(next)}
+	}
+	if !changed {
+		return
+	}
+	a.draDirty = false
+	if err := a.dra.Publish(ctx, dra.Node{Inventory: a.inv, SysfsRoot: a.opts.SysfsRoot}, ps); err != nil {
+		a.log.Error("DRA devices not published", "err", err)
+	}
+}
+
+// sameHealth reports whether two lists name the same devices with the
+// same health.
+func sameHealth(a, b []deviceplugin.DeviceState) bool {
+	return slices.EqualFunc(a, b, func(x, y deviceplugin.DeviceState) bool {
+		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason
+	})
+}
+
+func draDevices(states []deviceplugin.DeviceState) []dra.Device {
+	out := make([]dra.Device, len(states))
+	for i, s := range states {
+		out[i] = dra.Device{Device: s.Device, Healthy: s.Healthy, Reason: s.Reason}
+	}
+	return out
+}

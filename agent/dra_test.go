@@ -1,0 +1,91 @@
+package agent_test
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// draConfig serves the vfio-pci VFs through DRA and the iavf VFs through
+// a device plugin.
+const draConfig = `resourceList:
+  - resourceName: sriov_netdevice
+    selectors: {vendors: ["8086"], devices: ["1889"], drivers: [iavf]}
+  - resourceName: sriov_dpdk
+    mode: dra
+    selectors: {drivers: [vfio-pci]}
+`
+
+// TestAgentDRA: a pool in DRA mode is published in ResourceSlices and not
+// registered as a device plugin; a PF link down taints its VFs and the
+// link back up removes the taints; switching the pool to devicePlugin
+// mode takes its devices out of the slices and registers it.
+func TestAgentDRA(t *testing.T) {
+	api := kubeapi.Start(t)
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	const node = "dra-node"
+	ctx := context.Background()
+	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(f.opts.ConfigFile)
+	f.opts.DRA = &agent.DRAOptions{NodeName: node, REST: api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
+		PluginDir: filepath.Join(dir, "dra"), CDIDir: filepath.Join(dir, "cdi")}
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
+	wait := func(what string, cond func(kubeapi.SliceDevices) bool) {
+		t.Helper()
+		kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, what, cond)
+	}
+	tainted := func(want int) func(kubeapi.SliceDevices) bool {
+		return func(d kubeapi.SliceDevices) bool {
+			n := 0
+			for _, dev := range d {
+				n += len(dev.Taints)
+			}
+			return len(d) == 4 && n == want
+		}
+	}
+	wait("DRA devices published", tainted(0))
+	for _, r := range f.kubelet.Registrations() {
+		if r.ResourceName == dpdk {
+			t.Errorf("%s registered as a device plugin while in DRA mode", dpdk)
+		}
+	}
+	if err := f.node.SetLinkUp(ctx, "enp59s0f0", false); err != nil {
+		t.Fatal(err)
+	}
+	wait("PF down taints its 2 vfio-pci VFs", tainted(2))
+	if err := f.node.SetLinkUp(ctx, "enp59s0f0", true); err != nil {
+		t.Fatal(err)
+	}
+	wait("PF up removes the taints", tainted(0))
+
+	f.writeConfig(t, strings.Replace(draConfig, "mode: dra", "mode: devicePlugin", 1))
+	wait("pool leaves DRA", func(d kubeapi.SliceDevices) bool { return len(d) == 0 })
+	f.wait(t, dpdk, "registration as a device plugin", func(st testkubelet.State) bool { return len(st.Devices) == 4 })
+}
+
+// TestAgentDRAModeWithoutDriver: without --dra, a pool in mode dra is
+// served by nothing, not by a device plugin, and the agent says so.
+func TestAgentDRAModeWithoutDriver(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	f.waitLog(t, "intel.com/sriov_dpdk: mode dra, but the DRA driver is off (--dra): its devices are not served")
+	for _, r := range f.kubelet.Registrations() {
+		if r.ResourceName == dpdk {
+			t.Errorf("%s registered as a device plugin while in DRA mode", dpdk)
+		}
+	}
+}

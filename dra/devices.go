@@ -1,0 +1,204 @@
+package dra
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/dynamic-resource-allocation/deviceattribute"
+	"k8s.io/utils/ptr"
+
+	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/pools"
+)
+
+// DefaultDriverName is the DRA driver's name: the domain of hwnet's own
+// device attributes and of its DeviceClasses' selectors.
+const DefaultDriverName = "hwnet.io"
+
+// Attributes of the Network Plumbing Working Group's domain, which Multus
+// and the SR-IOV network operator read to tie a device to a network.
+const (
+	AttrResourceName resourceapi.QualifiedName = "k8s.cni.cncf.io/resourceName"
+	AttrDeviceID     resourceapi.QualifiedName = "k8s.cni.cncf.io/deviceID"
+)
+
+// hwnet's attributes, in the driver's domain (unqualified in a slice).
+const (
+	AttrVendor      resourceapi.QualifiedName = "vendor"
+	AttrDevice      resourceapi.QualifiedName = "device"
+	AttrModel       resourceapi.QualifiedName = "model"
+	AttrPFName      resourceapi.QualifiedName = "pfName"
+	AttrPFAddress   resourceapi.QualifiedName = "pfPCIAddress"
+	AttrVFIndex     resourceapi.QualifiedName = "vfIndex"
+	AttrDriver      resourceapi.QualifiedName = "driver"
+	AttrLinkType    resourceapi.QualifiedName = "linkType"
+	AttrRDMA        resourceapi.QualifiedName = "rdma"
+	AttrESwitchMode resourceapi.QualifiedName = "eswitchMode"
+	AttrTags        resourceapi.QualifiedName = "tags"
+	AttrPool        resourceapi.QualifiedName = "pool"
+)
+
+// TaintKey marks an unhealthy device; its value says why.
+const TaintKey = "hwnet.io/unhealthy"
+
+// Pool is a resource pool served through DRA and its devices.
+type Pool struct {
+	Resource pools.Resource
+	Devices  []Device
+}
+
+// Device is a device of a pool and whether pods may get it.
+type Device struct {
+	pools.Device
+	Healthy bool
+	// Reason says why the device is unhealthy.
+	Reason string
+}
+
+// Node is what the mapping reads of the node beside the pools: the PFs'
+// eswitch modes and, under SysfsRoot, each function's PCIe root.
+type Node struct {
+	Inventory *discovery.Inventory
+	// SysfsRoot is where the node's sysfs is seen; "" means /sys.
+	SysfsRoot string
+}
+
+// DeviceName is the name of a PCI function's device in a ResourceSlice:
+// a DNS label, "pci-" and the address with ':' and '.' as '-'
+// (0000:3b:01.6 is pci-0000-3b-01-6).
+func DeviceName(pciAddress string) string {
+	return "pci-" + strings.NewReplacer(":", "-", ".", "-").Replace(strings.ToLower(pciAddress))
+}
+
+// Devices maps the pools' devices to ResourceSlice devices, sorted by
+// pool order and then PCI address so that slices stay stable. A device
+// in two pools is an error naming both: one device is served once.
+func Devices(node Node, ps []Pool) ([]resourceapi.Device, error) {
+	eswitch := eswitchModes(node.Inventory)
+	seen := map[string]string{}
+	var out []resourceapi.Device
+	for _, p := range ps {
+		devs := slices.Clone(p.Devices)
+		slices.SortFunc(devs, func(a, b Device) int { return strings.Compare(a.ID, b.ID) })
+		for i := range devs {
+			d := &devs[i]
+			if first, dup := seen[d.ID]; dup {
+				return nil, fmt.Errorf("device %s: in pools %s and %s", d.ID, first, p.Resource.FullName())
+			}
+			seen[d.ID] = p.Resource.FullName()
+			out = append(out, resourceapi.Device{
+				Name:       DeviceName(d.ID),
+				Attributes: attributes(node, &p.Resource, d, eswitch[d.PF]),
+				Taints:     taints(d),
+			})
+		}
+	}
+	return out, nil
+}
+
+// eswitchModes is each PF's eswitch mode by PCI address.
+func eswitchModes(inv *discovery.Inventory) map[string]string {
+	modes := map[string]string{}
+	if inv == nil {
+		return modes
+	}
+	for i := range inv.PFs {
+		modes[inv.PFs[i].Address] = inv.PFs[i].ESwitch.Mode
+	}
+	return modes
+}
+
+// attributes are a device's attributes: the standard ones, hwnet's and
+// the NPWG's. Empty values are left out, as CEL tests presence with
+// "in"; a string longer than an attribute may hold is cut.
+func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+	fn := &d.Function
+	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
+	standard(a, node, d)
+	str := func(name resourceapi.QualifiedName, v string) {
+		if v != "" {
+			a[name] = resourceapi.DeviceAttribute{StringValue: ptr.To(cut(v))}
+		}
+	}
+	str(AttrVendor, fn.Vendor.String())
+	str(AttrDevice, fn.Device.String())
+	str(AttrModel, fn.Model)
+	str(AttrPFName, d.PFName)
+	str(AttrPFAddress, d.PF)
+	str(AttrDriver, fn.Driver)
+	str(AttrLinkType, string(fn.LinkType))
+	str(AttrESwitchMode, eswitch)
+	str(AttrTags, strings.Join(d.Tags, ","))
+	str(AttrPool, res.FullName())
+	str(AttrResourceName, res.FullName())
+	str(AttrDeviceID, d.ID)
+	if d.VFIndex >= 0 && d.PF != "" {
+		a[AttrVFIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(d.VFIndex))}
+	}
+	a[AttrRDMA] = resourceapi.DeviceAttribute{BoolValue: ptr.To(fn.RDMA != nil)}
+	return a
+}
+
+// standard adds the Kubernetes standard attributes through the DRA
+// library's helpers: pciBusID, pcieRoot (from sysfs) and numaNode (left
+// out for a device without NUMA affinity, as the library asks).
+func standard(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node Node, d *Device) {
+	add := func(attr deviceattribute.DeviceAttribute, err error) {
+		if err == nil {
+			a[attr.Name] = attr.Value
+		}
+	}
+	add(deviceattribute.GetPCIBusIDAttribute(d.ID))
+	root := node.SysfsRoot
+	if root == "" {
+		root = "/sys"
+	}
+	add(deviceattribute.GetPCIeRootAttributeByPCIBusID(d.ID, deviceattribute.WithFSFromRoot(root)))
+	if d.Function.NUMANode >= 0 {
+		add(deviceattribute.GetNUMANodeAttribute(d.Function.NUMANode, deviceattribute.ScalarAttribute))
+	}
+}
+
+// cut shortens s to what a string attribute may hold.
+func cut(s string) string {
+	if len(s) > resourceapi.DeviceAttributeMaxValueLength {
+		return s[:resourceapi.DeviceAttributeMaxValueLength]
+	}
+	return s
+}
+
+// taints are a device's taints: NoSchedule with the reason while it is
+// unhealthy, none once it is healthy again.
+func taints(d *Device) []resourceapi.DeviceTaint {
+	if d.Healthy {
+		return nil
+	}
+	return []resourceapi.DeviceTaint{{Key: TaintKey, Value: labelValue(d.Reason), Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+}
+
+// labelValue writes a reason as a label value, which a taint's value must
+// be: at most 63 letters, digits, '-', '_' and '.', beginning and ending
+// with a letter or digit; anything else becomes '-'.
+func labelValue(reason string) string {
+	const maxLen = 63
+	b := []byte(reason)
+	for i, c := range b {
+		if !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			b[i] = '-'
+		}
+	}
+	if len(b) > maxLen {
+		b = b[:maxLen]
+	}
+	s := strings.TrimFunc(string(b), func(r rune) bool { return r > 0x7f || !isAlnum(byte(r)) })
+	if s == "" {
+		return "unhealthy"
+	}
+	return s
+}
+
+func isAlnum(c byte) bool {
+	return 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9'
+}

@@ -1,0 +1,262 @@
+// Package dra is hwnet-agent's DRA driver, built on the DRA library
+// (k8s.io/dynamic-resource-allocation): it publishes the devices of the
+// pools in DRA mode in ResourceSlices for this node, with their
+// attributes and health taints, and prepares allocated claims for
+// kubelet with CDI specs that give a container what the device plugin's
+// Allocate gives it (package handout), checkpointed so that an agent
+// restarted between prepare and unprepare still unprepares.
+package dra
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	"github.com/go-logr/logr"
+	"google.golang.org/grpc"
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/dynamic-resource-allocation/resourceslice"
+	"k8s.io/klog/v2"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
+
+	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/handout"
+	"github.com/hwnet-io/hwnet/pools"
+)
+
+// Production defaults.
+const (
+	DefaultRegistrarDir = kubeletplugin.KubeletRegistryDir
+	DefaultPluginsDir   = kubeletplugin.KubeletPluginsDir
+	DefaultCDIDir       = "/var/run/cdi"
+	// MaxSliceDevices is the most devices one ResourceSlice holds when
+	// any device has taints.
+	MaxSliceDevices = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
+)
+
+// Options configure the driver; zero values are the production defaults
+// but for NodeName and KubeClient, which are required.
+type Options struct {
+	DriverName string
+	NodeName   string
+	KubeClient kubernetes.Interface
+	// RegistrarDir is kubelet's plugin registration directory.
+	RegistrarDir string
+	// PluginDir holds the driver's DRA socket and its checkpoint; ""
+	// means DefaultPluginsDir/<driver name>.
+	PluginDir string
+	// CDIDir receives a CDI spec per prepared claim.
+	CDIDir string
+	// DevinfoDir receives a device-info file per prepared device.
+	DevinfoDir string
+	// DevRoot and SysfsRoot are where discovery reads /dev and /sys.
+	DevRoot   string
+	SysfsRoot string
+	Logger    *slog.Logger
+}
+
+func (o Options) withDefaults() Options {
+	o.DriverName = cmp.Or(o.DriverName, DefaultDriverName)
+	o.RegistrarDir = cmp.Or(o.RegistrarDir, DefaultRegistrarDir)
+	o.PluginDir = cmp.Or(o.PluginDir, filepath.Join(DefaultPluginsDir, o.DriverName))
+	o.CDIDir = cmp.Or(o.CDIDir, DefaultCDIDir)
+	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.DPDir)
+	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
+	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/sys")
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	return o
+}
+
+// Driver is the running DRA driver. Publish and the kubelet calls are
+// safe for concurrent use.
+type Driver struct {
+	opts    Options
+	log     *slog.Logger
+	helper  atomic.Pointer[kubeletplugin.Helper]
+	current atomic.Pointer[published]
+	// last is what Publish last gave the library, published again when
+	// kubelet registers the driver and when someone else deletes a slice
+	// (see restorer).
+	last  atomic.Pointer[resourceslice.DriverResources]
+	store *checkpointStore
+	// stopWatch ends the restorer's watch.
+	stopWatch func()
+}
+
+// published is what the last Publish listed, by device name.
+type published struct {
+	devices map[string]entry
+}
+
+// entry is one published device and what it hands out.
+type entry struct {
+	res     *pools.Resource
+	dev     Device
+	handout *handout.Device
+}
+
+// Start registers the driver with kubelet and serves it until ctx ends
+// or Stop. No ResourceSlice is published before the first Publish.
+func Start(ctx context.Context, opts Options) (*Driver, error) {
+	if opts.KubeClient == nil {
+		return nil, errors.New("DRA driver: no API server client")
+	}
+	d, err := newDriver(opts)
+	if err != nil {
+		return nil, err
+	}
+	ctx = klog.NewContext(ctx, logr.FromSlogHandler(d.log.Handler()))
+	h, err := kubeletplugin.Start(ctx, d,
+		kubeletplugin.DriverName(d.opts.DriverName),
+		kubeletplugin.NodeName(d.opts.NodeName),
+		kubeletplugin.KubeClient(d.opts.KubeClient),
+		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
+		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDir),
+		kubeletplugin.HealthService(false),
+		kubeletplugin.GRPCInterceptor(d.watchRegistration),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("DRA driver %s: %w", d.opts.DriverName, err)
+	}
+	d.helper.Store(h)
+	r := &restorer{republish: d.republish}
+	wctx, cancel := context.WithCancel(ctx)
+	stopWatch, err := r.watch(wctx, opts.KubeClient, d.opts.NodeName, d.opts.DriverName)
+	if err != nil {
+		cancel()
+		h.Stop()
+		return nil, fmt.Errorf("DRA driver: watch slices: %w", err)
+	}
+	d.stopWatch = func() { cancel(); stopWatch() }
+	return d, nil
+}
+
+// newDriver checks the options and makes the driver's directories.
+func newDriver(opts Options) (*Driver, error) {
+	opts = opts.withDefaults()
+	if opts.NodeName == "" {
+		return nil, errors.New("DRA driver: the node name is not set")
+	}
+	for _, dir := range []string{opts.PluginDir, opts.CDIDir, opts.RegistrarDir} {
+		if err := os.MkdirAll(dir, 0o750); err != nil {
+			return nil, fmt.Errorf("DRA driver: %w", err)
+		}
+	}
+	d := &Driver{opts: opts, log: opts.Logger.With("driver", opts.DriverName),
+		store: &checkpointStore{path: filepath.Join(opts.PluginDir, checkpointFile)}}
+	d.current.Store(&published{devices: map[string]entry{}})
+	return d, nil
+}
+
+// Stop unregisters the driver and stops publishing; the ResourceSlices
+// stay, so that a restarted agent takes them over unchanged.
+func (d *Driver) Stop() {
+	d.stopWatch()
+	d.helper.Load().Stop()
+}
+
+// Registered reports whether kubelet accepted the driver's registration.
+func (d *Driver) Registered() bool {
+	st := d.helper.Load().RegistrationStatus()
+	return st != nil && st.PluginRegistered
+}
+
+// Publish replaces the node's devices: the ResourceSlices follow within
+// moments, and prepare hands out devices as they are now.
+func (d *Driver) Publish(ctx context.Context, node Node, ps []Pool) error {
+	res, err := d.update(node, ps)
+	if err != nil {
+		return err
+	}
+	d.last.Store(&res)
+	if err := d.helper.Load().PublishResources(ctx, res); err != nil {
+		return fmt.Errorf("DRA driver: publish: %w", err)
+	}
+	return nil
+}
+
+// watchRegistration sees kubelet's calls: once kubelet says whether it
+// registered the driver, the slices are published again.
+func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
+	resp, err := handler(ctx, req)
+	if !strings.HasSuffix(info.FullMethod, "/NotifyRegistrationStatus") {
+		return resp, err
+	}
+	if st, ok := req.(*registerapi.RegistrationStatus); ok && !st.PluginRegistered {
+		d.log.Error("kubelet refused the DRA driver's registration", "err", st.Error)
+		return resp, err
+	}
+	d.log.Info("DRA driver registered with kubelet")
+	d.republish(ctx)
+	return resp, err
+}
+
+// republish gives the library the last published devices again, which
+// makes it sync the slices at once.
+func (d *Driver) republish(ctx context.Context) {
+	h, res := d.helper.Load(), d.last.Load()
+	if h == nil || res == nil {
+		return
+	}
+	if err := h.PublishResources(ctx, *res); err != nil {
+		d.log.Error("DRA devices not published again", "err", err)
+	}
+}
+
+// update makes ps the devices prepare hands out and returns their slices.
+func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, error) {
+	ps = slices.Clone(ps) // prepare keeps pointers to the resources
+	devs, err := Devices(node, ps)
+	if err != nil {
+		return resourceslice.DriverResources{}, fmt.Errorf("DRA driver: %w", err)
+	}
+	entries := make(map[string]entry, len(devs))
+	for i := range ps {
+		res := &ps[i].Resource
+		maker := handout.NewMaker(res, d.opts.DevRoot)
+		for _, dev := range ps[i].Devices {
+			entries[DeviceName(dev.ID)] = entry{res: res, dev: dev, handout: maker.Make(&dev.Device)}
+		}
+	}
+	d.current.Store(&published{devices: entries})
+	return Resources(d.opts.NodeName, devs), nil
+}
+
+// Resources is one pool, named after the node, with devs in slices of
+// at most MaxSliceDevices, in order; an empty pool has one empty slice,
+// which says the driver runs and has nothing to offer.
+func Resources(poolName string, devs []resourceapi.Device) resourceslice.DriverResources {
+	out := []resourceslice.Slice{{}}
+	for i := 0; i < len(devs); i += MaxSliceDevices {
+		chunk := devs[i:min(i+MaxSliceDevices, len(devs))]
+		if i == 0 {
+			out[0].Devices = chunk
+			continue
+		}
+		out = append(out, resourceslice.Slice{Devices: chunk})
+	}
+	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{poolName: {Slices: out}}}
+}
+
+// HandleError logs what the library met in the background: publishing
+// errors are retried by the library, so none ends the agent.
+func (d *Driver) HandleError(_ context.Context, err error, msg string) {
+	d.log.Error("DRA driver: "+msg, "err", err, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
+}
+
+// WatchHealthStatus is not offered: health is published as device
+// taints, which the scheduler honours before a pod is placed.
+func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
+	return kubeletplugin.ErrHealthNotSupported
+}

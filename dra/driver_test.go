@@ -1,0 +1,117 @@
+package dra_test
+
+import (
+	"context"
+	"path/filepath"
+	"reflect"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+)
+
+// TestDriverPublishes: the driver publishes the DRA pools' devices with
+// their attributes on a real API server, taints a device that becomes
+// unhealthy and removes the taint once it is healthy, each within 1 s.
+func TestDriverPublishes(t *testing.T) {
+	api := kubeapi.Start(t)
+	n := newTestNode(t)
+	ctx := context.Background()
+	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
+		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drv.Stop)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
+
+	start := time.Now()
+	if err := drv.Publish(ctx, node, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	devs := kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", func(d kubeapi.SliceDevices) bool { return len(d) == 14 })
+	t.Logf("14 devices published in %v", time.Since(start))
+	want := n.devices(t)
+	for name, d := range devs {
+		if !reflect.DeepEqual(d.Attributes, want[name].Attributes) {
+			t.Errorf("%s: attributes on the API server differ from the published ones", name)
+		}
+	}
+
+	const vf = "pci-0000-3b-01-6"
+	for _, tt := range []struct {
+		name    string
+		healthy bool
+		reason  string
+		want    int
+	}{
+		{"taint", false, "PF 0000:3b:00.0 link enp59s0f0 is down", 1},
+		{"untaint", true, "", 0},
+	} {
+		setHealth(n.pools, "0000:3b:01.6", tt.healthy, tt.reason)
+		start := time.Now()
+		if err := drv.Publish(ctx, node, n.pools); err != nil {
+			t.Fatal(err)
+		}
+		d := kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, tt.name, func(d kubeapi.SliceDevices) bool { return len(d[vf].Taints) == tt.want })
+		if took := time.Since(start); took > time.Second {
+			t.Errorf("%s took %v, want within 1s", tt.name, took)
+		}
+		if tt.want == 1 && (d[vf].Taints[0].Effect != resourceapi.DeviceTaintEffectNoSchedule || d[vf].Taints[0].Value != "PF-0000-3b-00.0-link-enp59s0f0-is-down") {
+			t.Errorf("taint %+v", d[vf].Taints[0])
+		}
+	}
+}
+
+// TestDriverRestoresDeletedSlices: kubelet deletes every slice of its
+// node when it starts; the driver publishes them again within 2 s, not at
+// the library's resync 30 s later.
+func TestDriverRestoresDeletedSlices(t *testing.T) {
+	api := kubeapi.Start(t)
+	n := newTestNode(t)
+	ctx := context.Background()
+	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
+		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
+		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(drv.Stop)
+	if err := drv.Publish(ctx, dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	all := func(d kubeapi.SliceDevices) bool { return len(d) == 14 }
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", all)
+	if err := api.Client().ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, onNode); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 2*time.Second, "slices restored", all)
+	t.Logf("slices restored %v after their deletion", time.Since(start).Round(time.Millisecond))
+}
+
+func setHealth(ps []dra.Pool, id string, healthy bool, reason string) {
+	for i := range ps {
+		for j := range ps[i].Devices {
+			if ps[i].Devices[j].ID == id {
+				ps[i].Devices[j].Healthy, ps[i].Devices[j].Reason = healthy, reason
+			}
+		}
+	}
+}

@@ -1,0 +1,11 @@
+package dra
+
+// NewUnregistered is a driver that kubelet does not know, for calling
+// prepare and unprepare directly.
+func NewUnregistered(opts Options) (*Driver, error) { return newDriver(opts) }
+
+// SetDevices makes ps the devices prepare hands out, as Publish does.
+func (d *Driver) SetDevices(node Node, ps []Pool) error {
+	_, err := d.update(node, ps)
+	return err
+}

@@ -1,0 +1,222 @@
+package dra
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/hwnet-io/hwnet/atomicfile"
+	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/handout"
+)
+
+// cdiVersion is the oldest CDI version with everything the specs use,
+// so that older runtimes read them too.
+const cdiVersion = "0.5.0"
+
+// cdiClass is the class of hwnet's CDI devices: their kind is
+// <driver name>/net.
+const cdiClass = "net"
+
+// PrepareResourceClaims prepares each claim's devices of this driver: a
+// CDI spec per claim whose devices carry the device nodes and whose
+// spec-wide edits set the PCIDEVICE_* variables of the claim's devices,
+// and a device-info file per device. A claim prepared before is answered
+// from the checkpoint, unchanged; a device another claim holds fails the
+// claim.
+func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	cp, err := d.store.load()
+	if err != nil {
+		return nil, err
+	}
+	cur := d.current.Load()
+	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	for _, c := range claims {
+		pc, ok := cp.Claims[c.UID]
+		if !ok {
+			if pc, err = d.prepareClaim(cp, cur, c); err != nil {
+				d.log.Warn("claim not prepared", "claim", c.Namespace+"/"+c.Name, "err", err)
+				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+				continue
+			}
+			cp.Claims[c.UID] = pc
+		}
+		out[c.UID] = pc.result()
+		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", pc.addresses())
+	}
+	if err := d.store.save(cp); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// claimDevice is one allocated device of a claim with what it hands out.
+type claimDevice struct {
+	result resourceapi.DeviceRequestAllocationResult
+	entry  entry
+}
+
+// prepareClaim writes a claim's device-info files and CDI spec.
+func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.ResourceClaim) (*preparedClaim, error) {
+	devs, err := d.claimDevices(cp, cur, c)
+	if err != nil {
+		return nil, err
+	}
+	pc := &preparedClaim{Namespace: c.Namespace, Name: c.Name,
+		CDISpec: filepath.Join(d.opts.CDIDir, d.opts.DriverName+"-"+string(c.UID)+".json")}
+	spec := &cdispec.Spec{Version: cdiVersion, Kind: d.opts.DriverName + "/" + cdiClass}
+	for _, cd := range devs {
+		h := cd.entry.handout
+		if err := devinfo.Write(d.opts.DevinfoDir, cd.entry.res.FullName(), h.ID, h.Info); err != nil {
+			return nil, fmt.Errorf("device %s: %w", h.ID, err)
+		}
+		name := string(c.UID) + "-" + cd.result.Device
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdiNodes(h.Nodes)})
+		pc.Devices = append(pc.Devices, preparedDevice{Request: cd.result.Request, Pool: cd.result.Pool,
+			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name})
+	}
+	if spec.ContainerEdits.Env, err = claimEnv(devs); err != nil {
+		return nil, err
+	}
+	if err := writeSpec(pc.CDISpec, spec); err != nil {
+		return nil, err
+	}
+	return pc, nil
+}
+
+// claimDevices are the claim's devices of this driver, each one this
+// node publishes and no other prepared claim holds.
+func (d *Driver) claimDevices(cp *checkpoint, cur *published, c *resourceapi.ResourceClaim) ([]claimDevice, error) {
+	if c.Status.Allocation == nil {
+		return nil, errors.New("not allocated")
+	}
+	var devs []claimDevice
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Driver != d.opts.DriverName {
+			continue
+		}
+		e, ok := cur.devices[r.Device]
+		if !ok || r.Pool != d.opts.NodeName {
+			return nil, fmt.Errorf("request %q: device %s of pool %s is not one this node publishes", r.Request, r.Device, r.Pool)
+		}
+		if other := cp.holder(r.Device, c.UID); other != "" {
+			return nil, fmt.Errorf("request %q: device %s is already prepared for claim %s", r.Request, r.Device, other)
+		}
+		devs = append(devs, claimDevice{result: r, entry: e})
+	}
+	return devs, nil
+}
+
+// claimEnv sets, per pool, the variables a device plugin container with
+// the same devices would get.
+func claimEnv(devs []claimDevice) ([]string, error) {
+	var env []string
+	byPool := map[string][]*handout.Device{}
+	var order []claimDevice
+	for _, cd := range devs {
+		name := cd.entry.res.FullName()
+		if _, ok := byPool[name]; !ok {
+			order = append(order, cd)
+		}
+		byPool[name] = append(byPool[name], cd.entry.handout)
+	}
+	for _, cd := range order {
+		vars, err := handout.EnvVars(cd.entry.res, byPool[cd.entry.res.FullName()])
+		if err != nil {
+			return nil, err
+		}
+		for _, k := range slices.Sorted(maps.Keys(vars)) {
+			env = append(env, k+"="+vars[k])
+		}
+	}
+	return env, nil
+}
+
+// cdiNodes hands out device nodes read-write, at their host paths.
+func cdiNodes(nodes []string) cdispec.ContainerEdits {
+	var edits cdispec.ContainerEdits
+	for _, n := range nodes {
+		edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n, HostPath: n, Permissions: "rw"})
+	}
+	return edits
+}
+
+func writeSpec(path string, spec *cdispec.Spec) error {
+	data, err := json.MarshalIndent(spec, "", "  ")
+	if err != nil {
+		return fmt.Errorf("CDI spec: %w", err)
+	}
+	if err := atomicfile.Write(path, data, 0o644); err != nil {
+		return fmt.Errorf("CDI spec: %w", err)
+	}
+	return nil
+}
+
+// result is what kubelet is told of a prepared claim.
+func (pc *preparedClaim) result() kubeletplugin.PrepareResult {
+	var r kubeletplugin.PrepareResult
+	for _, d := range pc.Devices {
+		r.Devices = append(r.Devices, kubeletplugin.Device{Requests: []string{d.Request}, PoolName: d.Pool,
+			DeviceName: d.Device, CDIDeviceIDs: []string{d.CDIDevice}})
+	}
+	return r
+}
+
+func (pc *preparedClaim) addresses() string {
+	ids := make([]string, len(pc.Devices))
+	for i, d := range pc.Devices {
+		ids[i] = d.PCIAddress
+	}
+	return strings.Join(ids, ",")
+}
+
+// UnprepareResourceClaims removes what prepare made for each claim, from
+// the checkpoint: a claim it does not hold was never prepared here or is
+// already unprepared, which is no error.
+func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	cp, err := d.store.load()
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[types.UID]error, len(claims))
+	for _, c := range claims {
+		pc, ok := cp.Claims[c.UID]
+		if !ok {
+			out[c.UID] = nil
+			continue
+		}
+		if out[c.UID] = d.unprepareClaim(pc); out[c.UID] == nil {
+			delete(cp.Claims, c.UID)
+			d.log.Info("claim unprepared", "claim", c.String(), "devices", pc.addresses())
+		}
+	}
+	if err := d.store.save(cp); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (d *Driver) unprepareClaim(pc *preparedClaim) error {
+	var errs []error
+	for _, dev := range pc.Devices {
+		if err := devinfo.Remove(d.opts.DevinfoDir, dev.Resource, dev.PCIAddress); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(pc.CDISpec); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		errs = append(errs, fmt.Errorf("CDI spec: %w", err))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,189 @@
+package dra_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
+
+	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/dra"
+)
+
+const nodeName = "node-a"
+
+// preparer is a driver kubelet does not know, with its directories.
+type preparer struct {
+	drv  *dra.Driver
+	opts dra.Options
+}
+
+func newPreparer(t testing.TB, n *testNode, dir string) *preparer {
+	t.Helper()
+	opts := dra.Options{NodeName: nodeName, PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"),
+		CDIDir: filepath.Join(dir, "cdi"), DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
+	drv, err := dra.NewUnregistered(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &preparer{drv: drv, opts: opts}
+}
+
+func claim(uid string, results ...resourceapi.DeviceRequestAllocationResult) *resourceapi.ResourceClaim {
+	return &resourceapi.ResourceClaim{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "claim-" + uid, UID: types.UID(uid)},
+		Status: resourceapi.ResourceClaimStatus{Allocation: &resourceapi.AllocationResult{
+			Devices: resourceapi.DeviceAllocationResult{Results: results}}},
+	}
+}
+
+func alloc(request, device string) resourceapi.DeviceRequestAllocationResult {
+	return resourceapi.DeviceRequestAllocationResult{Request: request, Driver: dra.DefaultDriverName, Pool: nodeName, Device: device}
+}
+
+func (p *preparer) prepare(t *testing.T, c *resourceapi.ResourceClaim) kubeletplugin.PrepareResult {
+	t.Helper()
+	res, err := p.drv.PrepareResourceClaims(context.Background(), []*resourceapi.ResourceClaim{c})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[c.UID]
+}
+
+func (p *preparer) unprepare(t *testing.T, uid string) error {
+	t.Helper()
+	obj := kubeletplugin.NamespacedObject{UID: types.UID(uid)}
+	obj.Namespace, obj.Name = "ns", "claim-"+uid
+	res, err := p.drv.UnprepareResourceClaims(context.Background(), []kubeletplugin.NamespacedObject{obj})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res[types.UID(uid)]
+}
+
+func (p *preparer) spec(t *testing.T, uid string) *cdispec.Spec {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(p.opts.CDIDir, dra.DefaultDriverName+"-"+uid+".json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s cdispec.Spec
+	if err := json.Unmarshal(data, &s); err != nil {
+		t.Fatal(err)
+	}
+	return &s
+}
+
+// TestPrepare: a claim's container gets, through CDI, the device nodes and
+// PCIDEVICE_* variables Allocate gives, and a device-info file per device.
+func TestPrepare(t *testing.T) {
+	n := newTestNode(t)
+	tests := []struct {
+		name      string
+		claim     *resourceapi.ResourceClaim
+		wantNodes map[string][]string // by device name
+		wantEnv   []string
+	}{
+		{"two vfio-pci VFs", claim("uid-dpdk", alloc("vfs", "pci-0000-3b-01-6"), alloc("vfs", "pci-0000-3e-01-7")),
+			map[string][]string{"pci-0000-3b-01-6": {"/dev/vfio/vfio", "/dev/vfio/8"}, "pci-0000-3e-01-7": {"/dev/vfio/vfio", "/dev/vfio/19"}},
+			[]string{"PCIDEVICE_INTEL_COM_SRIOV_DPDK=0000:3b:01.6,0000:3e:01.7",
+				`PCIDEVICE_INTEL_COM_SRIOV_DPDK_INFO={"0000:3b:01.6":{"generic":{"deviceID":"0000:3b:01.6"},"vfio":{"dev-mount":"/dev/vfio/8","mount":"/dev/vfio/vfio"}},` +
+					`"0000:3e:01.7":{"generic":{"deviceID":"0000:3e:01.7"},"vfio":{"dev-mount":"/dev/vfio/19","mount":"/dev/vfio/vfio"}}}`}},
+		{"a netdev VF and an InfiniBand VF", claim("uid-mixed", alloc("net", "pci-0000-3b-01-1"), alloc("ib", "pci-0000-41-01-0")),
+			map[string][]string{"pci-0000-3b-01-1": nil, "pci-0000-41-01-0": {"/dev/infiniband/uverbs1", "/dev/infiniband/umad1", "/dev/infiniband/issm1", "/dev/infiniband/rdma_cm"}},
+			[]string{"PCIDEVICE_INTEL_COM_SRIOV_FABRIC_A=0000:3b:01.1",
+				`PCIDEVICE_INTEL_COM_SRIOV_FABRIC_A_INFO={"0000:3b:01.1":{"generic":{"deviceID":"0000:3b:01.1"}}}`,
+				"PCIDEVICE_NVIDIA_COM_IB=0000:41:01.0",
+				`PCIDEVICE_NVIDIA_COM_IB_INFO={"0000:41:01.0":{"generic":{"deviceID":"0000:41:01.0"},"rdma":{"issm":"/dev/infiniband/issm1","rdma_cm":"/dev/infiniband/rdma_cm","rdma_dev":"mlx5_1","umad":"/dev/infiniband/umad1","uverbs":"/dev/infiniband/uverbs1"}}}`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPreparer(t, n, t.TempDir())
+			if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+				t.Fatal(err)
+			}
+			res := p.prepare(t, tt.claim)
+			if res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			spec := p.spec(t, string(tt.claim.UID))
+			if !reflect.DeepEqual(spec.ContainerEdits.Env, tt.wantEnv) {
+				t.Errorf("env\n got %q\nwant %q", spec.ContainerEdits.Env, tt.wantEnv)
+			}
+			for i, d := range res.Devices {
+				wantID := "hwnet.io/net=" + string(tt.claim.UID) + "-" + d.DeviceName
+				if d.PoolName != nodeName || !reflect.DeepEqual(d.CDIDeviceIDs, []string{wantID}) || d.Requests[0] != tt.claim.Status.Allocation.Devices.Results[i].Request {
+					t.Errorf("device %d: %+v, want CDI ID %s", i, d, wantID)
+				}
+				var nodes []string
+				for _, node := range spec.Devices[i].ContainerEdits.DeviceNodes {
+					nodes = append(nodes, node.Path)
+				}
+				if want := tt.wantNodes[d.DeviceName]; !reflect.DeepEqual(nodes, want) {
+					t.Errorf("%s: nodes %q, want %q", d.DeviceName, nodes, want)
+				}
+			}
+			files, err := devinfo.List(p.opts.DevinfoDir)
+			if err != nil || len(files) != len(tt.wantNodes) {
+				t.Errorf("device-info files %+v (%v), want %d", files, err, len(tt.wantNodes))
+			}
+		})
+	}
+}
+
+// TestPrepareUnprepare: prepare is idempotent, refuses a device another
+// claim holds and one the node does not publish; unprepare works from the
+// checkpoint alone, after a restart, and twice.
+func TestPrepareUnprepare(t *testing.T) {
+	n := newTestNode(t)
+	dir := t.TempDir()
+	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
+	p := newPreparer(t, n, dir)
+	if err := p.drv.SetDevices(node, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	first := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6")))
+	if first.Err != nil {
+		t.Fatal(first.Err)
+	}
+	if again := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6"))); !reflect.DeepEqual(again, first) {
+		t.Errorf("second prepare %+v, want %+v", again, first)
+	}
+	for _, tt := range []struct {
+		claim *resourceapi.ResourceClaim
+		want  string
+	}{
+		{claim("b", alloc("r", "pci-0000-3b-01-6")), `request "r": device pci-0000-3b-01-6 is already prepared for claim ns/claim-a`},
+		{claim("c", alloc("r", "pci-0000-3e-01-0")), `request "r": device pci-0000-3e-01-0 of pool node-a is not one this node publishes`},
+		{&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{UID: "d"}}, "not allocated"},
+	} {
+		if res := p.prepare(t, tt.claim); res.Err == nil || res.Err.Error() != tt.want {
+			t.Errorf("claim %s: err %v, want %q", tt.claim.UID, res.Err, tt.want)
+		}
+	}
+	// A restarted agent has published nothing yet when kubelet unprepares.
+	restarted := newPreparer(t, n, dir)
+	for range 2 {
+		if err := restarted.unprepare(t, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	left, _ := os.ReadDir(p.opts.CDIDir)
+	files, _ := devinfo.List(p.opts.DevinfoDir)
+	if len(left) != 0 || len(files) != 0 {
+		t.Errorf("left behind: CDI specs %v, device-info files %v", left, files)
+	}
+	data, _ := os.ReadFile(filepath.Join(p.opts.PluginDir, "checkpoint.json"))
+	if strings.Contains(string(data), "claim-a") {
+		t.Errorf("checkpoint still holds claim a: %s", data)
+	}
+}
