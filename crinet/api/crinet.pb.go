@@ -70,11 +70,15 @@ func (NetworkType) EnumDescriptor() ([]byte, []int) {
 }
 
 type NetworkMetadata struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Namespace     string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	Uid           string                 `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
-	Generation    uint32                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Name       string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Namespace  string                 `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	Uid        string                 `protobuf:"bytes,3,opt,name=uid,proto3" json:"uid,omitempty"`
+	Generation uint32                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// hwnet addition, as a NetworkAttachmentDefinition's: the
+	// k8s.v1.cni.cncf.io/resourceName annotation names the device plugin
+	// resource whose devices the network's attachments take.
+	Annotations   map[string]string `protobuf:"bytes,5,rep,name=annotations,proto3" json:"annotations,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -135,6 +139,13 @@ func (x *NetworkMetadata) GetGeneration() uint32 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *NetworkMetadata) GetAnnotations() map[string]string {
+	if x != nil {
+		return x.Annotations
+	}
+	return nil
 }
 
 type CNIv1PluginConfig struct {
@@ -978,14 +989,18 @@ var File_crinet_proto protoreflect.FileDescriptor
 
 const file_crinet_proto_rawDesc = "" +
 	"\n" +
-	"\fcrinet.proto\x12\x15hwnet.crinet.v1alpha1\"u\n" +
+	"\fcrinet.proto\x12\x15hwnet.crinet.v1alpha1\"\x90\x02\n" +
 	"\x0fNetworkMetadata\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x10\n" +
 	"\x03uid\x18\x03 \x01(\tR\x03uid\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x04 \x01(\rR\n" +
-	"generation\"\xe4\x01\n" +
+	"generation\x12Y\n" +
+	"\vannotations\x18\x05 \x03(\v27.hwnet.crinet.v1alpha1.NetworkMetadata.AnnotationsEntryR\vannotations\x1a>\n" +
+	"\x10AnnotationsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xe4\x01\n" +
 	"\x11CNIv1PluginConfig\x12\x12\n" +
 	"\x04type\x18\x01 \x01(\tR\x04type\x12\"\n" +
 	"\fcapabilities\x18\x02 \x03(\tR\fcapabilities\x12X\n" +
@@ -1065,7 +1080,7 @@ func file_crinet_proto_rawDescGZIP() []byte {
 }
 
 var file_crinet_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_crinet_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_crinet_proto_msgTypes = make([]protoimpl.MessageInfo, 19)
 var file_crinet_proto_goTypes = []any{
 	(NetworkType)(0),                 // 0: hwnet.crinet.v1alpha1.NetworkType
 	(*NetworkMetadata)(nil),          // 1: hwnet.crinet.v1alpha1.NetworkMetadata
@@ -1084,36 +1099,38 @@ var file_crinet_proto_goTypes = []any{
 	(*PodSandboxNetworkConfig)(nil),  // 14: hwnet.crinet.v1alpha1.PodSandboxNetworkConfig
 	(*PodIP)(nil),                    // 15: hwnet.crinet.v1alpha1.PodIP
 	(*PodAttachment)(nil),            // 16: hwnet.crinet.v1alpha1.PodAttachment
-	nil,                              // 17: hwnet.crinet.v1alpha1.CNIv1PluginConfig.ParametersEntry
-	nil,                              // 18: hwnet.crinet.v1alpha1.PodSandboxNetworkConfig.ParametersEntry
+	nil,                              // 17: hwnet.crinet.v1alpha1.NetworkMetadata.AnnotationsEntry
+	nil,                              // 18: hwnet.crinet.v1alpha1.CNIv1PluginConfig.ParametersEntry
+	nil,                              // 19: hwnet.crinet.v1alpha1.PodSandboxNetworkConfig.ParametersEntry
 }
 var file_crinet_proto_depIdxs = []int32{
-	17, // 0: hwnet.crinet.v1alpha1.CNIv1PluginConfig.parameters:type_name -> hwnet.crinet.v1alpha1.CNIv1PluginConfig.ParametersEntry
-	2,  // 1: hwnet.crinet.v1alpha1.CNIv1Config.plugins:type_name -> hwnet.crinet.v1alpha1.CNIv1PluginConfig
-	1,  // 2: hwnet.crinet.v1alpha1.NetworkConfig.metadata:type_name -> hwnet.crinet.v1alpha1.NetworkMetadata
-	4,  // 3: hwnet.crinet.v1alpha1.NetworkConfig.ip_ranges:type_name -> hwnet.crinet.v1alpha1.IPRange
-	0,  // 4: hwnet.crinet.v1alpha1.NetworkConfig.network_type:type_name -> hwnet.crinet.v1alpha1.NetworkType
-	3,  // 5: hwnet.crinet.v1alpha1.NetworkConfig.cniv1_config:type_name -> hwnet.crinet.v1alpha1.CNIv1Config
-	5,  // 6: hwnet.crinet.v1alpha1.SetPodNetworkRequest.config:type_name -> hwnet.crinet.v1alpha1.NetworkConfig
-	5,  // 7: hwnet.crinet.v1alpha1.SetPodNetworkResponse.config:type_name -> hwnet.crinet.v1alpha1.NetworkConfig
-	1,  // 8: hwnet.crinet.v1alpha1.RemovePodNetworkRequest.metadata:type_name -> hwnet.crinet.v1alpha1.NetworkMetadata
-	5,  // 9: hwnet.crinet.v1alpha1.PodNetworkResponse.config:type_name -> hwnet.crinet.v1alpha1.NetworkConfig
-	11, // 10: hwnet.crinet.v1alpha1.PodNetworkResponse.status:type_name -> hwnet.crinet.v1alpha1.NetworkStatus
-	16, // 11: hwnet.crinet.v1alpha1.PodNetworkResponse.pods:type_name -> hwnet.crinet.v1alpha1.PodAttachment
-	12, // 12: hwnet.crinet.v1alpha1.ListPodNetworkResponse.networks:type_name -> hwnet.crinet.v1alpha1.PodNetworkResponse
-	18, // 13: hwnet.crinet.v1alpha1.PodSandboxNetworkConfig.parameters:type_name -> hwnet.crinet.v1alpha1.PodSandboxNetworkConfig.ParametersEntry
-	15, // 14: hwnet.crinet.v1alpha1.PodAttachment.ips:type_name -> hwnet.crinet.v1alpha1.PodIP
-	6,  // 15: hwnet.crinet.v1alpha1.RuntimeService.SetPodNetwork:input_type -> hwnet.crinet.v1alpha1.SetPodNetworkRequest
-	8,  // 16: hwnet.crinet.v1alpha1.RuntimeService.RemovePodNetwork:input_type -> hwnet.crinet.v1alpha1.RemovePodNetworkRequest
-	10, // 17: hwnet.crinet.v1alpha1.RuntimeService.ListPodNetwork:input_type -> hwnet.crinet.v1alpha1.ListPodNetworkRequest
-	7,  // 18: hwnet.crinet.v1alpha1.RuntimeService.SetPodNetwork:output_type -> hwnet.crinet.v1alpha1.SetPodNetworkResponse
-	9,  // 19: hwnet.crinet.v1alpha1.RuntimeService.RemovePodNetwork:output_type -> hwnet.crinet.v1alpha1.RemovePodNetworkResponse
-	13, // 20: hwnet.crinet.v1alpha1.RuntimeService.ListPodNetwork:output_type -> hwnet.crinet.v1alpha1.ListPodNetworkResponse
-	18, // [18:21] is the sub-list for method output_type
-	15, // [15:18] is the sub-list for method input_type
-	15, // [15:15] is the sub-list for extension type_name
-	15, // [15:15] is the sub-list for extension extendee
-	0,  // [0:15] is the sub-list for field type_name
+	17, // 0: hwnet.crinet.v1alpha1.NetworkMetadata.annotations:type_name -> hwnet.crinet.v1alpha1.NetworkMetadata.AnnotationsEntry
+	18, // 1: hwnet.crinet.v1alpha1.CNIv1PluginConfig.parameters:type_name -> hwnet.crinet.v1alpha1.CNIv1PluginConfig.ParametersEntry
+	2,  // 2: hwnet.crinet.v1alpha1.CNIv1Config.plugins:type_name -> hwnet.crinet.v1alpha1.CNIv1PluginConfig
+	1,  // 3: hwnet.crinet.v1alpha1.NetworkConfig.metadata:type_name -> hwnet.crinet.v1alpha1.NetworkMetadata
+	4,  // 4: hwnet.crinet.v1alpha1.NetworkConfig.ip_ranges:type_name -> hwnet.crinet.v1alpha1.IPRange
+	0,  // 5: hwnet.crinet.v1alpha1.NetworkConfig.network_type:type_name -> hwnet.crinet.v1alpha1.NetworkType
+	3,  // 6: hwnet.crinet.v1alpha1.NetworkConfig.cniv1_config:type_name -> hwnet.crinet.v1alpha1.CNIv1Config
+	5,  // 7: hwnet.crinet.v1alpha1.SetPodNetworkRequest.config:type_name -> hwnet.crinet.v1alpha1.NetworkConfig
+	5,  // 8: hwnet.crinet.v1alpha1.SetPodNetworkResponse.config:type_name -> hwnet.crinet.v1alpha1.NetworkConfig
+	1,  // 9: hwnet.crinet.v1alpha1.RemovePodNetworkRequest.metadata:type_name -> hwnet.crinet.v1alpha1.NetworkMetadata
+	5,  // 10: hwnet.crinet.v1alpha1.PodNetworkResponse.config:type_name -> hwnet.crinet.v1alpha1.NetworkConfig
+	11, // 11: hwnet.crinet.v1alpha1.PodNetworkResponse.status:type_name -> hwnet.crinet.v1alpha1.NetworkStatus
+	16, // 12: hwnet.crinet.v1alpha1.PodNetworkResponse.pods:type_name -> hwnet.crinet.v1alpha1.PodAttachment
+	12, // 13: hwnet.crinet.v1alpha1.ListPodNetworkResponse.networks:type_name -> hwnet.crinet.v1alpha1.PodNetworkResponse
+	19, // 14: hwnet.crinet.v1alpha1.PodSandboxNetworkConfig.parameters:type_name -> hwnet.crinet.v1alpha1.PodSandboxNetworkConfig.ParametersEntry
+	15, // 15: hwnet.crinet.v1alpha1.PodAttachment.ips:type_name -> hwnet.crinet.v1alpha1.PodIP
+	6,  // 16: hwnet.crinet.v1alpha1.RuntimeService.SetPodNetwork:input_type -> hwnet.crinet.v1alpha1.SetPodNetworkRequest
+	8,  // 17: hwnet.crinet.v1alpha1.RuntimeService.RemovePodNetwork:input_type -> hwnet.crinet.v1alpha1.RemovePodNetworkRequest
+	10, // 18: hwnet.crinet.v1alpha1.RuntimeService.ListPodNetwork:input_type -> hwnet.crinet.v1alpha1.ListPodNetworkRequest
+	7,  // 19: hwnet.crinet.v1alpha1.RuntimeService.SetPodNetwork:output_type -> hwnet.crinet.v1alpha1.SetPodNetworkResponse
+	9,  // 20: hwnet.crinet.v1alpha1.RuntimeService.RemovePodNetwork:output_type -> hwnet.crinet.v1alpha1.RemovePodNetworkResponse
+	13, // 21: hwnet.crinet.v1alpha1.RuntimeService.ListPodNetwork:output_type -> hwnet.crinet.v1alpha1.ListPodNetworkResponse
+	19, // [19:22] is the sub-list for method output_type
+	16, // [16:19] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_crinet_proto_init() }
@@ -1127,7 +1144,7 @@ func file_crinet_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_crinet_proto_rawDesc), len(file_crinet_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   18,
+			NumMessages:   19,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
