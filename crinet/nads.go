@@ -15,15 +15,23 @@ import (
 // pod gets the configuration before a Set or after it, never a mix.
 type NADs struct {
 	Store *Store
+	// Store may be nil: then Next answers alone.
 	// Next answers for names the store does not hold; nil answers none.
 	Next kube.NADSource
 }
 
 // NAD implements kube.NADSource.
 func (n NADs) NAD(ctx context.Context, namespace, name string) (kube.NAD, error) {
+	if n.Store == nil {
+		return n.next(ctx, namespace, name)
+	}
 	if net, ok := n.Store.Get(Key{Namespace: namespace, Name: name}); ok {
 		return kube.NAD{Namespace: namespace, Name: name, ResourceName: net.ResourceName(), Config: string(net.ConfList)}, nil
 	}
+	return n.next(ctx, namespace, name)
+}
+
+func (n NADs) next(ctx context.Context, namespace, name string) (kube.NAD, error) {
 	if n.Next == nil {
 		return kube.NAD{}, fmt.Errorf("network %s/%s: no CRI network of that name: %w", namespace, name, kube.ErrNADNotFound)
 	}
