@@ -276,7 +276,10 @@ func TestCRINet_Concurrency_SetRacingLookupGivesOldOrNew(t *testing.T) {
 	wg.Go(func() {
 		defer cancel()
 		for i := range 50 {
-			h.mustSet([]*api.NetworkConfig{a, b}[i%2])
+			if _, err := h.set([]*api.NetworkConfig{a, b}[i%2]); err != nil {
+				t.Errorf("SetPodNetwork: %v", err)
+				return
+			}
 		}
 	})
 	seen := map[string]int{}
