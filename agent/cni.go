@@ -124,7 +124,7 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	if r := a.rejected.Load(); r != nil {
 		a.events.configRejected(a.opts.ConfigFile, *r)
 	}
-	var h server.Handler = measuredHandler{next: d, metrics: a.metrics}
+	var h server.Handler = measuredHandler{next: crinet.Attaching{Next: d}, metrics: a.metrics}
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}

@@ -97,11 +97,17 @@ func (c *cluster) createPod(name, networks string) *corev1.Pod {
 }
 
 func (c *cluster) call(command, containerID string, pod *corev1.Pod) error {
+	return c.callCtx(c.t.Context(), command, containerID, pod)
+}
+
+// callCtx serves one CNI request as hwnet-agent does: the delegator
+// wrapped in crinet.Attaching.
+func (c *cluster) callCtx(ctx context.Context, command, containerID string, pod *corev1.Pod) error {
 	req := &wire.Request{Command: command, ContainerID: containerID, Netns: "/var/run/netns/" + containerID,
 		IfName: "eth0", Path: c.bin, Config: c.conf,
 		Args: fmt.Sprintf("IgnoreUnknown=1;K8S_POD_NAMESPACE=%s;K8S_POD_NAME=%s;K8S_POD_INFRA_CONTAINER_ID=%s;K8S_POD_UID=%s",
 			pod.Namespace, pod.Name, containerID, pod.UID)}
-	_, err := c.d.Handle(c.t.Context(), req)
+	_, err := crinet.Attaching{Next: c.d}.Handle(ctx, req)
 	return err
 }
 
@@ -233,4 +239,39 @@ func TestCRINet_Concurrency_SetRacingPodADD(t *testing.T) {
 		seen[got[0]]++
 	}
 	t.Logf("ADDs per version: %v", seen)
+}
+
+// A network an ADD is attaching a pod to, before the pod's attachment
+// record exists, is held: Remove refuses it until the ADD is done.
+func TestCRINet_RemovePodNetwork_RefusedWhileADDInFlight(t *testing.T) {
+	c := newCluster(t)
+	hanging := c.recordedNetwork("a")
+	hanging.Cniv1Config.Plugins[0].Parameters["hangOn"] = `["ADD"]`
+	c.mustSet(hanging)
+	pod := c.createPod("pod-1", `[{"name":"net-a","ips":["10.56.0.10/24"]}]`)
+	ctx, cancel := context.WithCancel(t.Context())
+	added := make(chan error, 1)
+	go func() { added <- c.callCtx(ctx, "ADD", "c1", pod) }()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for len(cniplugins.ReadRecords(t, c.record)) == 0 {
+		select {
+		case err := <-added:
+			t.Fatalf("ADD returned before its plugin ran: %v", err)
+		case <-tick.C:
+		}
+	}
+	if err := c.remove("cnf", "net-a", 0); code(err).String() != "FailedPrecondition" || !strings.Contains(err.Error(), "attaching") {
+		t.Errorf("Remove while an ADD is attaching: got %v, want FailedPrecondition", err)
+	}
+	if c.list()["cnf/net-a"] == nil {
+		t.Fatalf("the network went while an ADD was attaching")
+	}
+	cancel()
+	if err := <-added; err == nil {
+		t.Fatalf("the hanging ADD succeeded")
+	}
+	if err := c.remove("cnf", "net-a", 0); err != nil {
+		t.Errorf("Remove after the ADD failed: %v", err)
+	}
 }

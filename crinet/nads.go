@@ -25,7 +25,7 @@ func (n NADs) NAD(ctx context.Context, namespace, name string) (kube.NAD, error)
 	if n.Store == nil {
 		return n.next(ctx, namespace, name)
 	}
-	if net, ok := n.Store.Get(Key{Namespace: namespace, Name: name}); ok {
+	if net, ok := n.Store.getHeld(ctx, Key{Namespace: namespace, Name: name}); ok {
 		return kube.NAD{Namespace: namespace, Name: name, ResourceName: net.ResourceName(), Config: string(net.ConfList)}, nil
 	}
 	return n.next(ctx, namespace, name)

@@ -97,12 +97,19 @@ func (s *Store) Remove(md *api.NetworkMetadata, inUse func(Key) ([]string, error
 	if err := checkPreconditions(k, md, cur, exists); err != nil {
 		return err
 	}
+	// Hidden first, so no ADD starts attaching a pod to it while the
+	// records are read; ADDs that already did hold it or left a record.
+	if err := s.hide(k); err != nil {
+		return err
+	}
 	pods, err := inUse(k)
 	if err != nil {
+		s.unhide(cur)
 		return fmt.Errorf("network %s: cannot tell whether pods use it: %w", k, err)
 	}
 	if len(pods) > 0 {
+		s.unhide(cur)
 		return fmt.Errorf("%w: network %s is attached to %d pod(s) on this node: %v; remove it once they are gone", ErrInUse, k, len(pods), pods)
 	}
-	return s.remove(k)
+	return s.deleteFile(k)
 }

@@ -1,6 +1,7 @@
 package crinet
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -41,6 +42,8 @@ type Store struct {
 
 	mu   sync.RWMutex
 	nets map[Key]Network
+	// held counts the requests attaching pods to each network (Attaching).
+	held map[Key]int
 }
 
 // OpenStore loads every network stored in dir, creating dir if needed.
@@ -50,7 +53,7 @@ func OpenStore(dir string, v Validator) (*Store, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("CRI network store: %w", err)
 	}
-	s := &Store{dir: dir, validator: v, locks: newKeyedLocks(), nets: map[Key]Network{}}
+	s := &Store{dir: dir, validator: v, locks: newKeyedLocks(), nets: map[Key]Network{}, held: map[Key]int{}}
 	paths, err := filepath.Glob(filepath.Join(dir, "*.json"))
 	if err != nil {
 		return nil, fmt.Errorf("CRI network store: %w", err)
@@ -111,6 +114,31 @@ func (s *Store) Get(k Key) (Network, bool) {
 	return n, ok
 }
 
+// getHeld is Get, holding the network for the request of ctx, if any, so
+// that Remove refuses it until the request is done.
+func (s *Store) getHeld(ctx context.Context, k Key) (Network, bool) {
+	h := holdsOf(ctx)
+	if h == nil {
+		return s.Get(k)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	n, ok := s.nets[k]
+	if ok {
+		s.held[k]++
+		h.add(s, k)
+	}
+	return n, ok
+}
+
+func (s *Store) unhold(k Key) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.held[k]--; s.held[k] <= 0 {
+		delete(s.held, k)
+	}
+}
+
 // List returns every network, sorted by namespace and name.
 func (s *Store) List() []Network {
 	s.mu.RLock()
@@ -138,11 +166,27 @@ func (s *Store) put(n Network) error {
 	return nil
 }
 
-// remove hides the network, then deletes its file.
-func (s *Store) remove(k Key) error {
+// hide makes the network invisible to lookups, unless a request holds
+// it: that request's pod is being attached to it.
+func (s *Store) hide(k Key) error {
 	s.mu.Lock()
+	defer s.mu.Unlock()
+	if n := s.held[k]; n > 0 {
+		return fmt.Errorf("%w: network %s: %d CNI ADD(s) are attaching pods to it; try again once they are done", ErrInUse, k, n)
+	}
 	delete(s.nets, k)
-	s.mu.Unlock()
+	return nil
+}
+
+// unhide makes a hidden network visible again.
+func (s *Store) unhide(n Network) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.nets[n.Key] = n
+}
+
+// deleteFile forgets a hidden network for good.
+func (s *Store) deleteFile(k Key) error {
 	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("CRI network %s: %w", k, err)
 	}
