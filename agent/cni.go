@@ -161,7 +161,7 @@ func (a *Agent) openNetworks(o CNIOptions) (*crinet.Store, error) {
 	case o.NetworkDir == "":
 		return nil, nil
 	}
-	v := crinet.Validator{BinDirs: filepath.SplitList(o.BinDir)}
+	v := crinet.Validator{BinDirs: []string{o.BinDir}}
 	store, err := crinet.OpenStore(o.NetworkDir, v)
 	if store == nil {
 		return nil, fmt.Errorf("CNI: --cri-network-dir: %w", err)
