@@ -224,6 +224,18 @@ func TestCRINet_ListPodNetwork_FallbackAlwaysListed(t *testing.T) {
 		p.GetParameters()["master"] != "eth0" || p.GetParameters()["mtu"] != "1500" || strings.Join(p.GetCapabilities(), ",") != "portMappings" {
 		t.Errorf("_fallback config: %v", fb.GetConfig())
 	}
+	// A single-plugin .conf sorting first: its name and cniVersion are the
+	// list's, not parameters.
+	conf = `{"cniVersion":"0.4.0","name":"single","type":"hwnet-test-plugin","vlan":"\"7\""}`
+	if err := os.WriteFile(filepath.Join(h.confDir, "05-single.conf"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fb = h.list()[crinet.FallbackName]
+	c = fb.GetConfig().GetCniv1Config()
+	if c.GetNetworkName() != "single" || c.GetCniVersion() != "0.4.0" || len(c.GetPlugins()) != 1 ||
+		len(c.GetPlugins()[0].GetParameters()) != 1 || c.GetPlugins()[0].GetParameters()["vlan"] != `"\"7\""` {
+		t.Errorf("_fallback from a .conf: %v", fb.GetConfig())
+	}
 }
 
 func TestCRINet_ListPodNetwork_Status(t *testing.T) {

@@ -108,6 +108,9 @@ func TestCRINet_E2E_SRIOVNetworkSetSelectedListedRemoved(t *testing.T) {
 	if l, ok := links[st.Interface]; !ok || !slices.Equal(l.Addrs, []string{"10.58.0.10/24"}) {
 		t.Errorf("pod netns %s = %+v (present %v), want the VF with 10.58.0.10/24", st.Interface, l, ok)
 	}
+	if table, err := e.hwnetctl(ctx, t, nil, "network", "list"); err == nil {
+		t.Logf("hwnetctl network list:\n%s", table)
+	}
 	n := e.listNetworks(ctx, t)["default/crinet-sriov"]
 	if !n.Status.SandboxManagement || !n.Status.Connectivity {
 		t.Errorf("status: %+v, want sandbox_management and connectivity", n.Status)
