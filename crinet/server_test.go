@@ -3,6 +3,7 @@ package crinet_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -312,5 +313,55 @@ func TestCRINet_Concurrency_SetRacingLookupGivesOldOrNew(t *testing.T) {
 	}
 	if g := h.list()["cnf/sriov-a"].GetConfig().GetMetadata().GetGeneration(); g != 52 {
 		t.Errorf("generation after 52 changes: %d", g)
+	}
+}
+
+// Calls on one network are serialised: concurrent Sets each count as one
+// change, and of concurrent Sets all made from generation 1 exactly one
+// wins.
+func TestCRINet_Concurrency_SetsSerialisedPerNetwork(t *testing.T) {
+	h := newHarness(t)
+	h.mustSet(sriovNetwork("cnf", "sriov-a"))
+	const writers = 8
+	var wg sync.WaitGroup
+	errs := make(chan error, writers)
+	for i := range writers {
+		wg.Go(func() {
+			cfg := sriovNetwork("cnf", "sriov-a")
+			cfg.Metadata.Generation = 1
+			cfg.Cniv1Config.Plugins[0].Parameters["writer"] = fmt.Sprint(i)
+			_, err := h.set(cfg)
+			errs <- err
+		})
+	}
+	wg.Wait()
+	close(errs)
+	won := 0
+	for err := range errs {
+		switch code(err) {
+		case codes.OK:
+			won++
+		case codes.Aborted:
+		default:
+			t.Errorf("SetPodNetwork: %v", err)
+		}
+	}
+	if won != 1 {
+		t.Errorf("%d Sets from generation 1 succeeded, want exactly 1", won)
+	}
+	for i := range writers {
+		wg.Go(func() {
+			for j := range 5 {
+				cfg := sriovNetwork("cnf", "sriov-a")
+				cfg.Cniv1Config.Plugins[0].Parameters["writer"] = fmt.Sprintf("%d-%d", i, j)
+				if _, err := h.set(cfg); err != nil {
+					t.Errorf("SetPodNetwork: %v", err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if g := h.list()["cnf/sriov-a"].GetConfig().GetMetadata().GetGeneration(); g != 2+writers*5 {
+		t.Errorf("generation after %d changes: %d, want %d", 1+writers*5, g, 2+writers*5)
 	}
 }
