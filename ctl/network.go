@@ -13,6 +13,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/hwnet-io/hwnet/crinet"
@@ -62,7 +63,11 @@ func (c *networkClient) call(ctx context.Context, f func(context.Context, api.Ru
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	return f(ctx, api.NewRuntimeServiceClient(conn))
+	err = f(ctx, api.NewRuntimeServiceClient(conn))
+	if s, ok := grpcstatus.FromError(err); ok && err != nil {
+		return fmt.Errorf("%s: %s", s.Code(), s.Message())
+	}
+	return err
 }
 
 func setNetwork(ctx context.Context, args []string, out, errOut io.Writer) error {
