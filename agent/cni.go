@@ -16,11 +16,13 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/atomicfile"
+	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/delegate"
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/readiness"
 	"github.com/hwnet-io/hwnet/cni/server"
+	"github.com/hwnet-io/hwnet/crinet"
 	"github.com/hwnet-io/hwnet/devinfo"
 	"github.com/hwnet-io/hwnet/metrics"
 	"github.com/hwnet-io/hwnet/podresources"
@@ -65,6 +67,10 @@ type CNIOptions struct {
 	// the configuration without its plugin.
 	ShimSource string
 	BinDir     string
+	// NetworkAPISocket serves the CRI network API (package crinet); ""
+	// serves none. NetworkDir keeps the networks set through it.
+	NetworkAPISocket string
+	NetworkDir       string
 	// Wrap, when set, wraps the request handler: tests use it to run
 	// requests inside a virtual node's namespaces.
 	Wrap func(server.Handler) server.Handler
@@ -75,6 +81,9 @@ const (
 	DefaultCNIConfDir       = "/etc/cni/net.d"
 	DefaultCNIConfFileName  = "00-hwnet.conflist"
 	DefaultPodsAPISocket    = "/var/lib/kubelet/pods-api/pods-api.sock"
+	DefaultCNIBinDir        = "/opt/cni/bin"
+	DefaultNetworkAPISocket = "/run/hwnet/cri-network.sock"
+	DefaultNetworkDir       = "/var/lib/hwnet/networks"
 	cniShutdownFlushTimeout = 10 * time.Second
 	// DefaultPluginTimeout is well inside kubelet's 4-minute sandbox
 	// deadline, so a hung plugin fails with its name while retries remain.
@@ -89,6 +98,7 @@ func (o CNIOptions) withDefaults() CNIOptions {
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.CNIDir)
 	o.AgentWait = cmp.Or(o.AgentWait, pluginconf.DefaultAgentWait)
 	o.PodsAPISocket = cmp.Or(o.PodsAPISocket, DefaultPodsAPISocket)
+	o.BinDir = cmp.Or(o.BinDir, DefaultCNIBinDir)
 	return o
 }
 
@@ -103,7 +113,11 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return fmt.Errorf("CNI: %w", err)
 	}
-	d, err := a.newDelegator(ctx, wg, o, cfg, client)
+	managed, err := a.openNetworks(o)
+	if err != nil {
+		return err
+	}
+	d, err := a.newDelegator(ctx, wg, o, cfg, client, managed)
 	if err != nil {
 		return err
 	}
@@ -111,7 +125,7 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	if r := a.rejected.Load(); r != nil {
 		a.events.configRejected(a.opts.ConfigFile, *r)
 	}
-	var h server.Handler = measuredHandler{next: d, metrics: a.metrics}
+	var h server.Handler = measuredHandler{next: crinet.Attaching{Next: d}, metrics: a.metrics}
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
@@ -134,7 +148,43 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 			a.log.Error("CNI config", "err", err)
 		}
 	})
+	a.serveNetworkAPI(ctx, wg, o, managed, writer)
 	return nil
+}
+
+// openNetworks loads the networks set through the CRI network API; nil
+// without a directory for them. One that cannot be read is logged and left
+// on disk; the others are served.
+func (a *Agent) openNetworks(o CNIOptions) (*crinet.Store, error) {
+	switch {
+	case o.NetworkDir == "" && o.NetworkAPISocket != "":
+		return nil, fmt.Errorf("CNI: --cri-network-socket %s needs --cri-network-dir", o.NetworkAPISocket)
+	case o.NetworkDir == "":
+		return nil, nil
+	}
+	v := crinet.Validator{BinDirs: []string{o.BinDir}}
+	store, err := crinet.OpenStore(o.NetworkDir, v)
+	if store == nil {
+		return nil, fmt.Errorf("CNI: --cri-network-dir: %w", err)
+	}
+	if err != nil {
+		a.log.Error("CRI networks not loaded", "dir", o.NetworkDir, "err", err)
+	}
+	return store, nil
+}
+
+// serveNetworkAPI serves the CRI network API on its socket until ctx ends.
+func (a *Agent) serveNetworkAPI(ctx context.Context, wg *sync.WaitGroup, o CNIOptions, store *crinet.Store, writer *readiness.Writer) {
+	if o.NetworkAPISocket == "" {
+		return
+	}
+	srv := crinet.NewServer(crinet.Options{Store: store, Records: attachments.NewStore(o.CacheDir),
+		Fallback: writer.Default, Logger: a.log})
+	wg.Go(func() {
+		if err := srv.Serve(ctx, o.NetworkAPISocket); err != nil {
+			a.log.Error("CRI network API socket", "err", err)
+		}
+	})
 }
 
 // resolved checks the node name and resolves the API server's client
@@ -156,7 +206,7 @@ func (o *CNIOptions) resolved() (*CNIOptions, error) {
 
 // newDelegator starts the pod and NetworkAttachmentDefinition caches and
 // returns the delegator reading them; both stop with ctx.
-func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptions, cfg *rest.Config, client kubernetes.Interface) (*delegate.Delegator, error) {
+func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptions, cfg *rest.Config, client kubernetes.Interface, managed *crinet.Store) (*delegate.Delegator, error) {
 	// The pod cache tells the delegator of pods as they come, which it
 	// needs to exist first; pods seen before it does are not told.
 	var seen atomic.Pointer[delegate.Delegator]
@@ -191,7 +241,7 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 	devices := &kubeletDevices{socket: a.opts.PodResourcesSocket, metrics: a.metrics}
 	d := delegate.New(delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
-		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: nads, PodNetworks: podNetworks,
+		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: crinet.NADs{Store: managed, Next: nads}, PodNetworks: podNetworks,
 		Devices: devices, Status: status, Logger: a.log, PluginTimeout: o.PluginTimeout,
 	})
 	seen.Store(d)

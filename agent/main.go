@@ -138,6 +138,8 @@ func cniFlags(fs *flag.FlagSet) func() *CNIOptions {
 	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")
 	fs.StringVar(&o.ShimSource, "cni-install-shim", "", "hwnet shim binary to copy into --cni-bin-dir before hwnet's CNI config is written (empty: installed by other means)")
 	fs.StringVar(&o.BinDir, "cni-bin-dir", "/opt/cni/bin", "the runtime's CNI plugin directory, where the shim is installed")
+	fs.StringVar(&o.NetworkAPISocket, "cri-network-socket", DefaultNetworkAPISocket, "socket of the CRI network API (hwnetctl network), mode 0600 (empty: not served)")
+	fs.StringVar(&o.NetworkDir, "cri-network-dir", DefaultNetworkDir, "directory keeping the networks set through the CRI network API")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server (default: in-cluster)")
 	return func() *CNIOptions {
 		if !*enabled {

@@ -23,8 +23,8 @@ import (
 // hwnet's CNI configuration (so the runtime goes back to the default
 // network at once instead of waiting for an agent that will not come),
 // the shim, the CNI socket, the pools' sockets and device-info files, the
-// CNI device-info files, the attachment records and the last good pool
-// configuration. It refuses while an
+// CNI device-info files, the attachment records, the CRI network API's
+// socket and networks, and the last good pool configuration. It refuses while an
 // agent still answers on the CNI socket: that agent would write its
 // configuration again. It returns the paths it removed.
 func Uninstall(ctx context.Context, opts Options) ([]string, error) {
@@ -81,6 +81,11 @@ func uninstallPaths(opts Options) ([]string, error) {
 		paths = append(paths, filepath.Join(cmp.Or(o.OutputDir, o.ConfDir), o.ConfFileName), o.SocketPath)
 		if o.BinDir != "" {
 			paths = append(paths, filepath.Join(o.BinDir, pluginconf.Type))
+		}
+		for _, p := range []string{o.NetworkAPISocket, o.NetworkDir} {
+			if p != "" {
+				paths = append(paths, p)
+			}
 		}
 		files, err := recordedDevinfo(o.CacheDir)
 		errs = append(errs, err)

@@ -28,7 +28,8 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"),
 		CNI: &CNIOptions{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
-			DevinfoDir: filepath.Join(dir, "devinfo-cni")}}
+			DevinfoDir: filepath.Join(dir, "devinfo-cni"), NetworkAPISocket: filepath.Join(dir, "run", "cri-network.sock"),
+			NetworkDir: filepath.Join(dir, "networks")}}
 	os.WriteFile(o.ConfigFile, []byte("resourceList:\n  - resourceName: sriov_net\n    selectors: {drivers: [iavf]}\n"), 0o644)
 	info := devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.0"})
 	for _, res := range []string{"intel.com/sriov_net", "example.com/other"} {
@@ -47,12 +48,13 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	}
 	conf, shim := filepath.Join(o.CNI.ConfDir, DefaultCNIConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
 	poolSocket := filepath.Join(o.PluginDir, "intel.com_sriov_net.sock")
-	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig} {
+	network := filepath.Join(o.CNI.NetworkDir, "default_net-a.json")
+	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig, o.CNI.NetworkAPISocket, network} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, nil, 0o644)
 	}
 	want := []string{conf, shim, o.CNI.SocketPath, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
-		o.LastGoodConfig, cniInfo, o.CNI.CacheDir}
+		o.LastGoodConfig, o.CNI.NetworkAPISocket, o.CNI.NetworkDir, cniInfo, o.CNI.CacheDir}
 	return o, want, filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0"))
 }
 

@@ -25,6 +25,7 @@ func commands() map[string]command {
 		"config":       {"check a pool config against the node's NICs", runConfig},
 		"explain":      {"explain pod NS/NAME: networks, resources, devices, attachments, status, Events", runExplain},
 		"inventory":    {"list the node's PFs, VFs and NICs", runInventory},
+		"network":      {"set, remove or list the networks of the CRI network API (hwnet-agent)", runNetwork},
 		"podnetworks":  {"list the KEP-3698 PodNetworks, their conditions and the pods using them", runPodNetworks},
 		"virtual-node": {"create, enter or destroy a virtual SR-IOV node", runVirtualNode},
 	}

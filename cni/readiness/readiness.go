@@ -124,6 +124,10 @@ func (w *Writer) Sync() (string, error) {
 	return path, w.write(data)
 }
 
+// Default returns the cluster-wide default network's file and
+// configuration: the runtime's own default, which hwnet delegates to.
+func (w *Writer) Default() (string, *netconf.Delegate, error) { return w.findDefault() }
+
 // findDefault returns the default network's file and configuration.
 func (w *Writer) findDefault() (string, *netconf.Delegate, error) {
 	own := func(path string) bool { return filepath.Clean(path) == filepath.Clean(w.Path()) }

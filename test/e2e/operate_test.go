@@ -207,10 +207,12 @@ func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	if _, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "rollout", "status", "daemonset/hwnet-uninstall", "--timeout=120s"); err != nil {
 		t.Fatal(err)
 	}
-	// Everything hwnet writes: its configuration, shim, socket, records,
-	// the pools' sockets and every device-info file.
+	// Everything hwnet writes: its configuration, shim, sockets, records,
+	// the CRI network API's networks, the pools' sockets and every
+	// device-info file.
 	script := `ls -d "$@" 2>/dev/null; find /var/run/k8s.cni.cncf.io/devinfo /var/lib/kubelet/device-plugins ! -type d ! -name kubelet.sock ! -name kubelet_internal_checkpoint 2>/dev/null; true`
-	out, err := Exec(ctx, e.c, nil, "sh", "-c", script, "sh", ConfFile, cniBinDir+"/hwnet", "/run/hwnet/cni.sock", hwnetCacheDir)
+	out, err := Exec(ctx, e.c, nil, "sh", "-c", script, "sh", ConfFile, cniBinDir+"/hwnet", "/run/hwnet/cni.sock", hwnetCacheDir,
+		"/run/hwnet/cri-network.sock", "/var/lib/hwnet/networks")
 	if err != nil {
 		t.Fatal(err)
 	}
