@@ -65,6 +65,12 @@ type CNIOptions struct {
 	// the configuration without its plugin.
 	ShimSource string
 	BinDir     string
+	// CRISocket is the container runtime's CRI socket, asked which pod
+	// sandboxes exist; empty disables the agent's own garbage collection.
+	CRISocket string
+	// ReconcileInterval is how often attachments of sandboxes the runtime
+	// no longer has are torn down.
+	ReconcileInterval time.Duration
 	// Wrap, when set, wraps the request handler: tests use it to run
 	// requests inside a virtual node's namespaces.
 	Wrap func(server.Handler) server.Handler
@@ -134,6 +140,7 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 			a.log.Error("CNI config", "err", err)
 		}
 	})
+	wg.Go(func() { a.reconcileLoop(ctx, d, o) })
 	return nil
 }
 
