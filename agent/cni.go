@@ -71,6 +71,12 @@ type CNIOptions struct {
 	// serves none. NetworkDir keeps the networks set through it.
 	NetworkAPISocket string
 	NetworkDir       string
+	// CRISocket is the container runtime's CRI socket, asked which pod
+	// sandboxes exist; empty disables the agent's own garbage collection.
+	CRISocket string
+	// ReconcileInterval is how often attachments of sandboxes the runtime
+	// no longer has are torn down.
+	ReconcileInterval time.Duration
 	// Wrap, when set, wraps the request handler: tests use it to run
 	// requests inside a virtual node's namespaces.
 	Wrap func(server.Handler) server.Handler
@@ -149,6 +155,7 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 		}
 	})
 	a.serveNetworkAPI(ctx, wg, o, managed, writer)
+	wg.Go(func() { a.reconcileLoop(ctx, d, o) })
 	return nil
 }
 

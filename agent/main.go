@@ -133,6 +133,8 @@ func cniFlags(fs *flag.FlagSet) func() *CNIOptions {
 	fs.StringVar(&o.DevinfoDir, "cni-devinfo-dir", devinfo.CNIDir, "directory of the device-info files written for CNI delegates")
 	allowed := fs.String("cni-allowed-namespaces", "default", "comma-separated namespaces whose NetworkAttachmentDefinitions any pod may select besides its own; * for all")
 	fs.DurationVar(&o.AgentWait, "cni-agent-wait", pluginconf.DefaultAgentWait, "how long the shim's ADD waits for an agent that is not running")
+	fs.StringVar(&o.CRISocket, "cri-socket", DefaultCRISocket, "the container runtime's CRI socket, asked which pod sandboxes exist (\"\": no reconcile of leftover attachments)")
+	fs.DurationVar(&o.ReconcileInterval, "cni-reconcile-interval", DefaultReconcileInterval, "how often attachments of sandboxes the runtime no longer has are torn down (0: never)")
 	fs.DurationVar(&o.PluginTimeout, "cni-plugin-timeout", DefaultPluginTimeout, "how long one delegate plugin may run before it is killed and the attachment fails naming it (0: no limit)")
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")

@@ -195,6 +195,18 @@ func (s *Store) Remove(containerID string) error {
 	return nil
 }
 
+// Modified is when the container's record last changed: the end of its ADD.
+func (s *Store) Modified(containerID string) (time.Time, error) {
+	if err := ValidateContainerID(containerID); err != nil {
+		return time.Time{}, err
+	}
+	fi, err := os.Stat(s.recordPath(containerID))
+	if err != nil {
+		return time.Time{}, fmt.Errorf("attachment record: %w", err)
+	}
+	return fi.ModTime(), nil
+}
+
 // List returns the IDs of every container with a record.
 func (s *Store) List() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, "containers"))

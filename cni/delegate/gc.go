@@ -25,6 +25,12 @@ func (d *Delegator) gc(ctx context.Context, c *call) error {
 	if err != nil {
 		return types.NewError(types.ErrDecodingFailure, err.Error(), "")
 	}
+	return d.collectGarbage(ctx, c, valid)
+}
+
+// collectGarbage deletes every recorded container not in valid, then has
+// each network still in use collect its own garbage.
+func (d *Delegator) collectGarbage(ctx context.Context, c *call, valid map[string]bool) error {
 	recs, err := d.records(c)
 	var errs []error
 	if err != nil {

@@ -31,6 +31,8 @@ import (
 const (
 	CRDDir    = "deploy/crds"
 	AgentFile = "deploy/hwnet-agent.yaml"
+	// AgentAdmissionFile limits the agent's pod patches to its own node.
+	AgentAdmissionFile = "deploy/hwnet-agent-admission.yaml"
 	// ControllerFile and AdmissionFile are the KEP-3698 multi-network
 	// API's controller and pod admission policies.
 	ControllerFile = "deploy/hwnet-controller.yaml"
@@ -94,7 +96,7 @@ func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress 
 	if _, err := Kubectl(ctx, c, manifest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	rest, err := readManifests(repo, ControllerFile, AdmissionFile, DRAClassesFile)
+	rest, err := readManifests(repo, AgentAdmissionFile, ControllerFile, AdmissionFile, DRAClassesFile)
 	if err != nil {
 		return nil, err
 	}
