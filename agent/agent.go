@@ -30,7 +30,9 @@ type Agent struct {
 
 	inv   *discovery.Inventory
 	links linkStates
-	pools map[string]*poolRun // by full resource name
+	// netdevs remembers which functions had a netdev (healthView).
+	netdevs netdevMemory
+	pools   map[string]*poolRun // by full resource name
 	// dra serves the pools in DRA mode, draPools, when enabled; draDirty
 	// says a rematch changed them since they were last published.
 	dra      *dra.Driver
@@ -94,7 +96,7 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics}
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, netdevs: netdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics}
 	if rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
 		a.setRejected(rejected)

@@ -81,10 +81,10 @@ func numVFs(inv *discovery.Inventory, pf string) int {
 
 // states is the list ListAndWatch sends: matched devices with their link
 // health and the lost ones, sorted by ID.
-func (pd poolDevices) states(inv *discovery.Inventory, links linkStates) []deviceplugin.DeviceState {
+func (pd poolDevices) states(v healthView) []deviceplugin.DeviceState {
 	out := make([]deviceplugin.DeviceState, 0, len(pd.matched)+len(pd.lost))
 	for i := range pd.matched {
-		ok, reason := health(&pd.matched[i], inv, links)
+		ok, reason := health(&pd.matched[i], v)
 		out = append(out, deviceplugin.DeviceState{Device: pd.matched[i], Healthy: ok, Reason: reason})
 	}
 	out = append(out, pd.lost...)

@@ -137,7 +137,7 @@ func (a *Agent) publishDRA(ctx context.Context) {
 	ps := make([]dra.Pool, len(runs))
 	changed := a.draDirty
 	for i, run := range runs {
-		next := run.devices.states(a.inv, a.links)
+		next := run.devices.states(a.healthView())
 		a.logChanges(run.res.FullName(), run.sent, next)
 		changed = changed || !sameHealth(run.sent, next)
 		run.sent = next

@@ -41,6 +41,8 @@ func TestHealth(t *testing.T) {
 		vfUp           bool
 		links          linkStates
 		vfio           bool
+		held, noNetdev bool
+		seenDriver     string
 		healthy        bool
 		reason         string
 	}{
@@ -52,7 +54,13 @@ func TestHealth(t *testing.T) {
 		{name: "netlink newer: VF lost carrier", pfOper: "up", vfUp: true, vfOper: "up",
 			links: linkStates{"enp59s0f0v0": {operState: "down", up: true}}, reason: "link enp59s0f0v0 is up but has no carrier"},
 		{name: "VF moved into a pod", pfOper: "up", vfUp: true, vfOper: "down",
-			links: linkStates{"enp59s0f0v0": {gone: true}}, healthy: true},
+			links: linkStates{"enp59s0f0v0": {gone: true}}, held: true, healthy: true},
+		{name: "netdev left while no container holds the VF", pfOper: "up", vfUp: true, vfOper: "down",
+			links:  linkStates{"enp59s0f0v0": {gone: true}},
+			reason: "its netdev enp59s0f0v0 left the node's network namespace while no container holds the device"},
+		{name: "netdev gone, seen before under the same driver", pfOper: "up", noNetdev: true, seenDriver: "iavf",
+			reason: "its netdev is gone (driver iavf had one) while no container holds the device"},
+		{name: "no netdev, never seen with one", pfOper: "up", noNetdev: true, healthy: true},
 		{name: "vfio-pci without group device", pfOper: "up", vfio: true, healthy: false, reason: "bound to vfio-pci but its VFIO group device is missing"},
 	} {
 		inv := healthInventory(t, tt.pfOper, tt.vfUp, tt.vfOper)
@@ -60,12 +68,22 @@ func TestHealth(t *testing.T) {
 		if tt.vfio {
 			vf.Driver, vf.Netdev = "vfio-pci", nil
 		}
+		if tt.noNetdev {
+			vf.Netdev = nil
+		}
 		d := pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF}
 		links := tt.links
 		if links == nil {
 			links = linkStates{}
 		}
-		healthy, reason := health(&d, inv, links)
+		v := healthView{inv: inv, links: links, held: map[string]bool{}, netdevs: netdevMemory{}}
+		if tt.held {
+			v.held[d.ID] = true
+		}
+		if tt.seenDriver != "" {
+			v.netdevs[vf.Address] = tt.seenDriver
+		}
+		healthy, reason := health(&d, v)
 		if healthy != tt.healthy || reason != tt.reason {
 			t.Errorf("%s: healthy=%t %q, want %t %q", tt.name, healthy, reason, tt.healthy, tt.reason)
 		}

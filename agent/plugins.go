@@ -41,7 +41,7 @@ func (a *Agent) kubeletStarted() {
 
 // publish sends the pool's current list to its plugin.
 func (a *Agent) publish(run *poolRun) {
-	next := run.devices.states(a.inv, a.links)
+	next := run.devices.states(a.healthView())
 	a.logChanges(run.res.FullName(), run.sent, next)
 	run.plugin.SetDevices(next)
 	run.sent = next

@@ -2,10 +2,12 @@ package delegate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
@@ -13,6 +15,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
+	"github.com/hwnet-io/hwnet/devinfo"
 )
 
 // del tears down every attachment of the container, in reverse, past
@@ -59,11 +62,49 @@ func (d *Delegator) delUnreadable(ctx context.Context, c *call, cause error) err
 	}
 	files, _ := filepath.Glob(filepath.Join(d.opts.CNIDevinfoDir, "*-"+c.req.ContainerID+"_*"))
 	for _, f := range files {
+		if err := d.releaseDevice(ctx, c, f); err != nil {
+			d.opts.Logger.Warn("attachment record unreadable: device not released", "container", c.req.ContainerID, "err", err)
+		}
 		os.Remove(f) // best effort: what is left is said below
 	}
-	d.opts.Logger.Warn("attachment record unreadable: tore down the default network and removed the record and device-info files; "+
-		"secondary networks' IPAM leases and devices could not be undone from it", "container", c.req.ContainerID, "err", cause)
+	d.opts.Logger.Warn("attachment record unreadable: tore down the default network, released the devices its device-info files name "+
+		"and removed the record and those files; secondary networks' IPAM leases could not be undone from it", "container", c.req.ContainerID, "err", cause)
 	return nil
+}
+
+// releaseDevice gives the PCI device a device-info file of the container
+// names back to the node, the one thing known of a secondary attachment
+// without its record: a host-device DEL by PCI address on the file's
+// interface, which moves the netdev back and restores its name from the
+// alias host-device keeps. A device without a netdev (vfio-pci) needs
+// nothing.
+func (d *Delegator) releaseDevice(ctx context.Context, c *call, file string) error {
+	info, err := devinfo.ReadFile(file)
+	if err != nil || info.PCI == nil {
+		return err
+	}
+	ifName := file[strings.LastIndex(file, "_")+1:]
+	conf, err := json.Marshal(hostDeviceRelease{CNIVersion: "1.0.0", Name: "hwnet-release", Type: "host-device", PCIBusID: info.PCI.PCIAddress})
+	if err != nil {
+		return err
+	}
+	nc, err := libcni.ConfFromBytes(conf)
+	if err != nil {
+		return err
+	}
+	rt := &libcni.RuntimeConf{ContainerID: c.req.ContainerID, NetNS: c.req.Netns, IfName: ifName}
+	if err := c.cni.DelNetwork(ctx, nc, rt); err != nil {
+		return fmt.Errorf("release device %s (%s): %w", info.PCI.PCIAddress, ifName, err)
+	}
+	return nil
+}
+
+// hostDeviceRelease is the host-device configuration releaseDevice runs.
+type hostDeviceRelease struct {
+	CNIVersion string `json:"cniVersion"`
+	Name       string `json:"name"`
+	Type       string `json:"type"`
+	PCIBusID   string `json:"pciBusID"`
 }
 
 // check runs CHECK for every attachment, the default network's included.

@@ -52,7 +52,7 @@ func (d *Delegator) podNetworkRequest(ctx context.Context, namespace string, n m
 		if err != nil {
 			return request{}, lookupFailure(err)
 		}
-		if err := usable(pna.DeletionTimestamp != nil, pna.Status.Conditions); err != nil {
+		if err := usable(pna.ObjectMeta, pna.Status.Conditions); err != nil {
 			return request{}, podFailure("NetworkNotReady", fmt.Errorf("PodNetworkAttachment %s/%s: %w", namespace, pna.Name, err))
 		}
 		pnName, pnaRefs = pna.Spec.PodNetworkName, pna.Spec.ParametersRefs
@@ -61,7 +61,7 @@ func (d *Delegator) podNetworkRequest(ctx context.Context, namespace string, n m
 	if err != nil {
 		return request{}, lookupFailure(err)
 	}
-	if err := usable(pn.DeletionTimestamp != nil, pn.Status.Conditions); err != nil {
+	if err := usable(pn.ObjectMeta, pn.Status.Conditions); err != nil {
 		return request{}, podFailure("NetworkNotReady", fmt.Errorf("PodNetwork %s: %w", pnName, err))
 	}
 	if pn.Spec.Provider != "" && pn.Spec.Provider != mnv1.Provider {
@@ -99,11 +99,11 @@ func nadRef(refs []mnv1.ParametersRef, defaultNamespace string) (mnv1.Parameters
 
 // usable: the object is not being deleted and is Ready (KEP: pods cannot
 // be attached to a network that is not Ready).
-func usable(deleting bool, conds []metav1.Condition) error {
-	if deleting {
+func usable(obj metav1.ObjectMeta, conds []metav1.Condition) error {
+	if obj.DeletionTimestamp != nil {
 		return errors.New("being deleted")
 	}
-	if err := mnv1.NotReady(conds); err != nil {
+	if err := mnv1.NotReadyNow(obj.Generation, conds); err != nil {
 		return fmt.Errorf("not Ready: %w", err)
 	}
 	return nil

@@ -49,7 +49,11 @@ func TestCNI1_1_GC_ReconcileCollectsWhatTheRuntimeForgot(t *testing.T) {
 	for _, name := range []string{"stale", "live"} {
 		pod := n.createPod(name, "", nil)
 		waitPod(t, n, podNS, name)
-		if _, err := n.call(ctx, "ADD", name+"-sandbox", n.podNetns("hwnet-rec-"+name), pod); err != nil {
+		netns := n.podNetns("hwnet-rec-" + name)
+		// host-local's leases outlive the virtual node: the next run must
+		// find none of this one's.
+		t.Cleanup(func() { n.call(context.Background(), "DEL", name+"-sandbox", netns, pod) })
+		if _, err := n.call(ctx, "ADD", name+"-sandbox", netns, pod); err != nil {
 			t.Fatalf("ADD %s: %v", name, err)
 		}
 	}

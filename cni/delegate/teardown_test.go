@@ -59,8 +59,9 @@ func TestSpec7_2_TeardownConvergesOnAlreadyGone(t *testing.T) {
 
 // A record truncated on disk never wedges the pod (issue: a garbled record
 // kept a pod Terminating with 8 devices allocated): DEL tears down the
-// default network from the current configuration, removes the record and
-// the device-info files, and succeeds.
+// default network from the current configuration, gives the VFs the
+// device-info files name back to the node under their own names, removes
+// the record and the files, and succeeds.
 func TestSpec7_2_UnreadableRecordDoesNotWedge(t *testing.T) {
 	n := newTestNode(t, "cni-garbled")
 	n.createNAD(podNS, "sriov-a", sriovRes, sriovNAD)
@@ -82,6 +83,9 @@ func TestSpec7_2_UnreadableRecordDoesNotWedge(t *testing.T) {
 	n.assertNoRecords(t)
 	if _, ok := linksIn(t, podNetns)["eth0"]; ok {
 		t.Error("the default network's eth0 is still in the pod")
+	}
+	if _, ok := linksIn(t, "/var/run/netns/"+n.node.NetnsName())[iavf[5].Netdev.Name]; !ok {
+		t.Errorf("VF %s's netdev %s is not back in the node", iavf[5].Addr, iavf[5].Netdev.Name)
 	}
 	if _, err := n.call(ctx, "DEL", "garbled", podNetns, pod); err != nil {
 		t.Errorf("a second DEL: %v", err)

@@ -341,6 +341,15 @@ func TestKEP3698_ActiveValidations(t *testing.T) {
 		})
 		c.podEvent(t, pod, controller.ReasonNetworksReady, "lifted")
 	}
+	// A pod created right after the network is disabled is held, though
+	// the Ready condition the controller has not yet updated still says
+	// True: it was observed at the older generation.
+	c.setEnabled(t, "dataplane", false)
+	c.createPod(t, "right-after", `[{"name":"dataplane"}]`)
+	c.podEvent(t, "right-after", controller.ReasonNetworkNotReady, "PodNetwork dataplane")
+	if got := c.gates(t, "right-after"); !slices.Equal(got, []string{mnv1.SchedulingGate}) {
+		t.Errorf("pod created as its network was disabled: gates %v, want it held", got)
+	}
 }
 
 func (c *cluster) createAttachment(t *testing.T, name, network string) {

@@ -60,7 +60,7 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
 			if pna == nil {
 				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName)
 			}
-			if err := mnv1.NotReady(pna.Status.Conditions); err != nil {
+			if err := mnv1.NotReadyNow(pna.Generation, pna.Status.Conditions); err != nil {
 				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %w", i, namespace, n.AttachmentName, err)
 			}
 			pnName, who = pna.Spec.PodNetworkName, fmt.Sprintf("networks[%d] (PodNetworkAttachment %s)", i, n.AttachmentName)
@@ -73,7 +73,7 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
 		if pn == nil {
 			return fmt.Errorf("%s: PodNetwork %s does not exist or is being deleted", who, pnName)
 		}
-		if err := mnv1.NotReady(pn.Status.Conditions); err != nil {
+		if err := mnv1.NotReadyNow(pn.Generation, pn.Status.Conditions); err != nil {
 			return fmt.Errorf("%s: PodNetwork %s is not Ready: %w", who, pnName, err)
 		}
 	}

@@ -115,3 +115,16 @@ func NotReady(conds []metav1.Condition) error {
 	}
 	return nil
 }
+
+// NotReadyNow is NotReady for an object at generation: a Ready condition
+// observed at an older generation says nothing of the current spec (a
+// network just disabled still shows Ready until the controller sees it).
+func NotReadyNow(generation int64, conds []metav1.Condition) error {
+	if err := NotReady(conds); err != nil {
+		return err
+	}
+	if c := meta.FindStatusCondition(conds, ConditionReady); c.ObservedGeneration != generation {
+		return fmt.Errorf("Ready was observed at generation %d, the spec is at %d", c.ObservedGeneration, generation)
+	}
+	return nil
+}

@@ -471,8 +471,14 @@ func (e *env) deleteLeavingNothing(ctx context.Context, t *testing.T, before nod
 // them on purpose, withAllocations false) every device free again.
 func (e *env) checkNoLeaks(ctx context.Context, t *testing.T, before nodeState, withAllocations bool) {
 	t.Helper()
+	e.checkNoLeaksWithin(ctx, t, before, withAllocations, leakTimeout)
+}
+
+// checkNoLeaksWithin is checkNoLeaks waiting up to timeout.
+func (e *env) checkNoLeaksWithin(ctx context.Context, t *testing.T, before nodeState, withAllocations bool, timeout time.Duration) {
+	t.Helper()
 	var diff string
-	err := cluster.Poll(ctx, leakTimeout, "the node's links, files and devices as before", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, timeout, "the node's links, files and devices as before", func(ctx context.Context) error {
 		now, err := e.snapshot(ctx)
 		if err != nil {
 			return err

@@ -97,7 +97,10 @@ func TestHelmRollingUpgrade(t *testing.T) {
 	repo, tag, _ := strings.Cut(nextAgentRef, ":")
 	out, err := exec.CommandContext(ctx, helm, "template", "hwnet", filepath.Join(e.repo, chartDir), "--namespace", AgentNamespace,
 		"--set", "image.repository="+repo, "--set", "image.tag="+tag, "--set", "metrics.enabled=true",
-		"--set", fmt.Sprintf("metrics.port=%d", metricsPort), "--set-file", "pools="+filepath.Join(e.repo, PoolsFile)).Output()
+		"--set", fmt.Sprintf("metrics.port=%d", metricsPort), "--set-file", "pools="+filepath.Join(e.repo, PoolsFile),
+		// hwnet-controller's pods, on the pod network, would roll too: their
+		// sandboxes would count as this test's ADDs and node changes.
+		"--set", "controller.enabled=false").Output()
 	if err != nil {
 		t.Fatalf("helm template: %v", err)
 	}
