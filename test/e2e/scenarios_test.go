@@ -408,23 +408,7 @@ func TestAgentRestart(t *testing.T) {
 	pid := e.containerPID(ctx, t, pod)
 	linksBefore := podLinks(t, pid)
 	held := e.mustSnapshot(ctx, t).Allocated
-	agent, err := runningAgent(ctx, e.client, e.c.NodeName())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := e.client.CoreV1().Pods(AgentNamespace).Delete(ctx, agent, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	err = cluster.Poll(ctx, podTimeout, "hwnet-agent pod "+agent+" replaced", func(ctx context.Context) error {
-		now, err := runningAgent(ctx, e.client, e.c.NodeName())
-		if err == nil && now == agent {
-			return fmt.Errorf("%s still runs", agent)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	e.restartAgent(ctx, t)
 	if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
 		t.Fatal(err)
 	}
