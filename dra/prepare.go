@@ -53,6 +53,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			cp.Claims[c.UID] = pc
 		}
+		pc.addPods(reservedPods(c))
 		out[c.UID] = pc.result()
 		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", pc.addresses())
 	}
@@ -74,10 +75,14 @@ func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.Res
 	if err != nil {
 		return nil, err
 	}
+	nets, err := d.deviceNetworks(c, devs)
+	if err != nil {
+		return nil, err
+	}
 	pc := &preparedClaim{Namespace: c.Namespace, Name: c.Name,
 		CDISpec: filepath.Join(d.opts.CDIDir, d.opts.DriverName+"-"+string(c.UID)+".json")}
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: d.opts.DriverName + "/" + cdiClass}
-	for _, cd := range devs {
+	for i, cd := range devs {
 		h := cd.entry.handout
 		if err := devinfo.Write(d.opts.DevinfoDir, cd.entry.res.FullName(), h.ID, h.Info); err != nil {
 			return nil, fmt.Errorf("device %s: %w", h.ID, err)
@@ -85,7 +90,7 @@ func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.Res
 		name := string(c.UID) + "-" + cd.result.Device
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdiNodes(h.Nodes)})
 		pc.Devices = append(pc.Devices, preparedDevice{Request: cd.result.Request, Pool: cd.result.Pool,
-			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name})
+			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: nets[i]})
 	}
 	if spec.ContainerEdits.Env, err = claimEnv(devs); err != nil {
 		return nil, err
@@ -162,6 +167,16 @@ func writeSpec(path string, spec *cdispec.Spec) error {
 		return fmt.Errorf("CDI spec: %w", err)
 	}
 	return nil
+}
+
+// addPods adds pods the claim is reserved for: a shared claim prepared
+// before may serve a new pod.
+func (pc *preparedClaim) addPods(uids []string) {
+	for _, u := range uids {
+		if !slices.Contains(pc.Pods, u) {
+			pc.Pods = append(pc.Pods, u)
+		}
+	}
 }
 
 // result is what kubelet is told of a prepared claim.
