@@ -61,3 +61,18 @@ func Selections(devs []Device, podNamespace string) ([]selection.Selection, []in
 	}
 	return sels, idx, nil
 }
+
+// DeviceStatus is what the CNI side reports of one claimed device attached
+// to a network: the KEP-4817 networkData of its claim's status.devices
+// entry. Addresses are in CIDR form, as networkData.ips requires.
+type DeviceStatus struct {
+	Driver          string
+	Pool            string
+	Device          string
+	InterfaceName   string
+	IPs             []string
+	HardwareAddress string
+	// Network is the attachment's network, for the Ready condition's
+	// message.
+	Network string
+}

@@ -93,7 +93,7 @@ func TestAssignDevices(t *testing.T) {
 			for i, r := range tt.resources {
 				atts[i] = attachment{network: "ns/" + string(rune('a'+i)), ifName: "net" + string(rune('1'+i)), resource: r}
 			}
-			err := d.assignDevices(context.Background(), kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}, atts)
+			err := d.assignDevices(context.Background(), kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}, atts, nil)
 			if tt.wantErr != "" {
 				var pe *podError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &pe) {
