@@ -246,11 +246,16 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 	wg.Go(func() { podNetworks.Warm(ctx) })
 	status := kube.NewStatusWriter(client, "hwnet", a.log)
 	devices := &kubeletDevices{socket: a.opts.PodResourcesSocket, metrics: a.metrics}
-	d := delegate.New(delegate.Options{
+	opts := delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: crinet.NADs{Store: managed, Next: nads}, PodNetworks: podNetworks,
 		Devices: devices, Status: status, Logger: a.log, PluginTimeout: o.PluginTimeout,
-	})
+	}
+	if a.dra != nil {
+		opts.Claims = a.dra
+		opts.ClaimStatus = kube.NewClaimStatusWriter(client, a.dra.Name())
+	}
+	d := delegate.New(opts)
 	seen.Store(d)
 	wg.Go(func() {
 		<-ctx.Done()

@@ -33,6 +33,11 @@ type preparedClaim struct {
 	// CDISpec is the claim's CDI spec file.
 	CDISpec string           `json:"cdiSpec"`
 	Devices []preparedDevice `json:"devices"`
+	// Pods are the UIDs of the pods the claim is reserved for, whose
+	// sandboxes' CNI ADD attach its devices.
+	Pods []string `json:"pods,omitempty"`
+	// uid is the claim's UID, the checkpoint's key, set when listed.
+	uid string
 }
 
 // preparedDevice is one device of a prepared claim.
@@ -44,6 +49,9 @@ type preparedDevice struct {
 	Resource   string `json:"resource"`
 	PCIAddress string `json:"pciAddress"`
 	CDIDevice  string `json:"cdiDevice"`
+	// Network is the device's element of its hwnet configuration's
+	// "networks" (package netclaim), absent without one.
+	Network json.RawMessage `json:"network,omitempty"`
 }
 
 // checkpointStore reads and writes the checkpoint file. Kubelet's calls

@@ -159,6 +159,10 @@ func newDriver(opts Options) (*Driver, error) {
 	return d, nil
 }
 
+// Name is the driver's name, which the API server requires of whoever
+// writes its devices' status in claims.
+func (d *Driver) Name() string { return d.opts.DriverName }
+
 // Stop unregisters the driver and stops publishing; the ResourceSlices
 // stay, so that a restarted agent takes them over unchanged.
 func (d *Driver) Stop() {

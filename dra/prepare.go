@@ -53,6 +53,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			cp.Claims[c.UID] = pc
 		}
+		pc.addPods(reservedPods(c))
 		out[c.UID] = pc.result()
 		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", pc.addresses())
 	}
@@ -74,18 +75,22 @@ func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.Res
 	if err != nil {
 		return nil, err
 	}
+	nets, err := d.deviceNetworks(c, devs)
+	if err != nil {
+		return nil, err
+	}
 	pc := &preparedClaim{Namespace: c.Namespace, Name: c.Name,
 		CDISpec: filepath.Join(d.opts.CDIDir, d.opts.DriverName+"-"+string(c.UID)+".json")}
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: d.opts.DriverName + "/" + cdiClass}
-	for _, cd := range devs {
+	for i, cd := range devs {
 		h := cd.entry.handout
 		if err := devinfo.Write(d.opts.DevinfoDir, cd.entry.res.FullName(), h.ID, h.Info); err != nil {
 			return nil, fmt.Errorf("device %s: %w", h.ID, err)
 		}
 		name := string(c.UID) + "-" + cd.result.Device
-		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdiNodes(h.Nodes)})
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdiEdits(cd.result.Device, h)})
 		pc.Devices = append(pc.Devices, preparedDevice{Request: cd.result.Request, Pool: cd.result.Pool,
-			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name})
+			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: nets[i]})
 	}
 	if spec.ContainerEdits.Env, err = claimEnv(devs); err != nil {
 		return nil, err
@@ -144,13 +149,21 @@ func claimEnv(devs []claimDevice) ([]string, error) {
 	return env, nil
 }
 
-// cdiNodes hands out device nodes read-write, at their host paths.
-func cdiNodes(nodes []string) cdispec.ContainerEdits {
-	var edits cdispec.ContainerEdits
-	for _, n := range nodes {
+// cdiEdits hands out a device's nodes read-write, at their host paths,
+// and names the device in HWNET_DEVICE_<NAME>=<PCI address>: CDI refuses a
+// device without edits, and a netdev VF has no device node.
+func cdiEdits(name string, h *handout.Device) cdispec.ContainerEdits {
+	edits := cdispec.ContainerEdits{Env: []string{deviceEnvName(name) + "=" + h.ID}}
+	for _, n := range h.Nodes {
 		edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n, HostPath: n, Permissions: "rw"})
 	}
 	return edits
+}
+
+// deviceEnvName is HWNET_DEVICE_ and the device name in upper case with
+// '-' as '_': HWNET_DEVICE_PCI_0000_3B_01_6.
+func deviceEnvName(device string) string {
+	return "HWNET_DEVICE_" + strings.ToUpper(strings.ReplaceAll(device, "-", "_"))
 }
 
 func writeSpec(path string, spec *cdispec.Spec) error {
@@ -162,6 +175,16 @@ func writeSpec(path string, spec *cdispec.Spec) error {
 		return fmt.Errorf("CDI spec: %w", err)
 	}
 	return nil
+}
+
+// addPods adds pods the claim is reserved for: a shared claim prepared
+// before may serve a new pod.
+func (pc *preparedClaim) addPods(uids []string) {
+	for _, u := range uids {
+		if !slices.Contains(pc.Pods, u) {
+			pc.Pods = append(pc.Pods, u)
+		}
+	}
 }
 
 // result is what kubelet is told of a prepared claim.

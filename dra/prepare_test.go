@@ -131,6 +131,13 @@ func TestPrepare(t *testing.T) {
 				if want := tt.wantNodes[d.DeviceName]; !reflect.DeepEqual(nodes, want) {
 					t.Errorf("%s: nodes %q, want %q", d.DeviceName, nodes, want)
 				}
+				// CDI refuses a device without edits: a netdev VF, without
+				// nodes, is still named in the environment.
+				p := strings.Split(d.DeviceName, "-") // pci-0000-3b-01-6
+				wantEnv := "HWNET_DEVICE_" + strings.ToUpper(strings.ReplaceAll(d.DeviceName, "-", "_")) + "=" + p[1] + ":" + p[2] + ":" + p[3] + "." + p[4]
+				if env := spec.Devices[i].ContainerEdits.Env; len(env) != 1 || env[0] != wantEnv {
+					t.Errorf("%s: env %q, want %s", d.DeviceName, env, wantEnv)
+				}
 			}
 			files, err := devinfo.List(p.opts.DevinfoDir)
 			if err != nil || len(files) != len(tt.wantNodes) {

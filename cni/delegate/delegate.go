@@ -22,6 +22,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/devinfo"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/netclaim"
 	"github.com/hwnet-io/hwnet/podresources"
 )
 
@@ -34,6 +35,11 @@ type DeviceSource interface {
 type StatusSink interface {
 	SetNetworkStatus(ctx context.Context, pod kube.PodRef, annotations map[string]string) error
 	Event(pod kube.PodRef, eventType, reason, message string)
+}
+
+// ClaimStatusSink writes a DRA claim's device status (KEP-4817).
+type ClaimStatusSink interface {
+	SetClaimDeviceStatus(ctx context.Context, claim netclaim.ClaimRef, devices []netclaim.DeviceStatus) error
 }
 
 // Options configure a Delegator. Every path has a production default.
@@ -64,7 +70,13 @@ type Options struct {
 	// PodNetworks serves the KEP-3698 references; nil refuses them.
 	PodNetworks kube.PodNetworkSource
 	Devices     DeviceSource
-	Status      StatusSink
+	// Claims lists the devices of a pod's prepared DRA claims; nil when
+	// the agent runs no DRA driver.
+	Claims netclaim.Source
+	Status StatusSink
+	// ClaimStatus writes the networkData of claimed devices; nil writes
+	// none.
+	ClaimStatus ClaimStatusSink
 	// Exec runs plugins; nil runs them as processes.
 	Exec   invoke.Exec
 	Logger *slog.Logger
@@ -101,6 +113,9 @@ func New(o Options) *Delegator {
 		environ: os.Environ(),
 	}
 	d.status = newStatusQueue(o.Status, d.render, o.StatusTimeout, o.Logger)
+	if o.ClaimStatus != nil {
+		d.status.claims = d.writeClaimStatus
+	}
 	return d
 }
 

@@ -9,32 +9,35 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/netclaim"
 	"github.com/hwnet-io/hwnet/podresources"
 )
 
 // assignDevices gives every attachment whose network names a resource one
-// device of it, by the rule in the package documentation.
-func (d *Delegator) assignDevices(ctx context.Context, pod kube.Pod, atts []attachment) error {
-	need := map[string][]int{}
-	var order []string
-	for i, a := range atts {
-		if a.resource == "" {
+// device of it, by the rule in the package documentation: from the pod's
+// DRA claims when they hold spare devices of the resource (its pool is in
+// DRA mode), else from what kubelet's device plugins allocated.
+func (d *Delegator) assignDevices(ctx context.Context, pod kube.Pod, atts []attachment, spare map[string][]*netclaim.Device) error {
+	need, order := devicesNeeded(atts)
+	var held *podresources.Pod
+	for _, res := range order {
+		if claimed := spare[res]; len(claimed) > 0 {
+			if len(claimed) < len(need[res]) {
+				return podFailure("NotEnoughDevices", shortage(pod, res, claimedIDs(claimed), need[res], atts))
+			}
+			for k, i := range need[res] {
+				atts[i].useClaimDevice(claimed[k])
+			}
 			continue
 		}
-		if _, seen := need[a.resource]; !seen {
-			order = append(order, a.resource)
+		if held == nil {
+			p, err := d.devices.get(ctx, pod)
+			if err != nil {
+				return fmt.Errorf("devices of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+			}
+			held = &p
 		}
-		need[a.resource] = append(need[a.resource], i)
-	}
-	if len(need) == 0 {
-		return nil
-	}
-	held, err := d.devices.get(ctx, pod)
-	if err != nil {
-		return fmt.Errorf("devices of pod %s/%s: %w", pod.Namespace, pod.Name, err)
-	}
-	for _, res := range order {
-		ids := deviceOrder(held, res)
+		ids := deviceOrder(*held, res)
 		if len(ids) < len(need[res]) {
 			return podFailure("NotEnoughDevices", shortage(pod, res, ids, need[res], atts))
 		}
@@ -43,6 +46,31 @@ func (d *Delegator) assignDevices(ctx context.Context, pod kube.Pod, atts []atta
 		}
 	}
 	return nil
+}
+
+// devicesNeeded lists, by resource, the attachments that need a device and
+// have none yet, and the resources in order of first need.
+func devicesNeeded(atts []attachment) (map[string][]int, []string) {
+	need := map[string][]int{}
+	var order []string
+	for i, a := range atts {
+		if a.resource == "" || a.deviceID != "" {
+			continue
+		}
+		if _, seen := need[a.resource]; !seen {
+			order = append(order, a.resource)
+		}
+		need[a.resource] = append(need[a.resource], i)
+	}
+	return need, order
+}
+
+func claimedIDs(devs []*netclaim.Device) []string {
+	ids := make([]string, len(devs))
+	for i, d := range devs {
+		ids[i] = d.PCIAddress
+	}
+	return ids
 }
 
 // deviceOrder lists the pod's devices of a resource: containers in kubelet's

@@ -20,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
@@ -52,6 +53,8 @@ type testNode struct {
 	node    *virtualnode.Node
 	api     *kubeapi.Server
 	counter *kubeapi.RequestCounter
+	// counted is the API server configuration whose requests counter counts.
+	counted *rest.Config
 	nads    nadclient.Interface
 	kubelet *testkubelet.PodResources
 	bin     string
@@ -121,7 +124,7 @@ var quiet = slog.New(slog.DiscardHandler)
 // server through a request counter.
 func (n *testNode) start(ctx context.Context) {
 	cfg, counter := kubeapi.CountRequests(n.api.Config())
-	n.counter = counter
+	n.counter, n.counted = counter, cfg
 	client := kubernetesClient(n.t, cfg)
 	ctx, cancel := context.WithCancel(ctx)
 	n.t.Cleanup(cancel)

@@ -13,6 +13,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/netclaim"
 )
 
 // attachment is one network attachment to make: the default network's or
@@ -29,6 +30,9 @@ type attachment struct {
 	deviceID  string
 	// podNetwork is the KEP-3698 PodNetwork served, for its status.
 	podNetwork string
+	// claimDevice is the DRA claim's device the attachment uses, whose
+	// claim status gets its networkData.
+	claimDevice *netclaim.Device
 }
 
 // podError is a failure caused by what a pod asked for; the pod gets an
@@ -51,8 +55,19 @@ func podFailure(reason string, err error) error {
 // multinetwork.hwnet.io/networks annotation, never both.
 func (d *Delegator) plan(ctx context.Context, pod kube.Pod, defaultIfName string) ([]attachment, error) {
 	reqs, err := d.requests(ctx, pod, defaultIfName)
-	if err != nil || len(reqs) == 0 {
+	if err != nil {
 		return nil, err
+	}
+	claimed, err := d.podClaims(ctx, pod)
+	if err != nil {
+		return nil, err
+	}
+	creqs, err := claimRequests(pod, claimed)
+	if err != nil {
+		return nil, err
+	}
+	if reqs = append(reqs, creqs...); len(reqs) == 0 {
+		return nil, nil
 	}
 	sels := make([]selection.Selection, len(reqs))
 	for i, r := range reqs {
@@ -69,9 +84,12 @@ func (d *Delegator) plan(ctx context.Context, pod kube.Pod, defaultIfName string
 			return nil, err
 		}
 		a.ifName = names[i]
+		if r.claimDevice != nil {
+			a.useClaimDevice(r.claimDevice)
+		}
 		atts[i] = a
 	}
-	if err := d.assignDevices(ctx, pod, atts); err != nil {
+	if err := d.assignDevices(ctx, pod, atts, spareClaimDevices(claimed)); err != nil {
 		return nil, err
 	}
 	return atts, nil
@@ -87,6 +105,9 @@ type request struct {
 	// adminChosen says an administrator's object (a PodNetwork) named the
 	// NetworkAttachmentDefinition, so any namespace is allowed.
 	adminChosen bool
+	// claimDevice is the claimed device a claim's configuration attaches
+	// (package netclaim), nil for an annotation's attachment.
+	claimDevice *netclaim.Device
 }
 
 func (d *Delegator) requests(ctx context.Context, pod kube.Pod, defaultIfName string) ([]request, error) {
@@ -120,7 +141,10 @@ func interfaceNames(sels []selection.Selection, defaultIfName string) ([]string,
 			continue
 		}
 		if s.Interface == defaultIfName {
-			return nil, fmt.Errorf("networks annotation element %d (%q): \"interface\" %q is the cluster-wide default network's interface", i, s.Name, s.Interface)
+			return nil, fmt.Errorf("network %d (%q): \"interface\" %q is the cluster-wide default network's interface", i, s.Name, s.Interface)
+		}
+		if taken[s.Interface] {
+			return nil, fmt.Errorf("network %d (%q): \"interface\" %q: another of the pod's networks (its annotation's or its claims') asks for it too", i, s.Name, s.Interface)
 		}
 		taken[s.Interface] = true
 	}

@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"reflect"
 	"slices"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/selection"
+	"github.com/hwnet-io/hwnet/netclaim"
 	"github.com/hwnet-io/hwnet/podresources"
 )
 
@@ -28,6 +30,7 @@ func TestInterfaceNames(t *testing.T) {
 		{"4.2.1 generated name skips a requested one", []string{"", "net1"}, []string{"net2", "net1"}, ""},
 		{"4.2.1 generated names skip several requested", []string{"net2", "", "net1", ""}, []string{"net2", "net3", "net1", "net4"}, ""},
 		{"4.1.2.1.5 default network's interface refused", []string{"eth0"}, nil, `"interface" "eth0" is the cluster-wide default network's interface`},
+		{"4.1.2.1.5 annotation and claim asking one name refused", []string{"data1", "", "data1"}, nil, `network 2 ("net-a"): "interface" "data1": another of the pod's networks`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -93,7 +96,7 @@ func TestAssignDevices(t *testing.T) {
 			for i, r := range tt.resources {
 				atts[i] = attachment{network: "ns/" + string(rune('a'+i)), ifName: "net" + string(rune('1'+i)), resource: r}
 			}
-			err := d.assignDevices(context.Background(), kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}, atts)
+			err := d.assignDevices(context.Background(), kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}, atts, nil)
 			if tt.wantErr != "" {
 				var pe *podError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &pe) {
@@ -271,5 +274,30 @@ func TestParsePodArgs(t *testing.T) {
 	}
 	if _, err := parsePodArgs("K8S_POD_NAME"); err == nil || !strings.Contains(err.Error(), `"K8S_POD_NAME" is not KEY=VALUE`) {
 		t.Fatalf("err = %v", err)
+	}
+}
+
+// TestKEP4817_ClaimRequestsOrder: the claim networks come in the devices'
+// order, a device without a network gives none, and spare devices are
+// kept by resource for NADs of DRA pools.
+func TestKEP4817_ClaimRequestsOrder(t *testing.T) {
+	devs := []netclaim.Device{
+		{Claim: netclaim.ClaimRef{Name: "a"}, PCIAddress: "0000:3b:01.1", Resource: "r", Network: json.RawMessage(`{"name":"x","interface":"data1"}`)},
+		{Claim: netclaim.ClaimRef{Name: "a"}, PCIAddress: "0000:3b:01.2", Resource: "r"},
+		{Claim: netclaim.ClaimRef{Name: "b"}, PCIAddress: "0000:3b:01.3", Resource: "r", Network: json.RawMessage(`{"name":"y"}`)},
+	}
+	reqs, err := claimRequests(kube.Pod{Namespace: "ns"}, devs)
+	if err != nil || len(reqs) != 2 {
+		t.Fatalf("%+v (%v), want 2 requests", reqs, err)
+	}
+	if reqs[0].sel.Ref() != "ns/x" || reqs[0].claimDevice.PCIAddress != "0000:3b:01.1" || reqs[1].sel.Ref() != "ns/y" || reqs[1].claimDevice.PCIAddress != "0000:3b:01.3" {
+		t.Errorf("requests %+v %+v", reqs[0], reqs[1])
+	}
+	if spare := spareClaimDevices(devs); len(spare["r"]) != 1 || spare["r"][0].PCIAddress != "0000:3b:01.2" {
+		t.Errorf("spare %+v, want the device without a network", spare)
+	}
+	devs[2].Network = json.RawMessage(`{"name":"y","interface":"data1"}`)
+	if _, err := claimRequests(kube.Pod{Namespace: "ns"}, devs); err == nil {
+		t.Error("two claim networks asking data1 accepted")
 	}
 }

@@ -137,6 +137,8 @@ type statusQueue struct {
 	render  func([]attached) (map[string]string, string, error)
 	timeout time.Duration
 	logger  *slog.Logger
+	// claims writes the claims' device status of a publication, when set.
+	claims func(context.Context, publication)
 
 	mu      sync.Mutex
 	pending map[kube.PodRef]publication
@@ -186,6 +188,9 @@ func (q *statusQueue) publish(pod kube.PodRef, p publication) {
 	defer cancel()
 	if err := q.sink.SetNetworkStatus(ctx, pod, annotations); err != nil {
 		q.logger.Error("writing network-status", "pod", pod.String(), "err", err)
+	}
+	if q.claims != nil {
+		q.claims(ctx, p)
 	}
 	q.sink.Event(pod, "Normal", "AddedInterfaces", event)
 }

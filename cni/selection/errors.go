@@ -12,6 +12,10 @@ import (
 // FieldError is one problem in the networks annotation. Parse joins one per
 // problem with errors.Join; callers that build pod Events can walk them.
 type FieldError struct {
+	// Source names what held the list when it is not the networks
+	// annotation, e.g. a ResourceClaim's configuration; empty for the
+	// annotation.
+	Source string
 	// Index is the element's position in the list, counted from 0, or -1 when the
 	// problem is the annotation as a whole (not JSON, not a list).
 	Index int
@@ -29,7 +33,11 @@ type FieldError struct {
 
 func (e *FieldError) Error() string {
 	var b strings.Builder
-	b.WriteString("networks annotation")
+	if e.Source != "" {
+		b.WriteString(e.Source)
+	} else {
+		b.WriteString("networks annotation")
+	}
 	if e.Index >= 0 {
 		fmt.Fprintf(&b, " element %d", e.Index)
 		if e.Network != "" {

@@ -38,6 +38,36 @@ func Parse(value, podNamespace string) ([]Selection, error) {
 	return list.selections, nil
 }
 
+// ParseList parses a JSON list of selections in the annotation's JSON format
+// (4.1.2) held by something other than the annotation, such as a
+// ResourceClaim's hwnet configuration: the same keys and checks, with source
+// naming the holder in every error instead of "networks annotation".
+func ParseList(value, namespace, source string) ([]Selection, error) {
+	trimmed := strings.TrimSpace(value)
+	if !strings.HasPrefix(trimmed, "[") {
+		return nil, &FieldError{Source: source, Index: -1, Reason: "a JSON list is required (4.1.2)"}
+	}
+	sels, err := Parse(value, namespace)
+	if err == nil {
+		return sels, nil
+	}
+	for _, e := range unjoin(err) {
+		var fe *FieldError
+		if errors.As(e, &fe) {
+			fe.Source = source
+		}
+	}
+	return nil, err
+}
+
+// unjoin lists the errors errors.Join joined, or err alone.
+func unjoin(err error) []error {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
+}
+
 // listParser holds what one element's checks need to know about the others.
 type listParser struct {
 	podNamespace string

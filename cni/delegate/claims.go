@@ -1,0 +1,95 @@
+package delegate
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/status"
+	"github.com/hwnet-io/hwnet/netclaim"
+)
+
+// podClaims are the devices of a pod's prepared DRA claims: local state
+// of the DRA driver, never the API server.
+func (d *Delegator) podClaims(ctx context.Context, pod kube.Pod) ([]netclaim.Device, error) {
+	if d.opts.Claims == nil || pod.UID == "" {
+		return nil, nil
+	}
+	devs, err := d.opts.Claims.PodDevices(ctx, pod.UID)
+	if err != nil {
+		return nil, fmt.Errorf("DRA claims of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return devs, nil
+}
+
+// claimRequests are the attachments the pod's claims configure, one per
+// claimed device with a network, after the annotation's: claims by
+// namespace and name, each claim's devices in allocation order.
+func claimRequests(pod kube.Pod, devs []netclaim.Device) ([]request, error) {
+	sels, idx, err := netclaim.Selections(devs, pod.Namespace)
+	if err != nil {
+		return nil, podFailure("InvalidClaimNetworks", err)
+	}
+	reqs := make([]request, len(sels))
+	for i, s := range sels {
+		reqs[i] = request{sel: s, claimDevice: &devs[idx[i]]}
+	}
+	return reqs, nil
+}
+
+// spareClaimDevices are the claimed devices without a network of their
+// own, by resource, in order: a NetworkAttachmentDefinition whose
+// resourceName is a pool in DRA mode takes its device from them.
+func spareClaimDevices(devs []netclaim.Device) map[string][]*netclaim.Device {
+	out := map[string][]*netclaim.Device{}
+	for i := range devs {
+		if len(devs[i].Network) == 0 {
+			out[devs[i].Resource] = append(out[devs[i].Resource], &devs[i])
+		}
+	}
+	return out
+}
+
+// useClaimDevice makes a claimed device the attachment's: the device the
+// claim holds, whatever the network's resourceName says.
+func (a *attachment) useClaimDevice(dev *netclaim.Device) {
+	a.claimDevice = dev
+	a.deviceID = dev.PCIAddress
+	a.resource = dev.Resource
+}
+
+// writeClaimStatus writes, per claim, the networkData of its devices the
+// publication attached, with one write per claim.
+func (d *Delegator) writeClaimStatus(ctx context.Context, p publication) {
+	byClaim, order := claimStatuses(p, d.opts.Logger)
+	for _, ref := range order {
+		if err := d.opts.ClaimStatus.SetClaimDeviceStatus(ctx, ref, byClaim[ref]); err != nil {
+			d.opts.Logger.Error("writing the claim's device status", "claim", ref.String(), "err", err)
+		}
+	}
+}
+
+// claimStatuses groups the claimed devices' status by claim, claims in
+// order of first attachment.
+func claimStatuses(p publication, logger *slog.Logger) (map[netclaim.ClaimRef][]netclaim.DeviceStatus, []netclaim.ClaimRef) {
+	out := map[netclaim.ClaimRef][]netclaim.DeviceStatus{}
+	var order []netclaim.ClaimRef
+	for _, a := range p {
+		dev := a.claimDevice
+		if dev == nil {
+			continue
+		}
+		st, err := status.FromResult(a.network, a.result, a.ifName)
+		if err != nil {
+			logger.Warn("claim device status from a result it cannot read", "network", a.network, "err", err)
+			st = status.NetworkStatus{Interface: a.ifName}
+		}
+		if _, seen := out[dev.Claim]; !seen {
+			order = append(order, dev.Claim)
+		}
+		out[dev.Claim] = append(out[dev.Claim], netclaim.DeviceStatus{Driver: dev.Driver, Pool: dev.Pool, Device: dev.Device,
+			InterfaceName: st.Interface, IPs: st.IPs, HardwareAddress: st.MAC, Network: a.network})
+	}
+	return out, order
+}

@@ -1,0 +1,120 @@
+package dra
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/hwnet-io/hwnet/netclaim"
+)
+
+// deviceNetworks gives each of a claim's devices its network element from
+// the hwnet configurations of the claim's allocation, nil for a device no
+// configuration covers. For each device the last configuration that
+// applies to its request wins (the class's come before the claim's).
+func (d *Driver) deviceNetworks(c *resourceapi.ResourceClaim, devs []claimDevice) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, len(devs))
+	winner := make([]int, len(devs))
+	configs := c.Status.Allocation.Devices.Config
+	for i, cd := range devs {
+		winner[i] = -1
+		for k, cfg := range configs {
+			if cfg.Opaque != nil && cfg.Opaque.Driver == d.opts.DriverName && appliesTo(cfg.Requests, cd.result.Request) {
+				winner[i] = k
+			}
+		}
+	}
+	for k, cfg := range configs {
+		if err := d.configNetworks(c, k, cfg, winner, out); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// configNetworks parses configuration k and gives its element to each
+// device it won, in out.
+func (d *Driver) configNetworks(c *resourceapi.ResourceClaim, k int, cfg resourceapi.DeviceAllocationConfiguration, winner []int, out []json.RawMessage) error {
+	if cfg.Opaque == nil || cfg.Opaque.Driver != d.opts.DriverName {
+		return nil
+	}
+	source := fmt.Sprintf("ResourceClaim %s/%s: status.allocation.devices.config[%d] (from %s, requests [%s]) opaque.parameters",
+		c.Namespace, c.Name, k, cfg.Source, strings.Join(cfg.Requests, ","))
+	nw, err := netclaim.Parse(cfg.Opaque.Parameters.Raw, c.Namespace, source)
+	if err != nil {
+		return err
+	}
+	var mine []int
+	for i, w := range winner {
+		if w == k {
+			mine = append(mine, i)
+		}
+	}
+	if len(mine) == 0 {
+		return nil
+	}
+	elems, err := nw.ForDevices(len(mine), source)
+	if err != nil {
+		return err
+	}
+	for j, i := range mine {
+		out[i] = elems[j]
+	}
+	return nil
+}
+
+// appliesTo says whether a configuration for requests covers request: all
+// requests when none is named; a request's subrequests ("vfs/fast") when
+// the request is named.
+func appliesTo(requests []string, request string) bool {
+	if len(requests) == 0 {
+		return true
+	}
+	parent, _, _ := strings.Cut(request, "/")
+	return slices.Contains(requests, request) || slices.Contains(requests, parent)
+}
+
+// reservedPods are the UIDs of the pods a claim is reserved for.
+func reservedPods(c *resourceapi.ResourceClaim) []string {
+	var uids []string
+	for _, r := range c.Status.ReservedFor {
+		if r.Resource == "pods" && r.APIGroup == "" {
+			uids = append(uids, string(r.UID))
+		}
+	}
+	return uids
+}
+
+// PodDevices lists the devices of the claims prepared for the pod, from
+// the checkpoint alone: claims ordered by namespace and name, each
+// claim's devices in allocation order.
+func (d *Driver) PodDevices(_ context.Context, podUID string) ([]netclaim.Device, error) {
+	cp, err := d.store.load()
+	if err != nil {
+		return nil, err
+	}
+	var claims []*preparedClaim
+	for uid, pc := range cp.Claims {
+		pc.uid = string(uid)
+		if slices.Contains(pc.Pods, podUID) {
+			claims = append(claims, pc)
+		}
+	}
+	slices.SortFunc(claims, func(a, b *preparedClaim) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	var out []netclaim.Device
+	for _, pc := range claims {
+		ref := netclaim.ClaimRef{Namespace: pc.Namespace, Name: pc.Name, UID: pc.uid}
+		for _, dev := range pc.Devices {
+			out = append(out, netclaim.Device{Claim: ref, Request: dev.Request, Driver: d.opts.DriverName, Pool: dev.Pool,
+				Device: dev.Device, Resource: dev.Resource, PCIAddress: dev.PCIAddress, Network: dev.Network})
+		}
+	}
+	return out, nil
+}
