@@ -1,12 +1,14 @@
 package discovery
 
 import (
+	"cmp"
 	"fmt"
-	"strings"
 
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/rtnl"
 )
 
 // linkState is what netlink says of one link.
@@ -55,7 +57,7 @@ func readLinkTable(netnsPath string) linkTable {
 	}
 	defer sock.Close()
 	buf := make([]byte, 1<<16)
-	if err := dump(sock, buf, linkDumpRequest(), unix.RTM_NEWLINK, t.addLink); err != nil {
+	if err := dump(sock, buf, rtnl.LinkDumpRequest(), unix.RTM_NEWLINK, t.addLink); err != nil {
 		t.problems = append(t.problems, fmt.Sprintf("netlink: listing links: %v; link state comes from sysfs", err))
 	}
 	for _, family := range []int{unix.AF_INET, unix.AF_INET6} {
@@ -88,17 +90,6 @@ func openRouteSocket(path string) (*nl.NetlinkSocket, error) {
 	// Kernels before 4.20 lack it; parseDefaultRoute checks the table too.
 	_ = unix.SetsockoptInt(sock.GetFd(), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1)
 	return sock, nil
-}
-
-// rtextFilterSkipStats asks the kernel to leave link statistics out of a
-// dump (linux/rtnetlink.h), which cuts a quarter of the bytes.
-const rtextFilterSkipStats = 1 << 3
-
-func linkDumpRequest() *nl.NetlinkRequest {
-	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
-	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
-	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(rtextFilterSkipStats)))
-	return req
 }
 
 func routeDumpRequest(family int) *nl.NetlinkRequest {
@@ -148,7 +139,7 @@ func walkMessages(b []byte, want uint16, fn func(body []byte)) (done bool, err e
 		case want:
 			fn(body)
 		}
-		b = b[min(nlmAlign(l), len(b)):]
+		b = b[min(rtnl.Align(l), len(b)):]
 	}
 	return false, nil
 }
@@ -182,39 +173,16 @@ func (t *linkTable) apply(nd *Netdev) {
 }
 
 // Offsets in a RTM_NEWLINK message: struct ifinfomsg, then attributes.
-const (
-	ifinfomsgLen    = 16
-	ifinfomsgIndex  = 4
-	ifinfomsgFlags  = 8
-	rtattrHeaderLen = 4
-)
-
-// operStates are the kernel's IF_OPER_* values, as ip and sysfs name them.
-var operStates = [...]string{"unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up"}
-
-// parseLinkMessage takes name, index, flags, MTU and operstate from the body of a
-// RTM_NEWLINK message; ok is false for a message too short or unnamed.
+// parseLinkMessage takes name, index, flags, MTU and operstate from the
+// body of a RTM_NEWLINK message; ok is false for a message malformed or
+// unnamed. A link without an operstate is "unknown", as sysfs says.
 func parseLinkMessage(b []byte) (name string, st linkState, ok bool) {
-	if len(b) < ifinfomsgLen {
+	l, ok := rtnl.ParseLink(b)
+	if !ok {
 		return "", st, false
 	}
-	st.ifindex = int(int32(nl.NativeEndian().Uint32(b[ifinfomsgIndex:])))
-	st.operState = operStates[0]
-	st.up = nl.NativeEndian().Uint32(b[ifinfomsgFlags:])&unix.IFF_UP != 0
-	walkAttrs(b[ifinfomsgLen:], func(typ uint16, v []byte) {
-		switch {
-		case typ == unix.IFLA_IFNAME && len(v) > 0:
-			name = strings.TrimRight(string(v), "\x00")
-		case typ == unix.IFLA_MTU && len(v) == 4:
-			st.mtu = int(nl.NativeEndian().Uint32(v))
-		case typ == unix.IFLA_OPERSTATE && len(v) == 1 && int(v[0]) < len(operStates):
-			st.operState = operStates[v[0]]
-		}
-	})
-	return name, st, name != ""
+	return l.Name, linkState{ifindex: l.Index, mtu: l.MTU, operState: cmp.Or(l.OperState, "unknown"), up: l.Up}, true
 }
-
-func nlmAlign(n int) int { return (n + 3) &^ 3 }
 
 // nlError turns an NLMSG_ERROR body into the errno it carries.
 func nlError(b []byte) error {
@@ -242,7 +210,7 @@ func parseDefaultRoute(b []byte) []int {
 	}
 	table := uint32(b[rtmsgTable])
 	var oifs []int
-	walkAttrs(b[rtmsgLen:], func(typ uint16, v []byte) {
+	rtnl.WalkAttrs(b[rtmsgLen:], func(typ uint16, v []byte) {
 		switch {
 		case typ == unix.RTA_TABLE && len(v) == 4:
 			table = nl.NativeEndian().Uint32(v)
@@ -267,19 +235,7 @@ func nexthopOIFs(b []byte) []int {
 			break
 		}
 		oifs = append(oifs, int(int32(nl.NativeEndian().Uint32(b[rtnexthopOIF:]))))
-		b = b[min(nlmAlign(l), len(b)):]
+		b = b[min(rtnl.Align(l), len(b)):]
 	}
 	return oifs
-}
-
-// walkAttrs calls fn for each route attribute, stopping at a malformed one.
-func walkAttrs(b []byte, fn func(typ uint16, v []byte)) {
-	for len(b) >= rtattrHeaderLen {
-		l := int(nl.NativeEndian().Uint16(b))
-		if l < rtattrHeaderLen || l > len(b) {
-			return
-		}
-		fn(nl.NativeEndian().Uint16(b[2:])&^unix.NLA_F_NESTED, b[rtattrHeaderLen:l])
-		b = b[min(nlmAlign(l), len(b)):]
-	}
 }

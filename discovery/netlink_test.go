@@ -6,21 +6,23 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/rtnl"
 )
 
 // attr encodes one rtattr, padded to 4 bytes.
 func attr(typ uint16, v []byte) []byte {
-	b := binary.NativeEndian.AppendUint16(nil, uint16(rtattrHeaderLen+len(v)))
+	b := binary.NativeEndian.AppendUint16(nil, uint16(unix.SizeofRtAttr+len(v)))
 	b = binary.NativeEndian.AppendUint16(b, typ)
 	b = append(b, v...)
-	return append(b, make([]byte, nlmAlign(len(b))-len(b))...)
+	return append(b, make([]byte, rtnl.Align(len(b))-len(b))...)
 }
 
 func u32(v uint32) []byte { return binary.NativeEndian.AppendUint32(nil, v) }
 
 func linkMessage(index int32, attrs ...[]byte) []byte {
-	b := make([]byte, ifinfomsgLen)
-	binary.NativeEndian.PutUint32(b[ifinfomsgIndex:], uint32(index))
+	b := make([]byte, unix.SizeofIfInfomsg)
+	binary.NativeEndian.PutUint32(b[4:], uint32(index))
 	return append(b, slices.Concat(attrs...)...)
 }
 
@@ -37,7 +39,7 @@ func TestParseLinkMessage(t *testing.T) {
 	if !ok || name != "enp59s0f0v3" || st != (linkState{ifindex: 7, mtu: 9000, operState: "up"}) {
 		t.Errorf("parseLinkMessage = %q %+v %v", name, st, ok)
 	}
-	for _, bad := range [][]byte{nil, msg[:ifinfomsgLen-1], linkMessage(3, attr(unix.IFLA_MTU, u32(1500)))} {
+	for _, bad := range [][]byte{nil, msg[:unix.SizeofIfInfomsg-1], linkMessage(3, attr(unix.IFLA_MTU, u32(1500)))} {
 		if _, _, ok := parseLinkMessage(bad); ok {
 			t.Errorf("parseLinkMessage(%x) accepted a message without a name", bad)
 		}
@@ -79,7 +81,7 @@ func TestWalkMessages(t *testing.T) {
 		b = binary.NativeEndian.AppendUint16(b, typ)
 		return append(b, make([]byte, 10)...)
 	}
-	link := append(hdr(unix.NLMSG_HDRLEN+ifinfomsgLen, unix.RTM_NEWLINK), make([]byte, ifinfomsgLen)...)
+	link := append(hdr(unix.NLMSG_HDRLEN+unix.SizeofIfInfomsg, unix.RTM_NEWLINK), make([]byte, unix.SizeofIfInfomsg)...)
 	if done, err := walkMessages(slices.Concat(link, link), unix.RTM_NEWLINK, count); done || err != nil || bodies != 2 {
 		t.Errorf("two links: done=%v err=%v bodies=%d", done, err, bodies)
 	}

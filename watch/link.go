@@ -1,15 +1,15 @@
 package watch
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"syscall"
 
-	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/rtnl"
 )
 
 // LinkEvent is the new state of a network link.
@@ -25,16 +25,6 @@ type LinkEvent struct {
 	// Deleted says the link is gone, or was renamed away from Name; such
 	// an event has only Name and Index.
 	Deleted bool
-}
-
-// operStates are the kernel's IF_OPER_* values in order.
-var operStates = [...]string{"unknown", "notpresent", "down", "lowerlayerdown", "testing", "dormant", "up"}
-
-func operState(v byte) string {
-	if int(v) < len(operStates) {
-		return operStates[v]
-	}
-	return "unknown"
 }
 
 // LinkWatcher reports changes of the links of one network namespace.
@@ -135,14 +125,8 @@ func (w *LinkWatcher) resync(emit func(LinkEvent)) error {
 	return w.startDump()
 }
 
-// rtextFilterSkipStats leaves link counters out of a dump
-// (RTEXT_FILTER_SKIP_STATS in linux/rtnetlink.h).
-const rtextFilterSkipStats = 1 << 3
-
 func (w *LinkWatcher) startDump() error {
-	req := nl.NewNetlinkRequest(unix.RTM_GETLINK, unix.NLM_F_DUMP)
-	req.AddData(nl.NewIfInfomsg(unix.AF_UNSPEC))
-	req.AddData(nl.NewRtAttr(unix.IFLA_EXT_MASK, nl.Uint32Attr(rtextFilterSkipStats)))
+	req := rtnl.LinkDumpRequest()
 	if err := w.conn.send(req.Serialize()); err != nil {
 		return fmt.Errorf("dump links: %w", err)
 	}
@@ -181,36 +165,12 @@ func (w *LinkWatcher) handle(b []byte, emit func(LinkEvent)) error {
 // parseLinkMessage reads a RTM_NEWLINK or RTM_DELLINK message; ok is false
 // when it is malformed or names no link.
 func parseLinkMessage(m *syscall.NetlinkMessage) (ev LinkEvent, ok bool) {
-	if len(m.Data) < unix.SizeofIfInfomsg {
+	l, ok := rtnl.ParseLink(m.Data)
+	if !ok {
 		return ev, false
 	}
-	ev.Index = int(int32(binary.NativeEndian.Uint32(m.Data[4:])))
-	ev.Up = binary.NativeEndian.Uint32(m.Data[8:])&unix.IFF_UP != 0
-	ev.Deleted = m.Header.Type == unix.RTM_DELLINK
-	// syscall.ParseNetlinkRouteAttr would do, but panics on an attribute
-	// shorter than its header.
-	for b := m.Data[unix.SizeofIfInfomsg:]; len(b) >= unix.SizeofRtAttr; {
-		n := int(binary.NativeEndian.Uint16(b))
-		if n < unix.SizeofRtAttr || n > len(b) {
-			return ev, false
-		}
-		value := b[unix.SizeofRtAttr:n]
-		switch binary.NativeEndian.Uint16(b[2:]) {
-		case unix.IFLA_IFNAME:
-			ev.Name = string(bytes.TrimRight(value, "\x00"))
-		case unix.IFLA_OPERSTATE:
-			if len(value) > 0 {
-				ev.OperState = operState(value[0])
-			}
-		}
-		b = b[min(rtaAlign(n), len(b)):]
-	}
-	return ev, ev.Name != ""
+	return LinkEvent{Name: l.Name, Index: l.Index, OperState: l.OperState, Up: l.Up, Deleted: m.Header.Type == unix.RTM_DELLINK}, true
 }
-
-// rtaAlign rounds an attribute's length up to the 4 bytes attributes are
-// aligned to.
-func rtaAlign(n int) int { return (n + unix.RTA_ALIGNTO - 1) &^ (unix.RTA_ALIGNTO - 1) }
 
 // linkTable is the state of a namespace's links, by ifindex.
 type linkTable struct {
