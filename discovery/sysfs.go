@@ -1,8 +1,6 @@
 package discovery
 
 import (
-	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
@@ -11,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/dirent"
 )
 
 // attrReader reads the small attribute files of one sysfs directory at a
@@ -20,8 +20,9 @@ import (
 // openat/read/close, which costs half the system calls of os.ReadFile.
 // An attrReader is not safe for concurrent use.
 type attrReader struct {
-	dirfd int
-	buf   [4096]byte
+	dirfd   int
+	buf     [4096]byte
+	dirents dirent.Reader
 }
 
 // cwdReader returns a reader whose relative paths start at the working
@@ -85,63 +86,13 @@ func (r *attrReader) dirNames(rel string) ([]string, error) {
 	return r.listFD(fd, rel)
 }
 
-// maxDirent is the size of the largest linux_dirent64: header, a
-// NAME_MAX name and its NUL, 8-byte aligned.
-const maxDirent = (19 + 255 + 1 + 7) &^ 7
-
 // listFD lists an open directory's entry names.
 func (r *attrReader) listFD(fd int, name string) ([]string, error) {
-	var names []string
-	err := r.getdents(fd, name, func(e []byte) { names = append(names, string(e)) })
-	return names, err
-}
-
-// getdents calls fn with each entry name of an open directory, "." and
-// ".." aside, as a slice of the reader's buffer. It uses raw getdents,
-// which spares os.File's fstat and fcntl calls. Linux fills a getdents
-// buffer until the directory ends or the next entry does not fit, so a
-// read that leaves room for the largest entry was the last one, and the
-// call that would return 0 is skipped.
-func (r *attrReader) getdents(fd int, name string, fn func(entry []byte)) error {
-	for {
-		n, err := unix.Getdents(fd, r.buf[:])
-		if err == unix.EINTR {
-			continue
-		}
-		if err != nil {
-			return fmt.Errorf("%s: %w", name, err)
-		}
-		walkDirents(r.buf[:n], fn)
-		if n == 0 || n <= len(r.buf)-maxDirent {
-			return nil
-		}
+	names, err := r.dirents.Names(fd)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-}
-
-// Offsets in a struct linux_dirent64.
-const (
-	direntReclen = 16
-	direntName   = 19
-)
-
-// walkDirents calls fn with each name in a getdents buffer.
-func walkDirents(b []byte, fn func(name []byte)) {
-	for len(b) > direntName {
-		reclen := int(binary.NativeEndian.Uint16(b[direntReclen:]))
-		if reclen <= direntName || reclen > len(b) {
-			return
-		}
-		name := b[direntName:reclen]
-		if i := bytes.IndexByte(name, 0); i >= 0 {
-			name = name[:i]
-		}
-		// The kernel never gives an empty name; a buffer that does is
-		// corrupt, and an empty entry would read as the directory itself.
-		if len(name) > 0 && string(name) != "." && string(name) != ".." {
-			fn(name)
-		}
-		b = b[reclen:]
-	}
+	return names, nil
 }
 
 // deviceEntries is what the listing of a PCI function's directory tells
@@ -160,7 +111,7 @@ type deviceEntries struct {
 // costs half as much again as the listing itself.
 func (r *attrReader) listDevice(fd int, name string) (deviceEntries, error) {
 	var d deviceEntries
-	err := r.getdents(fd, name, func(e []byte) {
+	err := r.dirents.Each(fd, func(e []byte) {
 		switch string(e) {
 		case "physfn":
 			d.physfn = true
@@ -182,7 +133,10 @@ func (r *attrReader) listDevice(fd int, name string) (deviceEntries, error) {
 			}
 		}
 	})
-	return d, err
+	if err != nil {
+		return d, fmt.Errorf("%s: %w", name, err)
+	}
+	return d, nil
 }
 
 func openat(dirfd int, rel string, flags int) (int, error) {

@@ -3,6 +3,8 @@ package discovery
 import (
 	"strings"
 	"testing"
+
+	"github.com/hwnet-io/hwnet/dirent"
 )
 
 func TestParseNUMANode(t *testing.T) {
@@ -220,9 +222,9 @@ func FuzzSysfsParsers(f *testing.F) {
 		if u, err := parsePCIUevent(s); err == nil && u.class > 0xffffff {
 			t.Errorf("parsePCIUevent(%q) accepted class %#x", s, u.class)
 		}
-		walkDirents([]byte(s), func(name []byte) {
+		dirent.Walk([]byte(s), func(name []byte) {
 			if len(name) == 0 || len(name) > len(s) {
-				t.Errorf("walkDirents(%q) gave name %q", s, name)
+				t.Errorf("dirent.Walk(%q) gave name %q", s, name)
 			}
 		})
 		if pf, vf, ok := parseVFPortName(s); ok && (pf < 0 || vf < 0) {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/dirent"
 )
 
 // Fingerprint summarises the PCI layout of the sysfs tree at sysfsRoot:
@@ -42,6 +44,8 @@ type pciScanner struct {
 	// once, not on every scan.
 	sriov map[string]bool
 	buf   []byte
+	// dirents lists directories, retrying interrupted getdents calls.
+	dirents dirent.Reader
 }
 
 func newPCIScanner(sysfsRoot string) *pciScanner {
@@ -116,17 +120,11 @@ func (s *pciScanner) list(dir int, rel string) ([]string, error) {
 		return nil, &os.PathError{Op: "open", Path: filepath.Join(s.pci, rel), Err: err}
 	}
 	defer unix.Close(fd)
-	var names []string
-	for {
-		n, err := unix.Getdents(fd, s.buf)
-		if err != nil {
-			return nil, &os.PathError{Op: "getdents", Path: filepath.Join(s.pci, rel), Err: err}
-		}
-		if n <= 0 {
-			return names, nil
-		}
-		_, _, names = unix.ParseDirent(s.buf[:n], -1, names)
+	names, err := s.dirents.Names(fd)
+	if err != nil {
+		return nil, &os.PathError{Op: "getdents", Path: filepath.Join(s.pci, rel), Err: err}
 	}
+	return names, nil
 }
 
 // numVFs returns the function's sriov_numvfs, or "-" when it has none.
