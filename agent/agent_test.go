@@ -15,6 +15,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
@@ -57,21 +58,10 @@ type fixture struct {
 	done    chan error
 }
 
-// shortDir is a temp dir whose paths fit a unix socket address.
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("/tmp", "hwa")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 	t.Helper()
 	node := virtualnode.BuildForTest(t, spec, virtualnode.OpenDB(t), true)
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	k, err := testkubelet.Start(filepath.Join(dir, "dp"))
 	if err != nil {
 		t.Fatal(err)

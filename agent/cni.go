@@ -86,7 +86,7 @@ type CNIOptions struct {
 const (
 	DefaultCNIConfDir       = "/etc/cni/net.d"
 	DefaultCNIConfFileName  = "00-hwnet.conflist"
-	DefaultPodsAPISocket    = "/var/lib/kubelet/pods-api/pods-api.sock"
+	DefaultPodsAPISocket    = kube.DefaultPodsSocket
 	DefaultCNIBinDir        = "/opt/cni/bin"
 	DefaultNetworkAPISocket = "/run/hwnet/cri-network.sock"
 	DefaultNetworkDir       = "/var/lib/hwnet/networks"

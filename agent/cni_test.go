@@ -18,6 +18,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -30,7 +31,7 @@ func TestSpec6_1_AgentServesCNI(t *testing.T) {
 	api := kubeapi.Start(t)
 	api.ApplyCRD(t, "../deploy/crds/network-attachment-definition.yaml")
 	plugins := cniplugins.Dir(t)
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	confDir, binDir := filepath.Join(dir, "net.d"), filepath.Join(dir, "bin")
 	os.MkdirAll(binDir, 0o755)
 	f.opts.CNI = &agent.CNIOptions{

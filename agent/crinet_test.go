@@ -13,6 +13,7 @@ import (
 	"github.com/hwnet-io/hwnet/crinet/api"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -23,7 +24,7 @@ func TestCRINet_AgentServesNetworkAPI(t *testing.T) {
 	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
 	apiServer := kubeapi.Start(t)
 	apiServer.ApplyCRD(t, "../deploy/crds/network-attachment-definition.yaml")
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	socket := filepath.Join(dir, "cri-network.sock")
 	f.opts.CNI = &agent.CNIOptions{
 		ConfDir: filepath.Join(dir, "net.d"), SocketPath: filepath.Join(dir, "cni.sock"), CacheDir: filepath.Join(dir, "cache"),

@@ -19,6 +19,7 @@ import (
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -34,7 +35,7 @@ func TestAgentProbesMetricsEvents(t *testing.T) {
 	api := kubeapi.Start(t)
 	api.ApplyCRD(t, "../deploy/crds/network-attachment-definition.yaml")
 	plugins := cniplugins.Dir(t)
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	confDir, binDir := filepath.Join(dir, "net.d"), filepath.Join(dir, "bin")
 	os.MkdirAll(binDir, 0o755)
 	os.MkdirAll(confDir, 0o755)

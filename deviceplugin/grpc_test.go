@@ -22,6 +22,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/devinfo"
 	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
 var sriovNet = pools.Resource{Prefix: "intel.com", Name: "sriov_net"}
@@ -291,7 +292,7 @@ func TestRunServesAgainAfterKubeletRestart(t *testing.T) {
 }
 
 func TestServe(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	p := New(sriovNet, Options{PluginDir: filepath.Join(dir, "plugins")})
 	socket := p.SocketPath()
 	if want := filepath.Join(dir, "plugins", "intel.com_sriov_net.sock"); socket != want {
@@ -339,7 +340,7 @@ func TestServeRejectsLongSocketPath(t *testing.T) {
 }
 
 func TestRegisterWithoutKubelet(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	p := New(sriovNet, Options{PluginDir: dir})
 	err := p.Register(context.Background())
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "kubelet.sock")) {
@@ -432,7 +433,7 @@ func (b *lockedBuffer) String() string {
 // registration failed; KubeletStarted must not wait for the next retry,
 // here an hour away.
 func TestKubeletStartedRetriesAtOnce(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	var logs lockedBuffer
 	p := New(sriovNet, Options{PluginDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p.firstRetry, p.maxRetry = time.Hour, time.Hour
@@ -467,7 +468,7 @@ func waitForLog(t *testing.T, logs *lockedBuffer, text string) {
 // kubelet accepted the pool, and that it must again after kubelet deleted
 // the socket.
 func TestRegisteredTracksKubelet(t *testing.T) {
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	var logs lockedBuffer
 	p := New(sriovNet, Options{PluginDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p.firstRetry, p.maxRetry = time.Hour, time.Hour

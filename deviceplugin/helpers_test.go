@@ -18,6 +18,7 @@ import (
 	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -109,18 +110,6 @@ func (n *testNode) device(t testing.TB, addr string) DeviceState {
 	return DeviceState{}
 }
 
-// shortDir is a new directory with a path short enough for unix sockets,
-// which t.TempDir's may not be.
-func shortDir(t testing.TB) string {
-	t.Helper()
-	dir, err := os.MkdirTemp("", "dp")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 // tmpfsDir is a directory on a tmpfs, where production keeps device
 // information files, or t.TempDir when there is none to write to.
 func tmpfsDir(t testing.TB) string {
@@ -188,7 +177,7 @@ type harness struct {
 // opts.DevinfoDir are set to new directories.
 func startHarness(t testing.TB, res pools.Resource, opts Options, devices []DeviceState) *harness {
 	t.Helper()
-	dir := shortDir(t)
+	dir := sockdir.New(t)
 	h := &harness{dir: dir, kubelet: startKubelet(t, filepath.Join(dir, "kubelet.sock")), done: make(chan error, 1)}
 	opts.PluginDir, opts.DevinfoDir = dir, filepath.Join(dir, "devinfo")
 	h.plugin = New(res, opts)

@@ -67,9 +67,6 @@ func (w *SocketWatcher) Run(ctx context.Context, out chan<- SocketEvent) error {
 	})
 }
 
-// Close releases the watch of a SocketWatcher that is not run.
-func (w *SocketWatcher) Close() error { return w.dir.Close() }
-
 // entry reports an entry's creation or removal. It reports only changes of
 // what is known to exist: a rescan may have seen an entry whose event was
 // still on its way.

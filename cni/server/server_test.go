@@ -20,6 +20,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
 type handlerFunc func(ctx context.Context, req *wire.Request) (json.RawMessage, error)
@@ -58,20 +59,9 @@ type running struct {
 	stop   func() error
 }
 
-// shortDir keeps socket paths under the 108-byte limit whatever the test
-// name.
-func shortDir(t testing.TB) string {
-	dir, err := os.MkdirTemp("", "hwcni")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
-
 func start(t testing.TB, h server.Handler) *running {
 	t.Helper()
-	socket := filepath.Join(shortDir(t), "run", "cni.sock")
+	socket := filepath.Join(sockdir.New(t), "run", "cni.sock")
 	logs := &lockedBuffer{}
 	srv := server.New(h, slog.New(slog.NewTextHandler(logs, nil)))
 	ctx, cancel := context.WithCancel(context.Background())
@@ -300,7 +290,7 @@ func TestServeSocketPathConflicts(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			socket := filepath.Join(shortDir(t), "cni.sock")
+			socket := filepath.Join(sockdir.New(t), "cni.sock")
 			tc.prepare(t, socket)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)

@@ -5,24 +5,16 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
-)
 
-func shortDir(t *testing.T) string {
-	dir, err := os.MkdirTemp("", "hwwire")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
-}
+	"github.com/hwnet-io/hwnet/test/sockdir"
+)
 
 // serveHTTP answers every request on a fresh socket with h.
 func serveHTTP(t *testing.T, h http.HandlerFunc) string {
-	socket := filepath.Join(shortDir(t), "s.sock")
+	socket := filepath.Join(sockdir.New(t), "s.sock")
 	ln, err := net.Listen("unix", socket)
 	if err != nil {
 		t.Fatal(err)
@@ -38,9 +30,9 @@ func TestClientUnreachable(t *testing.T) {
 		name    string
 		prepare func(t *testing.T) string
 	}{
-		{"socket missing", func(t *testing.T) string { return filepath.Join(shortDir(t), "none.sock") }},
+		{"socket missing", func(t *testing.T) string { return filepath.Join(sockdir.New(t), "none.sock") }},
 		{"nobody listening", func(t *testing.T) string {
-			socket := filepath.Join(shortDir(t), "dead.sock")
+			socket := filepath.Join(sockdir.New(t), "dead.sock")
 			ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: socket, Net: "unix"})
 			if err != nil {
 				t.Fatal(err)
