@@ -57,10 +57,8 @@ func (w *FileWatcher) Run(ctx context.Context, out chan<- struct{}) error {
 			burst.add()
 			return nil
 		}
-		if err := w.dir.run(onEntry, onReset); err != nil {
-			return fmt.Errorf("watch file %s: %w", filepath.Join(w.dir.dir, w.name), err)
-		}
-		return nil
+		// run returns only on an error.
+		return fmt.Errorf("watch file %s: %w", filepath.Join(w.dir.dir, w.name), w.dir.run(onEntry, onReset))
 	})
 }
 

@@ -60,10 +60,8 @@ func (w *SocketWatcher) Run(ctx context.Context, out chan<- SocketEvent) error {
 		emit := func(ev SocketEvent) { put(ev.Name, ev) }
 		onEntry := func(ev fsnotify.Event) { w.entry(ev, emit) }
 		onReset := func() error { return w.rescan(emit) }
-		if err := w.dir.run(onEntry, onReset); err != nil {
-			return fmt.Errorf("watch sockets in %s: %w", w.dir.dir, err)
-		}
-		return nil
+		// run returns only on an error.
+		return fmt.Errorf("watch sockets in %s: %w", w.dir.dir, w.dir.run(onEntry, onReset))
 	})
 }
 

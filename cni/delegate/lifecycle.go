@@ -88,7 +88,7 @@ func (d *Delegator) releaseDevice(ctx context.Context, c *call, file string) err
 	if err != nil {
 		return err
 	}
-	nc, err := libcni.ConfFromBytes(conf)
+	nc, err := libcni.NetworkPluginConfFromBytes(conf)
 	if err != nil {
 		return err
 	}

@@ -124,7 +124,7 @@ func NotReadyNow(generation int64, conds []metav1.Condition) error {
 		return err
 	}
 	if c := meta.FindStatusCondition(conds, ConditionReady); c.ObservedGeneration != generation {
-		return fmt.Errorf("Ready was observed at generation %d, the spec is at %d", c.ObservedGeneration, generation)
+		return fmt.Errorf("the Ready condition was observed at generation %d, the spec is at %d", c.ObservedGeneration, generation)
 	}
 	return nil
 }
