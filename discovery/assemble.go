@@ -14,7 +14,7 @@ import (
 // vDPA devices and exclusions.
 type assembler struct {
 	opts  Options
-	links linkTable
+	links linkDump
 	vdpa  vdpaTable
 	// switches maps each (switch, PF port, VF) to its representor, read
 	// on the first switchdev PF.

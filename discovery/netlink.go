@@ -11,18 +11,18 @@ import (
 	"github.com/hwnet-io/hwnet/rtnl"
 )
 
-// linkState is what netlink says of one link.
-type linkState struct {
+// dumpedLink is what netlink says of one link.
+type dumpedLink struct {
 	ifindex   int
 	mtu       int
 	operState string
 	up        bool
 }
 
-// linkTable is one netlink dump of the links and default routes of the
+// linkDump is one netlink dump of the links and default routes of the
 // network namespace discovery runs in.
-type linkTable struct {
-	byName       map[string]linkState
+type linkDump struct {
+	byName       map[string]dumpedLink
 	defaultRoute map[int]bool
 	problems     []string
 }
@@ -30,7 +30,7 @@ type linkTable struct {
 // pendingLinks is a link table that is being dumped while the scan runs.
 type pendingLinks struct {
 	done  chan struct{}
-	table linkTable
+	table linkDump
 }
 
 // has reports whether the dump is in and has a link of that name and
@@ -48,8 +48,8 @@ func (p *pendingLinks) has(name string, ifindex int) bool {
 // readLinkTable dumps links and routes once each, so that discovery costs
 // three netlink requests however many functions there are. netnsPath
 // names the network namespace to ask; "" means the caller's.
-func readLinkTable(netnsPath string) linkTable {
-	t := linkTable{byName: map[string]linkState{}, defaultRoute: map[int]bool{}}
+func readLinkTable(netnsPath string) linkDump {
+	t := linkDump{byName: map[string]dumpedLink{}, defaultRoute: map[int]bool{}}
 	sock, err := openRouteSocket(netnsPath)
 	if err != nil {
 		t.problems = append(t.problems, fmt.Sprintf("netlink: %v; link state comes from sysfs", err))
@@ -144,14 +144,14 @@ func walkMessages(b []byte, want uint16, fn func(body []byte)) (done bool, err e
 	return false, nil
 }
 
-func (t *linkTable) addLink(body []byte) {
+func (t *linkDump) addLink(body []byte) {
 	if name, st, ok := parseLinkMessage(body); ok {
 		t.byName[name] = st
 	}
 }
 
 // addRoute records the interfaces of a default route of the main table.
-func (t *linkTable) addRoute(body []byte) {
+func (t *linkDump) addRoute(body []byte) {
 	for _, ifindex := range parseDefaultRoute(body) {
 		t.defaultRoute[ifindex] = true
 	}
@@ -160,7 +160,7 @@ func (t *linkTable) addRoute(body []byte) {
 // apply replaces the sysfs link state of nd with netlink's when netlink
 // sees a link of that name and ifindex. The ifindex check keeps a link of
 // the same name in another namespace from being mistaken for this one.
-func (t *linkTable) apply(nd *Netdev) {
+func (t *linkDump) apply(nd *Netdev) {
 	l, ok := t.byName[nd.Name]
 	if !ok || l.ifindex != nd.Ifindex {
 		return
@@ -176,12 +176,12 @@ func (t *linkTable) apply(nd *Netdev) {
 // parseLinkMessage takes name, index, flags, MTU and operstate from the
 // body of a RTM_NEWLINK message; ok is false for a message malformed or
 // unnamed. A link without an operstate is "unknown", as sysfs says.
-func parseLinkMessage(b []byte) (name string, st linkState, ok bool) {
+func parseLinkMessage(b []byte) (name string, st dumpedLink, ok bool) {
 	l, ok := rtnl.ParseLink(b)
 	if !ok {
 		return "", st, false
 	}
-	return l.Name, linkState{ifindex: l.Index, mtu: l.MTU, operState: cmp.Or(l.OperState, "unknown"), up: l.Up}, true
+	return l.Name, dumpedLink{ifindex: l.Index, mtu: l.MTU, operState: cmp.Or(l.OperState, "unknown"), up: l.Up}, true
 }
 
 // nlError turns an NLMSG_ERROR body into the errno it carries.

@@ -36,7 +36,7 @@ func TestParseLinkMessage(t *testing.T) {
 	msg := linkMessage(7, attr(unix.IFLA_IFNAME, []byte("enp59s0f0v3\x00")), attr(unix.IFLA_MTU, u32(9000)),
 		attr(unix.IFLA_OPERSTATE, []byte{6}))
 	name, st, ok := parseLinkMessage(msg)
-	if !ok || name != "enp59s0f0v3" || st != (linkState{ifindex: 7, mtu: 9000, operState: "up"}) {
+	if !ok || name != "enp59s0f0v3" || st != (dumpedLink{ifindex: 7, mtu: 9000, operState: "up"}) {
 		t.Errorf("parseLinkMessage = %q %+v %v", name, st, ok)
 	}
 	for _, bad := range [][]byte{nil, msg[:unix.SizeofIfInfomsg-1], linkMessage(3, attr(unix.IFLA_MTU, u32(1500)))} {
