@@ -241,7 +241,7 @@ func withSecondPort(d DeviceState, ib string) DeviceState {
 func checkDeviceInfo(t *testing.T, dir, resource string, allocated []string, want map[string]*devinfo.DeviceInfo) {
 	t.Helper()
 	for _, id := range allocated {
-		got, err := devinfo.Read(dir, resource, id)
+		got, err := devinfo.ReadFile(filepath.Join(dir, devinfo.FileName(resource, id)))
 		if err != nil {
 			t.Errorf("device info of %s: %v", id, err)
 			continue

@@ -76,12 +76,12 @@ func TestWriteProducesSpecFile(t *testing.T) {
 			if string(data) != tt.want {
 				t.Errorf("file content\n got %s\nwant %s", data, tt.want)
 			}
-			got, err := Read(dir, "intel.com/sriov", "dev1")
+			got, err := ReadFile(filepath.Join(dir, FileName("intel.com/sriov", "dev1")))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !reflect.DeepEqual(got, tt.info) {
-				t.Errorf("Read = %+v, want %+v", got, tt.info)
+				t.Errorf("ReadFile = %+v, want %+v", got, tt.info)
 			}
 		})
 	}
@@ -115,7 +115,7 @@ func TestWriteModesAndReplace(t *testing.T) {
 	if fi.Mode().Perm() != 0o644 {
 		t.Errorf("file mode %v, want 0644", fi.Mode().Perm())
 	}
-	got, err := Read(dir, "intel.com/a", "dev")
+	got, err := ReadFile(filepath.Join(dir, FileName("intel.com/a", "dev")))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -237,17 +237,16 @@ func TestParse(t *testing.T) {
 }
 
 func TestReadNamesTheFile(t *testing.T) {
-	dir := t.TempDir()
-	if _, err := Read(dir, "r/x", "d"); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("Read of a missing file: %v, want fs.ErrNotExist", err)
+	path := filepath.Join(t.TempDir(), FileName("r/x", "d"))
+	if _, err := ReadFile(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("ReadFile of a missing file: %v, want fs.ErrNotExist", err)
 	}
-	path := filepath.Join(dir, FileName("r/x", "d"))
 	if err := os.WriteFile(path, []byte(`{"type":"pci","version":"1.1.0"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	_, err := Read(dir, "r/x", "d")
+	_, err := ReadFile(path)
 	if err == nil || !strings.Contains(err.Error(), path) {
-		t.Errorf("Read of a bad file: %v, want an error naming %s", err, path)
+		t.Errorf("ReadFile of a bad file: %v, want an error naming %s", err, path)
 	}
 }
 

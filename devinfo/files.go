@@ -43,14 +43,6 @@ func Write(dir, resourceName, deviceID string, info *DeviceInfo) error {
 	return WriteFile(filepath.Join(dir, FileName(resourceName, deviceID)), info)
 }
 
-// Read returns the information of one device of a resource in dir.
-func Read(dir, resourceName, deviceID string) (*DeviceInfo, error) {
-	if err := checkNames(resourceName, deviceID); err != nil {
-		return nil, err
-	}
-	return ReadFile(filepath.Join(dir, FileName(resourceName, deviceID)))
-}
-
 // Remove deletes the file of one device of a resource in dir; a file that
 // is not there is not an error.
 func Remove(dir, resourceName, deviceID string) error {

@@ -152,19 +152,6 @@ func EnvVars(res *pools.Resource, devs []*Device) (map[string]string, error) {
 	return map[string]string{name: strings.Join(ids, ","), name + "_INFO": string(infoJSON)}, nil
 }
 
-// Nodes are the device nodes of devs, each once, in the order first seen.
-func Nodes(devs []*Device) []string {
-	var nodes []string
-	for _, d := range devs {
-		for _, n := range d.Nodes {
-			if !slices.Contains(nodes, n) {
-				nodes = append(nodes, n)
-			}
-		}
-	}
-	return nodes
-}
-
 // additionalInfo merges the resource's "*" entry and the device's own.
 func additionalInfo(info map[string]map[string]string, id string) map[string]string {
 	var merged map[string]string

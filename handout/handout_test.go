@@ -2,6 +2,7 @@ package handout_test
 
 import (
 	"reflect"
+	"slices"
 	"testing"
 
 	"github.com/hwnet-io/hwnet/devinfo"
@@ -66,7 +67,20 @@ func TestEnvVars(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("env\n got %q\nwant %q", got, want)
 	}
-	if nodes := handout.Nodes(devs); !reflect.DeepEqual(nodes, []string{handout.VFIOContainer, "/dev/vfio/9", "/dev/vfio/8"}) {
+	if nodes := nodesOf(devs); !reflect.DeepEqual(nodes, []string{handout.VFIOContainer, "/dev/vfio/9", "/dev/vfio/8"}) {
 		t.Errorf("nodes %q", nodes)
 	}
+}
+
+// nodesOf is the device nodes of devs, each once, in the order first seen.
+func nodesOf(devs []*handout.Device) []string {
+	var nodes []string
+	for _, d := range devs {
+		for _, n := range d.Nodes {
+			if !slices.Contains(nodes, n) {
+				nodes = append(nodes, n)
+			}
+		}
+	}
+	return nodes
 }

@@ -86,7 +86,8 @@ func (db *DB) index() error {
 	return nil
 }
 
-// Models returns a copy of every model, sorted by vendor, then name.
+// Models returns a copy of every model, sorted by vendor, then name. Only
+// tests list them today; it is the database's one view of its whole content.
 func (db *DB) Models() []Model {
 	models := make([]Model, len(db.models))
 	for i, m := range db.models {

@@ -27,6 +27,9 @@ import (
 // It changes when a function appears or goes, a driver binds or unbinds,
 // or SR-IOV is enabled or disabled: what the kernel announces with
 // uevents, which can be lost or, in some namespaces, not be had.
+//
+// The PCIPoller takes them with a scanner it keeps; this one-shot form is
+// what the tests and benchmarks measure.
 func Fingerprint(sysfsRoot string) (string, error) {
 	return newPCIScanner(sysfsRoot).fingerprint()
 }

@@ -155,6 +155,3 @@ func (w *UEventWatcher) Run(ctx context.Context, out chan<- UEvent) error {
 		}
 	})
 }
-
-// Close releases the subscription of a UEventWatcher that is not run.
-func (w *UEventWatcher) Close() error { return w.conn.Close() }

@@ -240,17 +240,6 @@ func TestUEventWatcherOverflow(t *testing.T) {
 	}
 }
 
-func TestWatchUEventsClose(t *testing.T) {
-	virtualnode.RequireRoot(t)
-	w, err := WatchUEvents("")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Close(); err != nil {
-		t.Error(err)
-	}
-}
-
 // expectUEvents reads uevents until each interface in want has had a net
 // uevent with the action wanted.
 func expectUEvents(t *testing.T, events <-chan UEvent, want map[string]string) {

@@ -132,7 +132,8 @@ func (c *Controller) Run(ctx context.Context) error {
 }
 
 // Synced is closed once the caches hold the cluster's objects and every
-// one of them is queued: the controller is ready (its readiness probe).
+// one of them is queued. Tests wait on it; the probes do not, since a
+// replica waiting for the lease is as ready as the leader.
 func (c *Controller) Synced() <-chan struct{} { return c.synced }
 
 func (c *Controller) processNext(ctx context.Context) bool {
