@@ -72,21 +72,25 @@ func (e *env) usePools(ctx context.Context, t *testing.T, config []byte) {
 	}
 }
 
-// restartAgent deletes the running hwnet-agent pod and waits until its
-// DaemonSet's next one runs.
+// restartAgent deletes the hwnet-agent pods, ready or not, and waits until
+// its DaemonSet's next one runs and is ready.
 func (e *env) restartAgent(ctx context.Context, t *testing.T) {
 	t.Helper()
-	agent, err := runningAgent(ctx, e.client, e.c.NodeName())
+	pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := e.client.CoreV1().Pods(AgentNamespace).Delete(ctx, agent, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	gone := map[string]bool{}
+	for _, p := range pods.Items {
+		gone[p.Name] = true
+		if err := e.client.CoreV1().Pods(AgentNamespace).Delete(ctx, p.Name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
-	err = cluster.Poll(ctx, podTimeout, "hwnet-agent pod "+agent+" replaced", func(ctx context.Context) error {
+	err = cluster.Poll(ctx, podTimeout, "hwnet-agent pods replaced", func(ctx context.Context) error {
 		now, err := runningAgent(ctx, e.client, e.c.NodeName())
-		if err == nil && now == agent {
-			return fmt.Errorf("%s still runs", agent)
+		if err == nil && gone[now] {
+			return fmt.Errorf("%s still runs", now)
 		}
 		return err
 	})

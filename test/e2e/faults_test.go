@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -170,5 +171,62 @@ func (e *env) killAgentWhenScheduled(ctx context.Context, t *testing.T, pod stri
 	id := strings.TrimPrefix(agents.Items[0].Status.ContainerStatuses[0].ContainerID, "containerd://")
 	if _, err := Exec(ctx, e.c, nil, "ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id); err != nil {
 		t.Logf("kill hwnet-agent %s: %v", id, err)
+	}
+}
+
+// TestFault_BadPoolsConfigSurvivesRestart: the pools ConfigMap turned
+// invalid, then the agent restarted: it starts on the last good
+// configuration (no CrashLoopBackOff), every pool stays allocatable, its
+// readiness says it is not ready and a Node Event says why, and a pod
+// still gets its VF; the fixed configuration makes it ready again (issue
+// 12 item 4).
+func TestFault_BadPoolsConfigSurvivesRestart(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	good, err := os.ReadFile(filepath.Join(e.repo, PoolsFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.usePools(context.Background(), t, good) })
+	// The running agent turns unready as soon as it rejects the new file.
+	old, err := runningAgent(ctx, e.client, e.c.NodeName())
+	if err != nil {
+		t.Fatal(err)
+	}
+	cms := e.client.CoreV1().ConfigMaps(AgentNamespace)
+	cm, err := cms.Get(ctx, poolsMap, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm.Data = map[string]string{poolsKey: "resourceList: {"}
+	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.client.CoreV1().Pods(AgentNamespace).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	mustPoll(ctx, t, "a new hwnet-agent Running but not Ready, on the last good pools", func(ctx context.Context) error {
+		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
+		if err != nil {
+			return err
+		}
+		for _, p := range pods.Items {
+			if p.Name != old && p.Status.Phase == corev1.PodRunning && !podReady(&p) && p.Status.ContainerStatuses[0].RestartCount == 0 {
+				return checkAllocatable(ctx, e.client, e.c.NodeName(), e.pools)
+			}
+		}
+		return errors.New("not yet")
+	})
+	mustPoll(ctx, t, "a PoolConfigRejected Event on the node", func(ctx context.Context) error {
+		evs, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=PoolConfigRejected,involvedObject.kind=Node"})
+		if err == nil && len(evs.Items) == 0 {
+			err = errors.New("none")
+		}
+		return err
+	})
+	pod := workloadPod("bad-config-pod", `[{"name": "sriov-net", "ips": ["10.56.7.1/24"]}]`, map[corev1.ResourceName]int64{sriovResource: 1})
+	e.cleanupPods(t, pod.Name)
+	if _, err := e.runPod(ctx, pod, 1); err != nil {
+		t.Fatal(err)
 	}
 }
