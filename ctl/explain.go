@@ -21,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/podresources"
 )
 
@@ -88,9 +89,12 @@ func explainPod(ctx context.Context, out io.Writer, src explainSources, ns, name
 }
 
 func explainNetworks(ctx context.Context, w io.Writer, src explainSources, pod *corev1.Pod) {
+	if refs, ok := pod.Annotations[mnv1.NetworksAnnotation]; ok {
+		explainPodNetworks(w, pod, refs)
+	}
 	value, ok := pod.Annotations[selection.Annotation]
 	if !ok {
-		fmt.Fprintf(w, "\nNetworks: none selected (no %s annotation): the default network only\n", selection.Annotation)
+		fmt.Fprintf(w, "\nNetworks: none selected (no %s annotation)\n", selection.Annotation)
 		return
 	}
 	fmt.Fprintf(w, "\nNetworks (%s):\n", selection.Annotation)
@@ -109,6 +113,30 @@ func explainNetworks(ctx context.Context, w io.Writer, src explainSources, pod *
 			resource = nad.Annotations[kube.ResourceNameAnnotation]
 		}
 		fmt.Fprintf(w, "  %s/%s\tinterface %s\tresource %s\n", s.Namespace, s.Name, orDash(s.Interface), resource)
+	}
+}
+
+// explainPodNetworks lists the pod's KEP-3698 references and what it got
+// of them (docs/multinetwork.md).
+func explainPodNetworks(w io.Writer, pod *corev1.Pod, refs string) {
+	fmt.Fprintf(w, "\nPodNetworks (%s):\n", mnv1.NetworksAnnotation)
+	nets, err := mnv1.ParseNetworks(refs)
+	if err != nil {
+		fmt.Fprintf(w, "  invalid: %v\n", err)
+		return
+	}
+	for _, n := range nets {
+		ref := "PodNetwork " + n.Name
+		if n.AttachmentName != "" {
+			ref = "PodNetworkAttachment " + pod.Namespace + "/" + n.AttachmentName
+		}
+		fmt.Fprintf(w, "  %s\tinterface %s\tdefault gateway %t\n", ref, orDash(n.InterfaceName), n.IsDefaultGW)
+	}
+	for _, g := range pod.Spec.SchedulingGates {
+		fmt.Fprintf(w, "  waiting: scheduling gate %s (hwnet-controller lifts it once every network is Ready; see Events)\n", g.Name)
+	}
+	if st := pod.Annotations[mnv1.NetworksStatusAnnotation]; st != "" {
+		fmt.Fprintf(w, "  status (%s): %s\n", mnv1.NetworksStatusAnnotation, st)
 	}
 }
 

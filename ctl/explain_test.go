@@ -93,3 +93,42 @@ func TestExplainPod(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainPodNetworks: a pod referencing KEP-3698 networks shows its
+// references, the gate it waits on and its PodStatus.networks.
+func TestExplainPodNetworks(t *testing.T) {
+	api := kubeapi.Start(t)
+	api.ApplyCRD(t, "../deploy/crds/network-attachment-definition.yaml")
+	ctx := context.Background()
+	_, err := api.Client().CoreV1().Pods("default").Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "kep", Namespace: "default", Annotations: map[string]string{
+			"multinetwork.hwnet.io/networks":        `[{"name":"dataplane","interfaceName":"net1","isDefaultGW":true},{"attachmentName":"fast"}]`,
+			"multinetwork.hwnet.io/networks-status": `[{"name":"dataplane","interfaceName":"net1","ip":"10.58.0.2","isDefaultGW":true}]`,
+		}},
+		Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "multinetwork.hwnet.io/networks-ready"}},
+			Containers: []corev1.Container{{Name: "main", Image: "none"}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nads, err := nadclient.NewForConfig(api.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	src := explainSources{client: api.Client(), nads: nads, podResources: filepath.Join(t.TempDir(), "none.sock"), cacheDir: t.TempDir()}
+	if err := explainPod(ctx, &out, src, "default", "kep"); err != nil {
+		t.Fatal(err)
+	}
+	text := strings.Join(strings.Fields(out.String()), " ")
+	for _, want := range []string{
+		"PodNetwork dataplane interface net1 default gateway true",
+		"PodNetworkAttachment default/fast interface - default gateway false",
+		"waiting: scheduling gate multinetwork.hwnet.io/networks-ready",
+		`"ip":"10.58.0.2"`,
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("explain lacks %q:\n%s", want, out.String())
+		}
+	}
+}
