@@ -85,3 +85,22 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestPodNetworkOf: an element names a KEP-3698 PodNetwork only with
+// hwnet's extension key set to true.
+func TestPodNetworkOf(t *testing.T) {
+	for elem, want := range map[string]string{
+		`{"name":"dataplane","multinetwork.hwnet.io/podNetwork":true,"interface":"net1"}`: "dataplane",
+		`{"name":"dataplane","multinetwork.hwnet.io/podNetwork":false}`:                   "",
+		`{"name":"sriov-net"}`: "",
+		`not json`:             "",
+		``:                     "",
+	} {
+		if got := netclaim.PodNetworkOf(json.RawMessage(elem)); got != want {
+			t.Errorf("PodNetworkOf(%s) = %q, want %q", elem, got, want)
+		}
+	}
+	if _, err := netclaim.Parse([]byte(`{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"dataplane","multinetwork.hwnet.io/podNetwork":true}]}`), "ns", "claim"); err != nil {
+		t.Errorf("an element with the extension key: %v, want accepted (NPWG 4.1.2.1 lets dotted keys through)", err)
+	}
+}

@@ -62,6 +62,28 @@ func Selections(devs []Device, podNamespace string) ([]selection.Selection, []in
 	return sels, idx, nil
 }
 
+// PodNetworkKey is hwnet's extension key (NPWG 4.1.2.1 lets a dotted key
+// through) of a claim's network element: true says the element's "name" is
+// a KEP-3698 PodNetwork, which hwnet resolves to its
+// NetworkAttachmentDefinition at the ADD, rather than a NAD.
+const PodNetworkKey = "multinetwork.hwnet.io/podNetwork"
+
+// podNetworkFlag is the one key of an element PodNetworkOf reads.
+type podNetworkFlag struct {
+	PodNetwork bool   `json:"multinetwork.hwnet.io/podNetwork"`
+	Name       string `json:"name"`
+}
+
+// PodNetworkOf is the PodNetwork a network element names, "" when it names
+// a NetworkAttachmentDefinition.
+func PodNetworkOf(element json.RawMessage) string {
+	var f podNetworkFlag
+	if len(element) == 0 || json.Unmarshal(element, &f) != nil || !f.PodNetwork {
+		return ""
+	}
+	return f.Name
+}
+
 // DeviceStatus is what the CNI side reports of one claimed device attached
 // to a network: the KEP-4817 networkData of its claim's status.devices
 // entry. Addresses are in CIDR form, as networkData.ips requires.

@@ -6,7 +6,9 @@ import (
 	"log/slog"
 
 	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
+	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/netclaim"
 )
 
@@ -26,16 +28,43 @@ func (d *Delegator) podClaims(ctx context.Context, pod kube.Pod) ([]netclaim.Dev
 // claimRequests are the attachments the pod's claims configure, one per
 // claimed device with a network, after the annotation's: claims by
 // namespace and name, each claim's devices in allocation order.
-func claimRequests(pod kube.Pod, devs []netclaim.Device) ([]request, error) {
+func (d *Delegator) claimRequests(ctx context.Context, pod kube.Pod, devs []netclaim.Device) ([]request, error) {
 	sels, idx, err := netclaim.Selections(devs, pod.Namespace)
 	if err != nil {
 		return nil, podFailure("InvalidClaimNetworks", err)
 	}
 	reqs := make([]request, len(sels))
 	for i, s := range sels {
-		reqs[i] = request{sel: s, claimDevice: &devs[idx[i]]}
+		dev := &devs[idx[i]]
+		reqs[i] = request{sel: s, claimDevice: dev}
+		if pn := netclaim.PodNetworkOf(dev.Network); pn != "" {
+			if reqs[i], err = d.claimPodNetwork(ctx, pod, s, dev); err != nil {
+				return nil, err
+			}
+		}
 	}
 	return reqs, nil
+}
+
+// claimPodNetwork resolves a claimed device's element that names a
+// KEP-3698 PodNetwork (netclaim.PodNetworkKey) to the network's
+// NetworkAttachmentDefinition, as a pod's reference would be, keeping the
+// element's own keys (interface, ips, mac, ...).
+func (d *Delegator) claimPodNetwork(ctx context.Context, pod kube.Pod, s selection.Selection, dev *netclaim.Device) (request, error) {
+	ref := mnv1.Network{Name: s.Name, InterfaceName: s.Interface, IsDefaultGW: s.HasDefaultRoute}
+	if d.opts.PodNetworks == nil {
+		return request{}, podFailure("NetworkNotFound", fmt.Errorf("claim %s: PodNetwork %s: this agent does not serve PodNetworks", dev.Claim, s.Name))
+	}
+	r, err := d.podNetworkRequest(ctx, pod.Namespace, ref)
+	if err != nil {
+		return request{}, fmt.Errorf("claim %s: %w", dev.Claim, err)
+	}
+	if r.podNetwork == mnv1.DefaultPodNetwork {
+		return request{}, podFailure("InvalidClaimNetworks", fmt.Errorf(
+			"claim %s: a claimed device cannot attach to the default PodNetwork, the cluster-wide default network", dev.Claim))
+	}
+	s.Namespace, s.Name = r.sel.Namespace, r.sel.Name
+	return request{sel: s, claimDevice: dev, podNetwork: r.podNetwork, adminChosen: r.adminChosen}, nil
 }
 
 // spareClaimDevices are the claimed devices without a network of their

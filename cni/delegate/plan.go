@@ -62,7 +62,7 @@ func (d *Delegator) plan(ctx context.Context, pod kube.Pod, defaultIfName string
 	if err != nil {
 		return nil, err
 	}
-	creqs, err := claimRequests(pod, claimed)
+	creqs, err := d.claimRequests(ctx, pod, claimed)
 	if err != nil {
 		return nil, err
 	}

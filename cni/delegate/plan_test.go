@@ -286,7 +286,7 @@ func TestKEP4817_ClaimRequestsOrder(t *testing.T) {
 		{Claim: netclaim.ClaimRef{Name: "a"}, PCIAddress: "0000:3b:01.2", Resource: "r"},
 		{Claim: netclaim.ClaimRef{Name: "b"}, PCIAddress: "0000:3b:01.3", Resource: "r", Network: json.RawMessage(`{"name":"y"}`)},
 	}
-	reqs, err := claimRequests(kube.Pod{Namespace: "ns"}, devs)
+	reqs, err := (&Delegator{}).claimRequests(context.Background(), kube.Pod{Namespace: "ns"}, devs)
 	if err != nil || len(reqs) != 2 {
 		t.Fatalf("%+v (%v), want 2 requests", reqs, err)
 	}
@@ -297,7 +297,7 @@ func TestKEP4817_ClaimRequestsOrder(t *testing.T) {
 		t.Errorf("spare %+v, want the device without a network", spare)
 	}
 	devs[2].Network = json.RawMessage(`{"name":"y","interface":"data1"}`)
-	if _, err := claimRequests(kube.Pod{Namespace: "ns"}, devs); err == nil {
+	if _, err := (&Delegator{}).claimRequests(context.Background(), kube.Pod{Namespace: "ns"}, devs); err == nil {
 		t.Error("two claim networks asking data1 accepted")
 	}
 }

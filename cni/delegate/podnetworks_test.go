@@ -15,6 +15,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/multinet/controller"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/netclaim"
 )
 
 // runMultinetController runs hwnet's real PodNetwork controller on the
@@ -197,4 +198,44 @@ func TestKEP3698_AttachRefusals(t *testing.T) {
 			t.Errorf("ADD of %v: %v, want an error saying %q", tc.annotations, err, tc.want)
 		}
 	}
+}
+
+// TestKEP3698_ClaimAttachesToPodNetwork: a DRA claim's network element may
+// name a PodNetwork (netclaim.PodNetworkKey): the claimed VF attaches to
+// the network's NetworkAttachmentDefinition with the element's own keys,
+// and the pod's PodStatus.networks and the claim's networkData say so.
+func TestKEP3698_ClaimAttachesToPodNetwork(t *testing.T) {
+	n := newTestNode(t, "kep3698-claim")
+	n.api.CreateNamespace(t, "netops")
+	dyn := runMultinetController(t, n)
+	n.createNAD("netops", "sriov-dp", sriovRes, staticNAD("10.56.0.20/24", "10.56.0.1"))
+	createObject(t, dyn, podNetworkObj("dataplane", nadRefTo("netops", "sriov-dp")), "")
+	waitReady(t, n, "", "dataplane")
+	iavf := n.vfs("iavf", "0000:3b:00.0")
+	devs := n.allocate("pn-claim", sriovRes, []string{iavf[2].Addr},
+		[]string{`{"name":"dataplane","` + netclaim.PodNetworkKey + `":true,"interface":"dp0"}`})
+	pod := n.createPod("pn-claim", "", nil)
+	n.withClaims(podClaimDevices{string(pod.UID): devs})
+	podNetns := n.podNetns("hwnet-kep-claim")
+	waitPod(t, n, podNS, "pn-claim")
+	ctx := context.Background()
+	t.Cleanup(func() { n.call(context.Background(), "DEL", "pn-claim-sandbox", podNetns, pod) })
+	if _, err := n.call(ctx, "ADD", "pn-claim-sandbox", podNetns, pod); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	if got := addrsOf(t, podNetns, "dp0"); !slices.Equal(got, []string{"10.56.0.20/24"}) {
+		t.Errorf("dp0 addresses %v, want the PodNetwork's NAD's", got)
+	}
+	list := networkStatus(t, n, "pn-claim")
+	if len(list) != 2 || list[1].Name != "netops/sriov-dp" || list[1].Interface != "dp0" {
+		t.Errorf("network-status %+v, want netops/sriov-dp on dp0", list)
+	}
+	got, err := n.api.Client().CoreV1().Pods(podNS).Get(ctx, "pn-claim", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := got.Annotations[mnv1.NetworksStatusAnnotation]; !strings.Contains(st, `"name":"dataplane","interfaceName":"dp0","ip":"10.56.0.20"`) {
+		t.Errorf("%s = %s, want dataplane on dp0", mnv1.NetworksStatusAnnotation, st)
+	}
+	checkClaimStatus(t, n, "pn-claim", map[string]string{"dp0": "10.56.0.20/24"}, iavf[2].Netdev.Address)
 }
