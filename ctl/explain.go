@@ -56,11 +56,7 @@ func runExplain(ctx context.Context, args []string, out, errOut io.Writer) error
 	if !ok || ns == "" || name == "" {
 		return usageError{fmt.Sprintf("pod %q: want NAMESPACE/NAME", fs.Arg(1))}
 	}
-	cfg, err := kube.RESTConfig(*kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	cfg, client, err := kubeClient(*kubeconfig)
 	if err != nil {
 		return err
 	}

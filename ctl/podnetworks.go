@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/cni/kube"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
@@ -46,11 +47,7 @@ func runPodNetworks(ctx context.Context, args []string, out, errOut io.Writer) e
 	if *format != "table" && *format != "json" {
 		return usageError{fmt.Sprintf("-o %q: want table or json", *format)}
 	}
-	cfg, err := kube.RESTConfig(*kubeconfig)
-	if err != nil {
-		return err
-	}
-	client, err := kubernetes.NewForConfig(cfg)
+	cfg, client, err := kubeClient(*kubeconfig)
 	if err != nil {
 		return err
 	}
@@ -174,4 +171,18 @@ func conditionCell(conds []metav1.Condition, typ string) string {
 		return string(c.Status)
 	}
 	return fmt.Sprintf("%s (%s)", c.Status, c.Reason)
+}
+
+// kubeClient is the API server's configuration from kubeconfig (in-cluster
+// when empty) and a client of it, for the commands that ask the cluster.
+func kubeClient(kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
+	cfg, err := kube.RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return cfg, client, nil
 }
