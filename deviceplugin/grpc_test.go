@@ -433,6 +433,19 @@ func (b *lockedBuffer) String() string {
 // registration failed; KubeletStarted must not wait for the next retry,
 // here an hour away.
 func TestKubeletStartedRetriesAtOnce(t *testing.T) {
+	p, dir := runUnregistered(t)
+	kubelet := startKubelet(t, filepath.Join(dir, "kubelet.sock"))
+	p.KubeletStarted()
+	if req := kubelet.nextRegistration(t); req.ResourceName != "intel.com/sriov_net" {
+		t.Errorf("registered %q", req.ResourceName)
+	}
+}
+
+// runUnregistered runs a plugin, until the test ends, whose first
+// registration failed for want of kubelet and whose next retry is an hour
+// away; dir is its plugin directory.
+func runUnregistered(t *testing.T) (*Plugin, string) {
+	t.Helper()
 	dir := sockdir.New(t)
 	var logs lockedBuffer
 	p := New(sriovNet, Options{PluginDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
@@ -440,18 +453,14 @@ func TestKubeletStartedRetriesAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- p.Run(ctx) }()
-	defer func() {
+	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Run: %v", err)
 		}
-	}()
+	})
 	waitForLog(t, &logs, "registration failed")
-	kubelet := startKubelet(t, filepath.Join(dir, "kubelet.sock"))
-	p.KubeletStarted()
-	if req := kubelet.nextRegistration(t); req.ResourceName != "intel.com/sriov_net" {
-		t.Errorf("registered %q", req.ResourceName)
-	}
+	return p, dir
 }
 
 // waitForLog waits until logs has a line with text.
@@ -468,20 +477,7 @@ func waitForLog(t *testing.T, logs *lockedBuffer, text string) {
 // kubelet accepted the pool, and that it must again after kubelet deleted
 // the socket.
 func TestRegisteredTracksKubelet(t *testing.T) {
-	dir := sockdir.New(t)
-	var logs lockedBuffer
-	p := New(sriovNet, Options{PluginDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	p.firstRetry, p.maxRetry = time.Hour, time.Hour
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- p.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
-	waitForLog(t, &logs, "registration failed")
+	p, dir := runUnregistered(t)
 	if p.Registered() {
 		t.Fatal("Registered before kubelet answered")
 	}

@@ -19,20 +19,8 @@ import (
 // their attributes on a real API server, taints a device that becomes
 // unhealthy and removes the taint once it is healthy, each within 1 s.
 func TestDriverPublishes(t *testing.T) {
-	api := kubeapi.Start(t)
-	n := newTestNode(t)
+	api, n, drv := startDriver(t)
 	ctx := context.Background()
-	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
-		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
-		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(drv.Stop)
 	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
 	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
 
@@ -78,6 +66,26 @@ func TestDriverPublishes(t *testing.T) {
 // node when it starts; the driver publishes them again within 2 s, not at
 // the library's resync 30 s later.
 func TestDriverRestoresDeletedSlices(t *testing.T) {
+	api, n, drv := startDriver(t)
+	ctx := context.Background()
+	if err := drv.Publish(ctx, dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	all := func(d kubeapi.SliceDevices) bool { return len(d) == 14 }
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", all)
+	if err := api.Client().ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, onNode); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 2*time.Second, "slices restored", all)
+	t.Logf("slices restored %v after their deletion", time.Since(start).Round(time.Millisecond))
+}
+
+// startDriver runs the driver, until the test ends, for a virtual node's
+// pools against a real API server that knows the node.
+func startDriver(t *testing.T) (*kubeapi.Server, *testNode, *dra.Driver) {
+	t.Helper()
 	api := kubeapi.Start(t)
 	n := newTestNode(t)
 	ctx := context.Background()
@@ -92,18 +100,7 @@ func TestDriverRestoresDeletedSlices(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(drv.Stop)
-	if err := drv.Publish(ctx, dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
-		t.Fatal(err)
-	}
-	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
-	all := func(d kubeapi.SliceDevices) bool { return len(d) == 14 }
-	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", all)
-	if err := api.Client().ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, onNode); err != nil {
-		t.Fatal(err)
-	}
-	start := time.Now()
-	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 2*time.Second, "slices restored", all)
-	t.Logf("slices restored %v after their deletion", time.Since(start).Round(time.Millisecond))
+	return api, n, drv
 }
 
 func setHealth(ps []dra.Pool, id string, healthy bool, reason string) {

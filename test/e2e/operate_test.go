@@ -79,13 +79,7 @@ func TestHelmRollingUpgrade(t *testing.T) {
 	before := e.mustSnapshot(ctx, t)
 	pod := workloadPod("across-upgrade", `[{"name": "sriov-net", "ips": ["10.56.4.1/24"]}]`, map[corev1.ResourceName]int64{sriovResource: 1})
 	e.cleanupPods(t, pod.Name, "after-upgrade")
-	pod, err := e.runPod(ctx, pod, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := e.containerPID(ctx, t, pod)
-	linksBefore := podLinks(t, pid)
-	held := e.mustSnapshot(ctx, t).Allocated
+	pid, linksBefore, held := e.runHolding(ctx, t, pod)
 
 	tarball, err := image.Release(ctx, e.repo, cluster.TestImageDir(), nextAgentRef)
 	if err != nil {

@@ -401,13 +401,7 @@ func TestAgentRestart(t *testing.T) {
 	networks := `[{"name": "sriov-net", "ips": ["10.56.3.1/24"], "mac": "02:00:00:00:bb:01"}]`
 	pod := workloadPod("across-agent-restart", networks, map[corev1.ResourceName]int64{sriovResource: 1})
 	e.cleanupPods(t, pod.Name)
-	pod, err := e.runPod(ctx, pod, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pid := e.containerPID(ctx, t, pod)
-	linksBefore := podLinks(t, pid)
-	held := e.mustSnapshot(ctx, t).Allocated
+	pid, linksBefore, held := e.runHolding(ctx, t, pod)
 	e.restartAgent(ctx, t)
 	if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
 		t.Fatal(err)
@@ -420,6 +414,19 @@ func TestAgentRestart(t *testing.T) {
 		t.Errorf("allocated devices after the agent restart %v, want as before %v", got, held)
 	}
 	e.deleteLeavingNothing(ctx, t, before, pod.Name)
+}
+
+// runHolding runs pod, which holds one VF attachment, and returns its
+// container's PID, its links and the node's allocations then: what an
+// operation on hwnet must leave as they are.
+func (e *env) runHolding(ctx context.Context, t *testing.T, pod *corev1.Pod) (int, map[string]podLink, []string) {
+	t.Helper()
+	pod, err := e.runPod(ctx, pod, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid := e.containerPID(ctx, t, pod)
+	return pid, podLinks(t, pid), e.mustSnapshot(ctx, t).Allocated
 }
 
 // TestDELWithoutAgent: with hwnet-agent stopped (its DaemonSet kept off
