@@ -270,7 +270,9 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 			a.matchDRA(p, fresh, pooled)
 		}
 	}
-	a.publishDRA(ctx)
+	// One view for every pool: it lists the device-info directory.
+	v := a.healthView()
+	a.publishDRA(ctx, v)
 	for i := range res.Pools {
 		p := &res.Pools[i]
 		if p.Resource.Mode == pools.DRA {
@@ -281,7 +283,7 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 			run.devices = poolDevices{}
 		}
 		run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
-		a.publish(run)
+		a.publish(run, v)
 	}
 	a.storePlugins()
 }
@@ -366,10 +368,11 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 		}
 	}
 	start := time.Now()
+	v := a.healthView()
 	for _, run := range a.pools {
-		a.publish(run)
+		a.publish(run, v)
 	}
-	a.publishDRA(context.Background())
+	a.publishDRA(context.Background(), v)
 	a.metrics.ObserveRefresh(time.Since(start))
 }
 

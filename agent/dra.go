@@ -122,7 +122,7 @@ func (a *Agent) dropDRA(wanted map[string]bool) {
 
 // publishDRA publishes the DRA pools' devices when a rematch changed them
 // or a device's health changed since the last publication.
-func (a *Agent) publishDRA(ctx context.Context) {
+func (a *Agent) publishDRA(ctx context.Context, v healthView) {
 	if a.dra == nil {
 		return
 	}
@@ -137,7 +137,7 @@ func (a *Agent) publishDRA(ctx context.Context) {
 	ps := make([]dra.Pool, len(runs))
 	changed := a.draDirty
 	for i, run := range runs {
-		next := run.devices.states(a.healthView())
+		next := run.devices.states(v)
 		a.logChanges(run.res.FullName(), run.sent, next)
 		changed = changed || !sameHealth(run.sent, next)
 		run.sent = next

@@ -39,9 +39,9 @@ func (a *Agent) kubeletStarted() {
 	}
 }
 
-// publish sends the pool's current list to its plugin.
-func (a *Agent) publish(run *poolRun) {
-	next := run.devices.states(a.healthView())
+// publish sends the pool's current list, judged by v, to its plugin.
+func (a *Agent) publish(run *poolRun, v healthView) {
+	next := run.devices.states(v)
 	a.logChanges(run.res.FullName(), run.sent, next)
 	run.plugin.SetDevices(next)
 	run.sent = next

@@ -87,7 +87,7 @@ func (d *Delegator) podNetworkRequest(ctx context.Context, namespace string, n m
 // defaulted.
 func nadRef(refs []mnv1.ParametersRef, defaultNamespace string) (mnv1.ParametersRef, bool) {
 	for _, ref := range refs {
-		if ref.Group == "k8s.cni.cncf.io" && (ref.Kind == "NetworkAttachmentDefinition" || ref.Kind == "network-attachment-definitions") {
+		if ref.IsNAD() {
 			if ref.Namespace == "" {
 				ref.Namespace = defaultNamespace
 			}

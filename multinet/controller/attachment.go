@@ -3,6 +3,9 @@ package controller
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
 
@@ -37,27 +40,28 @@ func (c *Controller) syncAttachment(ctx context.Context, namespace, name string)
 // podNetwork is the informer's PodNetwork of that name, nil if none (or
 // one being deleted, which no new attachment may use).
 func (c *Controller) podNetwork(name string) *mnv1.PodNetwork {
-	obj, exists, err := c.podNetworks.GetIndexer().GetByKey(name)
-	if err != nil || !exists {
-		return nil
-	}
-	pn, err := mnv1.FromUnstructured[mnv1.PodNetwork](obj)
-	if err != nil || pn.DeletionTimestamp != nil {
-		return nil
-	}
-	return pn
+	return live[mnv1.PodNetwork](c.podNetworks, name)
 }
 
 // attachment is the informer's PodNetworkAttachment, nil if none or being
 // deleted.
 func (c *Controller) attachment(namespace, name string) *mnv1.PodNetworkAttachment {
-	obj, exists, err := c.attachments.GetIndexer().GetByKey(namespace + "/" + name)
+	return live[mnv1.PodNetworkAttachment](c.attachments, namespace+"/"+name)
+}
+
+// live is the informer's object at key, nil if there is none or it is
+// being deleted.
+func live[T mnv1.Object](inf cache.SharedIndexInformer, key string) *T {
+	obj, exists, err := inf.GetIndexer().GetByKey(key)
 	if err != nil || !exists {
 		return nil
 	}
-	pna, err := mnv1.FromUnstructured[mnv1.PodNetworkAttachment](obj)
-	if err != nil || pna.DeletionTimestamp != nil {
+	if m, ok := obj.(metav1.Object); !ok || m.GetDeletionTimestamp() != nil {
 		return nil
 	}
-	return pna
+	out, err := mnv1.FromUnstructured[T](obj)
+	if err != nil {
+		return nil
+	}
+	return out
 }

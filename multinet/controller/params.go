@@ -10,14 +10,6 @@ import (
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
 
-// NAD kinds a parametersRef may name: the kind, or the resource as the
-// KEP's own example writes it.
-const (
-	nadGroup    = "k8s.cni.cncf.io"
-	nadKind     = "NetworkAttachmentDefinition"
-	nadResource = "network-attachment-definitions"
-)
-
 // paramsReady is hwnet's ParamsReady verdict on parametersRefs (KEP: the
 // implementation owns this condition and its reasons): hwnet attaches a
 // network through exactly one NetworkAttachmentDefinition, which must
@@ -29,8 +21,8 @@ func (c *Controller) paramsReady(refs []mnv1.ParametersRef, defaultNamespace str
 		return invalid("hwnet attaches a network through exactly one NetworkAttachmentDefinition; parametersRefs has %d", len(refs))
 	}
 	ref := refs[0]
-	if ref.Group != nadGroup || (ref.Kind != nadKind && ref.Kind != nadResource) {
-		return invalid("parametersRefs[0]: group %q kind %q; hwnet reads group %s kind %s", ref.Group, ref.Kind, nadGroup, nadKind)
+	if !ref.IsNAD() {
+		return invalid("parametersRefs[0]: group %q kind %q; hwnet reads group k8s.cni.cncf.io kind NetworkAttachmentDefinition", ref.Group, ref.Kind)
 	}
 	ns := ref.Namespace
 	if ns == "" {

@@ -82,6 +82,13 @@ type ParametersRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
+// IsNAD says whether the reference names a NetworkAttachmentDefinition:
+// group k8s.cni.cncf.io, kind NetworkAttachmentDefinition, or the resource
+// name the KEP's own example writes in kind.
+func (r ParametersRef) IsNAD() bool {
+	return r.Group == "k8s.cni.cncf.io" && (r.Kind == "NetworkAttachmentDefinition" || r.Kind == "network-attachment-definitions")
+}
+
 // Status is the status of both objects: their conditions.
 type Status struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
