@@ -9,12 +9,13 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
 
+	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/delegate"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 )
 
 // Defaults of the agent's own garbage collection of attachments.
@@ -95,16 +96,13 @@ func (a *Agent) reconcileOnce(ctx context.Context, d *delegate.Delegator, o CNIO
 // ownPluginConf is hwnet's plugin configuration in its configuration list,
 // with the list's name and version, as the runtime passes it.
 func ownPluginConf(path string) ([]byte, error) {
-	list, err := libcni.ConfListFromFile(path)
+	list, err := netconf.LoadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	if len(list.Plugins) == 0 {
-		return nil, fmt.Errorf("%s: no plugins", path)
-	}
-	conf, err := libcni.InjectConf(list.Plugins[0], map[string]any{"name": list.Name, "cniVersion": list.CNIVersion})
+	conf, err := chain.PluginConfig(list, list.Plugins[0], nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return conf.Bytes, nil
+	return conf, nil
 }

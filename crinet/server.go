@@ -5,14 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"google.golang.org/grpc/codes"
 	grpcstatus "google.golang.org/grpc/status"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/crinet/api"
 )
@@ -142,27 +143,23 @@ func (s *Server) fallback(ctx context.Context, pods []*api.PodAttachment) *api.P
 // status is a network's NetworkStatus: sandbox_management when its list
 // is valid and every plugin installed, connectivity when its plugins'
 // STATUS (CNI 1.1) succeeds; lists older than 1.1.0 have no STATUS, which
-// libcni then treats as success.
+// counts as success, as libcni has it.
 func (s *Server) status(ctx context.Context, name string, confList []byte) *api.NetworkStatus {
 	st := &api.NetworkStatus{}
-	list, err := libcni.NetworkConfFromBytes(confList)
+	dl, err := netconf.Parse(confList, "", name)
 	if err != nil {
 		st.Reason = fmt.Sprintf("configuration: %v", err)
 		return st
 	}
-	dl, err := netconf.Parse(confList, "", name)
-	if err == nil {
-		err = s.opts.Store.validator.checkInstalled(dl)
-	}
-	if err != nil {
+	if err := s.opts.Store.validator.checkInstalled(dl); err != nil {
 		st.Reason = err.Error()
 		return st
 	}
 	st.SandboxManagement = true
 	ctx, cancel := context.WithTimeout(ctx, s.opts.StatusTimeout)
 	defer cancel()
-	cni := libcni.NewCNIConfig(s.opts.Store.validator.BinDirs, s.opts.Exec)
-	if err := cni.GetStatusNetworkList(ctx, list); err != nil {
+	engine := chain.New(s.opts.Exec, s.opts.Store.validator.BinDirs, os.Environ())
+	if err := engine.Status(ctx, dl); err != nil {
 		st.Reason = fmt.Sprintf("STATUS: %v", err)
 		return st
 	}

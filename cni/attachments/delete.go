@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
 
@@ -29,16 +28,6 @@ func (a Attachment) Delegate() (*netconf.Delegate, error) {
 		return nil, fmt.Errorf("network %s interface %s: %w", a.Network, a.IfName, err)
 	}
 	return dl, nil
-}
-
-// ConfigList parses the configuration list the attachment ran with, for
-// libcni.
-func (a Attachment) ConfigList() (*libcni.NetworkConfigList, error) {
-	list, err := libcni.NetworkConfFromBytes(a.ConfList)
-	if err != nil {
-		return nil, fmt.Errorf("network %s interface %s: %w", a.Network, a.IfName, err)
-	}
-	return list, nil
 }
 
 // AddResult is the ADD's result, nil when the ADD did not finish or the

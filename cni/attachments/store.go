@@ -79,10 +79,6 @@ func NewStore(dir string) *Store {
 // Dir is the store's root.
 func (s *Store) Dir() string { return s.dir }
 
-// ResultCacheDir is libcni's cache directory, for the GC it runs: kept
-// under the store so libcni never touches the node's /var/lib/cni.
-func (s *Store) ResultCacheDir() string { return filepath.Join(s.dir, "results") }
-
 func (s *Store) recordPath(containerID string) string {
 	return filepath.Join(s.dir, "containers", containerID+".json")
 }

@@ -1,11 +1,12 @@
-// Package chain runs a delegate's configuration list the way libcni does
-// (CNI spec 0.3.0 section "Network Configuration Lists"; CNI 1.x
-// "Attachment"): ADD runs each plugin in order, given the list's name and
-// cniVersion, the previous plugin's result as prevResult, and the
-// runtimeConfig values of the capabilities it declares; DEL runs them in
-// reverse and CHECK in order, both given the ADD's result as prevResult
-// (CNI 0.4.0 and later). Tests hold each plugin's stdin and environment
-// equal to libcni's.
+// Package chain is hwnet's one CNI engine: it runs a delegate's
+// configuration list the way libcni does (CNI spec 0.3.0 section "Network
+// Configuration Lists"; CNI 1.x "Attachment"): ADD runs each plugin in
+// order, given the list's name and cniVersion, the previous plugin's result
+// as prevResult, and the runtimeConfig values of the capabilities it
+// declares; DEL runs them in reverse and CHECK in order, both given the
+// ADD's result as prevResult (CNI 0.4.0 and later); STATUS and GC (CNI
+// 1.1) run each plugin in order. Tests hold each plugin's stdin and
+// environment equal to libcni's for every command.
 //
 // It exists because ADD is on every pod's start path: libcni re-encodes a
 // plugin's whole configuration through map[string]interface{} once per
@@ -274,13 +275,8 @@ func validate(network string, rt Runtime) error {
 // holding the capabilities it declares that rt has values for, which then
 // replaces any runtimeConfig of its own, as libcni does.
 func PluginConfig(list *netconf.Delegate, p netconf.Plugin, prev types.Result, capabilityArgs map[string]json.RawMessage) ([]byte, error) {
-	fields := make(map[string]json.RawMessage, len(p.Fields)+3)
-	maps.Copy(fields, p.Fields)
-	var err error
-	if fields["name"], err = json.Marshal(list.Name); err != nil {
-		return nil, err
-	}
-	if fields["cniVersion"], err = json.Marshal(list.CNIVersion); err != nil {
+	fields, err := listFields(list, p, 3)
+	if err != nil {
 		return nil, err
 	}
 	if prev != nil {
@@ -294,6 +290,21 @@ func PluginConfig(list *netconf.Delegate, p netconf.Plugin, prev types.Result, c
 		}
 	}
 	return json.Marshal(fields)
+}
+
+// listFields are a copy of p's fields with the list's name and cniVersion,
+// room left for extra more.
+func listFields(list *netconf.Delegate, p netconf.Plugin, extra int) (map[string]json.RawMessage, error) {
+	fields := make(map[string]json.RawMessage, len(p.Fields)+extra)
+	maps.Copy(fields, p.Fields)
+	var err error
+	if fields["name"], err = json.Marshal(list.Name); err != nil {
+		return nil, err
+	}
+	if fields["cniVersion"], err = json.Marshal(list.CNIVersion); err != nil {
+		return nil, err
+	}
+	return fields, nil
 }
 
 func runtimeConfig(declared map[string]bool, values map[string]json.RawMessage) map[string]json.RawMessage {

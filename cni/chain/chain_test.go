@@ -280,7 +280,7 @@ func TestDelPassesOverMissingPlugins(t *testing.T) {
 	}
 }
 
-func parse(t *testing.T, conf string) *netconf.Delegate {
+func parse(t testing.TB, conf string) *netconf.Delegate {
 	t.Helper()
 	dl, err := netconf.Parse([]byte(conf), "", "test")
 	if err != nil {
@@ -289,7 +289,7 @@ func parse(t *testing.T, conf string) *netconf.Delegate {
 	return dl
 }
 
-func libcniList(t *testing.T, conf string) *libcni.NetworkConfigList {
+func libcniList(t testing.TB, conf string) *libcni.NetworkConfigList {
 	t.Helper()
 	list, err := libcni.NetworkConfFromBytes([]byte(conf))
 	if err != nil {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 
@@ -140,9 +139,7 @@ type call struct {
 	conf  *pluginconf.Conf
 	pod   podArgs
 	store *attachments.Store
-	// chain runs ADD, DEL and CHECK; libcni runs STATUS and GC.
 	chain *chain.Chain
-	cni   *libcni.CNIConfig
 }
 
 // Handle serves one CNI request forwarded by the shim.
@@ -175,14 +172,11 @@ func (d *Delegator) newCall(req *wire.Request) (*call, error) {
 	if err != nil {
 		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, err.Error(), "")
 	}
-	store := attachments.NewStore(conf.CacheDir)
-	path := filepath.SplitList(req.Path)
 	return &call{
 		req:   req,
 		conf:  conf,
 		pod:   pod,
-		store: store,
-		cni:   libcni.NewCNIConfigWithCacheDir(path, store.ResultCacheDir(), d.opts.Exec),
-		chain: chain.New(d.opts.Exec, path, d.environ).WithPluginTimeout(d.opts.PluginTimeout),
+		store: attachments.NewStore(conf.CacheDir),
+		chain: chain.New(d.opts.Exec, filepath.SplitList(req.Path), d.environ).WithPluginTimeout(d.opts.PluginTimeout),
 	}, nil
 }

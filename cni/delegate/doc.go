@@ -2,7 +2,8 @@
 // specification v1.1 with the v1.2 additions), run inside hwnet-agent. For
 // each CNI request the hwnet shim forwards it attaches the cluster-wide
 // default network first (NPWG 6.2), then every network the pod's
-// k8s.v1.cni.cncf.io/networks annotation selects, each through libcni, and
+// k8s.v1.cni.cncf.io/networks annotation selects, each through package chain
+// (hwnet's one CNI engine, held to libcni's behaviour by its tests), and
 // publishes k8s.v1.cni.cncf.io/network-status.
 //
 // # Device assignment

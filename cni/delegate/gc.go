@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
@@ -51,8 +50,7 @@ func (d *Delegator) collectGarbage(ctx context.Context, c *call, valid map[strin
 		errs = append(errs, err)
 	}
 	for _, l := range lists {
-		args := &libcni.GCArgs{ValidAttachments: validAttachments(kept, l.Name)}
-		if err := c.cni.GCNetworkList(ctx, l, args); err != nil {
+		if err := c.chain.GC(ctx, l, validAttachments(kept, l.Name)); err != nil {
 			errs = append(errs, fmt.Errorf("GC network %s: %w", l.Name, err))
 		}
 	}
@@ -100,7 +98,7 @@ func validAttachments(recs []*attachments.Record, listName string) []types.GCAtt
 	var out []types.GCAttachment
 	for _, rec := range recs {
 		for _, a := range rec.Attachments {
-			l, err := a.ConfigList()
+			l, err := a.Delegate()
 			if err == nil && l.Name == listName {
 				out = append(out, types.GCAttachment{ContainerID: rec.ContainerID, IfName: a.IfName})
 			}

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/devinfo"
 )
 
@@ -88,12 +88,12 @@ func (d *Delegator) releaseDevice(ctx context.Context, c *call, file string) err
 	if err != nil {
 		return err
 	}
-	nc, err := libcni.NetworkPluginConfFromBytes(conf)
+	list, err := netconf.Parse(conf, "", "")
 	if err != nil {
 		return err
 	}
-	rt := &libcni.RuntimeConf{ContainerID: c.req.ContainerID, NetNS: c.req.Netns, IfName: ifName}
-	if err := c.cni.DelNetwork(ctx, nc, rt); err != nil {
+	rt := chain.Runtime{ContainerID: c.req.ContainerID, Netns: c.req.Netns, IfName: ifName}
+	if err := c.chain.Del(ctx, list, rt, nil); err != nil {
 		return fmt.Errorf("release device %s (%s): %w", info.PCI.PCIAddress, ifName, err)
 	}
 	return nil
@@ -151,7 +151,7 @@ func (d *Delegator) statusCmd(ctx context.Context, c *call) error {
 	}
 	var errs []error
 	for _, l := range lists {
-		if err := c.cni.GetStatusNetworkList(ctx, l); err != nil {
+		if err := c.chain.Status(ctx, l); err != nil {
 			errs = append(errs, fmt.Errorf("STATUS network %s: %w", l.Name, err))
 		}
 	}
@@ -163,21 +163,17 @@ func (d *Delegator) statusCmd(ctx context.Context, c *call) error {
 
 // networksInUse are the distinct configuration lists of the default
 // network and of every recorded attachment, by list name.
-func (d *Delegator) networksInUse(c *call) ([]*libcni.NetworkConfigList, error) {
+func (d *Delegator) networksInUse(c *call) ([]*netconf.Delegate, error) {
 	def, err := d.defaultAttachment(c)
 	if err != nil {
 		return nil, err
 	}
-	defList, err := def.delegate.ConfigList()
-	if err != nil {
-		return nil, err
-	}
-	lists := []*libcni.NetworkConfigList{defList}
-	seen := map[string]bool{defList.Name: true}
+	lists := []*netconf.Delegate{def.delegate}
+	seen := map[string]bool{def.delegate.Name: true}
 	recs, err := d.records(c)
 	for _, rec := range recs {
 		for _, a := range rec.Attachments {
-			l, lerr := a.ConfigList()
+			l, lerr := a.Delegate()
 			if lerr != nil || seen[l.Name] {
 				continue
 			}

@@ -10,12 +10,12 @@
 //     JSON has none (3.4.2) and refuses a cniVersion libcni cannot run.
 //   - Check verifies that some plugin declares each capability a network
 //     selection key needs (4.1.2.1.3.2 and the sections after it); the values
-//     themselves reach plugins through libcni's RuntimeConf.CapabilityArgs.
+//     themselves reach plugins as runtimeConfig (package chain).
 //   - Inject returns a copy carrying what the delegator adds for a pod: the
 //     kubelet-allocated device (deviceID, pciBusID), the NPWG device-info
 //     file (CNIDeviceInfoFile) and the pod's cni-args (4.1.2.1.6.2).
-//   - Bytes and ConfigList hand the result to libcni, which injects the
-//     list's name and cniVersion into every plugin (7.1).
+//   - Bytes is the result as a configuration list, which package chain
+//     runs, giving every plugin the list's name and cniVersion (7.1).
 //
 // A Delegate keeps every top-level key of every plugin as raw JSON, so keys
 // hwnet does not know reach the plugin unchanged.

@@ -4,8 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-
-	"github.com/containernetworking/cni/libcni"
 )
 
 // configList is the wire form Bytes writes; map keys encode sorted, which
@@ -36,19 +34,6 @@ func (d *Delegate) Bytes() ([]byte, error) {
 		return nil, withSource(d.Source, fmt.Errorf("encoding configuration list %q: %w", d.Name, err))
 	}
 	return b, nil
-}
-
-// ConfigList is the configuration list as libcni runs it.
-func (d *Delegate) ConfigList() (*libcni.NetworkConfigList, error) {
-	b, err := d.Bytes()
-	if err != nil {
-		return nil, err
-	}
-	list, err := libcni.NetworkConfFromBytes(b)
-	if err != nil {
-		return nil, withSource(d.Source, err)
-	}
-	return list, nil
 }
 
 // encode marshals without HTML escaping so that values keep the bytes the

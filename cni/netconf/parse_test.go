@@ -155,10 +155,7 @@ func TestSpec3_4_2_1_NameInjection(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			list, err := mustParse(t, tt.config, tt.nadName).ConfigList()
-			if err != nil {
-				t.Fatal(err)
-			}
+			list := libcniList(t, mustParse(t, tt.config, tt.nadName))
 			// What libcni's AddNetworkList does before exec'ing the plugin.
 			sent, err := libcni.InjectConf(list.Plugins[0], map[string]any{"name": list.Name, "cniVersion": list.CNIVersion})
 			if err != nil {
@@ -180,10 +177,7 @@ func TestCNIVersions(t *testing.T) {
 				if d.CNIVersion != v {
 					t.Errorf("CNIVersion = %q, want %q", d.CNIVersion, v)
 				}
-				list, err := d.ConfigList()
-				if err != nil {
-					t.Fatal(err)
-				}
+				list := libcniList(t, d)
 				if list.CNIVersion != v {
 					t.Errorf("libcni CNIVersion = %q, want %q", list.CNIVersion, v)
 				}
@@ -290,10 +284,7 @@ func TestParseListKeys(t *testing.T) {
 			if d.DisableCheck != tt.wantCheck || d.DisableGC != tt.wantGC {
 				t.Errorf("DisableCheck %v DisableGC %v, want %v %v", d.DisableCheck, d.DisableGC, tt.wantCheck, tt.wantGC)
 			}
-			list, err := d.ConfigList()
-			if err != nil {
-				t.Fatal(err)
-			}
+			list := libcniList(t, d)
 			if list.DisableCheck != tt.wantCheck || list.DisableGC != tt.wantGC {
 				t.Errorf("libcni DisableCheck %v DisableGC %v, want %v %v", list.DisableCheck, list.DisableGC, tt.wantCheck, tt.wantGC)
 			}
