@@ -17,13 +17,15 @@ import (
 
 	"github.com/hwnet-io/hwnet/atomicfile"
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/delegate"
-	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/readiness"
+	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/crinet"
 	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/kubeclient"
 	"github.com/hwnet-io/hwnet/metrics"
 	"github.com/hwnet-io/hwnet/podresources"
 )
@@ -86,7 +88,7 @@ type CNIOptions struct {
 const (
 	DefaultCNIConfDir       = "/etc/cni/net.d"
 	DefaultCNIConfFileName  = "00-hwnet.conflist"
-	DefaultPodsAPISocket    = kube.DefaultPodsSocket
+	DefaultPodsAPISocket    = cache.DefaultPodsSocket
 	DefaultCNIBinDir        = "/opt/cni/bin"
 	DefaultNetworkAPISocket = "/run/hwnet/cri-network.sock"
 	DefaultNetworkDir       = "/var/lib/hwnet/networks"
@@ -202,7 +204,7 @@ func (o *CNIOptions) resolved() (*CNIOptions, error) {
 		return nil, fmt.Errorf("CNI: the node name is not set (--node-name, or NODE_NAME from the downward API)")
 	}
 	if r.REST == nil {
-		cfg, err := kube.RESTConfig(r.Kubeconfig)
+		cfg, err := kubeclient.RESTConfig(r.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("CNI: API server client (--kubeconfig %q): %w", r.Kubeconfig, err)
 		}
@@ -217,12 +219,12 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 	// The pod cache tells the delegator of pods as they come, which it
 	// needs to exist first; pods seen before it does are not told.
 	var seen atomic.Pointer[delegate.Delegator]
-	onPod := func(p kube.Pod) {
+	onPod := func(p cache.Pod) {
 		if d := seen.Load(); d != nil {
 			d.PodSeen(p)
 		}
 	}
-	pods, source, err := kube.StartPods(ctx, kube.PodsOptions{KubeletSocket: o.PodsAPISocket, Client: client,
+	pods, source, err := cache.StartPods(ctx, cache.PodsOptions{KubeletSocket: o.PodsAPISocket, Client: client,
 		NodeName: o.NodeName, OnPod: onPod, Logger: a.log})
 	if err != nil {
 		return nil, fmt.Errorf("CNI: pod cache: %w", err)
@@ -232,7 +234,7 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 	if err != nil {
 		return nil, fmt.Errorf("CNI: %w", err)
 	}
-	nads := kube.NewNADInformer(nadClient, a.log)
+	nads := cache.NewNADInformer(nadClient, a.log)
 	wg.Go(func() {
 		if err := nads.Run(ctx); err != nil {
 			a.log.Error("NetworkAttachmentDefinition cache", "err", err)
@@ -242,9 +244,9 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 	if err != nil {
 		return nil, fmt.Errorf("CNI: %w", err)
 	}
-	podNetworks := kube.NewPodNetworkInformer(ctx, dyn, client.Discovery(), a.log)
+	podNetworks := cache.NewPodNetworkInformer(ctx, dyn, client.Discovery(), a.log)
 	wg.Go(func() { podNetworks.Warm(ctx) })
-	status := kube.NewStatusWriter(client, "hwnet", a.log)
+	status := report.NewStatusWriter(client, "hwnet", a.log)
 	devices := &kubeletDevices{socket: a.opts.PodResourcesSocket, metrics: a.metrics}
 	opts := delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: a.opts.DevinfoDir, CNIDevinfoDir: o.DevinfoDir,
@@ -253,7 +255,7 @@ func (a *Agent) newDelegator(ctx context.Context, wg *sync.WaitGroup, o CNIOptio
 	}
 	if a.dra != nil {
 		opts.Claims = a.dra
-		opts.ClaimStatus = kube.NewClaimStatusWriter(client, a.dra.Name())
+		opts.ClaimStatus = report.NewClaimStatusWriter(client, a.dra.Name())
 	}
 	d := delegate.New(opts)
 	seen.Store(d)

@@ -9,9 +9,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/kubeclient"
 	"github.com/hwnet-io/hwnet/pools"
 )
 
@@ -42,7 +42,7 @@ func (o *DRAOptions) resolved() (*DRAOptions, error) {
 		return nil, fmt.Errorf("DRA: the node name is not set (--node-name, or NODE_NAME from the downward API)")
 	}
 	if r.REST == nil {
-		cfg, err := kube.RESTConfig(r.Kubeconfig)
+		cfg, err := kubeclient.RESTConfig(r.Kubeconfig)
 		if err != nil {
 			return nil, fmt.Errorf("DRA: API server client (--kubeconfig %q): %w", r.Kubeconfig, err)
 		}

@@ -16,9 +16,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/delegate"
-	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/crinet"
@@ -50,7 +51,7 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	pods := kube.NewInformerPods(c.client, nodeName, quiet)
+	pods := cache.NewInformerPods(c.client, nodeName, quiet)
 	go pods.Run(t.Context())
 	kubelet, err := testkubelet.ServePodResources(filepath.Join(c.dir, "pod-resources.sock"))
 	if err != nil {
@@ -62,7 +63,7 @@ func newCluster(t *testing.T) *cluster {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { devs.Close() })
-	statusWriter := kube.NewStatusWriter(c.client, "hwnet", quiet)
+	statusWriter := report.NewStatusWriter(c.client, "hwnet", quiet)
 	t.Cleanup(statusWriter.Shutdown)
 	c.d = delegate.New(delegate.Options{ConfDir: c.confDir, DPDevinfoDir: filepath.Join(c.dir, "devinfo/dp"),
 		CNIDevinfoDir: filepath.Join(c.dir, "devinfo/cni"), Pods: pods, NADs: crinet.NADs{Store: c.store},

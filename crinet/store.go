@@ -14,7 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/hwnet-io/hwnet/atomicfile"
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/crinet/api"
 )
@@ -29,7 +29,7 @@ type Network struct {
 
 // ResourceName is the device plugin resource its attachments take.
 func (n Network) ResourceName() string {
-	return n.Config.GetMetadata().GetAnnotations()[kube.ResourceNameAnnotation]
+	return n.Config.GetMetadata().GetAnnotations()[cache.ResourceNameAnnotation]
 }
 
 // Store keeps managed networks in memory and, one file each, in a

@@ -10,7 +10,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/crinet/api"
 )
@@ -54,8 +54,8 @@ func checkMetadata(md *api.NetworkMetadata) (Key, error) {
 	if err := checkDNSLabel(k.Namespace); err != nil {
 		return Key{}, invalid("config.metadata.namespace", "%q: %v", k.Namespace, err)
 	}
-	if r, ok := md.GetAnnotations()[kube.ResourceNameAnnotation]; ok && !validResourceName(r) {
-		return Key{}, invalid("config.metadata.annotations["+kube.ResourceNameAnnotation+"]",
+	if r, ok := md.GetAnnotations()[cache.ResourceNameAnnotation]; ok && !validResourceName(r) {
+		return Key{}, invalid("config.metadata.annotations["+cache.ResourceNameAnnotation+"]",
 			"%q: want a device plugin resource name such as intel.com/sriov_netdevice", r)
 	}
 	return k, nil

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
@@ -105,8 +105,8 @@ func explainNetworks(ctx context.Context, w io.Writer, src explainSources, pod *
 		switch {
 		case err != nil:
 			resource = "NAD: " + err.Error()
-		case nad.Annotations[kube.ResourceNameAnnotation] != "":
-			resource = nad.Annotations[kube.ResourceNameAnnotation]
+		case nad.Annotations[cache.ResourceNameAnnotation] != "":
+			resource = nad.Annotations[cache.ResourceNameAnnotation]
 		}
 		fmt.Fprintf(w, "  %s/%s\tinterface %s\tresource %s\n", s.Namespace, s.Name, orDash(s.Interface), resource)
 	}

@@ -16,7 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/kubeclient"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
 
@@ -176,7 +176,7 @@ func conditionCell(conds []metav1.Condition, typ string) string {
 // kubeClient is the API server's configuration from kubeconfig (in-cluster
 // when empty) and a client of it, for the commands that ask the cluster.
 func kubeClient(kubeconfig string) (*rest.Config, kubernetes.Interface, error) {
-	cfg, err := kube.RESTConfig(kubeconfig)
+	cfg, err := kubeclient.RESTConfig(kubeconfig)
 	if err != nil {
 		return nil, nil, err
 	}

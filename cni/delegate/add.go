@@ -16,8 +16,8 @@ import (
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/defaultroute"
-	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
@@ -98,15 +98,15 @@ func (d *Delegator) clearLeftovers(ctx context.Context, c *call) error {
 // without one. A pod selecting networks has its devices asked of kubelet
 // at once, so the answer comes while the lock is taken and the default
 // network prepared rather than after.
-func (d *Delegator) pod(ctx context.Context, c *call) (kube.Pod, error) {
+func (d *Delegator) pod(ctx context.Context, c *call) (cache.Pod, error) {
 	if !c.pod.isPod() {
-		return kube.Pod{}, nil
+		return cache.Pod{}, nil
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, d.opts.PodWait)
 	defer cancel()
 	pod, err := d.opts.Pods.Pod(waitCtx, c.pod.ref)
 	if err != nil {
-		return kube.Pod{}, fmt.Errorf("pod %s/%s: %w", c.pod.ref.Namespace, c.pod.ref.Name, err)
+		return cache.Pod{}, fmt.Errorf("pod %s/%s: %w", c.pod.ref.Namespace, c.pod.ref.Name, err)
 	}
 	if pod.Annotations[selection.Annotation] != "" {
 		d.devices.prefetch(ctx, pod)
@@ -115,7 +115,7 @@ func (d *Delegator) pod(ctx context.Context, c *call) (kube.Pod, error) {
 }
 
 // prepare plans the pod's attachments; the default network's comes first.
-func (d *Delegator) prepare(ctx context.Context, c *call, pod kube.Pod) ([]attachment, error) {
+func (d *Delegator) prepare(ctx context.Context, c *call, pod cache.Pod) ([]attachment, error) {
 	def, err := d.defaultAttachment(c)
 	if err != nil {
 		return nil, err

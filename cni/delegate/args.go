@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 )
 
 // podArgs are the runtime's CNI_ARGS: the pod a sandbox belongs to.
 type podArgs struct {
-	ref   kube.PodRef
+	ref   cache.PodRef
 	pairs [][2]string
 }
 

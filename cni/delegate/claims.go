@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
@@ -14,7 +14,7 @@ import (
 
 // podClaims are the devices of a pod's prepared DRA claims: local state
 // of the DRA driver, never the API server.
-func (d *Delegator) podClaims(ctx context.Context, pod kube.Pod) ([]netclaim.Device, error) {
+func (d *Delegator) podClaims(ctx context.Context, pod cache.Pod) ([]netclaim.Device, error) {
 	if d.opts.Claims == nil || pod.UID == "" {
 		return nil, nil
 	}
@@ -28,7 +28,7 @@ func (d *Delegator) podClaims(ctx context.Context, pod kube.Pod) ([]netclaim.Dev
 // claimRequests are the attachments the pod's claims configure, one per
 // claimed device with a network, after the annotation's: claims by
 // namespace and name, each claim's devices in allocation order.
-func (d *Delegator) claimRequests(ctx context.Context, pod kube.Pod, devs []netclaim.Device) ([]request, error) {
+func (d *Delegator) claimRequests(ctx context.Context, pod cache.Pod, devs []netclaim.Device) ([]request, error) {
 	sels, idx, err := netclaim.Selections(devs, pod.Namespace)
 	if err != nil {
 		return nil, podFailure("InvalidClaimNetworks", err)
@@ -50,7 +50,7 @@ func (d *Delegator) claimRequests(ctx context.Context, pod kube.Pod, devs []netc
 // KEP-3698 PodNetwork (netclaim.PodNetworkKey) to the network's
 // NetworkAttachmentDefinition, as a pod's reference would be, keeping the
 // element's own keys (interface, ips, mac, ...).
-func (d *Delegator) claimPodNetwork(ctx context.Context, pod kube.Pod, s selection.Selection, dev *netclaim.Device) (request, error) {
+func (d *Delegator) claimPodNetwork(ctx context.Context, pod cache.Pod, s selection.Selection, dev *netclaim.Device) (request, error) {
 	ref := mnv1.Network{Name: s.Name, InterfaceName: s.Interface, IsDefaultGW: s.HasDefaultRoute}
 	if d.opts.PodNetworks == nil {
 		return request{}, podFailure("NetworkNotFound", fmt.Errorf("claim %s: PodNetwork %s: this agent does not serve PodNetworks", dev.Claim, s.Name))

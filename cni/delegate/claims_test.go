@@ -11,7 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/netclaim"
 )
@@ -29,7 +29,7 @@ func (p podClaimDevices) PodDevices(_ context.Context, uid string) ([]netclaim.D
 func (n *testNode) withClaims(src netclaim.Source) {
 	opts := n.d.opts
 	opts.Claims = src
-	opts.ClaimStatus = kube.NewClaimStatusWriter(kubernetesClient(n.t, n.counted), dra.DefaultDriverName)
+	opts.ClaimStatus = report.NewClaimStatusWriter(kubernetesClient(n.t, n.counted), dra.DefaultDriverName)
 	n.d = New(opts)
 	n.seen.Store(n.d)
 }
@@ -137,7 +137,7 @@ func checkClaimStatus(t *testing.T, n *testNode, name string, ifaces map[string]
 	}
 	for _, d := range c.Status.Devices {
 		nd := d.NetworkData
-		if nd == nil || len(d.Conditions) != 1 || d.Conditions[0].Type != kube.ClaimReadyCondition || d.Conditions[0].Status != metav1.ConditionTrue {
+		if nd == nil || len(d.Conditions) != 1 || d.Conditions[0].Type != report.ClaimReadyCondition || d.Conditions[0].Status != metav1.ConditionTrue {
 			t.Errorf("claim %s device %s: %+v", name, d.Device, d)
 			continue
 		}

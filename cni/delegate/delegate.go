@@ -14,8 +14,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/chain"
-	"github.com/hwnet-io/hwnet/cni/kube"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/wire"
@@ -32,8 +32,8 @@ type DeviceSource interface {
 
 // StatusSink publishes what a pod got.
 type StatusSink interface {
-	SetNetworkStatus(ctx context.Context, pod kube.PodRef, annotations map[string]string) error
-	Event(pod kube.PodRef, eventType, reason, message string)
+	SetNetworkStatus(ctx context.Context, pod cache.PodRef, annotations map[string]string) error
+	Event(pod cache.PodRef, eventType, reason, message string)
 }
 
 // ClaimStatusSink writes a DRA claim's device status (KEP-4817).
@@ -64,10 +64,10 @@ type Options struct {
 	// StatusTimeout bounds the retries of one network-status write.
 	StatusTimeout time.Duration
 
-	Pods kube.PodSource
-	NADs kube.NADSource
+	Pods cache.PodSource
+	NADs cache.NADSource
 	// PodNetworks serves the KEP-3698 references; nil refuses them.
-	PodNetworks kube.PodNetworkSource
+	PodNetworks cache.PodNetworkSource
 	Devices     DeviceSource
 	// Claims lists the devices of a pod's prepared DRA claims; nil when
 	// the agent runs no DRA driver.
@@ -119,10 +119,10 @@ func New(o Options) *Delegator {
 }
 
 // PodSeen is told of each pod the pod cache adds or changes
-// (kube.PodsOptions.OnPod). A pod selecting or referencing networks has its
+// (cache.PodsOptions.OnPod). A pod selecting or referencing networks has its
 // devices asked of kubelet then, well before its sandbox's ADD, which then
 // need not wait for the answer. It does not block.
-func (d *Delegator) PodSeen(pod kube.Pod) {
+func (d *Delegator) PodSeen(pod cache.Pod) {
 	if pod.Annotations[selection.Annotation] != "" || pod.Annotations[mnv1.NetworksAnnotation] != "" {
 		d.devices.prefetchEarly(pod)
 	}

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/netclaim"
 	"github.com/hwnet-io/hwnet/podresources"
 )
@@ -17,7 +17,7 @@ import (
 // device of it, by the rule in the package documentation: from the pod's
 // DRA claims when they hold spare devices of the resource (its pool is in
 // DRA mode), else from what kubelet's device plugins allocated.
-func (d *Delegator) assignDevices(ctx context.Context, pod kube.Pod, atts []attachment, spare map[string][]*netclaim.Device) error {
+func (d *Delegator) assignDevices(ctx context.Context, pod cache.Pod, atts []attachment, spare map[string][]*netclaim.Device) error {
 	need, order := devicesNeeded(atts)
 	var held *podresources.Pod
 	for _, res := range order {
@@ -83,7 +83,7 @@ func deviceOrder(pod podresources.Pod, resource string) []string {
 	return ids
 }
 
-func shortage(pod kube.Pod, res string, ids []string, idx []int, atts []attachment) error {
+func shortage(pod cache.Pod, res string, ids []string, idx []int, atts []attachment) error {
 	nets := make([]string, len(idx))
 	for k, i := range idx {
 		nets[k] = fmt.Sprintf("%s (%s)", atts[i].network, atts[i].ifName)
@@ -131,7 +131,7 @@ func newDeviceCache(src DeviceSource, limit int) *deviceCache {
 		data: map[string]podresources.Pod{}, inflight: map[string]*deviceFetch{}, early: map[string]int{}}
 }
 
-func (c *deviceCache) get(ctx context.Context, pod kube.Pod) (podresources.Pod, error) {
+func (c *deviceCache) get(ctx context.Context, pod cache.Pod) (podresources.Pod, error) {
 	if c.src == nil {
 		return podresources.Pod{}, fmt.Errorf("no PodResources client (is kubelet's pod-resources socket configured?)")
 	}
@@ -149,7 +149,7 @@ func (c *deviceCache) get(ctx context.Context, pod kube.Pod) (podresources.Pod, 
 
 // prefetch starts the Get of a pod's devices, so that kubelet's answer
 // arrives while the networks are resolved rather than after.
-func (c *deviceCache) prefetch(ctx context.Context, pod kube.Pod) {
+func (c *deviceCache) prefetch(ctx context.Context, pod cache.Pod) {
 	if c.src == nil || pod.UID == "" {
 		return
 	}
@@ -161,7 +161,7 @@ func (c *deviceCache) prefetch(ctx context.Context, pod kube.Pod) {
 // prefetchEarly is prefetch for a pod event, at most earlyTries times a
 // pod: an event may come before kubelet allocated the pod's devices, and
 // the answer, holding none, is not cached.
-func (c *deviceCache) prefetchEarly(pod kube.Pod) {
+func (c *deviceCache) prefetchEarly(pod cache.Pod) {
 	if c.countEarly(pod.UID) {
 		c.prefetch(context.Background(), pod)
 	}
@@ -183,7 +183,7 @@ func (c *deviceCache) countEarly(uid string) bool {
 }
 
 // start returns the Get under way for the pod, starting one if none is.
-func (c *deviceCache) start(ctx context.Context, pod kube.Pod) *deviceFetch {
+func (c *deviceCache) start(ctx context.Context, pod cache.Pod) *deviceFetch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f, ok := c.inflight[pod.UID]; ok && pod.UID != "" {
@@ -197,7 +197,7 @@ func (c *deviceCache) start(ctx context.Context, pod kube.Pod) *deviceFetch {
 	return f
 }
 
-func (c *deviceCache) fetch(ctx context.Context, pod kube.Pod, f *deviceFetch) {
+func (c *deviceCache) fetch(ctx context.Context, pod cache.Pod, f *deviceFetch) {
 	defer close(f.done)
 	ctx, cancel := context.WithTimeout(ctx, fetchTimeout)
 	defer cancel()

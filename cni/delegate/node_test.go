@@ -22,8 +22,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/devinfo"
@@ -63,7 +64,7 @@ type testNode struct {
 	d       *Delegator
 	// seen is the Delegator the pod cache tells of pods, as the agent wires it.
 	seen   atomic.Pointer[Delegator]
-	status *kube.StatusWriter
+	status *report.StatusWriter
 }
 
 func newTestNode(t *testing.T, name string) *testNode {
@@ -128,8 +129,8 @@ func (n *testNode) start(ctx context.Context) {
 	client := kubernetesClient(n.t, cfg)
 	ctx, cancel := context.WithCancel(ctx)
 	n.t.Cleanup(cancel)
-	pods := kube.NewInformerPods(client, nodeName, quiet)
-	pods.Notify(func(p kube.Pod) {
+	pods := cache.NewInformerPods(client, nodeName, quiet)
+	pods.Notify(func(p cache.Pod) {
 		if d := n.seen.Load(); d != nil {
 			d.PodSeen(p)
 		}
@@ -139,7 +140,7 @@ func (n *testNode) start(ctx context.Context) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	nads := kube.NewNADInformer(nadClient, quiet)
+	nads := cache.NewNADInformer(nadClient, quiet)
 	go nads.Run(ctx)
 	devs, err := podresources.Dial(ctx, filepath.Join(n.dir, "pod-resources.sock"))
 	if err != nil {
@@ -150,9 +151,9 @@ func (n *testNode) start(ctx context.Context) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	podNetworks := kube.NewPodNetworkInformer(ctx, dyn, client.Discovery(), quiet)
+	podNetworks := cache.NewPodNetworkInformer(ctx, dyn, client.Discovery(), quiet)
 	podNetworks.Warm(ctx)
-	n.status = kube.NewStatusWriter(client, "hwnet", quiet)
+	n.status = report.NewStatusWriter(client, "hwnet", quiet)
 	n.t.Cleanup(n.status.Shutdown)
 	n.d = New(Options{
 		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "devinfo/dp"),
@@ -240,7 +241,7 @@ func waitPod(t testing.TB, n *testNode, namespace, name string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	if _, err := n.d.opts.Pods.Pod(ctx, kube.PodRef{Namespace: namespace, Name: name}); err != nil {
+	if _, err := n.d.opts.Pods.Pod(ctx, cache.PodRef{Namespace: namespace, Name: name}); err != nil {
 		t.Fatalf("pod %s/%s never reached the cache: %v", namespace, name, err)
 	}
 }

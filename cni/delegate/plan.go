@@ -9,7 +9,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
@@ -53,7 +53,7 @@ func podFailure(reason string, err error) error {
 // default network's, in order, with their devices assigned: the NPWG
 // networks annotation's selections, or the KEP-3698 PodNetworks of the
 // multinetwork.hwnet.io/networks annotation, never both.
-func (d *Delegator) plan(ctx context.Context, pod kube.Pod, defaultIfName string) ([]attachment, error) {
+func (d *Delegator) plan(ctx context.Context, pod cache.Pod, defaultIfName string) ([]attachment, error) {
 	reqs, err := d.requests(ctx, pod, defaultIfName)
 	if err != nil {
 		return nil, err
@@ -110,7 +110,7 @@ type request struct {
 	claimDevice *netclaim.Device
 }
 
-func (d *Delegator) requests(ctx context.Context, pod kube.Pod, defaultIfName string) ([]request, error) {
+func (d *Delegator) requests(ctx context.Context, pod cache.Pod, defaultIfName string) ([]request, error) {
 	if strings.TrimSpace(pod.Annotations[mnv1.NetworksAnnotation]) != "" {
 		if strings.TrimSpace(pod.Annotations[selection.Annotation]) != "" {
 			return nil, podFailure("InvalidNetworksAnnotation", fmt.Errorf(
@@ -167,7 +167,7 @@ func interfaceNames(sels []selection.Selection, defaultIfName string) ([]string,
 
 // resolve finds the configuration list a selection runs (NPWG 3.4.1) and
 // checks that it can honour what the selection asks (4.1.2.1.3-4.1.2.1.8).
-func (d *Delegator) resolve(ctx context.Context, pod kube.Pod, r request) (attachment, error) {
+func (d *Delegator) resolve(ctx context.Context, pod cache.Pod, r request) (attachment, error) {
 	s := r.sel
 	ref := s.Ref()
 	if !r.adminChosen && !d.namespaceAllowed(pod.Namespace, s.Namespace) {
@@ -177,7 +177,7 @@ func (d *Delegator) resolve(ctx context.Context, pod kube.Pod, r request) (attac
 	}
 	nad, err := d.opts.NADs.NAD(ctx, s.Namespace, s.Name)
 	if err != nil {
-		if errors.Is(err, kube.ErrNADNotFound) {
+		if errors.Is(err, cache.ErrNADNotFound) {
 			return attachment{}, podFailure("NetworkNotFound", fmt.Errorf("network %s: %w", ref, err))
 		}
 		return attachment{}, fmt.Errorf("network %s: %w", ref, err)

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/netclaim"
 	"github.com/hwnet-io/hwnet/podresources"
@@ -96,7 +96,7 @@ func TestAssignDevices(t *testing.T) {
 			for i, r := range tt.resources {
 				atts[i] = attachment{network: "ns/" + string(rune('a'+i)), ifName: "net" + string(rune('1'+i)), resource: r}
 			}
-			err := d.assignDevices(context.Background(), kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}, atts, nil)
+			err := d.assignDevices(context.Background(), cache.Pod{Namespace: "ns", Name: "p", UID: "u1"}, atts, nil)
 			if tt.wantErr != "" {
 				var pe *podError
 				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !errors.As(err, &pe) {
@@ -131,7 +131,7 @@ func TestDeviceCacheOneGetPerPod(t *testing.T) {
 	c := newDeviceCache(src, 2)
 	ctx := context.Background()
 	for range 3 {
-		if _, err := c.get(ctx, kube.Pod{UID: "u1"}); err != nil {
+		if _, err := c.get(ctx, cache.Pod{UID: "u1"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -139,7 +139,7 @@ func TestDeviceCacheOneGetPerPod(t *testing.T) {
 		t.Fatalf("PodResources calls = %d, want 1", n)
 	}
 	for _, uid := range []string{"u2", "u3"} {
-		c.get(ctx, kube.Pod{UID: uid})
+		c.get(ctx, cache.Pod{UID: uid})
 	}
 	if _, ok := c.lookup("u1"); ok {
 		t.Fatal("cache holds more pods than its bound")
@@ -169,7 +169,7 @@ func TestDeviceCachePrefetch(t *testing.T) {
 			src := &podDevices{pod: tt.pod, release: make(chan struct{})}
 			c := newDeviceCache(src, 8)
 			ctx := context.Background()
-			pod := kube.Pod{Namespace: "ns", Name: "p", UID: "u1"}
+			pod := cache.Pod{Namespace: "ns", Name: "p", UID: "u1"}
 			c.prefetch(ctx, pod)
 			var wg sync.WaitGroup
 			for range 3 {
@@ -214,7 +214,7 @@ func TestPodSeenPrefetchesBounded(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			src := &podDevices{pod: tt.pod}
 			d := New(Options{Devices: src})
-			pod := kube.Pod{Namespace: "ns", Name: "p", UID: "u1", Annotations: tt.annotations}
+			pod := cache.Pod{Namespace: "ns", Name: "p", UID: "u1", Annotations: tt.annotations}
 			for range 10 {
 				d.PodSeen(pod)
 				waitIdle(t, d.devices)
@@ -269,7 +269,7 @@ func TestParsePodArgs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if p.ref != (kube.PodRef{Namespace: "ns", Name: "p", UID: "u"}) || len(p.pairs) != 5 || !p.isPod() {
+	if p.ref != (cache.PodRef{Namespace: "ns", Name: "p", UID: "u"}) || len(p.pairs) != 5 || !p.isPod() {
 		t.Fatalf("parsePodArgs = %+v", p)
 	}
 	if _, err := parsePodArgs("K8S_POD_NAME"); err == nil || !strings.Contains(err.Error(), `"K8S_POD_NAME" is not KEY=VALUE`) {
@@ -286,7 +286,7 @@ func TestKEP4817_ClaimRequestsOrder(t *testing.T) {
 		{Claim: netclaim.ClaimRef{Name: "a"}, PCIAddress: "0000:3b:01.2", Resource: "r"},
 		{Claim: netclaim.ClaimRef{Name: "b"}, PCIAddress: "0000:3b:01.3", Resource: "r", Network: json.RawMessage(`{"name":"y"}`)},
 	}
-	reqs, err := (&Delegator{}).claimRequests(context.Background(), kube.Pod{Namespace: "ns"}, devs)
+	reqs, err := (&Delegator{}).claimRequests(context.Background(), cache.Pod{Namespace: "ns"}, devs)
 	if err != nil || len(reqs) != 2 {
 		t.Fatalf("%+v (%v), want 2 requests", reqs, err)
 	}
@@ -297,7 +297,7 @@ func TestKEP4817_ClaimRequestsOrder(t *testing.T) {
 		t.Errorf("spare %+v, want the device without a network", spare)
 	}
 	devs[2].Network = json.RawMessage(`{"name":"y","interface":"data1"}`)
-	if _, err := (&Delegator{}).claimRequests(context.Background(), kube.Pod{Namespace: "ns"}, devs); err == nil {
+	if _, err := (&Delegator{}).claimRequests(context.Background(), cache.Pod{Namespace: "ns"}, devs); err == nil {
 		t.Error("two claim networks asking data1 accepted")
 	}
 }

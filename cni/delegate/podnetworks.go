@@ -7,7 +7,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
@@ -18,7 +18,7 @@ import (
 // PodNetwork's. The "default" PodNetwork is the cluster-wide default
 // network, attached first as always; isDefaultGW moves the pod's default
 // route to the network that has it.
-func (d *Delegator) podNetworkRequests(ctx context.Context, pod kube.Pod, defaultIfName string) ([]request, error) {
+func (d *Delegator) podNetworkRequests(ctx context.Context, pod cache.Pod, defaultIfName string) ([]request, error) {
 	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
 	if err != nil {
 		return nil, podFailure("InvalidNetworksAnnotation", err)
@@ -110,7 +110,7 @@ func usable(obj metav1.ObjectMeta, conds []metav1.Condition) error {
 }
 
 func lookupFailure(err error) error {
-	if errors.Is(err, kube.ErrPodNetworkNotFound) {
+	if errors.Is(err, cache.ErrPodNetworkNotFound) {
 		return podFailure("NetworkNotFound", err)
 	}
 	return err

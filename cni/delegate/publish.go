@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/devinfo"
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
@@ -141,21 +141,21 @@ type statusQueue struct {
 	claims func(context.Context, publication)
 
 	mu      sync.Mutex
-	pending map[kube.PodRef]publication
-	running map[kube.PodRef]bool
+	pending map[cache.PodRef]publication
+	running map[cache.PodRef]bool
 	wg      sync.WaitGroup
 }
 
 func newStatusQueue(sink StatusSink, render func([]attached) (map[string]string, string, error), timeout time.Duration, logger *slog.Logger) *statusQueue {
 	return &statusQueue{sink: sink, render: render, timeout: timeout, logger: logger,
-		pending: map[kube.PodRef]publication{}, running: map[kube.PodRef]bool{}}
+		pending: map[cache.PodRef]publication{}, running: map[cache.PodRef]bool{}}
 }
 
 // publication is what one ADD publishes about its pod: the attachments it
 // made, which nothing changes once queued.
 type publication []attached
 
-func (q *statusQueue) enqueue(pod kube.PodRef, p publication) {
+func (q *statusQueue) enqueue(pod cache.PodRef, p publication) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	q.pending[pod] = p
@@ -167,7 +167,7 @@ func (q *statusQueue) enqueue(pod kube.PodRef, p publication) {
 	go q.drain(pod)
 }
 
-func (q *statusQueue) drain(pod kube.PodRef) {
+func (q *statusQueue) drain(pod cache.PodRef) {
 	defer q.wg.Done()
 	for {
 		p, ok := q.next(pod)
@@ -178,7 +178,7 @@ func (q *statusQueue) drain(pod kube.PodRef) {
 	}
 }
 
-func (q *statusQueue) publish(pod kube.PodRef, p publication) {
+func (q *statusQueue) publish(pod cache.PodRef, p publication) {
 	annotations, event, err := q.render(p)
 	if err != nil {
 		q.logger.Error("network-status", "pod", pod.String(), "err", err)
@@ -195,7 +195,7 @@ func (q *statusQueue) publish(pod kube.PodRef, p publication) {
 	q.sink.Event(pod, "Normal", "AddedInterfaces", event)
 }
 
-func (q *statusQueue) next(pod kube.PodRef) (publication, bool) {
+func (q *statusQueue) next(pod cache.PodRef) (publication, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	p, ok := q.pending[pod]

@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/kubeclient"
 	"github.com/hwnet-io/hwnet/logging"
 	"github.com/hwnet-io/hwnet/multinet/controller"
 	"github.com/hwnet-io/hwnet/version"
@@ -89,7 +89,7 @@ func envOr(name, def string) string {
 }
 
 func run(ctx context.Context, o options) error {
-	cfg, err := kube.RESTConfig(o.kubeconfig)
+	cfg, err := kubeclient.RESTConfig(o.kubeconfig)
 	if err != nil {
 		return err
 	}

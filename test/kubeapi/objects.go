@@ -136,3 +136,36 @@ func (s *Server) CreateNamespace(t testing.TB, name string) {
 		t.Fatalf("kubeapi: create namespace %s: %v", name, err)
 	}
 }
+
+// CreatePod creates a pod bound to node, as the scheduler would have, and
+// returns it as created.
+func (s *Server) CreatePod(t testing.TB, namespace, name, node string, annotations map[string]string) *corev1.Pod {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: namespace, Name: name, Annotations: annotations},
+		Spec: corev1.PodSpec{
+			NodeName:   node,
+			Containers: []corev1.Container{{Name: "main", Image: "registry.invalid/pause"}},
+		},
+	}
+	created, err := s.client.CoreV1().Pods(namespace).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("kubeapi: create pod %s/%s: %v", namespace, name, err)
+	}
+	return created
+}
+
+// WaitFor polls cond until it holds, failing t after a minute: for what a
+// test cannot be told of but can only look at.
+func WaitFor(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}

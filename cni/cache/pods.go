@@ -1,12 +1,10 @@
-// Package kube is hwnet-agent's Kubernetes side for the CNI delegating
-// plugin: a node-local cache of pods (fed by kubelet's Pods API, or by a
-// node-scoped informer where kubelet does not serve it), a cache of
-// NetworkAttachmentDefinitions (NPWG multi-network spec section 3), and the
-// writer of the network-status annotation (section 5) and of pod Events.
-//
-// A CNI ADD is built to make no read of the API server, only answers from
-// the caches, and one write: the status PATCH.
-package kube
+// Package cache keeps on the node the API objects a CNI ADD reads, so that
+// the ADD makes no read of the API server: the node's pods (from kubelet's
+// Pods API, or a node-scoped informer where kubelet does not serve it),
+// NetworkAttachmentDefinitions (NPWG multi-network spec section 3) and the
+// KEP-3698 PodNetworks and PodNetworkAttachments. Package report writes
+// back what the ADD did.
+package cache
 
 import (
 	"context"

@@ -1,4 +1,8 @@
-package kube
+// Package report writes back to the API server what hwnet did for a pod:
+// the network-status annotations (NPWG multi-network spec section 5) in one
+// PATCH, the pod's Events, and the status of the devices of a DRA
+// ResourceClaim (KEP-4817). Package cache holds what the ADD read.
+package report
 
 import (
 	"context"
@@ -20,6 +24,8 @@ import (
 	"k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
+
+	"github.com/hwnet-io/hwnet/cni/cache"
 )
 
 // ErrPodGone says the pod of that UID no longer exists: it was deleted, or
@@ -91,7 +97,7 @@ type statusPatchMeta struct {
 // then wraps ErrPodGone, as it does when the pod was deleted. A PATCH the
 // API server could not take (a conflict, 429, 5xx, a timeout, no answer) is
 // tried again, waiting longer each time, until ctx ends.
-func (w *StatusWriter) SetNetworkStatus(ctx context.Context, pod PodRef, annotations map[string]string) error {
+func (w *StatusWriter) SetNetworkStatus(ctx context.Context, pod cache.PodRef, annotations map[string]string) error {
 	if pod.UID == "" {
 		return fmt.Errorf("set network-status of pod %s: empty pod UID", pod)
 	}
@@ -122,7 +128,7 @@ func (w *StatusWriter) SetNetworkStatus(ctx context.Context, pod PodRef, annotat
 	}
 }
 
-func (w *StatusWriter) patch(ctx context.Context, pod PodRef, patch []byte) error {
+func (w *StatusWriter) patch(ctx context.Context, pod cache.PodRef, patch []byte) error {
 	ctx, cancel := context.WithTimeout(ctx, patchAttemptTimeout)
 	defer cancel()
 	_, err := w.client.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.MergePatchType, patch,
@@ -158,7 +164,7 @@ func retriable(err error) bool {
 // Event records an Event about the pod (eventType corev1.EventTypeNormal
 // or corev1.EventTypeWarning). It never blocks: client-go's broadcaster
 // queues it, merges repeats, and writes it in the background.
-func (w *StatusWriter) Event(pod PodRef, eventType, reason, message string) {
+func (w *StatusWriter) Event(pod cache.PodRef, eventType, reason, message string) {
 	if w.closed.Load() {
 		return
 	}
@@ -181,7 +187,7 @@ func (w *StatusWriter) Shutdown() {
 	})
 }
 
-func podReference(pod PodRef) *corev1.ObjectReference {
+func podReference(pod cache.PodRef) *corev1.ObjectReference {
 	return &corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name, UID: types.UID(pod.UID)}
 }
 

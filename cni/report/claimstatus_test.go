@@ -1,4 +1,4 @@
-package kube_test
+package report_test
 
 import (
 	"slices"
@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/netclaim"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
@@ -48,7 +48,7 @@ func TestKEP4817_ClaimDeviceStatus(t *testing.T) {
 	s := apiServer(t, ns)
 	c := allocatedClaim(t, s.Client(), ns)
 	cfg, counter := kubeapi.CountRequests(s.Config())
-	w := kube.NewClaimStatusWriter(kubernetes.NewForConfigOrDie(cfg), "hwnet.io/node-1")
+	w := report.NewClaimStatusWriter(kubernetes.NewForConfigOrDie(cfg), "hwnet.io/node-1")
 	ref := netclaim.ClaimRef{Namespace: ns, Name: c.Name, UID: string(c.UID)}
 	ib := "00:00:10:49:fe:80:00:00:00:00:00:00:00:11:22:33:44:55:66:77"
 	dev := netclaim.DeviceStatus{Driver: "hwnet.io", Pool: "node-1", Device: "pci-0000-3b-01-1", InterfaceName: "net1",

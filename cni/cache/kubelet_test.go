@@ -1,4 +1,4 @@
-package kube_test
+package cache_test
 
 import (
 	"context"
@@ -15,7 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwnet-io/hwnet/cni/kube"
+	"github.com/hwnet-io/hwnet/cni/cache"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -34,9 +35,9 @@ func kubePod(namespace, name, uid string, annotations map[string]string) *corev1
 
 // runKubeletPods runs a KubeletPods on a test kubelet until the test ends
 // and returns once it has kubelet's list.
-func runKubeletPods(t *testing.T, socket string) *kube.KubeletPods {
+func runKubeletPods(t *testing.T, socket string) *cache.KubeletPods {
 	t.Helper()
-	k := kube.NewKubeletPods(socket, discard())
+	k := cache.NewKubeletPods(socket, discard())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- k.Run(ctx) }()
@@ -46,30 +47,19 @@ func runKubeletPods(t *testing.T, socket string) *kube.KubeletPods {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	waitFor(t, "kubelet pods synced", k.HasSynced)
+	kubeapi.WaitFor(t, "kubelet pods synced", k.HasSynced)
 	return k
 }
 
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // lookup asks src for ref, bounded by d.
-func lookup(src kube.PodSource, ref kube.PodRef, d time.Duration) (kube.Pod, error) {
+func lookup(src cache.PodSource, ref cache.PodRef, d time.Duration) (cache.Pod, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
 	return src.Pod(ctx, ref)
 }
 
 // lookupLater starts a lookup now and returns its outcome when it ends.
-func lookupLater(src kube.PodSource, ref kube.PodRef, d time.Duration) <-chan result {
+func lookupLater(src cache.PodSource, ref cache.PodRef, d time.Duration) <-chan result {
 	out := make(chan result, 1)
 	go func() {
 		p, err := lookup(src, ref, d)
@@ -81,16 +71,16 @@ func lookupLater(src kube.PodSource, ref kube.PodRef, d time.Duration) <-chan re
 // lookupLaterAsked starts a lookup of a pod kubelet does not hold yet and
 // returns once the lookup has asked kubelet for it (GetPod), so that what
 // the test does next happens after the call, not before it.
-func lookupLaterAsked(t *testing.T, server *testkubelet.Pods, src kube.PodSource, ref kube.PodRef) <-chan result {
+func lookupLaterAsked(t *testing.T, server *testkubelet.Pods, src cache.PodSource, ref cache.PodRef) <-chan result {
 	t.Helper()
 	asked := server.Calls("GetPod")
 	later := lookupLater(src, ref, 10*time.Second)
-	waitFor(t, "the lookup to ask kubelet", func() bool { return server.Calls("GetPod") > asked })
+	kubeapi.WaitFor(t, "the lookup to ask kubelet", func() bool { return server.Calls("GetPod") > asked })
 	return later
 }
 
 type result struct {
-	pod kube.Pod
+	pod cache.Pod
 	err error
 }
 
@@ -100,29 +90,29 @@ func TestKubeletPods(t *testing.T) {
 	server.SetPod(kubePod("ran", "du-0", "u0", map[string]string{networksAnnotation: "fronthaul"}))
 	k := runKubeletPods(t, socket)
 
-	p, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, time.Second)
-	want := kube.Pod{Namespace: "ran", Name: "du-0", UID: "u0", Annotations: map[string]string{networksAnnotation: "fronthaul"}}
+	p, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, time.Second)
+	want := cache.Pod{Namespace: "ran", Name: "du-0", UID: "u0", Annotations: map[string]string{networksAnnotation: "fronthaul"}}
 	if err != nil || !reflect.DeepEqual(p, want) {
 		t.Errorf("Pod(listed pod) = %+v, %v; want %+v", p, err, want)
 	}
 
 	// A sandbox is often set up a moment after its pod reaches kubelet.
-	later := lookupLaterAsked(t, server, k, kube.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"})
+	later := lookupLaterAsked(t, server, k, cache.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"})
 	server.SetPod(kubePod("ran", "du-1", "u1", nil))
 	if r := <-later; r.err != nil || r.pod.UID != "u1" {
 		t.Errorf("Pod(pod added after the call) = %+v, %v; want uid u1", r.pod, r.err)
 	}
 
 	server.SetPod(kubePod("ran", "du-1", "u1", map[string]string{networksAnnotation: "midhaul"}))
-	waitFor(t, "the changed annotation", func() bool {
-		p, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"}, time.Second)
+	kubeapi.WaitFor(t, "the changed annotation", func() bool {
+		p, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"}, time.Second)
 		return err == nil && p.Annotations[networksAnnotation] == "midhaul"
 	})
 
 	server.DeletePod("u1")
-	waitFor(t, "the deleted pod to leave the cache", func() bool {
-		_, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-1"}, 10*time.Millisecond)
-		return errors.Is(err, kube.ErrPodNotFound)
+	kubeapi.WaitFor(t, "the deleted pod to leave the cache", func() bool {
+		_, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-1"}, 10*time.Millisecond)
+		return errors.Is(err, cache.ErrPodNotFound)
 	})
 }
 
@@ -133,10 +123,10 @@ func TestKubeletPodsNotify(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "pods-api.sock")
 	server := testkubelet.ServePods(t, socket)
 	server.SetPod(kubePod("ran", "du-0", "u0", map[string]string{networksAnnotation: "fronthaul"}))
-	k := kube.NewKubeletPods(socket, discard())
+	k := cache.NewKubeletPods(socket, discard())
 	var mu sync.Mutex
 	var told []string
-	k.Notify(func(p kube.Pod) {
+	k.Notify(func(p cache.Pod) {
 		mu.Lock()
 		told = append(told, p.UID+"="+p.Annotations[networksAnnotation])
 		mu.Unlock()
@@ -144,10 +134,10 @@ func TestKubeletPodsNotify(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go k.Run(ctx)
-	waitFor(t, "kubelet pods synced", k.HasSynced)
+	kubeapi.WaitFor(t, "kubelet pods synced", k.HasSynced)
 	server.SetPod(kubePod("ran", "du-1", "u1", map[string]string{networksAnnotation: "midhaul"}))
 	want := []string{"u0=fronthaul", "u1=midhaul"}
-	waitFor(t, fmt.Sprintf("Notify to be told %v", want), func() bool {
+	kubeapi.WaitFor(t, fmt.Sprintf("Notify to be told %v", want), func() bool {
 		mu.Lock()
 		defer mu.Unlock()
 		return slices.Equal(told, want)
@@ -159,7 +149,7 @@ func TestKubeletPodsCopiesAnnotations(t *testing.T) {
 	server := testkubelet.ServePods(t, socket)
 	server.SetPod(kubePod("ran", "du-0", "u0", map[string]string{networksAnnotation: "fronthaul"}))
 	k := runKubeletPods(t, socket)
-	ref := kube.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}
+	ref := cache.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}
 	p, err := lookup(k, ref, time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +169,7 @@ func TestKubeletPodsUID(t *testing.T) {
 	server.SetPod(kubePod("ran", "web-0", "old", map[string]string{networksAnnotation: "old-net"}))
 	k := runKubeletPods(t, socket)
 
-	later := lookupLaterAsked(t, server, k, kube.PodRef{Namespace: "ran", Name: "web-0", UID: "new"})
+	later := lookupLaterAsked(t, server, k, cache.PodRef{Namespace: "ran", Name: "web-0", UID: "new"})
 	server.DeletePod("old")
 	server.SetPod(kubePod("ran", "web-0", "new", map[string]string{networksAnnotation: "new-net"}))
 	if r := <-later; r.err != nil || r.pod.Annotations[networksAnnotation] != "new-net" {
@@ -188,13 +178,13 @@ func TestKubeletPodsUID(t *testing.T) {
 
 	tests := []struct {
 		name    string
-		ref     kube.PodRef
+		ref     cache.PodRef
 		wantErr string // empty: found
 	}{
-		{"stale uid", kube.PodRef{Namespace: "ran", Name: "web-0", UID: "old"}, "holds a pod of that name with uid new"},
-		{"uid of another name", kube.PodRef{Namespace: "ran", Name: "web-1", UID: "new"}, "no pod of that name"},
-		{"uid in another namespace", kube.PodRef{Namespace: "core", Name: "web-0", UID: "new"}, "no pod of that name"},
-		{"empty uid accepts the pod of that name", kube.PodRef{Namespace: "ran", Name: "web-0"}, ""},
+		{"stale uid", cache.PodRef{Namespace: "ran", Name: "web-0", UID: "old"}, "holds a pod of that name with uid new"},
+		{"uid of another name", cache.PodRef{Namespace: "ran", Name: "web-1", UID: "new"}, "no pod of that name"},
+		{"uid in another namespace", cache.PodRef{Namespace: "core", Name: "web-0", UID: "new"}, "no pod of that name"},
+		{"empty uid accepts the pod of that name", cache.PodRef{Namespace: "ran", Name: "web-0"}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -205,7 +195,7 @@ func TestKubeletPodsUID(t *testing.T) {
 				}
 				return
 			}
-			if !errors.Is(err, kube.ErrPodNotFound) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tt.wantErr) {
+			if !errors.Is(err, cache.ErrPodNotFound) || !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), tt.wantErr) {
 				t.Errorf("Pod(%s) error = %v; want ErrPodNotFound and DeadlineExceeded saying %q", tt.ref, err, tt.wantErr)
 			}
 		})
@@ -221,7 +211,7 @@ func TestKubeletPodsGetPodOnMiss(t *testing.T) {
 	server.Pause()
 	server.SetPod(kubePod("ran", "du-0", "u0", map[string]string{networksAnnotation: "fronthaul"}))
 
-	p, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, 10*time.Second)
+	p, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, 10*time.Second)
 	if err != nil || p.Annotations[networksAnnotation] != "fronthaul" {
 		t.Errorf("Pod(pod not yet watched) = %+v, %v; want it from GetPod", p, err)
 	}
@@ -229,11 +219,11 @@ func TestKubeletPodsGetPodOnMiss(t *testing.T) {
 		t.Errorf("GetPod calls = %d, want 1", got)
 	}
 	// GetPod takes a UID: without one the lookup can only wait.
-	if _, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-0"}, 50*time.Millisecond); !errors.Is(err, kube.ErrPodNotFound) {
+	if _, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-0"}, 50*time.Millisecond); !errors.Is(err, cache.ErrPodNotFound) {
 		t.Errorf("Pod(no uid, not yet watched) error = %v, want ErrPodNotFound", err)
 	}
 	// GetPod's answer must be the pod asked for.
-	if _, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-9", UID: "u0"}, 50*time.Millisecond); !errors.Is(err, kube.ErrPodNotFound) {
+	if _, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-9", UID: "u0"}, 50*time.Millisecond); !errors.Is(err, cache.ErrPodNotFound) {
 		t.Errorf("Pod(uid of another pod) error = %v, want ErrPodNotFound", err)
 	}
 	if got := server.Calls("GetPod"); got != 2 {
@@ -251,7 +241,7 @@ func TestKubeletPodsRestart(t *testing.T) {
 	server := testkubelet.ServePods(t, socket)
 	server.SetPod(kubePod("ran", "du-0", "u0", nil))
 	k := runKubeletPods(t, socket)
-	if _, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, time.Second); err != nil {
+	if _, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, time.Second); err != nil {
 		t.Fatal(err)
 	}
 
@@ -259,13 +249,13 @@ func TestKubeletPodsRestart(t *testing.T) {
 	server = testkubelet.ServePods(t, socket)
 	server.SetPod(kubePod("ran", "du-1", "u1", nil))
 
-	if _, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"}, 10*time.Second); err != nil {
+	if _, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-1", UID: "u1"}, 10*time.Second); err != nil {
 		t.Errorf("Pod(pod of the restarted kubelet): %v", err)
 	}
 	// The list ends with INITIAL_SYNC_COMPLETE, a moment after du-1.
-	waitFor(t, "the pod gone while kubelet was down to leave the cache", func() bool {
-		_, err := lookup(k, kube.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, 10*time.Millisecond)
-		return errors.Is(err, kube.ErrPodNotFound)
+	kubeapi.WaitFor(t, "the pod gone while kubelet was down to leave the cache", func() bool {
+		_, err := lookup(k, cache.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, 10*time.Millisecond)
+		return errors.Is(err, cache.ErrPodNotFound)
 	})
 }
 
@@ -301,8 +291,8 @@ func TestKubeletPodsUnavailable(t *testing.T) {
 			// the few seconds Run may take to give up.
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
-			k := kube.NewKubeletPods(socket, discard())
-			if err := k.Run(ctx); !errors.Is(err, kube.ErrPodsAPIUnavailable) {
+			k := cache.NewKubeletPods(socket, discard())
+			if err := k.Run(ctx); !errors.Is(err, cache.ErrPodsAPIUnavailable) {
 				t.Errorf("Run = %v, want ErrPodsAPIUnavailable", err)
 			}
 			if k.HasSynced() {
@@ -318,14 +308,14 @@ func TestStartPodsPrefersKubelet(t *testing.T) {
 	server.SetPod(kubePod("ran", "du-0", "u0", nil))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	src, how, err := kube.StartPods(ctx, kube.PodsOptions{KubeletSocket: socket, Logger: discard()})
+	src, how, err := cache.StartPods(ctx, cache.PodsOptions{KubeletSocket: socket, Logger: discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := src.(*kube.KubeletPods); !ok || !strings.Contains(how, "kubelet Pods API") {
+	if _, ok := src.(*cache.KubeletPods); !ok || !strings.Contains(how, "kubelet Pods API") {
 		t.Errorf("StartPods chose %T (%q), want the kubelet Pods API", src, how)
 	}
-	if _, err := lookup(src, kube.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, time.Second); err != nil {
+	if _, err := lookup(src, cache.PodRef{Namespace: "ran", Name: "du-0", UID: "u0"}, time.Second); err != nil {
 		t.Error(err)
 	}
 }
@@ -334,8 +324,8 @@ func TestStartPodsWithoutFallback(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	socket := filepath.Join(t.TempDir(), "pods-api.sock")
-	_, _, err := kube.StartPods(ctx, kube.PodsOptions{KubeletSocket: socket, Logger: discard()})
-	if !errors.Is(err, kube.ErrPodsAPIUnavailable) || !strings.Contains(err.Error(), "no API client") {
+	_, _, err := cache.StartPods(ctx, cache.PodsOptions{KubeletSocket: socket, Logger: discard()})
+	if !errors.Is(err, cache.ErrPodsAPIUnavailable) || !strings.Contains(err.Error(), "no API client") {
 		t.Errorf("StartPods(no kubelet API, no client) error = %v, want ErrPodsAPIUnavailable saying no API client", err)
 	}
 }

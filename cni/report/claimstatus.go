@@ -1,4 +1,4 @@
-package kube
+package report
 
 import (
 	"context"

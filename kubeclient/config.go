@@ -1,4 +1,7 @@
-package kube
+// Package kubeclient is how hwnet's binaries reach the API server: one
+// client configuration, from a kubeconfig file or the pod's service
+// account, with the rates and encodings a node agent needs.
+package kubeclient
 
 import (
 	"fmt"
