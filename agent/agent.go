@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/dra"
@@ -29,9 +30,9 @@ type Agent struct {
 	cfg  *pools.Config
 
 	inv   *discovery.Inventory
-	links linkStates
+	links devhealth.LinkStates
 	// netdevs remembers which functions had a netdev (healthView).
-	netdevs netdevMemory
+	netdevs devhealth.NetdevMemory
 	pools   map[string]*poolRun // by full resource name
 	// dra serves the pools in DRA mode, draPools, when enabled; draDirty
 	// says a rematch changed them since they were last published.
@@ -96,7 +97,7 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: linkStates{}, netdevs: netdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics}
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics}
 	if rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
 		a.setRejected(rejected)
@@ -237,7 +238,7 @@ func (a *Agent) loop(ctx context.Context, ev events) {
 // plugin what changed.
 func (a *Agent) applyInventory(ctx context.Context, inv *discovery.Inventory, start time.Time) {
 	a.inv = inv
-	a.links.since(start)
+	a.links.Since(start)
 	for _, p := range inv.Problems {
 		a.reportOnce("discovery problem", p)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/pools"
@@ -81,10 +82,10 @@ func numVFs(inv *discovery.Inventory, pf string) int {
 
 // states is the list ListAndWatch sends: matched devices with their link
 // health and the lost ones, sorted by ID.
-func (pd poolDevices) states(v healthView) []deviceplugin.DeviceState {
+func (pd poolDevices) states(v devhealth.View) []deviceplugin.DeviceState {
 	out := make([]deviceplugin.DeviceState, 0, len(pd.matched)+len(pd.lost))
 	for i := range pd.matched {
-		ok, reason := health(&pd.matched[i], v)
+		ok, reason := v.Device(&pd.matched[i])
 		out = append(out, deviceplugin.DeviceState{Device: pd.matched[i], Healthy: ok, Reason: reason})
 	}
 	out = append(out, pd.lost...)

@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/kubeclient"
@@ -122,7 +123,7 @@ func (a *Agent) dropDRA(wanted map[string]bool) {
 
 // publishDRA publishes the DRA pools' devices when a rematch changed them
 // or a device's health changed since the last publication.
-func (a *Agent) publishDRA(ctx context.Context, v healthView) {
+func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 	if a.dra == nil {
 		return
 	}

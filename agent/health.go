@@ -1,148 +1,22 @@
 package agent
 
 import (
-	"fmt"
-	"time"
-
+	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/discovery"
-	"github.com/hwnet-io/hwnet/pools"
 )
-
-// linkState is what a netlink event said about a link, newer than the
-// inventory when seen after the discovery that made it began.
-type linkState struct {
-	operState string
-	up        bool
-	// gone is true once the link left the namespace, e.g. moved into a pod.
-	gone bool
-	seen time.Time
-}
-
-// linkStates overlays netlink events on the last inventory, by link name.
-type linkStates map[string]linkState
-
-// since drops what the inventory begun at start already knows.
-func (ls linkStates) since(start time.Time) {
-	for name, st := range ls {
-		if st.seen.Before(start) {
-			delete(ls, name)
-		}
-	}
-}
-
-// carrierLost reports whether the netdev, with any newer netlink state, is
-// administratively up yet operationally down: the link is broken, not idle.
-func (ls linkStates) carrierLost(nd *discovery.Netdev) bool {
-	up, oper := ls.current(nd)
-	return up && operDown(oper)
-}
-
-// down reports whether the netdev, with any newer netlink state, does not
-// pass traffic at all, whether for lack of carrier or taken down.
-func (ls linkStates) down(nd *discovery.Netdev) bool {
-	_, oper := ls.current(nd)
-	return operDown(oper)
-}
-
-func (ls linkStates) current(nd *discovery.Netdev) (up bool, oper string) {
-	if st, ok := ls[nd.Name]; ok {
-		if st.gone {
-			return false, "unknown"
-		}
-		return st.up, st.operState
-	}
-	return nd.Up, nd.OperState
-}
-
-// operDown is true for the RFC 2863 states in which no frame passes;
-// "unknown" is what drivers without carrier reporting say, so it is up.
-func operDown(oper string) bool {
-	switch oper {
-	case "down", "lowerlayerdown", "notpresent":
-		return true
-	}
-	return false
-}
-
-// healthView is what device health is judged from: the inventory, newer
-// link states, which devices a container holds and which functions had a
-// netdev.
-type healthView struct {
-	inv   *discovery.Inventory
-	links linkStates
-	// held are the devices a container holds: kubelet allocated them, so
-	// their device-info file exists. Their netdev may be in a pod. nil
-	// means unknown: every device may be held.
-	held map[string]bool
-	// netdevs remembers, for each function once seen with a netdev, the
-	// driver it had then.
-	netdevs netdevMemory
-}
-
-// netdevMemory maps a function's PCI address to the driver it had while it
-// had a netdev.
-type netdevMemory map[string]string
-
-// netdevLost reports a device whose netdev left the node's network
-// namespace, or was seen and is gone under the same driver, while no
-// container holds the device: nothing moved it into a pod, so it is broken
-// (a driver reset, a netdev stuck in a dead namespace), and every
-// attachment of it would fail. A held device's netdev is expected to be in
-// its pod.
-func (v healthView) netdevLost(d *pools.Device) (bool, string) {
-	fn := &d.Function
-	nd := fn.Netdev
-	switch {
-	case nd != nil && !v.links[nd.Name].gone:
-		v.netdevs[fn.Address] = fn.Driver
-		return false, ""
-	case v.held == nil || v.held[d.ID]:
-		return false, ""
-	case nd != nil:
-		return true, fmt.Sprintf("its netdev %s left the node's network namespace while no container holds the device", nd.Name)
-	case fn.Driver != "" && v.netdevs[fn.Address] == fn.Driver:
-		return true, fmt.Sprintf("its netdev is gone (driver %s had one) while no container holds the device", fn.Driver)
-	}
-	return false, ""
-}
-
-// health judges a pooled device: unhealthy when its PF's link is down, its
-// own link is up without carrier, its netdev is lost (netdevLost), or it
-// is on vfio-pci without the group device a DPDK application opens. An
-// administratively down VF is idle and stays healthy: VFs wait down until
-// a CNI plugin takes them.
-func health(d *pools.Device, v healthView) (bool, string) {
-	inv, links := v.inv, v.links
-	if d.Function.Driver == "vfio-pci" && d.Function.VFIODevice == "" {
-		return false, "bound to vfio-pci but its VFIO group device is missing"
-	}
-	if d.PF != "" {
-		if pf, ok := inv.Function(d.PF); ok && pf.Netdev != nil && links.down(pf.Netdev) {
-			return false, fmt.Sprintf("PF %s link %s is down", d.PF, pf.Netdev.Name)
-		}
-	}
-	if nd := d.Function.Netdev; nd != nil && links.carrierLost(nd) {
-		return false, fmt.Sprintf("link %s is up but has no carrier", nd.Name)
-	}
-	if lost, reason := v.netdevLost(d); lost {
-		return false, reason
-	}
-	return true, ""
-}
 
 // healthView is the agent's current view for health: the device-info
 // directory says which devices containers hold.
-func (a *Agent) healthView() healthView {
-	v := healthView{inv: a.inv, links: a.links, netdevs: a.netdevs}
+func (a *Agent) healthView() devhealth.View {
+	v := devhealth.View{Inv: a.inv, Links: a.links, Netdevs: a.netdevs}
 	files, err := devinfo.List(a.opts.DevinfoDir)
 	if err != nil {
 		a.reportOnce("device-info directory unreadable: no device's netdev counts as lost", err.Error())
 		return v
 	}
-	v.held = make(map[string]bool, len(files))
+	v.Held = make(map[string]bool, len(files))
 	for _, f := range files {
-		v.held[f.DeviceID] = true
+		v.Held[f.DeviceID] = true
 	}
 	return v
 }

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 
+	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/pools"
 )
@@ -40,7 +41,7 @@ func (a *Agent) kubeletStarted() {
 }
 
 // publish sends the pool's current list, judged by v, to its plugin.
-func (a *Agent) publish(run *poolRun, v healthView) {
+func (a *Agent) publish(run *poolRun, v devhealth.View) {
 	next := run.devices.states(v)
 	a.logChanges(run.res.FullName(), run.sent, next)
 	run.plugin.SetDevices(next)

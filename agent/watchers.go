@@ -7,13 +7,14 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/watch"
 )
 
 // linkEvent is a netlink event as the agent keeps it.
 type linkEvent struct {
 	name  string
-	state linkState
+	state devhealth.LinkState
 }
 
 // startWatchers subscribes every source before the first discovery, so
@@ -104,7 +105,7 @@ func forwardLinks(ctx context.Context, in <-chan watch.LinkEvent, out chan<- lin
 		case <-ctx.Done():
 			return
 		case e := <-in:
-			st := linkState{operState: e.OperState, up: e.Up, gone: e.Deleted, seen: time.Now()}
+			st := devhealth.LinkState{OperState: e.OperState, Up: e.Up, Gone: e.Deleted, Seen: time.Now()}
 			select {
 			case out <- linkEvent{e.Name, st}:
 			case <-ctx.Done():

@@ -1,12 +1,11 @@
-package agent
+package devhealth_test
 
 import (
 	"encoding/json"
-	"io"
-	"strings"
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/pools"
 )
@@ -39,7 +38,7 @@ func TestHealth(t *testing.T) {
 		name           string
 		pfOper, vfOper string
 		vfUp           bool
-		links          linkStates
+		links          devhealth.LinkStates
 		vfio           bool
 		held, noNetdev bool
 		seenDriver     string
@@ -52,11 +51,11 @@ func TestHealth(t *testing.T) {
 		{name: "VF carrier lost", pfOper: "up", vfUp: true, vfOper: "down", reason: "link enp59s0f0v0 is up but has no carrier"},
 		{name: "driver without carrier reporting", pfOper: "unknown", vfUp: true, vfOper: "unknown", healthy: true},
 		{name: "netlink newer: VF lost carrier", pfOper: "up", vfUp: true, vfOper: "up",
-			links: linkStates{"enp59s0f0v0": {operState: "down", up: true}}, reason: "link enp59s0f0v0 is up but has no carrier"},
+			links: devhealth.LinkStates{"enp59s0f0v0": {OperState: "down", Up: true}}, reason: "link enp59s0f0v0 is up but has no carrier"},
 		{name: "VF moved into a pod", pfOper: "up", vfUp: true, vfOper: "down",
-			links: linkStates{"enp59s0f0v0": {gone: true}}, held: true, healthy: true},
+			links: devhealth.LinkStates{"enp59s0f0v0": {Gone: true}}, held: true, healthy: true},
 		{name: "netdev left while no container holds the VF", pfOper: "up", vfUp: true, vfOper: "down",
-			links:  linkStates{"enp59s0f0v0": {gone: true}},
+			links:  devhealth.LinkStates{"enp59s0f0v0": {Gone: true}},
 			reason: "its netdev enp59s0f0v0 left the node's network namespace while no container holds the device"},
 		{name: "netdev gone, seen before under the same driver", pfOper: "up", noNetdev: true, seenDriver: "iavf",
 			reason: "its netdev is gone (driver iavf had one) while no container holds the device"},
@@ -74,16 +73,16 @@ func TestHealth(t *testing.T) {
 		d := pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF}
 		links := tt.links
 		if links == nil {
-			links = linkStates{}
+			links = devhealth.LinkStates{}
 		}
-		v := healthView{inv: inv, links: links, held: map[string]bool{}, netdevs: netdevMemory{}}
+		v := devhealth.View{Inv: inv, Links: links, Held: map[string]bool{}, Netdevs: devhealth.NetdevMemory{}}
 		if tt.held {
-			v.held[d.ID] = true
+			v.Held[d.ID] = true
 		}
 		if tt.seenDriver != "" {
-			v.netdevs[vf.Address] = tt.seenDriver
+			v.Netdevs[vf.Address] = tt.seenDriver
 		}
-		healthy, reason := health(&d, v)
+		healthy, reason := v.Device(&d)
 		if healthy != tt.healthy || reason != tt.reason {
 			t.Errorf("%s: healthy=%t %q, want %t %q", tt.name, healthy, reason, tt.healthy, tt.reason)
 		}
@@ -94,57 +93,9 @@ func TestHealth(t *testing.T) {
 // since the discovery already read them.
 func TestLinkStatesSince(t *testing.T) {
 	start := time.Now()
-	ls := linkStates{"old": {seen: start.Add(-time.Second)}, "new": {seen: start.Add(time.Millisecond)}}
-	ls.since(start)
+	ls := devhealth.LinkStates{"old": {Seen: start.Add(-time.Second)}, "new": {Seen: start.Add(time.Millisecond)}}
+	ls.Since(start)
 	if _, ok := ls["old"]; ok || len(ls) != 1 {
 		t.Errorf("after since: %v, want only the state seen after the discovery began", ls)
-	}
-}
-
-// TestParseFlagsRejects: bad flags are errors that name the flag.
-func TestParseFlagsRejects(t *testing.T) {
-	for _, args := range [][]string{
-		{"--poll-interval=-1s"},
-		{"--rescan-interval=0s"},
-		{"--devinfo-gc-interval=0s"},
-		{"--log-format=xml"},
-		{"--log-level=loud"},
-		{"stray"},
-	} {
-		_, err := parseFlags(args, io.Discard)
-		if err == nil {
-			t.Errorf("%v: accepted", args)
-			continue
-		}
-		name := strings.TrimLeft(strings.SplitN(args[0], "=", 2)[0], "-")
-		if !strings.Contains(err.Error(), name) {
-			t.Errorf("%v: error %q does not name %s", args, err, name)
-		}
-	}
-}
-
-// TestSameResource: a plugin restarts for anything it hands out, not for
-// a selector edit or the entry's move in the file.
-func TestSameResource(t *testing.T) {
-	base := pools.Resource{Prefix: "intel.com", Name: "r", DeviceType: pools.NetDevice, Policy: pools.Pack,
-		AdditionalInfo: map[string]map[string]string{"*": {"k": "v"}}}
-	for _, tt := range []struct {
-		name   string
-		change func(*pools.Resource)
-		same   bool
-	}{
-		{"unchanged", func(*pools.Resource) {}, true},
-		{"moved in the file", func(r *pools.Resource) { r.Index = 3 }, true},
-		{"selectors edited", func(r *pools.Resource) { r.Selectors = []pools.Selector{{}} }, true},
-		{"isRdma", func(r *pools.Resource) { r.IsRDMA = true }, false},
-		{"needVhostNet", func(r *pools.Resource) { r.NeedVhostNet = true }, false},
-		{"policy", func(r *pools.Resource) { r.Policy = pools.Spread }, false},
-		{"additionalInfo", func(r *pools.Resource) { r.AdditionalInfo = map[string]map[string]string{"*": {"k": "w"}} }, false},
-	} {
-		b := base
-		tt.change(&b)
-		if got := sameResource(base, b); got != tt.same {
-			t.Errorf("%s: sameResource %t, want %t", tt.name, got, tt.same)
-		}
 	}
 }
