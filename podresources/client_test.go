@@ -190,7 +190,7 @@ func TestKubeletRestart(t *testing.T) {
 	s.Stop()
 	restarted := make(chan struct{})
 	go func() {
-		time.Sleep(100 * time.Millisecond)
+		time.Sleep(100 * time.Millisecond) // the fault: kubelet away for a while, not a wait
 		k.serveAt(t, path)
 		close(restarted)
 	}()

@@ -18,12 +18,21 @@ func TestStopProcesses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// A process that ignores SIGTERM is killed after the grace period.
-	stubborn, err := startDetached("stubborn", []string{"sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"}, log)
+	// A process that ignores SIGTERM is killed after the grace period. It
+	// says when its trap is set, so the test stops it only after.
+	trapped := filepath.Join(t.TempDir(), "trapped")
+	stubborn, err := startDetached("stubborn", []string{"sh", "-c", "trap '' TERM; : > " + trapped + "; while :; do sleep 0.1; done"}, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(100 * time.Millisecond) // let sh set its trap
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(5 * time.Millisecond) {
+		if _, err := os.Stat(trapped); err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the stubborn process never set its trap")
+		}
+	}
 	if !polite.running() || !stubborn.running() {
 		t.Fatal("processes not running after start")
 	}
