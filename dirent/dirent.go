@@ -11,11 +11,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// maxDirent is the size of the largest linux_dirent64: header, a NAME_MAX
-// name and its NUL, 8-byte aligned.
-const maxDirent = (nameOffset + 255 + 1 + 7) &^ 7
-
-// Offsets in a struct linux_dirent64.
 const (
 	reclenOffset = 16
 	nameOffset   = 19
@@ -29,10 +24,11 @@ type Reader struct {
 
 // Each calls fn with each entry name of the open directory fd, "." and
 // ".." aside, as a slice of the reader's buffer valid until fn returns. An
-// interrupted call is retried. Linux fills a getdents buffer until the
-// directory ends or the next entry does not fit, so a read that leaves
-// room for the largest entry was the last one, and the call that would
-// return 0 is skipped.
+// interrupted call is retried. Only a read of 0 bytes ends the directory:
+// Linux ends a getdents call early, however much room is left, when a
+// signal is pending once it wrote an entry (fs/readdir.c, filldir64), and
+// Go's preemption signals arrive often on a loaded node. Taking a short
+// read for the end once cost discovery all but "." and ".." of a listing.
 func (r *Reader) Each(fd int, fn func(name []byte)) error {
 	for {
 		n, err := unix.Getdents(fd, r.buf[:])
@@ -43,7 +39,7 @@ func (r *Reader) Each(fd int, fn func(name []byte)) error {
 			return err
 		}
 		Walk(r.buf[:n], fn)
-		if n == 0 || n <= len(r.buf)-maxDirent {
+		if n == 0 {
 			return nil
 		}
 	}
