@@ -2,14 +2,12 @@ package agent_test
 
 import (
 	"context"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
@@ -26,25 +24,34 @@ func BenchmarkAgentStartToFirstList(b *testing.B) {
 	spec := &virtualnode.Spec{Name: "bench-start", PFs: []virtualnode.PFSpec{{Model: "E810-C", Count: 8, VFs: 256, NUMA: []int{0, 1}}}}
 	f := newFixture(b, spec, "resourceList:\n  - resourceName: sriov_netdevice\n    selectors: {drivers: [iavf]}\n")
 	for b.Loop() {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		a, err := agent.New(f.opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() { done <- a.Run(ctx) }()
-		if _, err := f.kubelet.WaitTimeout(10*time.Second, netdevice, counts(2048, 2048)); err != nil {
-			b.Fatal(err)
-		}
-		b.StopTimer()
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		f.runUntil(b, func() {
+			if _, err := f.kubelet.WaitTimeout(10*time.Second, netdevice, counts(2048, 2048)); err != nil {
+				b.Fatal(err)
+			}
+		})
 		if err := f.kubelet.Restart(); err != nil {
 			b.Fatal(err)
 		}
 		b.StartTimer()
+	}
+}
+
+// runUntil runs the agent until ready returns, timed, then stops it with
+// the benchmark's timer stopped; the caller restarts the timer once it has
+// put things back for the next round.
+func (f *fixture) runUntil(b *testing.B, ready func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	a, err := agent.New(f.opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() { done <- a.Run(ctx) }()
+	ready()
+	b.StopTimer()
+	cancel()
+	if err := <-done; err != nil {
+		b.Fatal(err)
 	}
 }
 
@@ -147,29 +154,13 @@ func BenchmarkAgentStartToSlices(b *testing.B) {
 	spec := &virtualnode.Spec{Name: "bench-slices", PFs: []virtualnode.PFSpec{{Model: "E810-C", Count: 8, VFs: 256, NUMA: []int{0, 1}}}}
 	f := newFixture(b, spec, "resourceList:\n  - resourceName: sriov_netdevice\n    mode: dra\n    selectors: {drivers: [iavf]}\n")
 	const node = "bench-node"
-	ctx := context.Background()
-	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	dir := filepath.Dir(f.opts.ConfigFile)
-	f.opts.DRA = &agent.DRAOptions{NodeName: node, REST: api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
-		PluginDir: filepath.Join(dir, "dra"), CDIDir: filepath.Join(dir, "cdi")}
+	f.withDRA(b, api, node)
 	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
 	for b.Loop() {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		a, err := agent.New(f.opts)
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() { done <- a.Run(ctx) }()
-		kubeapi.WaitSliceDevices(b, api.Client(), onNode, time.Minute, "2048 devices published",
-			func(d kubeapi.SliceDevices) bool { return len(d) == 2048 })
-		b.StopTimer()
-		cancel()
-		if err := <-done; err != nil {
-			b.Fatal(err)
-		}
+		f.runUntil(b, func() {
+			kubeapi.WaitSliceDevices(b, api.Client(), onNode, time.Minute, "2048 devices published",
+				func(d kubeapi.SliceDevices) bool { return len(d) == 2048 })
+		})
 		if err := api.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{}, onNode); err != nil {
 			b.Fatal(err)
 		}

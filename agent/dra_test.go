@@ -34,12 +34,7 @@ func TestAgentDRA(t *testing.T) {
 	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
 	const node = "dra-node"
 	ctx := context.Background()
-	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	dir := filepath.Dir(f.opts.ConfigFile)
-	f.opts.DRA = &agent.DRAOptions{NodeName: node, REST: api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
-		PluginDir: filepath.Join(dir, "dra"), CDIDir: filepath.Join(dir, "cdi")}
+	f.withDRA(t, api, node)
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
 	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
@@ -88,4 +83,17 @@ func TestAgentDRAModeWithoutDriver(t *testing.T) {
 			t.Errorf("%s registered as a device plugin while in DRA mode", dpdk)
 		}
 	}
+}
+
+// withDRA has the agent serve its DRA pools for node, a Node object on api,
+// with its kubelet sockets and CDI specs in the fixture's directory.
+func (f *fixture) withDRA(t testing.TB, api *kubeapi.Server, node string) {
+	t.Helper()
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
+	if _, err := api.Client().CoreV1().Nodes().Create(context.Background(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Dir(f.opts.ConfigFile)
+	f.opts.DRA = &agent.DRAOptions{NodeName: node, REST: api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
+		PluginDir: filepath.Join(dir, "dra"), CDIDir: filepath.Join(dir, "cdi")}
 }
