@@ -1,3 +1,8 @@
+// Package pools groups the node's network functions into resource pools
+// by the administrator's selectors: it reads the SR-IOV network device
+// plugin's configuration file unchanged (resourceList, selectors, device
+// types), matches an Inventory against it, and says which pool each
+// device belongs to and which selectors conflict.
 package pools
 
 import (
