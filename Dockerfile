@@ -7,7 +7,7 @@
 # `make image` writes the same files as a tarball without a daemon;
 # `make image-buildah` runs buildah bud (docs/operations.md).
 # The base images are build arguments for a mirror or a machine without a
-# registry (test/buildah/standins.sh commits local stand-ins); GOPROXY,
+# registry (test/buildah/bud-local.sh builds on local stand-ins); GOPROXY,
 # GOSUMDB and GOFLAGS pass through to the go command when set. The module
 # and build caches are cache mounts, kept between builds, so no separate
 # `go mod download` layer: the build fetches what it compiles.

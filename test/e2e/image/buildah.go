@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -16,7 +15,7 @@ import (
 
 // Buildah builds the repository's Dockerfile with buildah bud, as a user
 // with Buildah or Podman does, on a machine that reaches no registry: the
-// Dockerfile's base images are the local stand-ins test/buildah/standins.sh
+// Dockerfile's base images are the local stand-ins test/buildah/bud-local.sh
 // commits, the go command's modules come from the host's module cache
 // (GOPROXY=file://) and the build has no network.
 type Buildah struct {
@@ -55,7 +54,7 @@ func (b Buildah) global() []string {
 	return []string{"--root", filepath.Join(b.Dir, "storage"), "--runroot", runRoot}
 }
 
-// env is the environment of buildah and of standins.sh.
+// env is the environment of buildah and of bud-local.sh.
 func (b Buildah) env() []string {
 	return append(os.Environ(), "TMPDIR="+filepath.Join(b.Dir, "tmp"), "CONTAINERS_CONF="+b.containersConf(),
 		"BUILDAH="+b.Path, "BUILDAH_OPTS="+strings.Join(b.global(), " "))
@@ -99,33 +98,27 @@ func (b Buildah) prepare() error {
 	return nil
 }
 
-// BuildDockerfile builds repo's Dockerfile into b's storage, tagged ref,
-// with the version `git describe` says, and returns that version.
+// BuildDockerfile builds repo's Dockerfile with test/buildah/bud-local.sh
+// into b's storage, tagged ref, with the version `git describe` says, and
+// returns that version.
 func (b Buildah) BuildDockerfile(ctx context.Context, repo, ref string) (string, error) {
 	if err := b.prepare(); err != nil {
 		return "", err
 	}
-	standins := exec.CommandContext(ctx, "bash", filepath.Join(repo, "test/buildah/standins.sh"))
-	standins.Env = b.env()
-	out, err := standins.Output()
+	goCache, err := exec.CommandContext(ctx, "go", "env", "GOCACHE").Output()
 	if err != nil {
-		return "", fmt.Errorf("buildah: test/buildah/standins.sh: %w: %s", err, exitStderr(err))
-	}
-	goEnv, err := hostGoEnv(ctx)
-	if err != nil {
-		return "", err
+		return "", fmt.Errorf("buildah: go env GOCACHE: %w", err)
 	}
 	version := describe(ctx, repo)
-	args := append([]string{"bud", "--quiet", "--pull=never", "--network=none", "-t", ref,
-		"--build-arg", "VERSION=" + version, "--build-arg", "GOPROXY=file:///goproxy",
-		"-v", filepath.Join(goEnv.GOMODCACHE, "cache", "download") + ":/goproxy:ro",
+	cmd := exec.CommandContext(ctx, "bash", filepath.Join(repo, "test/buildah/bud-local.sh"), "--quiet", "-t", ref,
+		"--build-arg", "VERSION="+version,
 		// The host's build cache in place of the Dockerfile's cache mount:
 		// what the host compiled already (same toolchain, -trimpath) is
 		// not compiled again.
-		"-v", goEnv.GOCACHE + ":/root/.cache/go-build"},
-		strings.Fields(string(out))...)
-	if _, err := b.Run(ctx, append(args, repo)...); err != nil {
-		return "", err
+		"-v", strings.TrimSpace(string(goCache))+":/root/.cache/go-build", repo)
+	cmd.Env = b.env()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("buildah: test/buildah/bud-local.sh: %w: %s", err, out)
 	}
 	return version, nil
 }
@@ -136,27 +129,4 @@ func (b Buildah) SaveDockerArchive(ctx context.Context, ref, path string) error 
 	os.Remove(path) // buildah push refuses to overwrite an archive
 	_, err := b.Run(ctx, "push", "--quiet", ref, "docker-archive:"+path+":"+ref)
 	return err
-}
-
-type goEnv struct {
-	GOCACHE, GOMODCACHE string
-}
-
-func hostGoEnv(ctx context.Context) (goEnv, error) {
-	out, err := exec.CommandContext(ctx, "go", "env", "-json", "GOCACHE", "GOMODCACHE").Output()
-	if err != nil {
-		return goEnv{}, fmt.Errorf("buildah: go env: %w", err)
-	}
-	var env goEnv
-	if err := json.Unmarshal(out, &env); err != nil {
-		return goEnv{}, fmt.Errorf("buildah: go env: %w", err)
-	}
-	return env, nil
-}
-
-func exitStderr(err error) string {
-	if exit, ok := err.(*exec.ExitError); ok {
-		return strings.TrimSpace(string(exit.Stderr))
-	}
-	return ""
 }

@@ -47,7 +47,7 @@ type ociConfig struct {
 }
 
 // TestDockerfileBuildah: `buildah bud` of the Dockerfile (its base images
-// replaced by the local stand-ins of test/buildah/standins.sh, as no
+// replaced by the local stand-ins of test/buildah/bud-local.sh, as no
 // registry is reachable) gives a working image holding what `make image`
 // holds: the agent as root entrypoint, the CNI shim (hwnet, which the
 // agent installs on the node with hwnet's CNI configuration), hwnetctl and

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Commits local stand-ins for the Dockerfile's two base images into
-# Buildah's storage, for a machine that reaches no container registry:
+# buildah bud "$@" of hwnet's Dockerfile on a machine that reaches no
+# container registry, e.g.
+#   bash test/buildah/bud-local.sh --build-arg VERSION=$(git describe) -t hwnet:dev .
+# The base images are local stand-ins this script commits into Buildah's
+# storage first:
 #   localhost/hwnet-standin/golang:<go version>  BUILDER_IMAGE: this
 #     machine's Go toolchain at /usr/local/go, GOPATH=/go and a static shell
 #     (Debian's busybox-static), laid out and configured as
@@ -8,9 +11,10 @@
 #   localhost/hwnet-standin/static:debian12     BASE_IMAGE: what
 #     gcr.io/distroless/static-debian12 holds (root, nobody and nonroot
 #     accounts, CA certificates, tzdata, /tmp), and nothing to run.
-# Prints the two build arguments that select them. An image whose inputs
-# (this script, the toolchain, busybox, the host's certificates) are
-# unchanged is kept, so a second run takes a second.
+# A stand-in whose inputs (this script, the toolchain, busybox, the host's
+# certificates) are unchanged is kept. The go command in the build fetches
+# modules from the host's module cache (GOPROXY=file://, a read-only bind
+# mount) and the build has no network.
 # Buildah is $BUILDAH (default: buildah on PATH), with the global options
 # (--root, --runroot, --storage-driver) in $BUILDAH_OPTS.
 set -euo pipefail
@@ -19,9 +23,9 @@ buildah() { command "${BUILDAH:-buildah}" ${BUILDAH_OPTS:-} "$@"; }
 
 goroot=$(go env GOROOT)
 goversion=$(go env GOVERSION | sed 's/^go//')
-busybox=$(command -v busybox) || { echo "standins: no busybox (apt-get install busybox-static)" >&2; exit 1; }
+busybox=$(command -v busybox) || { echo "bud-local: no busybox (apt-get install busybox-static)" >&2; exit 1; }
 if ldd "$busybox" >/dev/null 2>&1; then
-  echo "standins: $busybox is dynamically linked; install busybox-static" >&2
+  echo "bud-local: $busybox is dynamically linked; install busybox-static" >&2
   exit 1
 fi
 certs=/etc/ssl/certs/ca-certificates.crt
@@ -101,4 +105,6 @@ build_builder() {
 
 current "$base" || build_base
 current "$builder" || build_builder
-echo "--build-arg BUILDER_IMAGE=$builder --build-arg BASE_IMAGE=$base"
+buildah bud --pull=never --network=none \
+  --build-arg BUILDER_IMAGE="$builder" --build-arg BASE_IMAGE="$base" \
+  --build-arg GOPROXY=file:///goproxy -v "$(go env GOMODCACHE)/cache/download:/goproxy:ro" "$@"
