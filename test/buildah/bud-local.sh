@@ -65,6 +65,7 @@ EOF
 }
 
 commit() { # container image
+  buildah rmi "$2" >/dev/null 2>&1 || true # the stand-in it replaces, whose inputs changed
   buildah config --annotation "$label=$want" "$1" >/dev/null
   buildah commit --quiet --rm "$1" "$2" >/dev/null
 }

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"testing"
@@ -35,6 +36,8 @@ func TestDockerfileImageRunsAgent(t *testing.T) {
 	if _, err := b.BuildDockerfile(ctx, e.repo, dockerfileAgentRef); err != nil {
 		t.Fatal(err)
 	}
+	// Buildah's storage keeps the stand-ins between runs, not each run's image.
+	t.Cleanup(func() { b.Run(context.Background(), "rmi", dockerfileAgentRef) })
 	tarball := filepath.Join(t.TempDir(), "hwnet-dockerfile.tar")
 	if err := b.SaveDockerArchive(ctx, dockerfileAgentRef, tarball); err != nil {
 		t.Fatal(err)
