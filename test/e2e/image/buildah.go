@@ -100,11 +100,18 @@ func (b Buildah) prepare() error {
 
 // BuildDockerfile builds repo's Dockerfile with test/buildah/bud-local.sh
 // into b's storage, tagged ref, with the version `git describe` says, and
-// returns that version.
+// returns that version. Builds in one Dir wait for each other.
 func (b Buildah) BuildDockerfile(ctx context.Context, repo, ref string) (string, error) {
 	if err := b.prepare(); err != nil {
 		return "", err
 	}
+	// One build at a time in Dir: a build that replaces a stale stand-in
+	// would remove it under another build's FROM.
+	unlock, err := lockDir(b.Dir)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
 	goCache, err := exec.CommandContext(ctx, "go", "env", "GOCACHE").Output()
 	if err != nil {
 		return "", fmt.Errorf("buildah: go env GOCACHE: %w", err)
