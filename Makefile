@@ -74,7 +74,7 @@ TOOLS     ?= /var/cache/hwnet-ci/tools
 HELM_VERSION ?= v3.22.0
 IMAGE     ?= hwnet:$(VERSION)
 
-.PHONY: helm image
+.PHONY: helm image image-buildah
 
 # Helm from the Go module proxy, for deploy/'s chart test and helm lint
 # (the build cache makes a second install take a second).
@@ -87,6 +87,16 @@ helm:
 image:
 	$(GO) build -o $(BIN)/ ./test/e2e/cmd/hwnet-cluster
 	$(BIN)/hwnet-cluster --repo . --image-dir $(BIN)/image --ref $(IMAGE) image
+
+# The Dockerfile built by Buildah (Debian's buildah) into its storage,
+# tagged $(IMAGE), and saved as bin/image/hwnet-buildah.tar (docker-archive).
+# LOCAL_BASES=1 builds it on local stand-ins of the base images, with no
+# registry and no network (test/buildah/bud-local.sh).
+image-buildah:
+	mkdir -p $(BIN)/image
+	$(if $(LOCAL_BASES),bash test/buildah/bud-local.sh,buildah bud) --build-arg VERSION=$(VERSION) -t $(IMAGE) .
+	rm -f $(BIN)/image/hwnet-buildah.tar
+	buildah push $(IMAGE) docker-archive:$(BIN)/image/hwnet-buildah.tar:$(IMAGE)
 
 # --- CRI network API (issue 14) ---
 PROTOC_GEN_GO_VERSION      ?= v1.36.12

@@ -8,6 +8,12 @@ command -v ip >/dev/null || need+=(iproute2)
 command -v gcc >/dev/null || need+=(gcc)   # go test -race needs cgo
 command -v git >/dev/null || need+=(git)
 command -v make >/dev/null || need+=(make)
+# buildah bud of the Dockerfile (test/e2e/image's TestDockerfileBuildah):
+# buildah, runc for its RUN steps, and a static shell for the stand-in of
+# the golang builder image (test/buildah/bud-local.sh).
+command -v buildah >/dev/null || need+=(buildah)
+command -v runc >/dev/null || need+=(runc)
+{ [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || need+=(busybox-static)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

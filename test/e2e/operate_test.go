@@ -101,19 +101,7 @@ func TestHelmRollingUpgrade(t *testing.T) {
 	if _, err := Kubectl(ctx, e.c, out, "apply", "-f", "-"); err != nil {
 		t.Fatal(err)
 	}
-	err = cluster.Poll(ctx, podTimeout, "hwnet-agent rolled to "+nextAgentRef, func(ctx context.Context) error {
-		p, err := e.agentPod(ctx)
-		if err == nil && p.Spec.Containers[0].Image != nextAgentRef {
-			err = fmt.Errorf("agent %s runs %s", p.Name, p.Spec.Containers[0].Image)
-		}
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
-		t.Fatal(err)
-	}
+	e.waitAgentRolled(ctx, t, nextAgentRef)
 	if got := podLinks(t, pid)["net1"]; !slices.Equal(got.Addrs, linksBefore["net1"].Addrs) || got.MAC != linksBefore["net1"].MAC {
 		t.Errorf("pod's net1 after the upgrade = %+v, want as before %+v", got, linksBefore["net1"])
 	}
@@ -143,6 +131,25 @@ func TestHelmRollingUpgrade(t *testing.T) {
 		t.Error(err)
 	}
 	e.deleteLeavingNothing(ctx, t, before, pod.Name, "after-upgrade")
+}
+
+// waitAgentRolled waits until the node's ready agent runs image ref and
+// hwnet is ready again with every pool.
+func (e *env) waitAgentRolled(ctx context.Context, t *testing.T, ref string) {
+	t.Helper()
+	err := cluster.Poll(ctx, podTimeout, "hwnet-agent rolled to "+ref, func(ctx context.Context) error {
+		p, err := e.agentPod(ctx)
+		if err == nil && p.Spec.Containers[0].Image != ref {
+			err = fmt.Errorf("agent %s runs %s", p.Name, p.Spec.Containers[0].Image)
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // waitMetric waits until the agent's /metrics has a line starting with

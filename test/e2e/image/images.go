@@ -135,8 +135,8 @@ func Images(ctx context.Context, repo, dir string) ([]string, error) {
 	return paths, nil
 }
 
-// lockDir serializes Images calls on dir, from test binaries run in
-// parallel as from a harness.
+// lockDir serializes Images calls (and Buildah builds) on dir, from test
+// binaries run in parallel as from a harness.
 func lockDir(dir string) (unlock func(), err error) {
 	lock, err := os.OpenFile(filepath.Join(dir, ".lock"), os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
