@@ -18,14 +18,14 @@ import (
 )
 
 // Main runs hwnet-agent with its command-line arguments and returns the
-// process exit code.
-func Main(ctx context.Context, args []string, errOut io.Writer) int {
+// process exit code. --version answers on out, everything else on errOut.
+func Main(ctx context.Context, args []string, out, errOut io.Writer) int {
 	opts, err := parseFlags(args, errOut)
 	if errors.Is(err, flag.ErrHelp) {
 		return 0
 	}
 	if errors.Is(err, errVersion) {
-		fmt.Fprintln(errOut, "hwnet-agent", version.Get())
+		fmt.Fprintln(out, "hwnet-agent", version.Get())
 		return 0
 	}
 	if err != nil {

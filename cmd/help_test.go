@@ -81,6 +81,15 @@ func TestEveryCommandAnswersHelpAndVersion(t *testing.T) {
 		if code != 0 || !strings.Contains(out, filepath.Base(pkg)) || !strings.Contains(out, " go1.") {
 			t.Errorf("%s --version: exit %d, %q; want exit 0 and the name, release and Go version", filepath.Base(pkg), code, out)
 		}
+		// The daemons and hwnetctl answer on stdout, for `$(... --version)`;
+		// the CNI plugin answers a run without CNI_COMMAND on stderr, as
+		// CNI's skel does.
+		if filepath.Base(pkg) != "hwnet" {
+			stdout, _ := exec.Command(bin, "--version").Output()
+			if !strings.Contains(string(stdout), filepath.Base(pkg)) {
+				t.Errorf("%s --version printed %q on stdout, want the version there", filepath.Base(pkg), stdout)
+			}
+		}
 	}
 	ctl := filepath.Join(dir, "hwnetctl")
 	if got := listed(func() string { out, _ := run(t, ctl, "-h"); return out }()); len(got) < 3 {

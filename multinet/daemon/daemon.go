@@ -31,8 +31,9 @@ type options struct {
 	leaderElectionOn bool
 }
 
-// Main runs hwnet-controller and returns the process exit code.
-func Main(ctx context.Context, args []string, errOut io.Writer) int {
+// Main runs hwnet-controller and returns the process exit code. --version
+// answers on out, everything else on errOut.
+func Main(ctx context.Context, args []string, out, errOut io.Writer) int {
 	o, err := parseFlags(args, errOut)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -41,7 +42,7 @@ func Main(ctx context.Context, args []string, errOut io.Writer) int {
 		fmt.Fprintf(errOut, "hwnet-controller: %v\n", err)
 		return 2
 	case o.showVersion:
-		fmt.Fprintln(errOut, "hwnet-controller", version.Get())
+		fmt.Fprintln(out, "hwnet-controller", version.Get())
 		return 0
 	}
 	if err := run(ctx, o); err != nil {
