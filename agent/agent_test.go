@@ -432,9 +432,15 @@ func TestAgentVFInPod(t *testing.T) {
 	}
 	moveLink(t, f.node.NetnsName(), pod, "enp59s0f0v0")
 	moveLink(t, f.node.NetnsName(), pod, "enp59s0f0v1")
-	st := f.wait(t, netdevice, "the unallocated VF's lost netdev seen", health("0000:3b:01.1", pluginapi.Unhealthy))
-	if len(st.Devices) != 12 || st.Healthy() != 11 {
-		t.Errorf("with a VF in its pod and one netdev lost: %d devices, %d healthy; want 12, 11", len(st.Devices), st.Healthy())
+	f.wait(t, netdevice, "the unallocated VF's lost netdev seen", health("0000:3b:01.1", pluginapi.Unhealthy))
+	// A discovery after the move (here for another VF's rebind) must not
+	// make the lost netdev healthy again: netlink said it left.
+	if err := f.node.BindDriver(context.Background(), "0000:3b:01.2", "vfio-pci"); err != nil {
+		t.Fatal(err)
+	}
+	st := f.wait(t, netdevice, "VF 2 leaving", func(st testkubelet.State) bool { return len(st.Devices) == 11 })
+	if d, _ := st.Device("0000:3b:01.1"); d == nil || d.Health != pluginapi.Unhealthy {
+		t.Errorf("after a rediscovery the lost netdev's VF is %v, want unhealthy", d)
 	}
 	moveLink(t, pod, f.node.NetnsName(), "enp59s0f0v1")
 	f.wait(t, netdevice, "the VF's netdev back", health("0000:3b:01.1", pluginapi.Healthy))

@@ -26,10 +26,15 @@ type LinkState struct {
 // LinkStates overlays netlink events on the last inventory, by link name.
 type LinkStates map[string]LinkState
 
-// Since drops what the inventory begun at start already knows.
+// Since drops what the inventory begun at start already knows. A link
+// netlink said left the namespace stays gone until netlink says it is
+// back (a new state replaces it): netlink is the authority on which links
+// are in the namespace, and a sysfs listing is only as current as the
+// namespace it was mounted in (the virtual node's tree keeps a moved
+// netdev), so a discovery must not bring a gone link back.
 func (ls LinkStates) Since(start time.Time) {
 	for name, st := range ls {
-		if st.Seen.Before(start) {
+		if st.Seen.Before(start) && !st.Gone {
 			delete(ls, name)
 		}
 	}

@@ -90,12 +90,17 @@ func TestHealth(t *testing.T) {
 }
 
 // TestLinkStatesSince: netlink states older than a discovery are dropped,
-// since the discovery already read them.
+// since the discovery already read them, except that a link gone stays
+// gone until netlink says otherwise.
 func TestLinkStatesSince(t *testing.T) {
 	start := time.Now()
-	ls := devhealth.LinkStates{"old": {Seen: start.Add(-time.Second)}, "new": {Seen: start.Add(time.Millisecond)}}
+	ls := devhealth.LinkStates{
+		"old":  {Seen: start.Add(-time.Second), OperState: "down"},
+		"new":  {Seen: start.Add(time.Millisecond)},
+		"left": {Seen: start.Add(-time.Second), Gone: true},
+	}
 	ls.Since(start)
-	if _, ok := ls["old"]; ok || len(ls) != 1 {
-		t.Errorf("after since: %v, want only the state seen after the discovery began", ls)
+	if _, ok := ls["old"]; ok || len(ls) != 2 || !ls["left"].Gone {
+		t.Errorf("after Since: %v, want the state seen after the discovery began and the link gone before it", ls)
 	}
 }
