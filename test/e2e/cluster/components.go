@@ -21,11 +21,12 @@ const (
 	controllerManager = "kube-controller-manager"
 	scheduler         = "kube-scheduler"
 	kubelet           = "kubelet"
+	vnodeKernel       = "hwnet-vnode-kernel"
 )
 
 // daemons are the cluster's processes besides the holder, in start order.
 func daemons() []string {
-	return []string{etcd, containerd, kubeAPIServer, controllerManager, scheduler, kubelet}
+	return []string{vnodeKernel, etcd, containerd, kubeAPIServer, controllerManager, scheduler, kubelet}
 }
 
 // Endpoints inside the cluster's network namespace.
