@@ -2,11 +2,14 @@ package virtualnode
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -130,4 +133,43 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(p))
 	return len(p), nil
+}
+
+// TestDestroyBesideOtherNetnsUsers: nodes and other users of named network
+// namespaces (ip netns add, as a test's pod or another cluster does) come
+// and go in any order, and each node's Destroy leaves neither its netns
+// name nor its bind mount, nor breaks the others' (issue 12 item 7: a later
+// ip netns add bound /run/netns over the first node's netns, and Destroy
+// failed EBUSY).
+func TestDestroyBesideOtherNetnsUsers(t *testing.T) {
+	RequireRoot(t)
+	first := build(t, rootSpec(t), true)
+	foreign := podNetns(t)
+	secondSpec := rootSpec(t)
+	secondSpec.Name += "b"
+	second := build(t, secondSpec, true)
+	for _, n := range []*Node{first, second} {
+		name := n.NetnsName()
+		if err := n.Destroy(); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(netnsDir, name)
+		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("netns %s is still there: %v", name, err)
+		}
+		if isMountPoint(path) {
+			t.Errorf("a mount is left at %s", path)
+		}
+		ns, err := netns.GetFromName(foreign)
+		if err != nil {
+			t.Fatalf("the other user's netns %s after destroying %s: %v", foreign, name, err)
+		}
+		ns.Close()
+	}
+	if out, err := exec.Command("ip", "netns", "del", foreign).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del %s: %v: %s", foreign, err, out)
+	}
+	if isMountPoint(filepath.Join(netnsDir, foreign)) {
+		t.Errorf("a mount is left at the other user's netns %s", foreign)
+	}
 }
