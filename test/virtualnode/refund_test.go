@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -172,4 +173,26 @@ func TestDestroyBesideOtherNetnsUsers(t *testing.T) {
 	if isMountPoint(filepath.Join(netnsDir, foreign)) {
 		t.Errorf("a mount is left at the other user's netns %s", foreign)
 	}
+}
+
+// TestDeleteNetnsNamesABuriedBind: when a bind of /run/netns over itself
+// buries the node's netns bind (a tool that bound the directory while it
+// was no mount point of its own), deleting the netns says so instead of
+// failing EBUSY on the remove. The burying happens in a private mount
+// namespace of a helper process, so the machine's /run/netns is untouched.
+func TestDeleteNetnsNamesABuriedBind(t *testing.T) {
+	RequireRoot(t)
+	n := build(t, rootSpec(t), true)
+	cmd := exec.Command("unshare", "--mount", "--propagation", "private", "--",
+		"sh", "-c", `mount --bind "$1" "$1" && exec "$0" -test.run='^$'`, os.Args[0], netnsDir)
+	cmd.Env = append(os.Environ(), deleteNetnsEnv+"="+n.NetnsName())
+	out, err := cmd.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "buried under a later bind mount of "+netnsDir) {
+		t.Errorf("deleting a buried netns: %v: %s; want an error saying it is buried", err, out)
+	}
+	ns, err := netns.GetFromName(n.NetnsName())
+	if err != nil {
+		t.Fatalf("the node's netns after the helper's private attempt: %v", err)
+	}
+	ns.Close()
 }

@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"context"
-	"os"
 	"os/exec"
 	"testing"
 	"time"
@@ -16,14 +15,8 @@ import (
 // with another user of named network namespaces (ip netns add) between
 // them, tears the first down while the second runs, then the second: each
 // Down leaves nothing, and the other netns stays usable (issue 12 item 7).
-// It runs on demand (HWNET_E2E_TWO_CLUSTERS=1): two clusters take a
-// minute and twice the memory of one; CI runs virtualnode's
-// TestDestroyBesideOtherNetnsUsers, the same order of netns binds
-// without Kubernetes.
+// Two clusters take half a minute and twice the memory of one.
 func TestTwoClustersAndAnotherNetnsUser(t *testing.T) {
-	if os.Getenv("HWNET_E2E_TWO_CLUSTERS") != "1" {
-		t.Skip("on demand: set HWNET_E2E_TWO_CLUSTERS=1")
-	}
 	virtualnode.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
