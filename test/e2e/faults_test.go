@@ -134,6 +134,7 @@ func TestFault_AgentKilledDuringADDLeaksNothing(t *testing.T) {
 	defer cancel()
 	before := e.mustSnapshot(ctx, t)
 	for i := range cycles {
+		start := time.Now()
 		name := fmt.Sprintf("killed-add-%d", i)
 		e.cleanupPods(t, name)
 		pod := workloadPod(name, fmt.Sprintf(`[{"name": "sriov-net", "ips": ["10.56.6.%d/24"]}]`, i%250+1),
@@ -152,6 +153,7 @@ func TestFault_AgentKilledDuringADDLeaksNothing(t *testing.T) {
 		if t.Failed() {
 			t.Fatalf("cycle %d left the node off its baseline", i)
 		}
+		t.Logf("cycle %d: agent killed, pod Running, deleted, node at its baseline in %.1fs", i, time.Since(start).Seconds())
 	}
 	if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
 		t.Fatal(err)

@@ -199,6 +199,13 @@ type kubeletConfig struct {
 	SerializeImagePulls         bool              `json:"serializeImagePulls"`
 	ResolvConf                  string            `json:"resolvConf"`
 	NodeStatusUpdateFrequency   string            `json:"nodeStatusUpdateFrequency"`
+	CrashLoopBackOff            crashLoopBackOff  `json:"crashLoopBackOff"`
+}
+
+// crashLoopBackOff bounds kubelet's restart back-off (KEP-5593, beta and
+// on by default since 1.35).
+type crashLoopBackOff struct {
+	MaxContainerRestartPeriod string `json:"maxContainerRestartPeriod"`
 }
 
 type kubeletAuthn struct {
@@ -242,6 +249,9 @@ func (s settings) writeKubeletConfig() error {
 		// A device plugin's pools show in the node's allocatable at
 		// kubelet's next status update: every second rather than every 10.
 		NodeStatusUpdateFrequency: "1s",
+		// Fault tests kill hwnet-agent again and again (the SIGKILL-mid-ADD
+		// soak): its restarts must not back off to kubelet's 5 minutes.
+		CrashLoopBackOff: crashLoopBackOff{MaxContainerRestartPeriod: "2s"},
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {
