@@ -15,6 +15,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/netconf"
+	"github.com/hwnet-io/hwnet/cni/pluginexec"
 	"github.com/hwnet-io/hwnet/crinet/api"
 )
 
@@ -30,7 +31,8 @@ type Options struct {
 	Records *attachments.Store
 	// Fallback finds the runtime's default configuration.
 	Fallback FallbackSource
-	// Exec runs plugins for STATUS; nil runs them as processes.
+	// Exec runs plugins for STATUS; nil runs them as processes that die
+	// with the caller (package pluginexec).
 	Exec invoke.Exec
 	// StatusTimeout bounds each network's STATUS.
 	StatusTimeout time.Duration
@@ -50,6 +52,9 @@ func NewServer(o Options) *Server {
 	}
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Exec == nil {
+		o.Exec = pluginexec.New(os.Stderr)
 	}
 	return &Server{opts: o}
 }

@@ -35,6 +35,7 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/hwnet-io/hwnet/cni/netconf"
+	"github.com/hwnet-io/hwnet/cni/pluginexec"
 )
 
 // Runtime is what the runtime side gives one attachment besides its
@@ -57,11 +58,12 @@ type Chain struct {
 	environ []string
 }
 
-// New returns a Chain. exec nil runs plugins as processes; environ is the
-// environment plugins inherit, CNI_* variables dropped from it.
+// New returns a Chain. exec nil runs plugins as processes that die with
+// the caller (package pluginexec); environ is the environment plugins
+// inherit, CNI_* variables dropped from it.
 func New(exec invoke.Exec, path []string, environ []string) *Chain {
 	if exec == nil {
-		exec = &invoke.DefaultExec{RawExec: &invoke.RawExec{Stderr: os.Stderr}, PluginDecoder: version.PluginDecoder{}}
+		exec = pluginexec.New(os.Stderr)
 	}
 	base := make([]string, 0, len(environ)+6)
 	for _, kv := range environ {

@@ -17,6 +17,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/pluginexec"
 	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/devinfo"
@@ -76,7 +77,8 @@ type Options struct {
 	// ClaimStatus writes the networkData of claimed devices; nil writes
 	// none.
 	ClaimStatus ClaimStatusSink
-	// Exec runs plugins; nil runs them as processes.
+	// Exec runs plugins; nil runs them as processes that die with the
+	// agent (package pluginexec).
 	Exec   invoke.Exec
 	Logger *slog.Logger
 }
@@ -104,6 +106,9 @@ func New(o Options) *Delegator {
 	o.StatusTimeout = cmp.Or(o.StatusTimeout, 2*time.Minute)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	if o.Exec == nil {
+		o.Exec = pluginexec.New(os.Stderr)
 	}
 	d := &Delegator{
 		opts:    o,

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -97,10 +98,16 @@ func quietIPv6() error {
 }
 
 // deleteNetns unbinds and removes a named netns, which destroys its links
-// once no process is left in it. A netns that is already gone is no error.
+// once no process is left in it. A netns that is already gone is no error;
+// one whose bind is buried under a later bind of netnsDir is, said so
+// rather than as the EBUSY of the remove that follows.
 func deleteNetns(name string) error {
 	path := filepath.Join(netnsDir, name)
 	err := unix.Unmount(path, unix.MNT_DETACH)
+	if err == unix.EINVAL && isMountPoint(path) {
+		return fmt.Errorf("delete netns %s: its bind mount is buried under a later bind mount of %s over itself, "+
+			"made while %s was no mount point of its own; unmount that first: %w", name, netnsDir, netnsDir, err)
+	}
 	if err != nil && err != unix.EINVAL && err != unix.ENOENT {
 		return fmt.Errorf("delete netns %s: unmount: %w", name, err)
 	}
@@ -108,6 +115,21 @@ func deleteNetns(name string) error {
 		return fmt.Errorf("delete netns %s: %w", name, err)
 	}
 	return nil
+}
+
+// isMountPoint reports whether any mount of the calling thread's mount
+// namespace, visible or buried under another, is at path.
+func isMountPoint(path string) bool {
+	data, err := os.ReadFile("/proc/thread-self/mountinfo")
+	if err != nil {
+		return false
+	}
+	for line := range strings.Lines(string(data)) {
+		if fields := strings.Fields(line); len(fields) > 4 && fields[4] == path {
+			return true
+		}
+	}
+	return false
 }
 
 // links changes the veth pairs in a node's netns.

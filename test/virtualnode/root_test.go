@@ -306,7 +306,18 @@ func isDefault(r netlink.Route) bool {
 // helper process, opens and destroys.
 const destroyEnv = "HWNET_VIRTUALNODE_DESTROY"
 
+// deleteNetnsEnv names the netns that the test binary, run as a helper
+// process, deletes as Destroy does, printing the error.
+const deleteNetnsEnv = "HWNET_VIRTUALNODE_DELETE_NETNS"
+
 func TestMain(m *testing.M) {
+	if name := os.Getenv(deleteNetnsEnv); name != "" {
+		if err := deleteNetns(name); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if dir := os.Getenv(destroyEnv); dir != "" {
 		if err := destroyDir(dir); err != nil {
 			fmt.Fprintln(os.Stderr, err)

@@ -28,20 +28,7 @@ func TestUpRunPodDown(t *testing.T) {
 	virtualnode.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	spec := virtualnode.DefaultSpec()
-	spec.Name = "cluster-test"
-	c, err := Up(ctx, Config{StateDir: filepath.Join(t.TempDir(), "state"), Spec: spec,
-		Images: testImages(ctx, t), SandboxImage: image.Pause, Progress: testWriter{t}})
-	if c != nil {
-		t.Cleanup(func() {
-			if err := c.Down(context.Background()); err != nil {
-				t.Error(err)
-			}
-		})
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	c := upForTest(ctx, t, "cluster-test", testImages(ctx, t))
 	client := testClient(t, c)
 
 	pod := runPod(ctx, t, c, client)
@@ -68,6 +55,27 @@ func testImages(ctx context.Context, t testing.TB) []string {
 		t.Fatal(err)
 	}
 	return images
+}
+
+// upForTest brings a cluster up whose node is named name and takes it down
+// when the test ends, if the test did not.
+func upForTest(ctx context.Context, t *testing.T, name string, images []string) *Cluster {
+	t.Helper()
+	spec := virtualnode.DefaultSpec()
+	spec.Name = name
+	c, err := Up(ctx, Config{StateDir: filepath.Join(t.TempDir(), name), Spec: spec,
+		Images: images, SandboxImage: image.Pause, Progress: testWriter{t}})
+	if c != nil {
+		t.Cleanup(func() {
+			if err := c.Down(context.Background()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 type testWriter struct{ t testing.TB }

@@ -21,11 +21,12 @@ const (
 	controllerManager = "kube-controller-manager"
 	scheduler         = "kube-scheduler"
 	kubelet           = "kubelet"
+	vnodeKernel       = "hwnet-vnode-kernel"
 )
 
 // daemons are the cluster's processes besides the holder, in start order.
 func daemons() []string {
-	return []string{etcd, containerd, kubeAPIServer, controllerManager, scheduler, kubelet}
+	return []string{vnodeKernel, etcd, containerd, kubeAPIServer, controllerManager, scheduler, kubelet}
 }
 
 // Endpoints inside the cluster's network namespace.
@@ -198,6 +199,13 @@ type kubeletConfig struct {
 	SerializeImagePulls         bool              `json:"serializeImagePulls"`
 	ResolvConf                  string            `json:"resolvConf"`
 	NodeStatusUpdateFrequency   string            `json:"nodeStatusUpdateFrequency"`
+	CrashLoopBackOff            crashLoopBackOff  `json:"crashLoopBackOff"`
+}
+
+// crashLoopBackOff bounds kubelet's restart back-off (KEP-5593, beta and
+// on by default since 1.35).
+type crashLoopBackOff struct {
+	MaxContainerRestartPeriod string `json:"maxContainerRestartPeriod"`
 }
 
 type kubeletAuthn struct {
@@ -241,6 +249,9 @@ func (s settings) writeKubeletConfig() error {
 		// A device plugin's pools show in the node's allocatable at
 		// kubelet's next status update: every second rather than every 10.
 		NodeStatusUpdateFrequency: "1s",
+		// Fault tests kill hwnet-agent again and again (the SIGKILL-mid-ADD
+		// soak): its restarts must not back off to kubelet's 5 minutes.
+		CrashLoopBackOff: crashLoopBackOff{MaxContainerRestartPeriod: "2s"},
 	}
 	data, err := yaml.Marshal(cfg)
 	if err != nil {

@@ -39,6 +39,11 @@
 //   - StateDir again at its own path when /run or /var/lib hid it, so every
 //     path in the cluster's configuration means the same inside and out.
 //
+// hwnet-vnode-kernel, beside them on the host, does what the kernel does
+// for a real VF and cannot for a veth: when a pod's network namespace
+// holding a VF's netdev is destroyed, the netdev comes back to the node's
+// (virtualnode.Node.ReturnNetdevs).
+//
 // The default pod network is /etc/cni/net.d/10-podnet.conflist: bridge
 // cni0 with host-local addresses from 10.244.0.0/24. hwnet-agent writes
 // its 00-hwnet.conflist next to it.

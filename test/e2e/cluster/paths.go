@@ -11,6 +11,7 @@ type paths struct {
 func (p paths) state() string      { return filepath.Join(p.dir, "cluster.json") }
 func (p paths) node() string       { return filepath.Join(p.dir, "node") }
 func (p paths) logs() string       { return filepath.Join(p.dir, "logs") }
+func (p paths) bin() string        { return filepath.Join(p.dir, "bin") }
 func (p paths) pki() string        { return filepath.Join(p.dir, "pki") }
 func (p paths) config() string     { return filepath.Join(p.dir, "config") }
 func (p paths) etcdData() string   { return filepath.Join(p.dir, "etcd") }

@@ -55,7 +55,7 @@ func (c *Cluster) stopAll(ctx context.Context) error {
 	stages := [][]*process{
 		append(c.st.processes(kubelet, scheduler, controllerManager), strays...),
 		c.st.processes(kubeAPIServer),
-		c.st.processes(containerd, etcd),
+		c.st.processes(containerd, etcd, vnodeKernel),
 	}
 	if c.st.Holder != nil {
 		stages = append(stages, []*process{c.st.Holder})

@@ -124,6 +124,7 @@ func (c *Cluster) bringUp(ctx context.Context, cfg Config) error {
 	}{
 		{"virtual node " + c.st.Name + " built", func() error { return c.buildNode(ctx, cfg.Spec) }},
 		{"namespaces ready", func() error { return c.setUpNamespaces(ctx, cfg) }},
+		{"the virtual node's kernel emulation started", func() error { return c.startVNodeKernel(ctx, cfg.Repo) }},
 		{"etcd and containerd up", func() error { return c.startStorageAndRuntime(ctx, s()) }},
 		{"kube-apiserver up, images imported", func() error { return c.startAPIServer(ctx, s(), cfg.Images) }},
 		{"controllers, scheduler and kubelet up, node Ready", func() error { return c.startNode(ctx, s()) }},

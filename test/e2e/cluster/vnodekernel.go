@@ -1,0 +1,55 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"path/filepath"
+)
+
+// vnodeKernelPackage is the daemon that does for the virtual node what
+// the kernel does for real VFs and veths cannot: give a VF's netdev back
+// to the node when the pod network namespace holding it is destroyed.
+// Without it, a VF whose pod's netns went before the VF was moved back
+// (a sandbox torn down while hwnet-agent was down) would be lost for
+// good, which no real node sees.
+const vnodeKernelPackage = "./test/virtualnode/cmd/hwnet-vnode-kernel"
+
+// startVNodeKernel builds hwnet-vnode-kernel from repo into the state
+// directory and starts it on the host, where it reaches the node's netns
+// by name, in the cluster's cgroups.
+func (c *Cluster) startVNodeKernel(ctx context.Context, repo string) error {
+	bin, err := buildVNodeKernel(ctx, repo, c.p.bin())
+	if err != nil {
+		return err
+	}
+	p, err := startDetached(vnodeKernel, []string{bin, "--node-dir", c.p.node()}, c.p.log(vnodeKernel))
+	if err != nil {
+		return err
+	}
+	c.st.setProcess(p)
+	return errors.Join(joinCgroups(c.st.CgroupRoot, p.PID), c.saveState())
+}
+
+// buildVNodeKernel builds the daemon into dir with the go command, which
+// reuses its build cache.
+func buildVNodeKernel(ctx context.Context, repo, dir string) (string, error) {
+	if repo == "" {
+		var err error
+		if repo, err = findRepo(); err != nil {
+			return "", err
+		}
+	}
+	goTool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("the go command builds %s: %w", vnodeKernel, err)
+	}
+	bin := filepath.Join(dir, vnodeKernel)
+	cmd := exec.CommandContext(ctx, goTool, "build", "-o", bin, vnodeKernelPackage)
+	cmd.Dir = repo
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s in %s: %w\n%s", vnodeKernelPackage, repo, err, out)
+	}
+	return bin, nil
+}
