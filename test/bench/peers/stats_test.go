@@ -67,7 +67,9 @@ func (t *table) row(metric, unit string) *row {
 	return r
 }
 
-func (t *table) note(format string, args ...any) { t.notes = append(t.notes, fmt.Sprintf(format, args...)) }
+func (t *table) note(format string, args ...any) {
+	t.notes = append(t.notes, fmt.Sprintf(format, args...))
+}
 
 // print writes the table as Markdown: per tool min/median/max (or the one
 // figure), then each peer's median over hwnet's.
