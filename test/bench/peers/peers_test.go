@@ -24,6 +24,7 @@ var (
 	idleFor   = flag.Duration("idle", 10*time.Second, "how long idle CPU is measured, per daemon and round")
 	calls     = flag.Int("allocs", 300, "Allocate calls per round and size")
 	pods      = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
+	parts     = flag.String("parts", "dp,cni", "parts to run: dp (device plugins), cni")
 )
 
 // BenchmarkPeers runs every measurement once (use -benchtime 1x) and
@@ -41,10 +42,18 @@ func BenchmarkPeers(b *testing.B) {
 			dps = append(dps, dpTool{"sriovdp", func(config string) []string {
 				return []string{*sriovdp, "--config-file", config, "-logtostderr"}
 			}})
-		} else {
+		} else if strings.Contains(*parts, "dp") {
 			t.note("sriovdp: absent (-sriovdp not given); hwnet-agent measured alone.")
 		}
-		benchDevicePlugins(b, t, dps)
+		if strings.Contains(*parts, "dp") {
+			benchDevicePlugins(b, t, dps)
+		}
+		if strings.Contains(*parts, "cni") {
+			if *multusDir != "" {
+				t.tools = append(t.tools, "multus-thin", "multus-thick")
+			}
+			benchCNI(b, t, bins)
+		}
 		t.note("machine: %d CPUs, %s, kernel %s; load average (1 min) %s at the end; %s",
 			runtime.NumCPU(), cpuModel(), kernel(), strconv.FormatFloat(loadavg(), 'f', 2, 64), time.Now().UTC().Format(time.RFC3339))
 		fmt.Println()

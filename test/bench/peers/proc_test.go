@@ -15,6 +15,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hwnet-io/hwnet/test/osthread"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
@@ -46,7 +47,7 @@ func startIn(tb testing.TB, node *virtualnode.Node, name string, mounts []mount,
 	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), log: logf.Name(), exited: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
-	err = node.Run(context.Background(), func() error {
+	err = runIn(node, func() error {
 		for _, m := range mounts {
 			if err := mountIn(m); err != nil {
 				return err
@@ -61,6 +62,23 @@ func startIn(tb testing.TB, node *virtualnode.Node, name string, mounts []mount,
 	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
 	tb.Cleanup(p.stop)
 	return p
+}
+
+// runIn runs fn inside the node, or with no node in a private mount
+// namespace of its own on the host.
+func runIn(node *virtualnode.Node, fn func() error) error {
+	if node != nil {
+		return node.Run(context.Background(), fn)
+	}
+	return osthread.Run(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return err
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			return err
+		}
+		return fn()
+	})
 }
 
 func mountIn(m mount) error {
