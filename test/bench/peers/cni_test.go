@@ -20,6 +20,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"net"
+	"net/http"
+
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -249,6 +252,8 @@ type cniTool struct {
 	name    string
 	confDir string
 	daemon  *proc
+	// metrics is hwnet-agent's /metrics URL, for its own view of a request.
+	metrics string
 }
 
 // startHwnet starts hwnet-agent with its CNI side on the node's tree and
@@ -273,7 +278,8 @@ func (e *cniEnv) startHwnet(b *testing.B, node *virtualnode.Node, bins string) *
 		b.Fatal(err)
 	}
 	b.Cleanup(podres.Close)
-	p := startIn(b, nil, "hwnet-agent", nil, filepath.Join(bins, "hwnet-agent"),
+	metricsAddr := freeAddr(b)
+	p := startIn(b, nil, "hwnet-agent", nil, filepath.Join(bins, "hwnet-agent"), "--metrics-addr", metricsAddr,
 		"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/"+node.NetnsName(),
 		"--config-file", config, "--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
 		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--last-good-config", "",
@@ -281,7 +287,7 @@ func (e *cniEnv) startHwnet(b *testing.B, node *virtualnode.Node, bins string) *
 		"--cni-devinfo-dir", filepath.Join(dir, "cni-devinfo"), "--node-name", benchNode, "--kubeconfig", e.kubeconfig,
 		"--pods-api-socket", filepath.Join(dir, "no-pods-api.sock"))
 	waitFile(b, p, filepath.Join(confDir, "00-hwnet.conflist"))
-	return &cniTool{name: "hwnet", confDir: confDir, daemon: p}
+	return &cniTool{name: "hwnet", confDir: confDir, daemon: p, metrics: "http://" + metricsAddr + "/metrics"}
 }
 
 // multusThin writes Multus thin's configuration: the Multus binary is the
@@ -327,6 +333,42 @@ func (e *cniEnv) startMultusThick(b *testing.B) *cniTool {
 		filepath.Join(*multusDir, "multus-daemon"), "-config", config)
 	waitFile(b, p, filepath.Join(confDir, "00-multus.conf"))
 	return &cniTool{name: "multus-thick", confDir: confDir, daemon: p}
+}
+
+// freeAddr is a 127.0.0.1 address with a port the kernel just handed out.
+func freeAddr(tb testing.TB) string {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// agentADDs returns the count and total seconds of the ADDs hwnet-agent
+// served, from its request histogram.
+func agentADDs(tb testing.TB, url string) (count, seconds float64) {
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if !strings.Contains(line, `command="ADD"`) || !strings.Contains(line, `result="success"`) {
+			continue
+		}
+		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
+		switch {
+		case strings.HasPrefix(line, "hwnet_cni_request_duration_seconds_sum{"):
+			seconds = v
+		case strings.HasPrefix(line, "hwnet_cni_request_duration_seconds_count{"):
+			count = v
+		}
+	}
+	return count, seconds
 }
 
 // waitFile waits for a daemon to write path; a daemon that exits fails

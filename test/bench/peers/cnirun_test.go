@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // benchCNI runs ADD and DEL of pods with 1 and 4 networks through each
@@ -15,7 +13,7 @@ import (
 // alone, whose runs are subtracted to give each tool's own time.
 func benchCNI(b *testing.B, t *table, bins string) {
 	env := newCNIEnv(b, bins)
-	node := virtualnode.BuildForTest(b, virtualnode.DefaultSpec(), virtualnode.OpenDB(b), true)
+	node := dpNode(b, loadVFs)
 	tools := []*cniTool{env.startHwnet(b, node, bins)}
 	if *multusDir != "" {
 		tools = append(tools, env.multusThin(b), env.startMultusThick(b))
@@ -45,9 +43,13 @@ func benchCNI(b *testing.B, t *table, bins string) {
 			}
 		}
 	}
+	env.benchLoad(b, t, tools, rts, loadVFs)
 	t.note("CNI: %d rounds, order rotating; %d pods per tool, round and network count, each ADD then DEL, run one at a time by libcni as containerd runs plugins; one kube-apiserver (test/kubeapi) for all. Every network, the default one too, is hwnet-test-plugin answering at once; \"own\" subtracts the median of as many runs of it alone (network count + 1 per ADD). Multus thick runs with the daemon configuration its manifest ships (logLevel verbose). CPU from rusage (the exec'd plugin and the children it waited for) and the daemon's scheduler time.",
 		*rounds, *pods)
 }
+
+// loadVFs is the size of the node the CNI daemons run on.
+const loadVFs = 2048
 
 // batchResult is the medians over the pods of one batch.
 type batchResult struct {
@@ -99,7 +101,15 @@ func (e *cniEnv) batch(b *testing.B, rt *cniRuntime, n, nets int, daemon ...*pro
 
 // measure runs one batch of a tool and records it beside the delegate's.
 func (e *cniEnv) measure(b *testing.B, t *table, tool *cniTool, rt *cniRuntime, nets int, deleg batchResult) {
+	var n0, s0 float64
+	if tool.metrics != "" {
+		n0, s0 = agentADDs(b, tool.metrics)
+	}
 	r := e.batch(b, rt, *pods, nets, tool.daemon)
+	if tool.metrics != "" {
+		n1, s1 := agentADDs(b, tool.metrics)
+		t.add(fmt.Sprintf("of the ADD, in hwnet-agent (its histogram's mean), %d network(s)", nets), "ms", tool.name, (s1-s0)/(n1-n0)*1000)
+	}
 	k := time.Duration(nets + 1)
 	key := fmt.Sprintf(", %d network(s)", nets)
 	t.add("CNI ADD as the runtime sees it"+key, "ms", tool.name, ms(r.add.wall))

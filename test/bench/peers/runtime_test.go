@@ -132,3 +132,14 @@ func writeFile(dir, name, data string) (string, error) {
 	p := filepath.Join(dir, name)
 	return p, os.WriteFile(p, []byte(data), 0o644)
 }
+
+// addConcurrent and delConcurrent run a command beside others, so they do
+// not account plugin runs by order.
+func (r *cniRuntime) addConcurrent(ctx context.Context, pod benchPod) (plugRun, error) {
+	_, err := r.cni.AddNetworkList(ctx, r.list, r.conf(pod))
+	return plugRun{}, err
+}
+
+func (r *cniRuntime) delConcurrent(ctx context.Context, pod benchPod) (plugRun, error) {
+	return plugRun{}, r.cni.DelNetworkList(ctx, r.list, r.conf(pod))
+}
