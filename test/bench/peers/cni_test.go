@@ -64,6 +64,9 @@ func newCNIEnv(b *testing.B, hwnetBins string) *cniEnv {
 	api := kubeapi.Start(b)
 	api.ApplyCRD(b, "../../../deploy/crds/network-attachment-definition.yaml")
 	cfg, counter := kubeapi.CountRequests(api.Config())
+	// The benchmark plays the controllers and kubelets of many nodes:
+	// no client-side rate limit of its own.
+	cfg.QPS = -1
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -82,7 +85,7 @@ func newCNIEnv(b *testing.B, hwnetBins string) *cniEnv {
 	}
 	env.netns = podNetns(b)
 	for i := 1; i <= 4; i++ {
-		env.createNAD(b, fmt.Sprintf("net-%d", i))
+		env.createNAD(b, fmt.Sprintf("net-%d", i), delegateConf)
 	}
 	return env
 }
@@ -126,7 +129,9 @@ func podNetns(tb testing.TB) string {
 	return "/run/netns/" + name
 }
 
-func (e *cniEnv) createNAD(tb testing.TB, name string) {
+// createNAD creates a NetworkAttachmentDefinition in default whose
+// delegate is plugin (the configuration's members besides its name).
+func (e *cniEnv) createNAD(tb testing.TB, name, plugin string) {
 	dyn, err := dynamic.NewForConfig(e.api.Config())
 	if err != nil {
 		tb.Fatal(err)
@@ -134,7 +139,7 @@ func (e *cniEnv) createNAD(tb testing.TB, name string) {
 	nad := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
 		"metadata": map[string]any{"name": name, "namespace": "default"},
-		"spec":     map[string]any{"config": `{"cniVersion": "1.0.0", "name": "` + name + `", ` + delegateConf + `}`},
+		"spec":     map[string]any{"config": `{"cniVersion": "1.0.0", "name": "` + name + `", ` + plugin + `}`},
 	}}
 	gvr := schema.GroupVersionResource{Group: "k8s.cni.cncf.io", Version: "v1", Resource: "network-attachment-definitions"}
 	if _, err := dyn.Resource(gvr).Namespace("default").Create(context.Background(), nad, metav1.CreateOptions{}); err != nil {
@@ -157,18 +162,28 @@ func (e *cniEnv) newPods(tb testing.TB, n, nets int) []benchPod {
 	pods := make([]benchPod, n)
 	for i := range pods {
 		e.seq++
-		pod := &corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", e.seq), Namespace: "default",
-				Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": strings.Join(names, ",")}},
-			Spec: corev1.PodSpec{NodeName: benchNode, Containers: []corev1.Container{{Name: "c", Image: "none"}}},
-		}
-		got, err := e.client.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{})
+		pod, err := e.createPod(context.Background(), fmt.Sprintf("p%d", e.seq), benchNode, names)
 		if err != nil {
 			tb.Fatal(err)
 		}
-		pods[i] = benchPod{"default", got.Name, string(got.UID), fmt.Sprintf("sandbox-%d", e.seq)}
+		pods[i] = pod
 	}
 	return pods
+}
+
+// createPod creates a pod bound to node, as the scheduler leaves it,
+// asking for the networks named.
+func (e *cniEnv) createPod(ctx context.Context, name, node string, networks []string) (benchPod, error) {
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default",
+			Annotations: map[string]string{"k8s.v1.cni.cncf.io/networks": strings.Join(networks, ",")}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "none"}}},
+	}
+	got, err := e.client.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		return benchPod{}, err
+	}
+	return benchPod{"default", got.Name, string(got.UID), "sandbox-" + name}, nil
 }
 
 func (e *cniEnv) deletePods(tb testing.TB, pods []benchPod) {
@@ -259,12 +274,23 @@ type cniTool struct {
 // startHwnet starts hwnet-agent with its CNI side on the node's tree and
 // netns, and waits for it to write hwnet's configuration.
 func (e *cniEnv) startHwnet(b *testing.B, node *virtualnode.Node, bins string) *cniTool {
-	dir := filepath.Join(e.dir, "hwnet")
+	return e.startAgent(b, node, bins, agentSetup{name: "hwnet", nodeName: benchNode, dir: filepath.Join(e.dir, "hwnet"), pools: dpConfig})
+}
+
+// agentSetup is one hwnet-agent's identity: its tool name in the table,
+// the node it serves, its directory and its pool configuration.
+type agentSetup struct{ name, nodeName, dir, pools string }
+
+// startAgent starts hwnet-agent as startHwnet does, for any node: on
+// node's tree and netns, or with node nil on the host's netns and an
+// empty sysfs tree, as a node without the hardware.
+func (e *cniEnv) startAgent(b *testing.B, node *virtualnode.Node, bins string, s agentSetup) *cniTool {
+	dir := s.dir
 	confDir := filepath.Join(dir, "net.d")
 	if _, err := writeFile(confDir, "10-podnet.conflist", podnetConf()); err != nil {
 		b.Fatal(err)
 	}
-	config, err := writeFile(dir, "pools.json", dpConfig)
+	config, err := writeFile(dir, "pools.json", s.pools)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -279,15 +305,34 @@ func (e *cniEnv) startHwnet(b *testing.B, node *virtualnode.Node, bins string) *
 	}
 	b.Cleanup(podres.Close)
 	metricsAddr := freeAddr(b)
-	p := startIn(b, nil, "hwnet-agent", nil, filepath.Join(bins, "hwnet-agent"), "--metrics-addr", metricsAddr,
-		"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/"+node.NetnsName(),
-		"--config-file", config, "--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
+	hw := []string{"--sysfs", filepath.Join(dir, "sys"), "--dev", filepath.Join(dir, "dev")}
+	if node != nil {
+		hw = []string{"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/" + node.NetnsName()}
+	} else if err := emptySysfs(hw[1]); err != nil {
+		b.Fatal(err)
+	}
+	args := append([]string{filepath.Join(bins, "hwnet-agent"), "--metrics-addr", metricsAddr}, hw...)
+	p := startIn(b, nil, "hwnet-agent", nil, append(args, "--config-file", config, "--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
 		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--last-good-config", "",
 		"--cni-conf-dir", confDir, "--cni-socket", filepath.Join(dir, "cni.sock"), "--cni-cache-dir", filepath.Join(dir, "cache"),
-		"--cni-devinfo-dir", filepath.Join(dir, "cni-devinfo"), "--node-name", benchNode, "--kubeconfig", e.kubeconfig,
-		"--pods-api-socket", filepath.Join(dir, "no-pods-api.sock"))
+		"--cni-devinfo-dir", filepath.Join(dir, "cni-devinfo"), "--node-name", s.nodeName, "--kubeconfig", e.kubeconfig,
+		"--pods-api-socket", filepath.Join(dir, "no-pods-api.sock"), "--probe-addr", freeAddr(b),
+		"--cri-network-socket", filepath.Join(dir, "crinet.sock"), "--cri-network-dir", filepath.Join(dir, "networks"),
+		// No container runtime here whose sandboxes the agent would
+		// reconcile its attachments with.
+		"--cri-socket", "")...)
 	waitFile(b, p, filepath.Join(confDir, "00-hwnet.conflist"))
-	return &cniTool{name: "hwnet", confDir: confDir, daemon: p, metrics: "http://" + metricsAddr + "/metrics"}
+	return &cniTool{name: s.name, confDir: confDir, daemon: p, metrics: "http://" + metricsAddr + "/metrics"}
+}
+
+// emptySysfs makes the sysfs tree of a node without PCI functions.
+func emptySysfs(root string) error {
+	for _, d := range []string{"bus/pci/devices", "bus/pci/drivers", "class/net", "devices"} {
+		if err := os.MkdirAll(filepath.Join(root, d), 0o755); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // multusThin writes Multus thin's configuration: the Multus binary is the
@@ -369,6 +414,30 @@ func agentADDs(tb testing.TB, url string) (count, seconds float64) {
 		}
 	}
 	return count, seconds
+}
+
+// goMemory is the Go heap and stacks in use of a Go daemon, in MiB, from
+// its /metrics (Prometheus's Go collector).
+func goMemory(tb testing.TB, url string) (heap, stacks float64) {
+	resp, err := http.Get(url)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		name, value, ok := strings.Cut(sc.Text(), " ")
+		v, _ := strconv.ParseFloat(value, 64)
+		switch {
+		case !ok:
+		case name == "go_memstats_heap_inuse_bytes":
+			heap = v / (1 << 20)
+		case name == "go_memstats_stack_inuse_bytes":
+			stacks = v / (1 << 20)
+		}
+	}
+	return heap, stacks
 }
 
 // waitFile waits for a daemon to write path; a daemon that exits fails

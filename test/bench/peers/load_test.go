@@ -34,6 +34,14 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 		}
 		rss, _ = tool.daemon.rssMB()
 		t.add(fmt.Sprintf("daemon RSS, %d VFs, %d pods attached (%d networks each)", vfs, attachedPods, burstNets), "MiB", tool.name, rss)
+		anon, file := rssSplitOf(tool.daemon.cmd.Process.Pid)
+		t.add("  of which anonymous (heap, stacks, runtime)", "MiB", tool.name, anon)
+		t.add("  of which file-backed (the binary's pages)", "MiB", tool.name, file)
+		if tool.metrics != "" {
+			heap, stacks := goMemory(b, tool.metrics)
+			t.add("  Go heap in use, 100 pods attached", "MiB", tool.name, heap)
+			t.add("  Go stacks in use, 100 pods attached", "MiB", tool.name, stacks)
+		}
 		e.burst(b, t, tool, rts[tool.name])
 		e.detach(b, tool, rts[tool.name], attached)
 	}

@@ -159,6 +159,27 @@ func rssOf(pid int) (now, peak float64) {
 	return now, peak
 }
 
+// rssSplitOf is the process's resident set by kind, in MiB: anonymous
+// (RssAnon: heap, stacks) and file-backed (RssFile: the executable's and
+// libraries' pages).
+func rssSplitOf(pid int) (anon, file float64) {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "RssAnon:":
+			anon = kb / 1024
+		case "RssFile:":
+			file = kb / 1024
+		}
+	}
+	return anon, file
+}
+
 // idleCPU is the CPU the process uses per second of wall time over d
 // while nothing is asked of it, in ms/s.
 func idleCPU(pid int, d time.Duration) float64 {

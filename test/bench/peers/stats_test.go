@@ -25,6 +25,17 @@ func (s samples) pct(p float64) float64 {
 
 func (s samples) median() float64 { return s.pct(50) }
 
+// over counts the samples above limit.
+func (s samples) over(limit float64) int {
+	n := 0
+	for _, v := range s {
+		if v > limit {
+			n++
+		}
+	}
+	return n
+}
+
 // row is one line of the table: a metric measured for every tool.
 type row struct {
 	metric string
