@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -311,7 +312,11 @@ func (e *cniEnv) startAgent(b *testing.B, node *virtualnode.Node, bins string, s
 	} else if err := emptySysfs(hw[1]); err != nil {
 		b.Fatal(err)
 	}
-	args := append([]string{filepath.Join(bins, "hwnet-agent"), "--metrics-addr", metricsAddr}, hw...)
+	args := append(asDeployed(b, filepath.Join(bins, "hwnet-agent")), "--metrics-addr", metricsAddr)
+	args = append(args, hw...)
+	if *profiles != "" {
+		args = append(args, "--pprof")
+	}
 	p := startIn(b, nil, "hwnet-agent", nil, append(args, "--config-file", config, "--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
 		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--last-good-config", "",
 		"--cni-conf-dir", confDir, "--cni-socket", filepath.Join(dir, "cni.sock"), "--cni-cache-dir", filepath.Join(dir, "cache"),
@@ -438,6 +443,22 @@ func goMemory(tb testing.TB, url string) (heap, stacks float64) {
 		}
 	}
 	return heap, stacks
+}
+
+// saveHeapProfile saves a Go daemon's heap profile under -profile-dir.
+func saveHeapProfile(tb testing.TB, metricsURL, name string) {
+	resp, err := http.Get(strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/heap")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := writeFile(*profiles, name, string(data)); err != nil {
+		tb.Fatal(err)
+	}
 }
 
 // waitFile waits for a daemon to write path; a daemon that exits fails

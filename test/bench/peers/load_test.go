@@ -41,6 +41,9 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 			heap, stacks := goMemory(b, tool.metrics)
 			t.add("  Go heap in use, 100 pods attached", "MiB", tool.name, heap)
 			t.add("  Go stacks in use, 100 pods attached", "MiB", tool.name, stacks)
+			if *profiles != "" {
+				saveHeapProfile(b, tool.metrics, tool.name+"-heap-100pods.pb.gz")
+			}
 		}
 		e.burst(b, t, tool, rts[tool.name])
 		e.detach(b, tool, rts[tool.name], attached)

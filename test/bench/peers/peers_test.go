@@ -25,6 +25,7 @@ var (
 	calls     = flag.Int("allocs", 300, "Allocate calls per round and size")
 	pods      = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
 	parts     = flag.String("parts", "dp,cni", "parts to run: dp (device plugins), cni")
+	profiles  = flag.String("profile-dir", "", "save hwnet-agent's heap profile there with 100 pods attached (serves --pprof)")
 )
 
 // BenchmarkPeers runs every measurement once (use -benchtime 1x) and
@@ -35,7 +36,7 @@ func BenchmarkPeers(b *testing.B) {
 		t := &table{tools: []string{"hwnet"}}
 		bins := hwnetBinaries(b)
 		dps := []dpTool{{"hwnet", func(config string) []string {
-			return []string{filepath.Join(bins, "hwnet-agent"), "--cni=false", "--config-file", config}
+			return append(asDeployed(b, filepath.Join(bins, "hwnet-agent")), "--cni=false", "--config-file", config)
 		}}}
 		if *sriovdp != "" {
 			t.tools = append(t.tools, "sriovdp")
