@@ -275,12 +275,17 @@ type cniTool struct {
 // startHwnet starts hwnet-agent with its CNI side on the node's tree and
 // netns, and waits for it to write hwnet's configuration.
 func (e *cniEnv) startHwnet(b *testing.B, node *virtualnode.Node, bins string) *cniTool {
-	return e.startAgent(b, node, bins, agentSetup{name: "hwnet", nodeName: benchNode, dir: filepath.Join(e.dir, "hwnet"), pools: dpConfig})
+	return e.startAgent(b, node, bins, agentSetup{name: "hwnet", nodeName: benchNode, dir: filepath.Join(e.dir, "hwnet"), pools: dpConfig, http: true})
 }
 
 // agentSetup is one hwnet-agent's identity: its tool name in the table,
 // the node it serves, its directory and its pool configuration.
-type agentSetup struct{ name, nodeName, dir, pools string }
+// Without http, the agent serves neither metrics nor probes: a hundred
+// agents would race for ports the kernel also hands to their clients.
+type agentSetup struct {
+	name, nodeName, dir, pools string
+	http                       bool
+}
 
 // startAgent starts hwnet-agent as startHwnet does, for any node: on
 // node's tree and netns, or with node nil on the host's netns and an
@@ -305,7 +310,10 @@ func (e *cniEnv) startAgent(b *testing.B, node *virtualnode.Node, bins string, s
 		b.Fatal(err)
 	}
 	b.Cleanup(podres.Close)
-	metricsAddr := freeAddr(b)
+	metricsAddr, probeAddr := "", ""
+	if s.http {
+		metricsAddr, probeAddr = freeAddr(b), freeAddr(b)
+	}
 	hw := []string{"--sysfs", filepath.Join(dir, "sys"), "--dev", filepath.Join(dir, "dev")}
 	if node != nil {
 		hw = []string{"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/" + node.NetnsName()}
@@ -321,13 +329,17 @@ func (e *cniEnv) startAgent(b *testing.B, node *virtualnode.Node, bins string, s
 		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--last-good-config", "",
 		"--cni-conf-dir", confDir, "--cni-socket", filepath.Join(dir, "cni.sock"), "--cni-cache-dir", filepath.Join(dir, "cache"),
 		"--cni-devinfo-dir", filepath.Join(dir, "cni-devinfo"), "--node-name", s.nodeName, "--kubeconfig", e.kubeconfig,
-		"--pods-api-socket", filepath.Join(dir, "no-pods-api.sock"), "--probe-addr", freeAddr(b),
+		"--pods-api-socket", filepath.Join(dir, "no-pods-api.sock"), "--probe-addr", probeAddr,
 		"--cri-network-socket", filepath.Join(dir, "crinet.sock"), "--cri-network-dir", filepath.Join(dir, "networks"),
 		// No container runtime here whose sandboxes the agent would
 		// reconcile its attachments with.
 		"--cri-socket", "")...)
 	waitFile(b, p, filepath.Join(confDir, "00-hwnet.conflist"))
-	return &cniTool{name: s.name, confDir: confDir, daemon: p, metrics: "http://" + metricsAddr + "/metrics"}
+	tool := &cniTool{name: s.name, confDir: confDir, daemon: p}
+	if s.http {
+		tool.metrics = "http://" + metricsAddr + "/metrics"
+	}
+	return tool
 }
 
 // emptySysfs makes the sysfs tree of a node without PCI functions.
