@@ -9,7 +9,7 @@ FUZZTIME  ?= 10s
 # The Kubernetes version whose kube-apiserver and etcd the CNI tests run.
 KUBE_VERSION ?= v1.37.1
 
-.PHONY: all build test unit deps kube-bins containerd-cdi lint bench bench-peers fuzz demo demo-node clean
+.PHONY: all build test unit deps kube-bins containerd-cdi lint bench bench-peers bench-scale bench-discovery fuzz demo demo-node clean
 
 all: build
 
@@ -47,8 +47,20 @@ unit:
 bench:
 	$(GO) test -run='^$$' -bench=. -benchmem $(PKGS)
 
-# Discovery beside its peers on one virtual node per size (root).
-bench-peers:
+# hwnet's whole processes beside sriovdp and Multus thin and thick on one
+# virtual node, interleaved rounds, one table (root; test/bench/README.md).
+bench-peers: kube-bins
+	bash test/bench/peers.sh
+
+# The shape of Multus issue #1344 (pods with 5 InfiniBand VFs, created at
+# once on many nodes) against one real kube-apiserver: an hwnet-agent per
+# node, pod-ready p50/p99 and API requests per pod (root;
+# test/bench/README.md). SCALE_ARGS="-scale-nodes 10,50 ..." to resize.
+bench-scale: kube-bins
+	$(GO) test -run '^$$' -bench '^BenchmarkScale$$' -benchtime 1x -timeout 2h ./test/bench/peers -args $(SCALE_ARGS)
+
+# Discovery alone beside sriovdp's, one virtual node per size (root).
+bench-discovery:
 	bash test/bench/discovery-peers.sh
 
 # Each fuzz target for FUZZTIME.

@@ -11,11 +11,13 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// SocketEvent says an entry of a watched directory was created or removed.
+// SocketEvent says an entry of a watched directory was created or removed
+// or, from WatchEntries, written.
 type SocketEvent struct {
 	// Name is the entry's name in the directory, e.g. "kubelet.sock".
 	Name    string
 	Removed bool
+	Written bool
 }
 
 // SocketWatcher reports entries created in and removed from a directory,
@@ -28,6 +30,8 @@ type SocketWatcher struct {
 	match func(name string) bool
 	// present holds the matching entries known to exist.
 	present map[string]bool
+	// writes reports writes to existing entries too.
+	writes bool
 }
 
 // WatchSockets starts watching the entries of dir whose names match; a
@@ -46,6 +50,18 @@ func WatchSockets(dir string, match func(name string) bool) (*SocketWatcher, err
 		d.Close()
 		return nil, fmt.Errorf("watch sockets in %s: %w", dir, err)
 	}
+	return w, nil
+}
+
+// WatchEntries is WatchSockets that also reports writes to the matching
+// entries, such as configuration files edited in place: a reader needs no
+// periodic re-read to catch them.
+func WatchEntries(dir string, match func(name string) bool) (*SocketWatcher, error) {
+	w, err := WatchSockets(dir, match)
+	if err != nil {
+		return nil, err
+	}
+	w.writes = true
 	return w, nil
 }
 
@@ -80,6 +96,8 @@ func (w *SocketWatcher) entry(ev fsnotify.Event, emit func(SocketEvent)) {
 	case ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && w.present[name]:
 		delete(w.present, name)
 		emit(SocketEvent{Name: name, Removed: true})
+	case w.writes && ev.Has(fsnotify.Write) && w.present[name]:
+		emit(SocketEvent{Name: name, Written: true})
 	}
 }
 

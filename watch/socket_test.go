@@ -152,3 +152,35 @@ func TestSocketWatcherAllEntries(t *testing.T) {
 		t.Errorf("event %+v, want kubelet_internal_checkpoint created", ev)
 	}
 }
+
+// TestWatchEntriesWrites: a file rewritten in place is reported, which
+// WatchSockets leaves out.
+func TestWatchEntriesWrites(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "10-podnet.conflist")
+	write(t, conf, "{}")
+	for _, tt := range []struct {
+		name  string
+		watch func(string, func(string) bool) (*SocketWatcher, error)
+		want  SocketEvent
+	}{
+		{"WatchEntries", WatchEntries, SocketEvent{Name: "10-podnet.conflist", Written: true}},
+		// The removal that follows is the first event WatchSockets sends.
+		{"WatchSockets", WatchSockets, SocketEvent{Name: "10-podnet.conflist", Removed: true}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w, err := tt.watch(dir, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			events := run(t, w.Run)
+			write(t, conf, `{"cniVersion": "1.1.0"}`)
+			remove(t, conf)
+			if ev := receive(t, events); ev != tt.want {
+				t.Errorf("first event %+v, want %+v", ev, tt.want)
+			}
+			write(t, conf, "{}")
+			receive(t, events) // created again, for the next case
+		})
+	}
+}

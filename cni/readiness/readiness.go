@@ -41,7 +41,8 @@ type Options struct {
 	// Template carries the shim's settings: socket, cache dir, agent wait.
 	Template pluginconf.Conf
 	// Interval is how often the files are re-read besides inotify events,
-	// catching edits in place.
+	// which report creations, removals and edits in place: a safety net,
+	// seldom enough to cost nothing on an idle node.
 	Interval time.Duration
 	Logger   *slog.Logger
 }
@@ -56,7 +57,7 @@ type Writer struct {
 func New(o Options) *Writer {
 	o.OutputDir = cmp.Or(o.OutputDir, o.ConfDir)
 	o.FileName = cmp.Or(o.FileName, "00-hwnet.conflist")
-	o.Interval = cmp.Or(o.Interval, 2*time.Second)
+	o.Interval = cmp.Or(o.Interval, time.Minute)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -72,7 +73,7 @@ func (w *Writer) Run(ctx context.Context) error {
 	if err := os.MkdirAll(w.opts.ConfDir, 0o755); err != nil {
 		return fmt.Errorf("CNI config dir: %w", err)
 	}
-	sw, err := watch.WatchSockets(w.opts.ConfDir, isConfFile)
+	sw, err := watch.WatchEntries(w.opts.ConfDir, isConfFile)
 	if err != nil {
 		return err
 	}

@@ -35,11 +35,13 @@ type Invocation struct {
 }
 
 // Main runs the plugin on the process's environment and standard streams
-// and returns its exit code.
+// and returns its exit code. Forwarding handles no signal: a runtime that
+// gives up kills the shim, the kernel closes its connection, and that is
+// how the agent learns; a handler would cost every ADD a thread. Only DEL
+// without the agent, which runs the delegates itself, stops them on
+// SIGINT or SIGTERM.
 func Main() int {
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
-	defer stop()
-	return Run(ctx, Invocation{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
+	return Run(context.Background(), Invocation{Getenv: os.Getenv, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr})
 }
 
 // Run executes one CNI command and returns the exit code: on success the
@@ -126,6 +128,8 @@ func (c *call) run(ctx context.Context) ([]byte, error) {
 		return nil, types.NewError(types.ErrTryAgainLater,
 			fmt.Sprintf("hwnet-agent is not reachable at %s after waiting %s", c.cfg.SocketPath, c.cfg.AgentWait), c.agentHint(err))
 	case wire.CommandDel:
+		ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
+		defer stop()
 		c.logger.Warn("hwnet-agent not reachable, running DEL from the attachment record",
 			"socket", c.cfg.SocketPath, "containerID", c.req.ContainerID, "cacheDir", c.cfg.CacheDir, "err", err)
 		return nil, deleteFromRecord(ctx, c.cfg.CacheDir, c.req, c.logger)

@@ -1,0 +1,44 @@
+package peers
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+)
+
+// asDeployed is the command line that starts hwnet-agent's binary with
+// the Go runtime settings (GOGC, GOMEMLIMIT) deploy/hwnet-agent.yaml gives
+// it, so that its memory is measured as the DaemonSet runs it.
+func asDeployed(tb testing.TB, binary string) []string {
+	data, err := os.ReadFile("../../../deploy/hwnet-agent.yaml")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	objs, err := kubeapi.DecodeObjects(data)
+	if err != nil {
+		tb.Fatalf("deploy/hwnet-agent.yaml: %v", err)
+	}
+	args := []string{"/usr/bin/env"}
+	for _, o := range objs {
+		if o.GetKind() != "DaemonSet" {
+			continue
+		}
+		var ds appsv1.DaemonSet
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
+			tb.Fatalf("deploy/hwnet-agent.yaml: %v", err)
+		}
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			for _, e := range c.Env {
+				if c.Name == "hwnet-agent" && strings.HasPrefix(e.Name, "GO") && e.Value != "" {
+					args = append(args, e.Name+"="+e.Value)
+				}
+			}
+		}
+	}
+	return append(args, binary)
+}

@@ -1,0 +1,129 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hwnet-io/hwnet/test/testkubelet"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// dpConfig is the pool both device plugins serve: every iavf VF of the
+// E810-Cs, in the format both read.
+const dpConfig = `{"resourceList": [{"resourceName": "bench_vfs",
+  "selectors": {"vendors": ["8086"], "devices": ["1889"], "drivers": ["iavf"]}}]}`
+
+const dpResource = "intel.com/bench_vfs"
+
+// dpNode builds a node of 8 E810-C PFs sharing vfs VFs, as a real
+// 2048-VF node has them (256 a PF at most).
+func dpNode(tb testing.TB, vfs int) *virtualnode.Node {
+	spec := &virtualnode.Spec{Name: fmt.Sprintf("peers-%d", vfs), PFs: []virtualnode.PFSpec{{Model: "E810-C", Count: 8, VFs: vfs / 8}}}
+	return virtualnode.BuildForTest(tb, spec, virtualnode.OpenDB(tb), true)
+}
+
+// dpTool is a device plugin under test: how to start it with kubelet's
+// directory bound where it expects it.
+type dpTool struct {
+	name string
+	args func(config string) []string
+}
+
+// dpRun is one start of a device plugin on a node, up to kubelet having
+// its whole list.
+type dpRun struct {
+	p       *proc
+	kubelet *testkubelet.Kubelet
+	devices []string
+}
+
+// startDP starts tool in the node with a fresh kubelet and waits until
+// its pool is registered and the first ListAndWatch answer lists every
+// VF. It records start-up time, the CPU spent by then and the RSS.
+func startDP(tb testing.TB, t *table, node *virtualnode.Node, tool dpTool, vfs int) *dpRun {
+	tb.Helper()
+	dir := shortDir(tb)
+	k, err := testkubelet.Start(filepath.Join(dir, "dp"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(k.Close)
+	config := filepath.Join(dir, "config.json")
+	if err := os.WriteFile(config, []byte(dpConfig), 0o644); err != nil {
+		tb.Fatal(err)
+	}
+	// Both find kubelet at its usual path, and write device-info files
+	// to a tmpfs of their own, in their own mount namespace.
+	mounts := []mount{{"", "/var/lib"}, {k.Dir, "/var/lib/kubelet/device-plugins"}, {"", "/var/lib/hwnet"}, {"", "/run/k8s.cni.cncf.io"}}
+	p := startIn(tb, node, tool.name, mounts, tool.args(config)...)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	ctx, cancelAlive := p.alive(ctx)
+	defer cancelAlive()
+	st, err := k.Wait(ctx, dpResource, func(st testkubelet.State) bool {
+		return st.Registered && st.Lists > 0 && len(st.Devices) == vfs
+	})
+	elapsed, cpu := time.Since(p.started), p.cpu()
+	if err != nil {
+		tb.Fatalf("%s with %d VFs: %v\nlog:\n%s", tool.name, vfs, err, p.tail())
+	}
+	rss, _ := p.rssMB()
+	key := fmt.Sprintf(" at %d VFs", vfs)
+	t.add("start to registered + first ListAndWatch"+key, "ms", tool.name, ms(elapsed))
+	t.add("CPU from exec to registered"+key, "ms", tool.name, ms(cpu))
+	t.add("RSS when registered"+key, "MiB", tool.name, rss)
+	run := &dpRun{p: p, kubelet: k}
+	for _, d := range st.Devices {
+		run.devices = append(run.devices, d.ID)
+	}
+	return run
+}
+
+// allocate times calls Allocate calls of size devices each, over gRPC as
+// kubelet makes them, and records their p50 and p99.
+func (r *dpRun) allocate(tb testing.TB, t *table, size, calls int) {
+	tb.Helper()
+	ctx := context.Background()
+	lat := make(samples, 0, calls)
+	for i := range calls {
+		ids := make([]string, size)
+		for j := range ids {
+			ids[j] = r.devices[(i*size+j)%len(r.devices)]
+		}
+		start := time.Now()
+		if _, err := r.kubelet.Allocate(ctx, dpResource, ids...); err != nil {
+			tb.Fatalf("%s: Allocate %v: %v", r.p.name, ids, err)
+		}
+		lat = append(lat, ms(time.Since(start)))
+	}
+	t.add(fmt.Sprintf("Allocate p50, %d device(s)", size), "ms", r.p.name, lat.pct(50))
+	t.add(fmt.Sprintf("Allocate p99, %d device(s)", size), "ms", r.p.name, lat.pct(99))
+}
+
+// idle records the CPU the daemon burns per second while nothing
+// happens, and its RSS afterwards.
+func (r *dpRun) idle(t *table, window time.Duration, vfs int) {
+	t.add(fmt.Sprintf("idle CPU at %d VFs", vfs), "ms/s", r.p.name, idleCPU(r.p.cmd.Process.Pid, window))
+	rss, _ := r.p.rssMB()
+	t.add(fmt.Sprintf("RSS idle at %d VFs", vfs), "MiB", r.p.name, rss)
+}
+
+func (r *dpRun) stop() {
+	r.p.stop()
+	r.kubelet.Close()
+}
+
+// shortDir is a temp dir whose paths fit a unix socket address.
+func shortDir(tb testing.TB) string {
+	tb.Helper()
+	dir, err := os.MkdirTemp("/tmp", "peers")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}

@@ -1,0 +1,127 @@
+package peers
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+var (
+	binDir    = flag.String("hwnet-bin", "", "directory with hwnet-agent and hwnet as shipped (default: go build them, as the image does)")
+	sriovdp   = flag.String("sriovdp", "", "the SR-IOV network device plugin binary (empty: absent)")
+	multusDir = flag.String("multus", "", "directory with Multus's multus, multus-shim and multus-daemon (empty: absent)")
+	rounds    = flag.Int("rounds", 3, "interleaved rounds of every measurement")
+	sizes     = flag.String("sizes", "128,512,2048", "VFs of the nodes the device plugins start on")
+	idleFor   = flag.Duration("idle", 10*time.Second, "how long idle CPU is measured, per daemon and round")
+	calls     = flag.Int("allocs", 300, "Allocate calls per round and size")
+	pods      = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
+	parts     = flag.String("parts", "dp,cni", "parts to run: dp (device plugins), cni")
+	profiles  = flag.String("profile-dir", "", "save hwnet-agent's heap profile there with 100 pods attached (serves --pprof)")
+)
+
+// BenchmarkPeers runs every measurement once (use -benchtime 1x) and
+// prints the table.
+func BenchmarkPeers(b *testing.B) {
+	virtualnode.RequireRoot(b)
+	for b.Loop() {
+		t := &table{tools: []string{"hwnet"}}
+		bins := hwnetBinaries(b)
+		dps := []dpTool{{"hwnet", func(config string) []string {
+			return append(asDeployed(b, filepath.Join(bins, "hwnet-agent")), "--cni=false", "--config-file", config)
+		}}}
+		if *sriovdp != "" {
+			t.tools = append(t.tools, "sriovdp")
+			dps = append(dps, dpTool{"sriovdp", func(config string) []string {
+				return []string{*sriovdp, "--config-file", config, "-logtostderr"}
+			}})
+		} else if strings.Contains(*parts, "dp") {
+			t.note("sriovdp: absent (-sriovdp not given); hwnet-agent measured alone.")
+		}
+		if strings.Contains(*parts, "dp") {
+			benchDevicePlugins(b, t, dps)
+		}
+		if strings.Contains(*parts, "cni") {
+			if *multusDir != "" {
+				t.tools = append(t.tools, "multus-thin", "multus-thick")
+			}
+			benchCNI(b, t, bins)
+		}
+		t.note("machine: %d CPUs, %s, kernel %s; load average (1 min) %s at the end; %s",
+			runtime.NumCPU(), cpuModel(), kernel(), strconv.FormatFloat(loadavg(), 'f', 2, 64), time.Now().UTC().Format(time.RFC3339))
+		fmt.Println()
+		t.print(os.Stdout)
+	}
+}
+
+// benchDevicePlugins starts each device plugin on nodes of each size, in
+// rounds whose order rotates, so that load drifts touch every tool alike.
+func benchDevicePlugins(b *testing.B, t *table, tools []dpTool) {
+	var vfsList []int
+	for _, f := range strings.Split(*sizes, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 8 || n%8 != 0 {
+			b.Fatalf("-sizes: %q is not a multiple of 8", f)
+		}
+		vfsList = append(vfsList, n)
+	}
+	largest := vfsList[len(vfsList)-1]
+	for _, vfs := range vfsList {
+		node := dpNode(b, vfs)
+		for round := range *rounds {
+			for i := range tools {
+				tool := tools[(i+round)%len(tools)]
+				run := startDP(b, t, node, tool, vfs)
+				if vfs == largest {
+					run.allocate(b, t, 1, *calls)
+					run.allocate(b, t, 4, *calls)
+					run.idle(t, *idleFor, vfs)
+				}
+				run.stop()
+			}
+		}
+		if err := node.Destroy(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	t.note("Device plugins: %d rounds, order rotating; each node has 8 E810-C PFs sharing the VFs (iavf), real veth links; one pool of every VF; a fresh kubelet stand-in (test/testkubelet) per start; both run inside the node (its /sys, its netns). Allocate over gRPC, %d calls per round at %d VFs, device-info files on tmpfs. Idle CPU over %v after the Allocates.",
+		*rounds, *calls, largest, *idleFor)
+}
+
+// hwnetBinaries returns the directory of hwnet's binaries, building them
+// as the image does when -hwnet-bin is not given.
+func hwnetBinaries(b *testing.B) string {
+	if *binDir != "" {
+		return *binDir
+	}
+	dir := b.TempDir()
+	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "github.com/hwnet-io/hwnet/cmd/hwnet-agent", "github.com/hwnet-io/hwnet/cmd/hwnet")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("go build: %v\n%s", err, out)
+	}
+	return dir
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for line := range strings.Lines(string(b)) {
+		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return "unknown CPU"
+}
+
+func kernel() string {
+	b, _ := os.ReadFile("/proc/sys/kernel/osrelease")
+	return strings.TrimSpace(string(b))
+}

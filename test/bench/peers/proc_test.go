@@ -1,0 +1,211 @@
+package peers
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/test/osthread"
+	"github.com/hwnet-io/hwnet/test/virtualnode"
+)
+
+// proc is a daemon the benchmark started and stops.
+type proc struct {
+	name    string
+	cmd     *exec.Cmd
+	log     string
+	started time.Time
+	// exited is closed once the process ended, with err its Wait's.
+	exited chan struct{}
+	err    error
+}
+
+// mount is a mount made in the daemon's private mount namespace before it
+// starts: a tmpfs when src is "", else a bind of src.
+type mount struct{ src, dst string }
+
+// startIn starts the command inside the node (its sysfs tree on /sys, its
+// netns), after the mounts, with stdout and stderr to a log file. The
+// clock starts just before the exec.
+func startIn(tb testing.TB, node *virtualnode.Node, name string, mounts []mount, args ...string) *proc {
+	tb.Helper()
+	logf, err := os.CreateTemp("", "peers-"+name+"-*.log")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer logf.Close()
+	p := &proc{name: name, cmd: exec.Command(args[0], args[1:]...), log: logf.Name(), exited: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr = logf, logf
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	err = runIn(node, func() error {
+		for _, m := range mounts {
+			if err := mountIn(m); err != nil {
+				return err
+			}
+		}
+		p.started = time.Now()
+		return p.cmd.Start()
+	})
+	if err != nil {
+		tb.Fatalf("start %s: %v", name, err)
+	}
+	go func() { p.err = p.cmd.Wait(); close(p.exited) }()
+	tb.Cleanup(p.stop)
+	return p
+}
+
+// runIn runs fn inside the node, or with no node in a private mount
+// namespace of its own on the host.
+func runIn(node *virtualnode.Node, fn func() error) error {
+	if node != nil {
+		return node.Run(context.Background(), fn)
+	}
+	return osthread.Run(func() error {
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			return err
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_SLAVE, ""); err != nil {
+			return err
+		}
+		return fn()
+	})
+}
+
+func mountIn(m mount) error {
+	if err := os.MkdirAll(m.dst, 0o755); err != nil {
+		return err
+	}
+	if m.src == "" {
+		return unix.Mount("tmpfs", m.dst, "tmpfs", 0, "size=64m")
+	}
+	return unix.Mount(m.src, m.dst, "", unix.MS_BIND, "")
+}
+
+// stop ends the daemon with SIGTERM, then SIGKILL after 10 s.
+func (p *proc) stop() {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+	os.Remove(p.log)
+}
+
+// alive is a context that ends when the process does.
+func (p *proc) alive(ctx context.Context) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-p.exited:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	return ctx, cancel
+}
+
+// cpu is the CPU time the process's threads have run, from the
+// scheduler's nanosecond accounting (utime/stime tick at 10 ms).
+func (p *proc) cpu() time.Duration { return cpuOf(p.cmd.Process.Pid) }
+
+func cpuOf(pid int) time.Duration {
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var ns int64
+	for _, t := range tasks {
+		b, err := os.ReadFile(t)
+		if err != nil {
+			continue // the thread ended
+		}
+		f := strings.Fields(string(b))
+		if len(f) > 0 {
+			v, _ := strconv.ParseInt(f[0], 10, 64)
+			ns += v
+		}
+	}
+	return time.Duration(ns)
+}
+
+// rssMB is the process's resident set now (VmRSS) and at its peak
+// (VmHWM), in MiB.
+func (p *proc) rssMB() (now, peak float64) { return rssOf(p.cmd.Process.Pid) }
+
+func rssOf(pid int) (now, peak float64) {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "VmRSS:":
+			now = kb / 1024
+		case "VmHWM:":
+			peak = kb / 1024
+		}
+	}
+	return now, peak
+}
+
+// rssSplitOf is the process's resident set by kind, in MiB: anonymous
+// (RssAnon: heap, stacks) and file-backed (RssFile: the executable's and
+// libraries' pages).
+func rssSplitOf(pid int) (anon, file float64) {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for line := range bytes.Lines(b) {
+		f := strings.Fields(string(line))
+		if len(f) < 2 {
+			continue
+		}
+		kb, _ := strconv.ParseFloat(f[1], 64)
+		switch f[0] {
+		case "RssAnon:":
+			anon = kb / 1024
+		case "RssFile:":
+			file = kb / 1024
+		}
+	}
+	return anon, file
+}
+
+// idleCPU is the CPU the process uses per second of wall time over d
+// while nothing is asked of it, in ms/s.
+func idleCPU(pid int, d time.Duration) float64 {
+	c0, t0 := cpuOf(pid), time.Now()
+	time.Sleep(d)
+	return float64(cpuOf(pid)-c0) / float64(time.Millisecond) / time.Since(t0).Seconds()
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// tail is the end of a daemon's log, for failure messages.
+func (p *proc) tail() string {
+	b, _ := os.ReadFile(p.log)
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return string(b)
+}
+
+// loadavg is the 1-minute load average, as /proc/loadavg gives it.
+func loadavg() float64 {
+	b, _ := os.ReadFile("/proc/loadavg")
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return 0
+	}
+	v, _ := strconv.ParseFloat(f[0], 64)
+	return v
+}
