@@ -9,6 +9,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/dynamic"
 
 	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
@@ -37,6 +38,9 @@ func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) e
 	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
 	if err == nil {
 		err = c.waitingFor(pod.Namespace, nets)
+	}
+	if err == nil {
+		err = c.readyNow(ctx, pod.Namespace, nets)
 	}
 	if err != nil {
 		c.tell(pod, podKey, err.Error())
@@ -78,6 +82,46 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
 		}
 	}
 	return nil
+}
+
+// readyNow reads every referenced PodNetworkAttachment and PodNetwork from
+// the API server before a gate is lifted, which cannot be undone: the
+// informers may not yet have delivered a change made just before the pod
+// was created (a network disabled), and the cache would then show a Ready
+// of the generation before. A change still on its way to the informers
+// enqueues the pod again when it lands.
+func (c *Controller) readyNow(ctx context.Context, namespace string, nets []mnv1.Network) error {
+	for i, n := range nets {
+		pnName := n.Name
+		if n.AttachmentName != "" {
+			client := c.opts.Dynamic.Resource(mnv1.PodNetworkAttachmentResource).Namespace(namespace)
+			pna, err := getNow[mnv1.PodNetworkAttachment](ctx, client, n.AttachmentName)
+			if err == nil {
+				err = mnv1.NotReadyNow(pna.Generation, pna.Status.Conditions)
+			}
+			if err != nil {
+				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %w", i, namespace, n.AttachmentName, err)
+			}
+			pnName = pna.Spec.PodNetworkName
+		}
+		pn, err := getNow[mnv1.PodNetwork](ctx, c.opts.Dynamic.Resource(mnv1.PodNetworkResource), pnName)
+		if err == nil {
+			err = mnv1.NotReadyNow(pn.Generation, pn.Status.Conditions)
+		}
+		if err != nil {
+			return fmt.Errorf("networks[%d]: PodNetwork %s is not Ready: %w", i, pnName, err)
+		}
+	}
+	return nil
+}
+
+// getNow reads the object name through client, from the API server.
+func getNow[T mnv1.Object](ctx context.Context, client dynamic.ResourceInterface, name string) (*T, error) {
+	u, err := client.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return mnv1.FromUnstructured[T](u)
 }
 
 // liftGate removes hwnet's scheduling gate, and only it, from the pod.
