@@ -410,17 +410,9 @@ func freeAddr(tb testing.TB) string {
 // agentADDs returns the count and total seconds of the ADDs hwnet-agent
 // served, from its request histogram.
 func agentADDs(tb testing.TB, url string) (count, seconds float64) {
-	resp, err := http.Get(url)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
+	scrape(tb, url, func(line string) {
 		if !strings.Contains(line, `command="ADD"`) || !strings.Contains(line, `result="success"`) {
-			continue
+			return
 		}
 		v, _ := strconv.ParseFloat(line[strings.LastIndexByte(line, ' ')+1:], 64)
 		switch {
@@ -429,13 +421,12 @@ func agentADDs(tb testing.TB, url string) (count, seconds float64) {
 		case strings.HasPrefix(line, "hwnet_cni_request_duration_seconds_count{"):
 			count = v
 		}
-	}
+	})
 	return count, seconds
 }
 
-// goMemory is the Go heap and stacks in use of a Go daemon, in MiB, from
-// its /metrics (Prometheus's Go collector).
-func goMemory(tb testing.TB, url string) (heap, stacks float64) {
+// scrape calls fn with each line of a Prometheus text exposition at url.
+func scrape(tb testing.TB, url string, fn func(line string)) {
 	resp, err := http.Get(url)
 	if err != nil {
 		tb.Fatal(err)
@@ -444,7 +435,15 @@ func goMemory(tb testing.TB, url string) (heap, stacks float64) {
 	sc := bufio.NewScanner(resp.Body)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		name, value, ok := strings.Cut(sc.Text(), " ")
+		fn(sc.Text())
+	}
+}
+
+// goMemory is the Go heap and stacks in use of a Go daemon, in MiB, from
+// its /metrics (Prometheus's Go collector).
+func goMemory(tb testing.TB, url string) (heap, stacks float64) {
+	scrape(tb, url, func(line string) {
+		name, value, ok := strings.Cut(line, " ")
 		v, _ := strconv.ParseFloat(value, 64)
 		switch {
 		case !ok:
@@ -453,7 +452,7 @@ func goMemory(tb testing.TB, url string) (heap, stacks float64) {
 		case name == "go_memstats_stack_inuse_bytes":
 			stacks = v / (1 << 20)
 		}
-	}
+	})
 	return heap, stacks
 }
 

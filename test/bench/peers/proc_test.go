@@ -142,42 +142,30 @@ func cpuOf(pid int) time.Duration {
 func (p *proc) rssMB() (now, peak float64) { return rssOf(p.cmd.Process.Pid) }
 
 func rssOf(pid int) (now, peak float64) {
-	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	for line := range bytes.Lines(b) {
-		f := strings.Fields(string(line))
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "VmRSS:":
-			now = kb / 1024
-		case "VmHWM:":
-			peak = kb / 1024
-		}
-	}
-	return now, peak
+	mib := statusMiB(pid)
+	return mib["VmRSS"], mib["VmHWM"]
 }
 
 // rssSplitOf is the process's resident set by kind, in MiB: anonymous
 // (RssAnon: heap, stacks) and file-backed (RssFile: the executable's and
 // libraries' pages).
 func rssSplitOf(pid int) (anon, file float64) {
+	mib := statusMiB(pid)
+	return mib["RssAnon"], mib["RssFile"]
+}
+
+// statusMiB is every kB figure of /proc/PID/status, in MiB, by name.
+func statusMiB(pid int) map[string]float64 {
 	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	mib := map[string]float64{}
 	for line := range bytes.Lines(b) {
 		f := strings.Fields(string(line))
-		if len(f) < 2 {
-			continue
-		}
-		kb, _ := strconv.ParseFloat(f[1], 64)
-		switch f[0] {
-		case "RssAnon:":
-			anon = kb / 1024
-		case "RssFile:":
-			file = kb / 1024
+		if len(f) == 3 && f[2] == "kB" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			mib[strings.TrimSuffix(f[0], ":")] = kb / 1024
 		}
 	}
-	return anon, file
+	return mib
 }
 
 // idleCPU is the CPU the process uses per second of wall time over d
