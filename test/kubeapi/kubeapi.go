@@ -14,6 +14,7 @@
 package kubeapi
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -87,6 +88,14 @@ func binDir() string {
 func Start(t testing.TB) *Server {
 	t.Helper()
 	s, err := launch(Binaries(t), t.TempDir())
+	// freePorts' ports are free when it looks, not certainly when etcd or
+	// kube-apiserver binds them: another test may take one in between.
+	for try := 1; try < launchTries && errors.Is(err, errPortTaken); try++ {
+		if s != nil {
+			_ = s.shutdown()
+		}
+		s, err = launch(Binaries(t), t.TempDir())
+	}
 	if s != nil {
 		t.Cleanup(func() {
 			if t.Failed() {
@@ -127,7 +136,7 @@ func launch(binDir, dir string) (*Server, error) {
 		return nil, err
 	}
 	if err := waitEtcd(ctx, s.etcd, etcdURL); err != nil {
-		return s, err
+		return s, portTaken(err, s.etcd.logPath)
 	}
 	s.args = apiserverArgs(dir, creds, etcdURL, s.port)
 	return s, s.startAPIServer(ctx)
@@ -246,7 +255,25 @@ func (s *Server) startAPIServer(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	return s.waitReady(ctx)
+	return portTaken(s.waitReady(ctx), s.apiserver.logPath)
+}
+
+// launchTries bounds Start's attempts when a port it chose was taken.
+const launchTries = 3
+
+// errPortTaken marks a server that could not bind the port it was given.
+var errPortTaken = errors.New("port taken before the server bound it")
+
+// portTaken adds errPortTaken to err when the server's log says its port
+// was in use.
+func portTaken(err error, logPath string) error {
+	if err == nil {
+		return nil
+	}
+	if log, rerr := os.ReadFile(logPath); rerr == nil && bytes.Contains(log, []byte("address already in use")) {
+		return fmt.Errorf("%w: %w", errPortTaken, err)
+	}
+	return err
 }
 
 // shutdown stops kube-apiserver, then etcd.

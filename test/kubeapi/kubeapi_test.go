@@ -252,3 +252,27 @@ func BenchmarkStart(b *testing.B) {
 		}
 	}
 }
+
+// TestPortTaken: a server that failed because its port was taken, as its
+// log says, is told apart so that Start tries again on other ports.
+func TestPortTaken(t *testing.T) {
+	dir := t.TempDir()
+	for _, tt := range []struct {
+		name, log string
+		err       error
+		taken     bool
+	}{
+		{"bind failed", `err="failed to listen on 127.0.0.1:37685: bind: address already in use"`, errors.New("exited early"), true},
+		{"other failure", `err="etcd unreachable"`, errors.New("exited early"), false},
+		{"ready", `address already in use`, nil, false},
+	} {
+		path := filepath.Join(dir, tt.name)
+		if err := os.WriteFile(path, []byte(tt.log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		err := portTaken(tt.err, path)
+		if errors.Is(err, errPortTaken) != tt.taken || (tt.err == nil) != (err == nil) {
+			t.Errorf("%s: %v, want port taken %v", tt.name, err, tt.taken)
+		}
+	}
+}
