@@ -36,11 +36,16 @@ func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) e
 		return nil
 	}
 	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
+	// The caches first; then, since a lifted gate cannot be put back, the
+	// API server: the informers may not yet have delivered a change made
+	// just before the pod was created (a network disabled), and the cache
+	// would then show a Ready of the generation before. A change still on
+	// its way to the informers enqueues the pod again when it lands.
 	if err == nil {
-		err = c.waitingFor(pod.Namespace, nets)
+		err = c.waitingFor(pod.Namespace, nets, c.cached())
 	}
 	if err == nil {
-		err = c.readyNow(ctx, pod.Namespace, nets)
+		err = c.waitingFor(pod.Namespace, nets, c.fromAPIServer(ctx))
 	}
 	if err != nil {
 		c.tell(pod, podKey, err.Error())
@@ -54,14 +59,63 @@ func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) e
 	return nil
 }
 
-// waitingFor names the first referenced network that is not usable yet.
-func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
+// lookup finds the objects a pod references; nil, nil when there is none
+// or it is being deleted.
+type lookup struct {
+	attachment func(namespace, name string) (*mnv1.PodNetworkAttachment, error)
+	podNetwork func(name string) (*mnv1.PodNetwork, error)
+}
+
+// cached looks in the informers' caches.
+func (c *Controller) cached() lookup {
+	return lookup{
+		attachment: func(namespace, name string) (*mnv1.PodNetworkAttachment, error) {
+			return c.attachment(namespace, name), nil
+		},
+		podNetwork: func(name string) (*mnv1.PodNetwork, error) { return c.podNetwork(name), nil },
+	}
+}
+
+// fromAPIServer reads from the API server.
+func (c *Controller) fromAPIServer(ctx context.Context) lookup {
+	return lookup{
+		attachment: func(namespace, name string) (*mnv1.PodNetworkAttachment, error) {
+			return getNow[mnv1.PodNetworkAttachment](ctx, c.opts.Dynamic.Resource(mnv1.PodNetworkAttachmentResource).Namespace(namespace), name)
+		},
+		podNetwork: func(name string) (*mnv1.PodNetwork, error) {
+			return getNow[mnv1.PodNetwork](ctx, c.opts.Dynamic.Resource(mnv1.PodNetworkResource), name)
+		},
+	}
+}
+
+// getNow reads the object name through client; nil, nil when there is
+// none or it is being deleted, as the caches have it.
+func getNow[T mnv1.Object](ctx context.Context, client dynamic.ResourceInterface, name string) (*T, error) {
+	u, err := client.Get(ctx, name, metav1.GetOptions{})
+	if apierrors.IsNotFound(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if u.GetDeletionTimestamp() != nil {
+		return nil, nil
+	}
+	return mnv1.FromUnstructured[T](u)
+}
+
+// waitingFor names the first referenced network that is not usable yet,
+// as find has them.
+func (c *Controller) waitingFor(namespace string, nets []mnv1.Network, find lookup) error {
 	networkOf := map[string]string{} // PodNetwork -> who references it
 	for i, n := range nets {
 		pnName, who := n.Name, fmt.Sprintf("networks[%d] (PodNetwork %s)", i, n.Name)
 		if n.AttachmentName != "" {
-			pna := c.attachment(namespace, n.AttachmentName)
-			if pna == nil {
+			pna, err := find.attachment(namespace, n.AttachmentName)
+			switch {
+			case err != nil:
+				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s: %w", i, namespace, n.AttachmentName, err)
+			case pna == nil:
 				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName)
 			}
 			if err := mnv1.NotReadyNow(pna.Generation, pna.Status.Conditions); err != nil {
@@ -73,8 +127,11 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
 			return fmt.Errorf("%s and %s both attach PodNetwork %s; a pod references a PodNetwork once", prev, who, pnName)
 		}
 		networkOf[pnName] = who
-		pn := c.podNetwork(pnName)
-		if pn == nil {
+		pn, err := find.podNetwork(pnName)
+		switch {
+		case err != nil:
+			return fmt.Errorf("%s: PodNetwork %s: %w", who, pnName, err)
+		case pn == nil:
 			return fmt.Errorf("%s: PodNetwork %s does not exist or is being deleted", who, pnName)
 		}
 		if err := mnv1.NotReadyNow(pn.Generation, pn.Status.Conditions); err != nil {
@@ -82,46 +139,6 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network) error {
 		}
 	}
 	return nil
-}
-
-// readyNow reads every referenced PodNetworkAttachment and PodNetwork from
-// the API server before a gate is lifted, which cannot be undone: the
-// informers may not yet have delivered a change made just before the pod
-// was created (a network disabled), and the cache would then show a Ready
-// of the generation before. A change still on its way to the informers
-// enqueues the pod again when it lands.
-func (c *Controller) readyNow(ctx context.Context, namespace string, nets []mnv1.Network) error {
-	for i, n := range nets {
-		pnName := n.Name
-		if n.AttachmentName != "" {
-			client := c.opts.Dynamic.Resource(mnv1.PodNetworkAttachmentResource).Namespace(namespace)
-			pna, err := getNow[mnv1.PodNetworkAttachment](ctx, client, n.AttachmentName)
-			if err == nil {
-				err = mnv1.NotReadyNow(pna.Generation, pna.Status.Conditions)
-			}
-			if err != nil {
-				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %w", i, namespace, n.AttachmentName, err)
-			}
-			pnName = pna.Spec.PodNetworkName
-		}
-		pn, err := getNow[mnv1.PodNetwork](ctx, c.opts.Dynamic.Resource(mnv1.PodNetworkResource), pnName)
-		if err == nil {
-			err = mnv1.NotReadyNow(pn.Generation, pn.Status.Conditions)
-		}
-		if err != nil {
-			return fmt.Errorf("networks[%d]: PodNetwork %s is not Ready: %w", i, pnName, err)
-		}
-	}
-	return nil
-}
-
-// getNow reads the object name through client, from the API server.
-func getNow[T mnv1.Object](ctx context.Context, client dynamic.ResourceInterface, name string) (*T, error) {
-	u, err := client.Get(ctx, name, metav1.GetOptions{})
-	if err != nil {
-		return nil, err
-	}
-	return mnv1.FromUnstructured[T](u)
 }
 
 // liftGate removes hwnet's scheduling gate, and only it, from the pod.
