@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -18,6 +19,10 @@ import (
 
 // netnsDir is where named network namespaces are bound, as by ip netns.
 const netnsDir = "/run/netns"
+
+// settleTimeout bounds the wait for new links' operstate: the kernel
+// settles it within milliseconds, even under load.
+const settleTimeout = 10 * time.Second
 
 // The management network of the NIC that holds the default route.
 var (
@@ -189,7 +194,48 @@ func (l *links) add(ctx context.Context, st *state, fs []*Function) error {
 			}
 		}
 	}
-	return nil
+	return l.settle(ctx, fs)
+}
+
+// settle waits until every link planned operationally up says so. The
+// kernel sets a veth's operstate from its peer's carrier a moment after
+// both are up (linkwatch); a node handed over before then shows whatever
+// watches it first its links going up, which a booted host does not.
+func (l *links) settle(ctx context.Context, fs []*Function) error {
+	ctx, cancel := context.WithTimeout(ctx, settleTimeout)
+	defer cancel()
+	for {
+		pending, err := l.notYetUp(fs)
+		if err != nil || len(pending) == 0 {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("links %s not operationally up: %w", strings.Join(pending, ", "), ctx.Err())
+		case <-time.After(time.Millisecond):
+		}
+	}
+}
+
+// notYetUp names the functions' links planned up whose operstate is not.
+func (l *links) notYetUp(fs []*Function) ([]string, error) {
+	all, err := l.h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("list links: %w", err)
+	}
+	oper := make(map[string]netlink.LinkOperState, len(all))
+	for _, link := range all {
+		oper[link.Attrs().Name] = link.Attrs().OperState
+	}
+	var pending []string
+	for _, f := range fs {
+		for _, nd := range []*Netdev{f.Netdev, f.Representor} {
+			if nd != nil && nd.OperState == "up" && oper[nd.Name] != netlink.OperUp {
+				pending = append(pending, nd.Name)
+			}
+		}
+	}
+	return pending, nil
 }
 
 func (l *links) addPair(st *state, f *Function) error {
