@@ -280,12 +280,15 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 		if p.Resource.Mode == pools.DRA {
 			continue
 		}
-		run := a.ensurePool(ctx, p.Resource)
+		run, created := a.ensurePool(p.Resource)
 		if fresh {
 			run.devices = poolDevices{}
 		}
 		run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
 		a.publish(run, v)
+		if created {
+			a.runPool(ctx, run)
+		}
 	}
 	a.storePlugins()
 }
@@ -329,21 +332,22 @@ func (a *Agent) reportOnce(what, warning string) {
 	}
 }
 
-// ensurePool returns the running plugin for the resource, starting it, or
-// restarting it when its settings changed.
-func (a *Agent) ensurePool(ctx context.Context, res pools.Resource) *poolRun {
+// ensurePool returns the pool's plugin, or a new one, not yet running
+// (created), when there is none or its settings changed; the old one is
+// stopped first.
+func (a *Agent) ensurePool(res pools.Resource) (run *poolRun, created bool) {
 	name := res.FullName()
 	if run, ok := a.pools[name]; ok {
 		if sameResource(run.res, res) {
-			return run
+			return run, false
 		}
 		a.log.Info("pool settings changed; restarting its device plugin", "resource", name)
 		a.stopPool(run)
 	}
-	run := a.startPool(ctx, res)
+	run = a.newPool(res)
 	a.pools[name] = run
 	a.resources.add(name)
-	return run
+	return run, true
 }
 
 // sameResource reports whether the plugin serving a can serve b as it is:

@@ -186,9 +186,10 @@ func TestAgentServesPools(t *testing.T) {
 		resource string
 		devices  int
 	}{{netdevice, 12}, {dpdk, 4}, {ib, 4}, {empty, 0}} {
-		st := f.wait(t, tt.resource, "registration", func(st testkubelet.State) bool { return st.Registered && st.Lists > 0 })
-		if len(st.Devices) != tt.devices || st.Healthy() != tt.devices {
-			t.Errorf("%s: %d devices, %d healthy; want %d healthy", tt.resource, len(st.Devices), st.Healthy(), tt.devices)
+		all := counts(tt.devices, tt.devices)
+		st := f.wait(t, tt.resource, "every device healthy", func(st testkubelet.State) bool { return st.Lists > 0 && all(st) })
+		if len(st.First) != tt.devices {
+			t.Errorf("%s: kubelet's first list had %d devices, want the pool's %d: an empty first list is capacity 0 until the next", tt.resource, len(st.First), tt.devices)
 		}
 		if !st.Options.GetPreferredAllocationAvailable {
 			t.Errorf("%s: GetPreferredAllocationAvailable is false", tt.resource)

@@ -8,22 +8,27 @@ import (
 	"github.com/hwnet-io/hwnet/pools"
 )
 
-// startPool runs the resource's device plugin: it serves, registers, and
-// serves and registers again whenever kubelet restarts.
-func (a *Agent) startPool(ctx context.Context, res pools.Resource) *poolRun {
+// newPool makes the resource's device plugin, not yet running: the agent
+// gives it its devices first, so that kubelet's first list is the pool and
+// not an empty one.
+func (a *Agent) newPool(res pools.Resource) *poolRun {
 	p := deviceplugin.New(res, deviceplugin.Options{
 		PluginDir: a.opts.PluginDir, DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot,
 		Logger: a.log,
 	})
-	ctx, cancel := context.WithCancel(ctx)
-	run := &poolRun{res: res, plugin: p, stop: cancel, done: make(chan struct{})}
+	return &poolRun{res: res, plugin: p, done: make(chan struct{})}
+}
+
+// runPool runs the pool's device plugin: it serves, registers, and serves
+// and registers again whenever kubelet restarts.
+func (a *Agent) runPool(ctx context.Context, run *poolRun) {
+	ctx, run.stop = context.WithCancel(ctx)
 	go func() {
 		defer close(run.done)
-		if err := p.Run(ctx); err != nil {
-			a.log.Error("device plugin stopped", "resource", res.FullName(), "err", err)
+		if err := run.plugin.Run(ctx); err != nil {
+			a.log.Error("device plugin stopped", "resource", run.res.FullName(), "err", err)
 		}
 	}()
-	return run
 }
 
 // stopPool stops the plugin and waits until its socket is gone.

@@ -39,6 +39,7 @@ type plugin struct {
 	client  pluginapi.DevicePluginClient
 	options *pluginapi.DevicePluginOptions
 	devices []*pluginapi.Device
+	first   []*pluginapi.Device
 	lists   int // ListAndWatch responses received
 	cancel  context.CancelFunc
 }
@@ -159,6 +160,9 @@ func (k *Kubelet) follow(ctx context.Context, resource string, p *plugin) {
 		}
 		k.mu.Lock()
 		p.devices = resp.Devices
+		if p.lists == 0 {
+			p.first = resp.Devices
+		}
 		p.lists++
 		k.notify()
 		k.mu.Unlock()
@@ -177,6 +181,8 @@ type State struct {
 	Registered bool
 	Options    *pluginapi.DevicePluginOptions
 	Devices    []*pluginapi.Device
+	// First is the first list received since registration.
+	First []*pluginapi.Device
 	// Lists counts the ListAndWatch responses received since registration.
 	Lists int
 }
@@ -214,7 +220,7 @@ func (k *Kubelet) stateLocked(name string) State {
 	if !ok {
 		return State{}
 	}
-	return State{Registered: true, Options: p.options, Devices: p.devices, Lists: p.lists}
+	return State{Registered: true, Options: p.options, Devices: p.devices, First: p.first, Lists: p.lists}
 }
 
 // Wait blocks until cond holds for the resource, or ctx ends; the error
