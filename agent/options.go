@@ -7,11 +7,11 @@ package agent
 import (
 	"cmp"
 	"log/slog"
-	"path/filepath"
 	"time"
 
 	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/metrics"
+	"github.com/hwnet-io/hwnet/podresources"
 )
 
 // Options are the agent's paths and intervals; zero values mean the
@@ -76,7 +76,7 @@ const (
 	DefaultConfigFile         = "/etc/pcidp/config.json"
 	DefaultLastGoodConfig     = "/var/lib/hwnet/pools-last-good"
 	DefaultPluginDir          = "/var/lib/kubelet/device-plugins"
-	DefaultPodResourcesSocket = "/var/lib/kubelet/pod-resources/kubelet.sock"
+	DefaultPodResourcesSocket = podresources.DefaultSocket
 	DefaultDevinfoDir         = "/var/run/k8s.cni.cncf.io/devinfo/dp"
 	DefaultPollInterval       = 250 * time.Millisecond
 	DefaultRescanInterval     = 30 * time.Second
@@ -117,5 +117,3 @@ func positiveOr(d, def time.Duration) time.Duration {
 	}
 	return d
 }
-
-func (o Options) kubeletSocket() string { return filepath.Join(o.PluginDir, "kubelet.sock") }

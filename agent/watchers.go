@@ -3,11 +3,11 @@ package agent
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"sync"
 	"time"
 
 	"github.com/hwnet-io/hwnet/devhealth"
+	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/watch"
 )
 
@@ -39,7 +39,7 @@ func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev events
 		links.Close()
 		return fmt.Errorf("watching the configuration: %w", err)
 	}
-	isKubelet := func(name string) bool { return name == filepath.Base(a.opts.kubeletSocket()) }
+	isKubelet := func(name string) bool { return name == deviceplugin.KubeletSocketName }
 	kubelet, err := watch.WatchSockets(a.opts.PluginDir, isKubelet)
 	if err != nil {
 		links.Close()

@@ -45,9 +45,13 @@ type Options struct {
 	Logger *slog.Logger
 }
 
+// KubeletSocketName is the socket kubelet serves registration on, in the
+// plugin directory (the base of pluginapi.KubeletSocket).
+const KubeletSocketName = "kubelet.sock"
+
 func (o Options) withDefaults() Options {
 	o.PluginDir = filepath.Clean(cmp.Or(o.PluginDir, pluginapi.DevicePluginPath))
-	o.KubeletSocket = cmp.Or(o.KubeletSocket, filepath.Join(o.PluginDir, "kubelet.sock"))
+	o.KubeletSocket = cmp.Or(o.KubeletSocket, filepath.Join(o.PluginDir, KubeletSocketName))
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.DPDir)
 	o.DevRoot = filepath.Clean(cmp.Or(o.DevRoot, "/dev"))
 	if o.Logger == nil {
