@@ -99,7 +99,7 @@ func checkLink(t *testing.T, h *netlink.Handle, nd *Netdev, treeIndex, treeAddr 
 func waitOperState(t *testing.T, h *netlink.Handle, nd *Netdev) {
 	t.Helper()
 	var got string
-	for deadline := time.Now().Add(2 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
 		link, err := h.LinkByName(nd.Name)
 		if err != nil {
 			t.Fatal(err)
