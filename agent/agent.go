@@ -174,7 +174,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
 	wg.Go(func() { a.collectDevinfo(wctx) })
-	go a.releaseStartupPages()
+	if a.opts.ReleaseStartupPages {
+		go a.releaseStartupPages()
+	}
 	a.loop(ctx, ev)
 	a.shutdown()
 	return nil

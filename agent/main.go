@@ -63,6 +63,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs.DurationVar(&o.PollInterval, "poll-interval", DefaultPollInterval, "how often the PCI layout is checked for changes where the kernel's uevents cannot be had")
 	fs.DurationVar(&o.RescanInterval, "rescan-interval", DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", DefaultGCInterval, "how often device-info files are checked against PodResources")
+	fs.BoolVar(&o.ReleaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
 	cni := cniFlags(fs)
 	draOpts := draFlags(fs)
 	showVersion := observeFlags(fs, &o)

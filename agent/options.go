@@ -67,6 +67,10 @@ type Options struct {
 	MetricsAddr string
 	Pprof       bool
 	Metrics     *metrics.Metrics
+	// ReleaseStartupPages gives the executable's start-up pages back to the
+	// kernel once serving (releaseStartupPages); off in tests, where the
+	// executable is the test binary.
+	ReleaseStartupPages bool
 	// Uninstall removes hwnet from the node instead of running (Main).
 	Uninstall bool
 }

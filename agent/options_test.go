@@ -30,6 +30,23 @@ func TestParseFlagsRejects(t *testing.T) {
 	}
 }
 
+// TestParseFlagsReleaseStartupPages: the binary gives its start-up pages
+// back unless told not to (the RSS in docs/performance.md assumes it).
+func TestParseFlagsReleaseStartupPages(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"--release-startup-pages=false"}, false}} {
+		o, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if o.ReleaseStartupPages != tt.want {
+			t.Errorf("%v: ReleaseStartupPages %t, want %t", tt.args, o.ReleaseStartupPages, tt.want)
+		}
+	}
+}
+
 // TestSameResource: a plugin restarts for anything it hands out, not for
 // a selector edit or the entry's move in the file.
 func TestSameResource(t *testing.T) {
