@@ -3,7 +3,6 @@ package dra_test
 import (
 	"context"
 	"fmt"
-	"os"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
 // BenchmarkPrepare measures a claim's prepare and unprepare as kubelet
@@ -81,7 +81,7 @@ func BenchmarkNodePrepare(b *testing.B) {
 		b.Fatal(err)
 	}
 	api.CreateNamespace(b, "ns")
-	dir := shortTempDir(b)
+	dir := sockdir.New(b)
 	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
 		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()})
@@ -111,16 +111,6 @@ func BenchmarkNodePrepare(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-us")
 		})
 	}
-}
-
-// shortTempDir is a temp dir whose paths fit a unix socket address.
-func shortTempDir(b testing.TB) string {
-	dir, err := os.MkdirTemp("/tmp", "hwdra")
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
 
 // allocatedClaim creates a claim for devices and allocates them to it, as

@@ -7,6 +7,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,9 +23,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"net"
-	"net/http"
-
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -32,6 +31,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
@@ -72,7 +72,7 @@ func newCNIEnv(b *testing.B, hwnetBins string) *cniEnv {
 	if err != nil {
 		b.Fatal(err)
 	}
-	env := &cniEnv{api: api, client: client, counter: counter, dir: shortDir(b)}
+	env := &cniEnv{api: api, client: client, counter: counter, dir: sockdir.New(b)}
 	env.kubeconfig = writeKubeconfig(b, api.Config(), env.dir)
 	env.binDir = filepath.Join(env.dir, "bin")
 	plugins := cniplugins.Dir(b)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
@@ -46,7 +47,7 @@ type dpRun struct {
 // VF. It records start-up time, the CPU spent by then and the RSS.
 func startDP(tb testing.TB, t *table, node *virtualnode.Node, tool dpTool, vfs int) *dpRun {
 	tb.Helper()
-	dir := shortDir(tb)
+	dir := sockdir.New(tb)
 	k, err := testkubelet.Start(filepath.Join(dir, "dp"))
 	if err != nil {
 		tb.Fatal(err)
@@ -115,15 +116,4 @@ func (r *dpRun) idle(t *table, window time.Duration, vfs int) {
 func (r *dpRun) stop() {
 	r.p.stop()
 	r.kubelet.Close()
-}
-
-// shortDir is a temp dir whose paths fit a unix socket address.
-func shortDir(tb testing.TB) string {
-	tb.Helper()
-	dir, err := os.MkdirTemp("/tmp", "peers")
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { os.RemoveAll(dir) })
-	return dir
 }
