@@ -14,6 +14,7 @@ export GOFLAGS="-buildvcs=false -mod=mod"
 src=$cache/src-$version
 dir=$($go mod download -json "github.com/containerd/containerd@$version" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
 rm -rf "$src"
+mkdir -p "$cache" "$(dirname "$out")"
 cp -r "$dir" "$src"
 chmod -R u+w "$src"
 cd "$src"
