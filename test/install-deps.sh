@@ -14,6 +14,10 @@ command -v make >/dev/null || need+=(make)
 command -v buildah >/dev/null || need+=(buildah)
 command -v runc >/dev/null || need+=(runc)
 { [ -x /bin/busybox ] && ! ldd /bin/busybox >/dev/null 2>&1; } || need+=(busybox-static)
+# The e2e cluster's runtime (test/e2e/cluster's ensureRuntime would install
+# it too, but the e2e packages' test binaries run at once and would contend
+# for dpkg's lock).
+command -v containerd >/dev/null || need+=(containerd)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

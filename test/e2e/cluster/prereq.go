@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 )
 
@@ -34,10 +35,13 @@ func ensureRuntime(ctx context.Context, log io.Writer) error {
 	if missing := missingCommands(); len(missing) == 0 {
 		return nil
 	}
-	install := []string{"apt-get", "install", "-y", "--no-install-recommends", "containerd", "runc"}
+	// Another apt-get (a second cluster starting, unattended upgrades) is
+	// waited for, not failed on.
+	apt := []string{"apt-get", "-o", "DPkg::Lock::Timeout=600"}
+	install := slices.Concat(apt, []string{"install", "-y", "--no-install-recommends", "containerd", "runc"})
 	if err := run(ctx, log, install...); err != nil {
 		// The package lists may be missing or stale on a fresh machine.
-		if err := run(ctx, log, "apt-get", "update"); err != nil {
+		if err := run(ctx, log, slices.Concat(apt, []string{"update"})...); err != nil {
 			return err
 		}
 		if err := run(ctx, log, install...); err != nil {
