@@ -61,7 +61,7 @@ type draPool struct {
 }
 
 // startDRA registers the DRA driver with kubelet, when it is enabled;
-// the pools' devices are published by the first rematch.
+// the pools' devices, or none, are published by the first rematch.
 func (a *Agent) startDRA(ctx context.Context) error {
 	o := a.opts.DRA
 	if o == nil {
@@ -82,6 +82,10 @@ func (a *Agent) startDRA(ctx context.Context) error {
 		return err
 	}
 	a.dra = d
+	// The first publication is made even with no pool in DRA mode: it
+	// replaces the slices a previous agent left, which name devices this
+	// one does not prepare.
+	a.draDirty = true
 	return nil
 }
 

@@ -71,6 +71,29 @@ func TestAgentDRA(t *testing.T) {
 	f.wait(t, dpdk, "registration as a device plugin", func(st testkubelet.State) bool { return len(st.Devices) == 4 })
 }
 
+// TestAgentDRARestartWithoutDRAPools: an agent started with no pool in
+// DRA mode, after one that had some, withdraws the slices that one left.
+// Left published, the scheduler can allocate their devices to a pod
+// (extendedResourceName while the device plugin's capacity is briefly
+// gone), and prepare refuses them for good.
+func TestAgentDRARestartWithoutDRAPools(t *testing.T) {
+	api := kubeapi.Start(t)
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	const node = "dra-node"
+	f.withDRA(t, api, node)
+	f.start(t)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "DRA devices published",
+		func(d kubeapi.SliceDevices) bool { return len(d) == 4 })
+	f.stop(t)
+
+	f.writeConfig(t, strings.Replace(draConfig, "mode: dra", "mode: devicePlugin", 1))
+	f.start(t)
+	f.wait(t, dpdk, "registration as a device plugin", func(st testkubelet.State) bool { return len(st.Devices) == 4 })
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "the previous agent's slices withdrawn",
+		func(d kubeapi.SliceDevices) bool { return len(d) == 0 })
+}
+
 // TestAgentDRAModeWithoutDriver: without --dra, a pool in mode dra is
 // served by nothing, not by a device plugin, and the agent says so.
 func TestAgentDRAModeWithoutDriver(t *testing.T) {
