@@ -21,7 +21,7 @@ deps:
 	bash test/install-deps.sh
 
 # kube-apiserver, etcd and the node binaries from the Go module proxy,
-# built once per version into /var/cache/hwnet-ci/kube (19-33 minutes cold
+# built once per version into /var/cache/hwnet-ci/kube (11-47 minutes cold
 # on 2 cores, up to 4 GB of memory; nothing when cached).
 kube-bins:
 	bash test/kubeapi/build-kube.sh $(KUBE_VERSION)
