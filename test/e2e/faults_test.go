@@ -7,6 +7,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 )
@@ -217,6 +219,7 @@ func TestFault_BadPoolsConfigSurvivesRestart(t *testing.T) {
 	if err := e.client.CoreV1().Pods(AgentNamespace).Delete(ctx, old, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	var agentPod string
 	mustPoll(ctx, t, "a new hwnet-agent Running but not Ready, on the last good pools", func(ctx context.Context) error {
 		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
 		if err != nil {
@@ -224,10 +227,17 @@ func TestFault_BadPoolsConfigSurvivesRestart(t *testing.T) {
 		}
 		for _, p := range pods.Items {
 			if p.Name != old && p.Status.Phase == corev1.PodRunning && !podReady(&p) && p.Status.ContainerStatuses[0].RestartCount == 0 {
+				agentPod = p.Name
 				return checkAllocatable(ctx, e.client, e.c.NodeName(), e.pools)
 			}
 		}
 		return errors.New("not yet")
+	})
+	// The node's allocatable may still be the old agent's; kubelet admits
+	// the pod only once the new agent's plugin registered (readiness says
+	// so, but this agent is not ready by design), or fails it for good.
+	mustPoll(ctx, t, "the new hwnet-agent's "+string(sriovResource)+" registered with kubelet", func(ctx context.Context) error {
+		return agentLogged(ctx, e.client, agentPod, "registered with kubelet", string(sriovResource))
 	})
 	mustPoll(ctx, t, "a PoolConfigRejected Event on the node", func(ctx context.Context) error {
 		evs, err := e.client.CoreV1().Events("default").List(ctx, metav1.ListOptions{FieldSelector: "reason=PoolConfigRejected,involvedObject.kind=Node"})
@@ -241,4 +251,19 @@ func TestFault_BadPoolsConfigSurvivesRestart(t *testing.T) {
 	if _, err := e.runPod(ctx, pod, 1); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// agentLogged is nil once a line of the agent pod's log holds every one
+// of words.
+func agentLogged(ctx context.Context, client kubernetes.Interface, pod string, words ...string) error {
+	logs, err := client.CoreV1().Pods(AgentNamespace).GetLogs(pod, &corev1.PodLogOptions{}).DoRaw(ctx)
+	if err != nil {
+		return err
+	}
+	for line := range strings.Lines(string(logs)) {
+		if !slices.ContainsFunc(words, func(w string) bool { return !strings.Contains(line, w) }) {
+			return nil
+		}
+	}
+	return fmt.Errorf("no line of %s's log has %q", pod, words)
 }
