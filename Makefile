@@ -27,7 +27,7 @@ kube-bins:
 	bash test/kubeapi/build-kube.sh $(KUBE_VERSION)
 
 # containerd 1.7 from the Go module proxy, for CDI (DRA) in the e2e
-# cluster; Debian 12's 1.6 reads no CDI specs. Under a minute, once.
+# cluster; Debian 12's 1.6 reads no CDI specs. About 80 s, once.
 containerd-cdi:
 	GO=$(GO) bash test/e2e/build-containerd.sh
 
