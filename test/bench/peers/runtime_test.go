@@ -83,16 +83,25 @@ func newRuntime(confDir, binDir, cacheDir, netns string) (*cniRuntime, error) {
 	}
 	list, err := libcni.ConfListFromFile(first)
 	if err != nil {
-		conf, cerr := libcni.ConfFromFile(first)
-		if cerr != nil {
-			return nil, fmt.Errorf("%s: %w", first, err)
-		}
-		if list, err = libcni.ConfListFromConf(conf); err != nil {
+		if list, err = singleConfAsList(first, err); err != nil {
 			return nil, err
 		}
 	}
 	e := &plugExec{}
 	return &cniRuntime{cni: libcni.NewCNIConfigWithCacheDir([]string{binDir}, cacheDir, e), exec: e, list: list, netns: netns}, nil
+}
+
+// singleConfAsList reads a one-plugin .conf the way containerd's go-cni
+// still does: Multus writes its 00-multus.conf in that form, which libcni
+// has deprecated but runtimes load.
+func singleConfAsList(file string, listErr error) (*libcni.NetworkConfigList, error) {
+	//lint:ignore SA1019 the runtimes this bench stands in for still read .conf files
+	conf, err := libcni.ConfFromFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, listErr)
+	}
+	//lint:ignore SA1019 as above
+	return libcni.ConfListFromConf(conf)
 }
 
 func (r *cniRuntime) conf(pod benchPod) *libcni.RuntimeConf {

@@ -42,9 +42,6 @@ type row struct {
 	unit   string
 	// by tool name; a tool without samples is absent or not applicable.
 	values map[string]samples
-	// single says the value is one figure (a percentile over many calls),
-	// not min/median/max over rounds.
-	single bool
 }
 
 // table collects rows in the order they were measured.
@@ -58,13 +55,6 @@ type table struct {
 func (t *table) add(metric, unit, tool string, v ...float64) {
 	r := t.row(metric, unit)
 	r.values[tool] = append(r.values[tool], v...)
-}
-
-// set records a single figure (a percentile, a count) of metric for tool.
-func (t *table) set(metric, unit, tool string, v float64) {
-	r := t.row(metric, unit)
-	r.single = true
-	r.values[tool] = samples{v}
 }
 
 func (t *table) row(metric, unit string) *row {
@@ -113,7 +103,7 @@ func (r *row) cell(tool string) string {
 	switch {
 	case len(s) == 0:
 		return "-"
-	case r.single || len(s) == 1:
+	case len(s) == 1:
 		return num(s[0])
 	}
 	c := s.sorted()

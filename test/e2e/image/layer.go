@@ -1,3 +1,5 @@
+//lint:file-ignore ST1005 File's errors start with its Go field's name (Path, Mode, Source); Spec prefixes them with "Files[i]."
+
 package image
 
 import (
