@@ -23,7 +23,7 @@ COPY . .
 ARG VERSION=unknown
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
     CGO_ENABLED=0 go build -trimpath \
-      -ldflags "-X github.com/hwnet-io/hwnet/version.stamped=${VERSION}" \
+      -ldflags "-X github.com/hwnet-io/hwnet/internal/version.stamped=${VERSION}" \
       -o /out/ ./cmd/hwnet-agent ./cmd/hwnet ./cmd/hwnetctl ./cmd/hwnet-controller
 
 FROM ${BASE_IMAGE}

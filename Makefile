@@ -119,11 +119,11 @@ PROTOC_GEN_GO_GRPC_VERSION ?= v1.5.1
 
 .PHONY: crinet-proto
 
-# Regenerates crinet/api's Go code from crinet.proto: protoc from Debian
+# Regenerates api/crinet/v1alpha1's Go code from crinet.proto: protoc from Debian
 # (protobuf-compiler), its Go plugins from the Go module proxy.
 crinet-proto:
 	command -v protoc >/dev/null || apt-get install -y protobuf-compiler
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/protobuf/cmd/protoc-gen-go@$(PROTOC_GEN_GO_VERSION)
 	GOBIN=$(TOOLS) $(GO) install google.golang.org/grpc/cmd/protoc-gen-go-grpc@$(PROTOC_GEN_GO_GRPC_VERSION)
-	cd crinet/api && PATH=$(TOOLS):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
+	cd api/crinet/v1alpha1 && PATH=$(TOOLS):$$PATH protoc --go_out=. --go_opt=paths=source_relative \
 		--go-grpc_out=. --go-grpc_opt=paths=source_relative crinet.proto

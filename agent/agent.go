@@ -12,13 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/metrics"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // Agent is hwnet-agent's state. One goroutine, Run's, owns it; watchers

@@ -15,9 +15,10 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // The default virtual node's pools: VFs 0-5 of both E810-C PFs on iavf,
@@ -60,7 +61,7 @@ type fixture struct {
 
 func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 	t.Helper()
-	node := virtualnode.BuildForTest(t, spec, virtualnode.OpenDB(t), true)
+	node := vnodetest.BuildForTest(t, spec, vnodetest.OpenDB(t), true)
 	dir := sockdir.New(t)
 	k, err := testkubelet.Start(filepath.Join(dir, "dp"))
 	if err != nil {
@@ -82,7 +83,7 @@ func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 		PollInterval: 100 * time.Millisecond, RescanInterval: time.Hour, GCInterval: time.Hour,
 		Logger: slog.New(slog.NewTextHandler(f.logs, nil)),
 		// The kernel here has neither devlink nor vDPA netlink.
-		ESwitch: virtualnode.NoESwitch{}, VDPA: virtualnode.VDPA(nil),
+		ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA(nil),
 	}
 	f.writeConfig(t, config)
 	return f

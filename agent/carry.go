@@ -5,10 +5,10 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/discovery"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // poolDevices is what a pool lists: the devices that match it now, and

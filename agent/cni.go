@@ -15,19 +15,19 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
+	"github.com/hwnet-io/hwnet/cni/crinet"
 	"github.com/hwnet-io/hwnet/cni/delegate"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/readiness"
 	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/cni/server"
-	"github.com/hwnet-io/hwnet/crinet"
-	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/kubeclient"
-	"github.com/hwnet-io/hwnet/metrics"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
+	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // CNIOptions configure the agent's CNI delegating plugin side.

@@ -16,10 +16,10 @@ import (
 
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/cni/status"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/sockdir"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // The agent with its CNI side on: it installs the shim, writes hwnet's

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // readConfig reads and checks a pool configuration, models included, and

@@ -9,12 +9,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/hwnet-io/hwnet/agent"
-	"github.com/hwnet-io/hwnet/crinet"
-	"github.com/hwnet-io/hwnet/crinet/api"
+	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/cni/crinet"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/sockdir"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // The agent serves the CRI network API on --cri-network-socket, mode
@@ -29,7 +29,7 @@ func TestCRINet_AgentServesNetworkAPI(t *testing.T) {
 	f.opts.CNI = &agent.CNIOptions{
 		ConfDir: filepath.Join(dir, "net.d"), SocketPath: filepath.Join(dir, "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 		DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: "node-1",
-		PodsAPISocket: filepath.Join(dir, "no-pods-api.sock"), REST: apiServer.Config(), BinDir: cniplugins.Dir(t),
+		PodsAPISocket: filepath.Join(dir, "no-pods-crinetapi.sock"), REST: apiServer.Config(), BinDir: cniplugins.Dir(t),
 		NetworkAPISocket: socket, NetworkDir: filepath.Join(dir, "networks"),
 	}
 	f.start(t)
@@ -38,10 +38,10 @@ func TestCRINet_AgentServesNetworkAPI(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer conn.Close()
-	client := api.NewRuntimeServiceClient(conn)
-	cfg := &api.NetworkConfig{Metadata: &api.NetworkMetadata{Name: "net-a"}, Cniv1Config: &api.CNIv1Config{
-		CniVersion: "1.0.0", Plugins: []*api.CNIv1PluginConfig{{Type: cniplugins.Recorder}}}}
-	if _, err := client.SetPodNetwork(t.Context(), &api.SetPodNetworkRequest{Config: cfg}, grpc.WaitForReady(true)); err != nil {
+	client := crinetapi.NewRuntimeServiceClient(conn)
+	cfg := &crinetapi.NetworkConfig{Metadata: &crinetapi.NetworkMetadata{Name: "net-a"}, Cniv1Config: &crinetapi.CNIv1Config{
+		CniVersion: "1.0.0", Plugins: []*crinetapi.CNIv1PluginConfig{{Type: cniplugins.Recorder}}}}
+	if _, err := client.SetPodNetwork(t.Context(), &crinetapi.SetPodNetworkRequest{Config: cfg}, grpc.WaitForReady(true)); err != nil {
 		t.Fatalf("SetPodNetwork: %v", err)
 	}
 	if fi, err := os.Stat(socket); err != nil || fi.Mode().Perm() != 0o600 {
@@ -52,7 +52,7 @@ func TestCRINet_AgentServesNetworkAPI(t *testing.T) {
 		t.Errorf("socket left after the agent stopped: %v", err)
 	}
 	f.start(t)
-	resp, err := client.ListPodNetwork(t.Context(), &api.ListPodNetworkRequest{}, grpc.WaitForReady(true))
+	resp, err := client.ListPodNetwork(t.Context(), &crinetapi.ListPodNetworkRequest{}, grpc.WaitForReady(true))
 	if err != nil {
 		t.Fatalf("ListPodNetwork after a restart: %v", err)
 	}

@@ -6,8 +6,8 @@ import (
 	"os"
 	"time"
 
-	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // podResourcesTimeout bounds one collection round's talk with kubelet.

@@ -9,11 +9,11 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/dra"
-	"github.com/hwnet-io/hwnet/kubeclient"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // DRAOptions configure the DRA driver, which serves the pools whose mode

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // draConfig serves the vfio-pci VFs through DRA and the iavf VFs through

@@ -1,8 +1,8 @@
 package agent
 
 import (
-	"github.com/hwnet-io/hwnet/devhealth"
-	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // healthView is the agent's current view for health: the device-info

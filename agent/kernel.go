@@ -7,7 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/node/discovery"
 )
 
 // absentFamily remembers that the kernel lacks a generic netlink family:

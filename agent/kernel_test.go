@@ -8,7 +8,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/node/discovery"
 )
 
 // countingESwitch fails with err and counts the calls.

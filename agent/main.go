@@ -11,10 +11,10 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
-	"github.com/hwnet-io/hwnet/devinfo"
 	"github.com/hwnet-io/hwnet/dra"
-	"github.com/hwnet-io/hwnet/logging"
-	"github.com/hwnet-io/hwnet/version"
+	"github.com/hwnet-io/hwnet/internal/logging"
+	"github.com/hwnet-io/hwnet/internal/version"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // Main runs hwnet-agent with its command-line arguments and returns the

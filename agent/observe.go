@@ -14,7 +14,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/metrics"
+	"github.com/hwnet-io/hwnet/internal/metrics"
 )
 
 // probeTimeout bounds the readiness probe's request to the CNI socket;

@@ -17,10 +17,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/sockdir"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // TestAgentProbesMetricsEvents: what an operator watches. /readyz turns

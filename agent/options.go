@@ -9,9 +9,9 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/hwnet-io/hwnet/discovery"
-	"github.com/hwnet-io/hwnet/metrics"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // Options are the agent's paths and intervals; zero values mean the

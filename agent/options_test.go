@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // TestParseFlagsRejects: bad flags are errors that name the flag.

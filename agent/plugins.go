@@ -3,9 +3,9 @@ package agent
 import (
 	"context"
 
-	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // newPool makes the resource's device plugin, not yet running: the agent

@@ -15,8 +15,8 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // Uninstall removes what hwnet left on the node once its agent is gone:

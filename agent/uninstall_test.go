@@ -12,7 +12,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
-	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 type refuseAll struct{}

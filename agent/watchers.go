@@ -6,9 +6,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/hwnet-io/hwnet/devhealth"
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/watch"
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/watch"
 )
 
 // linkEvent is a netlink event as the agent keeps it.

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 func runConfig(ctx context.Context, args []string, out, errOut io.Writer) error {

@@ -9,7 +9,8 @@ import (
 	"testing"
 
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // poolConfig is a config for the default virtual node: tags, a VF range,
@@ -165,7 +166,7 @@ func TestConfigCheckRootVirtioNotPooled(t *testing.T) {
 	}
 	spec := &virtualnode.Spec{Name: "ctl-vm", NICs: []virtualnode.NICSpec{
 		{Name: "eth0", Vendor: "1af4", Device: "1041", Driver: "virtio-pci", NetdevUnder: "virtio0", DefaultRoute: true}}}
-	node := virtualnode.BuildForTest(t, spec, db, true)
+	node := vnodetest.BuildForTest(t, spec, db, true)
 	config := writeConfig(t, "pools.json", `{"resourceList":[{"resourceName":"virtio","selectors":{"vendors":["1af4"]}}]}`)
 	code, out, errOut := run(t, "config", "check", "--config", config, "--sysfs", node.SysRoot(), "--dev", node.DevRoot(),
 		"--netns", "/run/netns/"+node.NetnsName())

@@ -11,7 +11,7 @@ import (
 	"io"
 	"sort"
 
-	"github.com/hwnet-io/hwnet/version"
+	"github.com/hwnet-io/hwnet/internal/version"
 )
 
 // command is one hwnetctl subcommand.

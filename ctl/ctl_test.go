@@ -13,9 +13,10 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/hwnet-io/hwnet/ctl"
-	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // mainEnv makes the test binary act as hwnetctl, so root tests can run the
@@ -43,7 +44,7 @@ func treeNode(t *testing.T) *virtualnode.Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
+	return vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
 }
 
 func inventoryArgs(node *virtualnode.Node, more ...string) []string {
@@ -194,7 +195,7 @@ func TestUsageErrors(t *testing.T) {
 // its own processes: create, inventory inside the node, destroy; and
 // checks that destroy leaves no network namespace behind.
 func TestVirtualNodeRoot(t *testing.T) {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	dir := filepath.Join(t.TempDir(), "node")
 	self := func(args ...string) string {
 		t.Helper()

@@ -16,13 +16,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
-	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // nodeTimeout bounds the talk with kubelet's PodResources API, which is

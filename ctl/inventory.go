@@ -9,9 +9,9 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 func runInventory(ctx context.Context, args []string, out, errOut io.Writer) error {

@@ -9,8 +9,8 @@ import (
 
 	"sigs.k8s.io/yaml"
 
-	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/node/discovery"
 )
 
 // placements are where poolConfig puts functions of the default node:

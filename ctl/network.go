@@ -16,8 +16,8 @@ import (
 	grpcstatus "google.golang.org/grpc/status"
 	"google.golang.org/protobuf/encoding/protojson"
 
-	"github.com/hwnet-io/hwnet/crinet"
-	"github.com/hwnet-io/hwnet/crinet/api"
+	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/cni/crinet"
 )
 
 // defaultNetworkSocket is hwnet-agent's --cri-network-socket default.
@@ -55,7 +55,7 @@ func (c *networkClient) flags(fs *flag.FlagSet) {
 }
 
 // call dials the agent and runs f with a client, bounded by the timeout.
-func (c *networkClient) call(ctx context.Context, f func(context.Context, api.RuntimeServiceClient) error) error {
+func (c *networkClient) call(ctx context.Context, f func(context.Context, crinetapi.RuntimeServiceClient) error) error {
 	conn, err := grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		return fmt.Errorf("--socket %s: %w", c.socket, err)
@@ -63,7 +63,7 @@ func (c *networkClient) call(ctx context.Context, f func(context.Context, api.Ru
 	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
-	err = f(ctx, api.NewRuntimeServiceClient(conn))
+	err = f(ctx, crinetapi.NewRuntimeServiceClient(conn))
 	if s, ok := grpcstatus.FromError(err); ok && err != nil {
 		return fmt.Errorf("%s: %s", s.Code(), s.Message())
 	}
@@ -74,7 +74,7 @@ func setNetwork(ctx context.Context, args []string, out, errOut io.Writer) error
 	fs := newFlagSet("network set", errOut)
 	var c networkClient
 	c.flags(fs)
-	file := fs.String("f", "", "the NetworkConfig, YAML or JSON (docs/cri-network-api.md); - for stdin")
+	file := fs.String("f", "", "the NetworkConfig, YAML or JSON (docs/cri-network-crinetapi.md); - for stdin")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
@@ -85,8 +85,8 @@ func setNetwork(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
-	return c.call(ctx, func(ctx context.Context, client api.RuntimeServiceClient) error {
-		resp, err := client.SetPodNetwork(ctx, &api.SetPodNetworkRequest{Config: cfg})
+	return c.call(ctx, func(ctx context.Context, client crinetapi.RuntimeServiceClient) error {
+		resp, err := client.SetPodNetwork(ctx, &crinetapi.SetPodNetworkRequest{Config: cfg})
 		if err != nil {
 			return err
 		}
@@ -96,7 +96,7 @@ func setNetwork(ctx context.Context, args []string, out, errOut io.Writer) error
 	})
 }
 
-func readNetworkFile(file string) (*api.NetworkConfig, error) {
+func readNetworkFile(file string) (*crinetapi.NetworkConfig, error) {
 	var data []byte
 	var err error
 	if file == "-" {
@@ -130,9 +130,9 @@ func removeNetwork(ctx context.Context, args []string, out, errOut io.Writer) er
 	if before, after, ok := strings.Cut(name, "/"); ok {
 		ns, name = before, after
 	}
-	md := &api.NetworkMetadata{Namespace: ns, Name: name, Generation: uint32(*generation)}
-	return c.call(ctx, func(ctx context.Context, client api.RuntimeServiceClient) error {
-		if _, err := client.RemovePodNetwork(ctx, &api.RemovePodNetworkRequest{Metadata: md}); err != nil {
+	md := &crinetapi.NetworkMetadata{Namespace: ns, Name: name, Generation: uint32(*generation)}
+	return c.call(ctx, func(ctx context.Context, client crinetapi.RuntimeServiceClient) error {
+		if _, err := client.RemovePodNetwork(ctx, &crinetapi.RemovePodNetworkRequest{Metadata: md}); err != nil {
 			return err
 		}
 		fmt.Fprintf(out, "network %s/%s removed\n", ns, name)
@@ -151,8 +151,8 @@ func listNetworks(ctx context.Context, args []string, out, errOut io.Writer) err
 	if *format != "table" && *format != "json" {
 		return usageError{fmt.Sprintf("-o %q: want table or json", *format)}
 	}
-	return c.call(ctx, func(ctx context.Context, client api.RuntimeServiceClient) error {
-		resp, err := client.ListPodNetwork(ctx, &api.ListPodNetworkRequest{})
+	return c.call(ctx, func(ctx context.Context, client crinetapi.RuntimeServiceClient) error {
+		resp, err := client.ListPodNetwork(ctx, &crinetapi.ListPodNetworkRequest{})
 		if err != nil {
 			return err
 		}
@@ -170,7 +170,7 @@ func listNetworks(ctx context.Context, args []string, out, errOut io.Writer) err
 
 // renderNetworks writes one row per network, then one per pod attachment
 // with its IPs.
-func renderNetworks(w io.Writer, resp *api.ListPodNetworkResponse) error {
+func renderNetworks(w io.Writer, resp *crinetapi.ListPodNetworkResponse) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NETWORK\tGENERATION\tPLUGINS\tSANDBOX-MANAGEMENT\tCONNECTIVITY\tPODS\tREASON")
 	for _, n := range resp.GetNetworks() {
@@ -189,21 +189,21 @@ func renderNetworks(w io.Writer, resp *api.ListPodNetworkResponse) error {
 	return tw.Flush()
 }
 
-func networkName(md *api.NetworkMetadata) string {
+func networkName(md *crinetapi.NetworkMetadata) string {
 	if md.GetNamespace() == "" {
 		return md.GetName()
 	}
 	return md.GetNamespace() + "/" + md.GetName()
 }
 
-func generation(md *api.NetworkMetadata) string {
+func generation(md *crinetapi.NetworkMetadata) string {
 	if md.GetGeneration() == 0 {
 		return "-"
 	}
 	return strconv.FormatUint(uint64(md.GetGeneration()), 10)
 }
 
-func plugins(cfg *api.NetworkConfig) string {
+func plugins(cfg *crinetapi.NetworkConfig) string {
 	var types []string
 	for _, p := range cfg.GetCniv1Config().GetPlugins() {
 		types = append(types, p.GetType())
@@ -211,7 +211,7 @@ func plugins(cfg *api.NetworkConfig) string {
 	return dash(strings.Join(types, ","))
 }
 
-func podIPs(p *api.PodAttachment) string {
+func podIPs(p *crinetapi.PodAttachment) string {
 	var ips []string
 	for _, ip := range p.GetIps() {
 		ips = append(ips, ip.GetIp())

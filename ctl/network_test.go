@@ -9,7 +9,7 @@ import (
 	"testing"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
-	"github.com/hwnet-io/hwnet/crinet"
+	"github.com/hwnet-io/hwnet/cni/crinet"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 

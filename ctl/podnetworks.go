@@ -16,8 +16,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/hwnet-io/hwnet/kubeclient"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 )
 
 // podNetworkView is one PodNetwork as podnetworks shows it: its

@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/test/multinetapi"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
-	"github.com/hwnet-io/hwnet/discovery"
+	"github.com/hwnet-io/hwnet/node/discovery"
 )
 
 // renderTable writes the inventory for people: a PF summary, each PF's VFs,

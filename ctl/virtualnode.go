@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
 func runVirtualNode(ctx context.Context, args []string, out, errOut io.Writer) error {

@@ -3,7 +3,7 @@ package deviceplugin
 import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/hwnet-io/hwnet/handout"
+	"github.com/hwnet-io/hwnet/node/handout"
 )
 
 // prepared is a device with what Allocate hands out for it, computed by

@@ -15,11 +15,12 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/sockdir"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // Addresses on the default virtual node.
@@ -53,7 +54,7 @@ func newTestNode(t testing.TB) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
+	node := vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
 	if err := node.BindDriver(context.Background(), uioVF, "uio_pci_generic"); err != nil {
 		t.Fatal(err)
 	}
@@ -62,8 +63,8 @@ func newTestNode(t testing.TB) *testNode {
 		SysfsRoot: node.SysRoot(),
 		DevRoot:   node.DevRoot(),
 		DB:        db,
-		ESwitch:   virtualnode.NoESwitch{},
-		VDPA: virtualnode.VDPA{{Parent: vdpaVF, VDPADevice: discovery.VDPADevice{
+		ESwitch:   vnodetest.NoESwitch{},
+		VDPA: vnodetest.VDPA{{Parent: vdpaVF, VDPADevice: discovery.VDPADevice{
 			Name: vdpaName, Driver: "vhost_vdpa", Path: vdpaPath,
 		}}},
 	})

@@ -21,9 +21,9 @@ import (
 
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
-	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/handout"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/handout"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // Options says where the plugin meets kubelet and the CNI side.

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // Placement is where a device sits: all that Layout.Prefer weighs.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // twoNodeLayout is two NUMA nodes with two PFs of 8 VFs each: PFs A and B

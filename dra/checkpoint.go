@@ -9,7 +9,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
 
 // checkpointFile, in the plugin directory, records every prepared claim:

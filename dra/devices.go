@@ -9,8 +9,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/deviceattribute"
 	"k8s.io/utils/ptr"
 
-	"github.com/hwnet-io/hwnet/discovery"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // DefaultDriverName is the DRA driver's name: the domain of hwnet's own

@@ -7,11 +7,12 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/hwnet-io/hwnet/discovery"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/pools"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // poolsConfig fits the default virtual node: a tag on the first E810-C,
@@ -38,9 +39,9 @@ func newTestNode(t testing.TB) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
+	node := vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
 	inv, err := discovery.Discover(context.Background(), discovery.Options{
-		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db, ESwitch: virtualnode.NoESwitch{}, VDPA: virtualnode.VDPA{},
+		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db, ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA{},
 	})
 	if err != nil {
 		t.Fatal(err)

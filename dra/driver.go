@@ -28,9 +28,9 @@ import (
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
-	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/handout"
-	"github.com/hwnet-io/hwnet/pools"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/handout"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // Production defaults.

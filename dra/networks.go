@@ -10,7 +10,7 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 
-	"github.com/hwnet-io/hwnet/netclaim"
+	"github.com/hwnet-io/hwnet/api/netclaim"
 )
 
 // deviceNetworks gives each of a claim's devices its network element from

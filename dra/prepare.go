@@ -17,9 +17,9 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
-	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/handout"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/handout"
 )
 
 // cdiVersion is the oldest CDI version with everything the specs use,

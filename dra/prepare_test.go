@@ -15,8 +15,8 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
-	"github.com/hwnet-io/hwnet/devinfo"
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 const nodeName = "node-a"

@@ -21,7 +21,7 @@ if [ "${KEEP:-0}" != 1 ]; then
   trap '"$hwnetctl" virtual-node destroy' EXIT
 fi
 
-echo "== hwnetctl virtual-node create (spec: test/virtualnode/default.yaml)"
+echo "== hwnetctl virtual-node create (spec: node/virtualnode/default.yaml)"
 "$hwnetctl" virtual-node create
 echo
 echo "== hwnetctl inventory, run inside the node (its sysfs over /sys, its netns)"

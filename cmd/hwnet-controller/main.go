@@ -8,7 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/hwnet-io/hwnet/multinet/daemon"
+	"github.com/hwnet-io/hwnet/controller/daemon"
 )
 
 func main() {

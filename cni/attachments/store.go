@@ -20,7 +20,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
 
 // RecordVersion is the record format this hwnet writes and the newest it

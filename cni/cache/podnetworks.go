@@ -15,7 +15,7 @@ import (
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 )
 
 // ErrPodNetworkNotFound says the PodNetwork or PodNetworkAttachment does

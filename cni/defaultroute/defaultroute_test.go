@@ -16,8 +16,8 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/test/osthread"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/internal/osthread"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // pod is a network namespace laid out as a pod's after its attachments:
@@ -40,7 +40,7 @@ var podLinks = []struct {
 
 func newPod(t *testing.T) *pod {
 	t.Helper()
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	name := fmt.Sprintf("hwnet-dr-%d-%d", os.Getpid(), time.Now().UnixNano())
 	createNetns(t, name)
 	t.Cleanup(func() {

@@ -15,14 +15,14 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/defaultroute"
 	"github.com/hwnet-io/hwnet/cni/netconf"
-	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
-	"github.com/hwnet-io/hwnet/devinfo"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // rollbackTimeout bounds the cleanup of a failed ADD, which must run even

@@ -5,11 +5,11 @@ import (
 	"fmt"
 	"log/slog"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/cache"
-	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/status"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
-	"github.com/hwnet-io/hwnet/netclaim"
 )
 
 // podClaims are the devices of a pod's prepared DRA claims: local state

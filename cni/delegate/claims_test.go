@@ -11,9 +11,9 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/dra"
-	"github.com/hwnet-io/hwnet/netclaim"
 )
 
 // podClaimDevices is the DRA driver's answer for each pod, by UID: what

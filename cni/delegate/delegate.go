@@ -13,17 +13,17 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/pluginexec"
-	"github.com/hwnet-io/hwnet/cni/selection"
 	"github.com/hwnet-io/hwnet/cni/wire"
-	"github.com/hwnet-io/hwnet/devinfo"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
-	"github.com/hwnet-io/hwnet/netclaim"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // DeviceSource reports the devices kubelet allocated to one pod.

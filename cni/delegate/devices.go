@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/cni/cache"
-	"github.com/hwnet-io/hwnet/netclaim"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // assignDevices gives every attachment whose network names a resource one

@@ -15,7 +15,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/netconf"
-	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // del tears down every attachment of the container, in reverse, past

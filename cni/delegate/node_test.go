@@ -27,12 +27,13 @@ import (
 	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/cni/wire"
-	"github.com/hwnet-io/hwnet/devinfo"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/podresources"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 const (
@@ -68,10 +69,10 @@ type testNode struct {
 }
 
 func newTestNode(t *testing.T, name string) *testNode {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	spec := virtualnode.DefaultSpec()
 	spec.Name = name
-	node := virtualnode.BuildForTest(t, spec, virtualnode.OpenDB(t), true)
+	node := vnodetest.BuildForTest(t, spec, vnodetest.OpenDB(t), true)
 	n := newHarness(t)
 	n.node = node
 	return n
@@ -156,8 +157,8 @@ func (n *testNode) start(ctx context.Context) {
 	n.status = report.NewStatusWriter(client, "hwnet", quiet)
 	n.t.Cleanup(n.status.Shutdown)
 	n.d = New(Options{
-		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "devinfo/dp"),
-		CNIDevinfoDir: filepath.Join(n.dir, "devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
+		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "node/devinfo/dp"),
+		CNIDevinfoDir: filepath.Join(n.dir, "node/devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
 		Pods: pods, NADs: nads, PodNetworks: podNetworks, Devices: devs, Status: n.status, PodWait: 20 * time.Second,
 	})
 	n.seen.Store(n.d)
@@ -195,7 +196,7 @@ func (n *testNode) createPodAnnotated(name string, annotations map[string]string
 	for res, ids := range devices {
 		for _, id := range ids {
 			info := devinfo.NewPCI(devinfo.PCI{PCIAddress: id})
-			if err := devinfo.Write(filepath.Join(n.dir, "devinfo/dp"), res, id, info); err != nil {
+			if err := devinfo.Write(filepath.Join(n.dir, "node/devinfo/dp"), res, id, info); err != nil {
 				n.t.Fatal(err)
 			}
 		}

@@ -9,11 +9,11 @@ import (
 	"strconv"
 	"strings"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/netconf"
-	"github.com/hwnet-io/hwnet/cni/selection"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
-	"github.com/hwnet-io/hwnet/netclaim"
 )
 
 // attachment is one network attachment to make: the default network's or

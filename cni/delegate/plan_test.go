@@ -12,10 +12,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/cache"
-	"github.com/hwnet-io/hwnet/cni/selection"
-	"github.com/hwnet-io/hwnet/netclaim"
-	"github.com/hwnet-io/hwnet/podresources"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 func TestInterfaceNames(t *testing.T) {

@@ -7,9 +7,9 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/cache"
-	"github.com/hwnet-io/hwnet/cni/selection"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
 )
 
 // podNetworkRequests resolves the pod's KEP-3698 references into the

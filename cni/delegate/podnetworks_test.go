@@ -13,9 +13,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/hwnet-io/hwnet/multinet/controller"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
-	"github.com/hwnet-io/hwnet/netclaim"
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/controller"
 )
 
 // runMultinetController runs hwnet's real PodNetwork controller on the

@@ -10,10 +10,10 @@ import (
 	"sync"
 	"time"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/status"
-	"github.com/hwnet-io/hwnet/devinfo"
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // render is what a publication writes: the status annotations and the

@@ -18,10 +18,10 @@ import (
 
 	cniversion "github.com/containernetworking/cni/pkg/version"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
-	"github.com/hwnet-io/hwnet/watch"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/node/watch"
 )
 
 // Options configure a Writer.

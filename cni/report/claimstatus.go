@@ -14,7 +14,7 @@ import (
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/hwnet-io/hwnet/netclaim"
+	"github.com/hwnet-io/hwnet/api/netclaim"
 )
 
 // ClaimReadyCondition is the condition hwnet sets on each claimed device

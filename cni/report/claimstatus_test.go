@@ -10,8 +10,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/cni/report"
-	"github.com/hwnet-io/hwnet/netclaim"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 

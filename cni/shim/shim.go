@@ -23,7 +23,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/wire"
-	release "github.com/hwnet-io/hwnet/version"
+	release "github.com/hwnet-io/hwnet/internal/version"
 )
 
 // Invocation is what the runtime gives a CNI plugin process.

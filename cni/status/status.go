@@ -4,7 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // Annotation is the pod annotation that holds the list (NPWG 5).

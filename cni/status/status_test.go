@@ -8,7 +8,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/hwnet-io/hwnet/devinfo"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // The two lists of section 5.4, as the specification prints them.

@@ -12,8 +12,8 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
-	"github.com/hwnet-io/hwnet/test/osthread"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/internal/osthread"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
@@ -54,7 +54,7 @@ func cnitool(t *testing.T, dir, netDir string, args ...string) []byte {
 
 // cnitool needs a real netns path, and keeps its results in /var/lib/cni.
 func TestCnitoolDrivesRecorder(t *testing.T) {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	h := newHarness(t)
 	podNetns := addNetns(t, "cnitool")
 	conf := h.recorder("sriov", "0000:3b:02.0")
@@ -100,7 +100,7 @@ type hostDeviceConf struct {
 // host-device from Dir moves a veth into a pod netns and back. It runs in a
 // "host" netns of its own so that nothing touches the machine's links.
 func TestHostDeviceMovesLinkAndBack(t *testing.T) {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	dir := Dir(t)
 	hostNetns, podNetns := addNetns(t, "host"), addNetns(t, "pod")
 	const device = "hwcp0"

@@ -16,9 +16,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 	"github.com/hwnet-io/hwnet/test/e2e/image"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // The suite's cluster: its node is named $HWNET_E2E_NAME, else
@@ -78,7 +79,7 @@ func setup(t *testing.T) *env {
 	if testing.Short() {
 		t.Skip("e2e: brings up a Kubernetes cluster; skipped with -short")
 	}
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	suite.once.Do(func() {
 		suite.env = &env{}
 		suite.err = suite.env.bringUp(t)

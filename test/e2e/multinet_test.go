@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/dynamic"
 
-	mnv1 "github.com/hwnet-io/hwnet/multinet/v1alpha1"
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 )
 

@@ -29,11 +29,11 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // benchNode is the node name the CNI daemons serve.

@@ -8,9 +8,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // dpConfig is the pool both device plugins serve: every iavf VF of the
@@ -24,7 +25,7 @@ const dpResource = "intel.com/bench_vfs"
 // 2048-VF node has them (256 a PF at most).
 func dpNode(tb testing.TB, vfs int) *virtualnode.Node {
 	spec := &virtualnode.Spec{Name: fmt.Sprintf("peers-%d", vfs), PFs: []virtualnode.PFSpec{{Model: "E810-C", Count: 8, VFs: vfs / 8}}}
-	return virtualnode.BuildForTest(tb, spec, virtualnode.OpenDB(tb), true)
+	return vnodetest.BuildForTest(tb, spec, vnodetest.OpenDB(tb), true)
 }
 
 // dpTool is a device plugin under test: how to start it with kubelet's

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 var (
@@ -31,7 +31,7 @@ var (
 // BenchmarkPeers runs every measurement once (use -benchtime 1x) and
 // prints the table.
 func BenchmarkPeers(b *testing.B) {
-	virtualnode.RequireRoot(b)
+	vnodetest.RequireRoot(b)
 	for b.Loop() {
 		t := &table{tools: []string{"hwnet"}}
 		bins := hwnetBinaries(b)

@@ -15,8 +15,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/test/osthread"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/internal/osthread"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
 // proc is a daemon the benchmark started and stops.

@@ -14,7 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 var (
@@ -57,7 +58,7 @@ type scaleNode struct {
 // (ADD complete) p50/p99 against the 5 s SLO and the API requests per
 // pod and per node. Use -benchtime 1x; as root.
 func BenchmarkScale(b *testing.B) {
-	virtualnode.RequireRoot(b)
+	vnodetest.RequireRoot(b)
 	for b.Loop() {
 		bins := hwnetBinaries(b)
 		env := newCNIEnv(b, bins)
@@ -150,7 +151,7 @@ func (e *cniEnv) startFleet(b *testing.B, bins string, n int) []*scaleNode {
 // vfs VFs.
 func ibNode(tb testing.TB, name string, vfs int) *virtualnode.Node {
 	spec := &virtualnode.Spec{Name: name, PFs: []virtualnode.PFSpec{{Model: "ConnectX-6", VFs: vfs, LinkType: "infiniband"}}}
-	return virtualnode.BuildForTest(tb, spec, virtualnode.OpenDB(tb), true)
+	return vnodetest.BuildForTest(tb, spec, vnodetest.OpenDB(tb), true)
 }
 
 // burstAll creates every node's pods at once, each pod's ADD following

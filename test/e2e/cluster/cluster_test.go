@@ -17,15 +17,16 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/e2e/image"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // TestUpRunPodDown brings a real cluster up, runs a pod on the default
 // network, looks at the virtual hardware from inside, restarts kubelet and
 // checks that Down leaves nothing behind.
 func TestUpRunPodDown(t *testing.T) {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	c := upForTest(ctx, t, "cluster-test", testImages(ctx, t))
@@ -132,7 +133,7 @@ func runPod(ctx context.Context, t testing.TB, c *Cluster, client kubernetes.Int
 // BenchmarkUpDown measures what a test suite pays for a fresh cluster:
 // Up until the node is Ready, a pod until it runs, and Down.
 func BenchmarkUpDown(b *testing.B) {
-	virtualnode.RequireRoot(b)
+	vnodetest.RequireRoot(b)
 	ctx := context.Background()
 	spec := virtualnode.DefaultSpec()
 	spec.Name = "cluster-bench"

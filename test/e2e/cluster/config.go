@@ -8,9 +8,9 @@ import (
 	"path/filepath"
 	"slices"
 
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 // KubeVersion is the Kubernetes release whose cached binaries Up runs by

@@ -9,7 +9,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
 func TestConfigDefaults(t *testing.T) {

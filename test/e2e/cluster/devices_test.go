@@ -8,7 +8,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 func TestCharDevice(t *testing.T) {
@@ -62,8 +63,8 @@ func FuzzCharDevice(f *testing.F) {
 // TestSyncDevices makes the character devices for a real virtual node's
 // device tree, then follows a VF moving off vfio-pci.
 func TestSyncDevices(t *testing.T) {
-	virtualnode.RequireRoot(t) // mknod
-	node := virtualnode.BuildForTest(t, virtualnode.DefaultSpec(), virtualnode.OpenDB(t), false)
+	vnodetest.RequireRoot(t) // mknod
+	node := vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), vnodetest.OpenDB(t), false)
 	dst := t.TempDir()
 	if err := syncDevices(node.DevRoot(), dst); err != nil {
 		t.Fatal(err)

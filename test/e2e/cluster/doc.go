@@ -1,7 +1,7 @@
 // Package cluster runs a real single-node Kubernetes (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, containerd with runc, kubelet and
 // the reference CNI plugins) on this machine, inside private namespaces
-// that also hold a virtual SR-IOV node (test/virtualnode), so that kubelet,
+// that also hold a virtual SR-IOV node (node/virtualnode), so that kubelet,
 // containerd, CNI plugins and pods such as hwnet-agent all see the same
 // virtual hardware.
 //

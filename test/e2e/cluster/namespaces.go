@@ -14,7 +14,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/test/osthread"
+	"github.com/hwnet-io/hwnet/internal/osthread"
 )
 
 // holderTimeout bounds the wait for the holder to be in its namespaces.

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 func TestStopProcesses(t *testing.T) {
@@ -71,7 +71,7 @@ func TestCgroupLevels(t *testing.T) {
 // which Down would find strangers (another cluster's pause, as CI did).
 // Held, the number stays the cluster's.
 func TestHeldMountNamespaceKeepsItsNumber(t *testing.T) {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	log := filepath.Join(t.TempDir(), "log")
 	newNS := func() (*process, string) {
 		p, err := startDetached("holder", []string{"unshare", "--mount", "--", "sleep", "60"}, log)

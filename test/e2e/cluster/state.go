@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
 // state is what a cluster's state file records: enough for another process

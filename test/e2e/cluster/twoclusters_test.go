@@ -8,7 +8,7 @@ import (
 
 	"github.com/vishvananda/netns"
 
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // TestTwoClustersAndAnotherNetnsUser brings two clusters up on the host
@@ -17,7 +17,7 @@ import (
 // Down leaves nothing, and the other netns stays usable (issue 12 item 7).
 // Two clusters take half a minute and twice the memory of one.
 func TestTwoClustersAndAnotherNetnsUser(t *testing.T) {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	images := testImages(ctx, t)

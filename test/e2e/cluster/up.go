@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/hwdb"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
 // Up brings a cluster up in cfg.StateDir and waits until its node is Ready

@@ -14,7 +14,7 @@ import (
 // Without it, a VF whose pod's netns went before the VF was moved back
 // (a sandbox torn down while hwnet-agent was down) would be lost for
 // good, which no real node sees.
-const vnodeKernelPackage = "./test/virtualnode/cmd/hwnet-vnode-kernel"
+const vnodeKernelPackage = "./cmd/hwnet-vnode-kernel"
 
 // startVNodeKernel builds hwnet-vnode-kernel from repo into the state
 // directory and starts it on the host, where it reaches the node's netns

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
 
 // Buildah builds the repository's Dockerfile with buildah bud, as a user

@@ -16,7 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/hwnet-io/hwnet/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
 
 // The images' references, as pods and containerd's sandbox_image name them.
@@ -156,7 +156,7 @@ func buildBinaries(ctx context.Context, repo, bin string) error {
 	if err != nil {
 		return fmt.Errorf("images: the go command builds the images' binaries: %w", err)
 	}
-	stamp := "-X github.com/hwnet-io/hwnet/version.stamped=" + describe(ctx, repo)
+	stamp := "-X github.com/hwnet-io/hwnet/internal/version.stamped=" + describe(ctx, repo)
 	args := append([]string{"build", "-trimpath", "-ldflags", stamp, "-o", bin + string(filepath.Separator)}, packages()...)
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = repo

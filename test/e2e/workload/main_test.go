@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hwnet-io/hwnet/test/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // runAsWorkload makes the test binary the workload program when started
@@ -146,7 +146,7 @@ func TestBadArguments(t *testing.T) {
 // pod's sandbox: the kernel delivers PID 1 only the signals it handles,
 // and orphans of the namespace become its children.
 func TestPodSandbox(t *testing.T) {
-	virtualnode.RequireRoot(t)
+	vnodetest.RequireRoot(t)
 	nsenter, err := exec.LookPath("nsenter")
 	if err != nil {
 		t.Fatalf("nsenter (util-linux), which makes an orphan in the namespace: %v", err)

@@ -21,9 +21,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 	"github.com/hwnet-io/hwnet/test/e2e/image"
-	"github.com/hwnet-io/hwnet/test/virtualnode"
 )
 
 func main() {

@@ -1,0 +1,58 @@
+// Command hwnet-vnode-kernel does for a virtual node what the kernel does
+// for real hardware but cannot do for the node's veth links: it runs as a
+// daemon beside the node (the e2e cluster starts one) and gives a VF's
+// netdev back to the node's network namespace when the namespace it was
+// moved into is destroyed (virtualnode.Node.ReturnNetdevs).
+//
+//	hwnet-vnode-kernel --node-dir DIR
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/hwnet-io/hwnet/internal/version"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	if err := run(ctx, os.Args[1:], log); err != nil && !errors.Is(err, flag.ErrHelp) {
+		log.Error("hwnet-vnode-kernel failed", "err", err)
+		os.Exit(1)
+	}
+}
+
+func run(ctx context.Context, args []string, log *slog.Logger) error {
+	fs := flag.NewFlagSet("hwnet-vnode-kernel", flag.ContinueOnError)
+	dir := fs.String("node-dir", "", "the virtual node's state directory (required)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
+	fs.Usage = func() {
+		fmt.Fprintln(fs.Output(), "usage: hwnet-vnode-kernel --node-dir DIR\n\nGives VF netdevs back to the virtual node when the network namespace they were moved into is destroyed, as the kernel does for real hardware.")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if *showVersion {
+		fmt.Println(version.Get())
+		return nil
+	}
+	if *dir == "" || fs.NArg() > 0 {
+		fs.Usage()
+		return errors.New("--node-dir is required and no arguments are taken")
+	}
+	n, err := virtualnode.Open(*dir)
+	if err != nil {
+		return err
+	}
+	return n.ReturnNetdevs(ctx, log, func() { log.Info("watching the node's netdevs", "node", n.Name(), "netns", n.NetnsName()) })
+}

@@ -1,3 +1,0 @@
-// Package api is the CRI network API's protocol: crinet.proto and the Go
-// code protoc generates from it (make crinet-proto).
-package api

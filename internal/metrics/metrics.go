@@ -1,0 +1,195 @@
+// Package metrics is hwnet-agent's Prometheus instrumentation: CNI request
+// latency, attach failures, pool sizes, discovery and refresh durations,
+// kubelet PodResources and API server requests, and build information, on
+// a registry of its own served by Handler.
+package metrics
+
+import (
+	"errors"
+	"net/http"
+	"net/http/pprof"
+	"strconv"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/hwnet-io/hwnet/internal/version"
+)
+
+const namespace = "hwnet"
+
+// Metrics holds the agent's collectors. Its methods are safe for
+// concurrent use; a nil *Metrics records nothing.
+type Metrics struct {
+	reg                  *prometheus.Registry
+	cniDuration          *prometheus.HistogramVec
+	attachFailures       *prometheus.CounterVec
+	poolCapacity         *prometheus.GaugeVec
+	poolAllocatable      *prometheus.GaugeVec
+	poolUnhealthy        *prometheus.GaugeVec
+	discoveryDuration    prometheus.Histogram
+	refreshDuration      prometheus.Histogram
+	podResourcesRequests *prometheus.CounterVec
+	apiRequests          *prometheus.CounterVec
+}
+
+// CNI requests take from a millisecond (DEL of nothing) to tens of
+// seconds (a delegate waiting for a device); the default buckets stop at 10 s.
+var cniBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 13)
+
+// New registers hwnet's collectors, the Go runtime's and the process's.
+func New() *Metrics {
+	m := &Metrics{
+		reg: prometheus.NewRegistry(),
+		cniDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "cni",
+			Name: "request_duration_seconds", Help: "CNI requests (ADD, DEL, CHECK, ...) by command and result, as the agent served them.",
+			Buckets: cniBuckets}, []string{"command", "result"}),
+		attachFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "cni",
+			Name: "attach_failures_total", Help: "Failed CNI ADDs by reason: the CNI error code's name."}, []string{"reason"}),
+		poolCapacity:    poolGauge("capacity", "Devices the pool lists to kubelet, healthy or not."),
+		poolAllocatable: poolGauge("allocatable", "Healthy devices of the pool, which kubelet may allocate."),
+		poolUnhealthy:   poolGauge("unhealthy", "Devices of the pool listed as unhealthy."),
+		discoveryDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "discovery_duration_seconds",
+			Help: "Full discoveries of the node's NICs.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
+		refreshDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "health_refresh_duration_seconds",
+			Help: "Health refreshes of every pool after link events.", Buckets: prometheus.ExponentialBuckets(0.0001, 2, 14)}),
+		podResourcesRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "podresources_requests_total",
+			Help: "Requests to kubelet's PodResources API by result."}, []string{"result"}),
+		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "api_requests_total",
+			Help: "Requests to the Kubernetes API server by method and HTTP status code."}, []string{"method", "code"}),
+	}
+	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "The running hwnet release; always 1."}, []string{"version", "revision", "goversion"})
+	v := version.Get()
+	buildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
+	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy,
+		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, buildInfo,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+func poolGauge(name, help string) *prometheus.GaugeVec {
+	return prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "pool", Name: name + "_devices",
+		Help: help}, []string{"resource"})
+}
+
+// Handler serves /metrics and, when pprof is set, Go's profiles under
+// /debug/pprof/.
+func (m *Metrics) Handler(withPprof bool) http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	if withPprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return mux
+}
+
+// ObserveCNI records one CNI request; a failed ADD also counts as an
+// attach failure by its CNI error code.
+func (m *Metrics) ObserveCNI(command string, took time.Duration, err error) {
+	if m == nil {
+		return
+	}
+	result := "success"
+	if err != nil {
+		result = "error"
+		if command == "ADD" {
+			m.attachFailures.WithLabelValues(Reason(err)).Inc()
+		}
+	}
+	m.cniDuration.WithLabelValues(command, result).Observe(took.Seconds())
+}
+
+// Reason names a CNI error by its code (CNI spec, "Error"), which keeps
+// the label's values few whatever the messages say.
+func Reason(err error) string {
+	var cniErr *types.Error
+	if !errors.As(err, &cniErr) {
+		return "internal"
+	}
+	switch cniErr.Code {
+	case types.ErrUnknown:
+		return "unknown"
+	case types.ErrIncompatibleCNIVersion:
+		return "incompatible_cni_version"
+	case types.ErrUnsupportedField:
+		return "unsupported_field"
+	case types.ErrUnknownContainer:
+		return "unknown_container"
+	case types.ErrInvalidEnvironmentVariables:
+		return "invalid_environment"
+	case types.ErrIOFailure:
+		return "io_failure"
+	case types.ErrDecodingFailure:
+		return "decoding_failure"
+	case types.ErrInvalidNetworkConfig:
+		return "invalid_network_config"
+	case types.ErrTryAgainLater:
+		return "try_again_later"
+	case types.ErrInternal:
+		return "internal"
+	}
+	return "code_" + strconv.FormatUint(uint64(cniErr.Code), 10)
+}
+
+// SetPool records a pool's listed and unhealthy devices.
+func (m *Metrics) SetPool(resource string, listed, unhealthy int) {
+	if m == nil {
+		return
+	}
+	m.poolCapacity.WithLabelValues(resource).Set(float64(listed))
+	m.poolAllocatable.WithLabelValues(resource).Set(float64(listed - unhealthy))
+	m.poolUnhealthy.WithLabelValues(resource).Set(float64(unhealthy))
+}
+
+// DeletePool forgets a pool the configuration no longer has.
+func (m *Metrics) DeletePool(resource string) {
+	if m == nil {
+		return
+	}
+	for _, g := range []*prometheus.GaugeVec{m.poolCapacity, m.poolAllocatable, m.poolUnhealthy} {
+		g.DeleteLabelValues(resource)
+	}
+}
+
+// ObserveDiscovery records one full discovery.
+func (m *Metrics) ObserveDiscovery(took time.Duration) {
+	if m != nil {
+		m.discoveryDuration.Observe(took.Seconds())
+	}
+}
+
+// ObserveRefresh records one health refresh of every pool.
+func (m *Metrics) ObserveRefresh(took time.Duration) {
+	if m != nil {
+		m.refreshDuration.Observe(took.Seconds())
+	}
+}
+
+// PodResourcesRequest counts one request to kubelet's PodResources API.
+func (m *Metrics) PodResourcesRequest(err error) {
+	if m == nil {
+		return
+	}
+	result := "success"
+	if err != nil {
+		result = "error"
+	}
+	m.podResourcesRequests.WithLabelValues(result).Inc()
+}
+
+// WrapTransport counts the requests a client-go transport sends; it fits
+// rest.Config.WrapTransport.
+func (m *Metrics) WrapTransport(rt http.RoundTripper) http.RoundTripper {
+	if m == nil {
+		return rt
+	}
+	return promhttp.InstrumentRoundTripperCounter(m.apiRequests, rt)
+}

@@ -1,0 +1,141 @@
+// Package devhealth judges whether a pooled device can serve a pod: from
+// the inventory, link states netlink reported since, which devices
+// containers hold, and which functions had a netdev. Both front ends, the
+// device plugin (ListAndWatch's Healthy) and the DRA driver (a device taint),
+// take their verdicts from here.
+package devhealth
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
+)
+
+// LinkState is what a netlink event said about a link, newer than the
+// inventory when seen after the discovery that made it began.
+type LinkState struct {
+	OperState string
+	Up        bool
+	// Gone is true once the link left the namespace, e.g. moved into a pod.
+	Gone bool
+	Seen time.Time
+}
+
+// LinkStates overlays netlink events on the last inventory, by link name.
+type LinkStates map[string]LinkState
+
+// Since drops what the inventory begun at start already knows. A link
+// netlink said left the namespace stays gone until netlink says it is
+// back (a new state replaces it): netlink is the authority on which links
+// are in the namespace, and a sysfs listing is only as current as the
+// namespace it was mounted in (the virtual node's tree keeps a moved
+// netdev), so a discovery must not bring a gone link back.
+func (ls LinkStates) Since(start time.Time) {
+	for name, st := range ls {
+		if st.Seen.Before(start) && !st.Gone {
+			delete(ls, name)
+		}
+	}
+}
+
+// carrierLost reports whether the netdev, with any newer netlink state, is
+// administratively up yet operationally down: the link is broken, not idle.
+func (ls LinkStates) carrierLost(nd *discovery.Netdev) bool {
+	up, oper := ls.current(nd)
+	return up && operDown(oper)
+}
+
+// down reports whether the netdev, with any newer netlink state, does not
+// pass traffic at all, whether for lack of carrier or taken down.
+func (ls LinkStates) down(nd *discovery.Netdev) bool {
+	_, oper := ls.current(nd)
+	return operDown(oper)
+}
+
+func (ls LinkStates) current(nd *discovery.Netdev) (up bool, oper string) {
+	if st, ok := ls[nd.Name]; ok {
+		if st.Gone {
+			return false, "unknown"
+		}
+		return st.Up, st.OperState
+	}
+	return nd.Up, nd.OperState
+}
+
+// operDown is true for the RFC 2863 states in which no frame passes;
+// "unknown" is what drivers without carrier reporting say, so it is up.
+func operDown(oper string) bool {
+	switch oper {
+	case "down", "lowerlayerdown", "notpresent":
+		return true
+	}
+	return false
+}
+
+// View is what device health is judged from: the inventory, newer
+// link states, which devices a container holds and which functions had a
+// netdev.
+type View struct {
+	Inv   *discovery.Inventory
+	Links LinkStates
+	// Held are the devices a container holds: kubelet allocated them, so
+	// their device-info file exists. Their netdev may be in a pod. nil
+	// means unknown: every device may be held.
+	Held map[string]bool
+	// Netdevs remembers, for each function once seen with a netdev, the
+	// driver it had then.
+	Netdevs NetdevMemory
+}
+
+// NetdevMemory maps a function's PCI address to the driver it had while it
+// had a netdev.
+type NetdevMemory map[string]string
+
+// netdevLost reports a device whose netdev left the node's network
+// namespace, or was seen and is gone under the same driver, while no
+// container holds the device: nothing moved it into a pod, so it is broken
+// (a driver reset, a netdev stuck in a dead namespace), and every
+// attachment of it would fail. A held device's netdev is expected to be in
+// its pod.
+func (v View) netdevLost(d *pools.Device) (bool, string) {
+	fn := &d.Function
+	nd := fn.Netdev
+	switch {
+	case nd != nil && !v.Links[nd.Name].Gone:
+		v.Netdevs[fn.Address] = fn.Driver
+		return false, ""
+	case v.Held == nil || v.Held[d.ID]:
+		return false, ""
+	case nd != nil:
+		return true, fmt.Sprintf("its netdev %s left the node's network namespace while no container holds the device", nd.Name)
+	case fn.Driver != "" && v.Netdevs[fn.Address] == fn.Driver:
+		return true, fmt.Sprintf("its netdev is gone (driver %s had one) while no container holds the device", fn.Driver)
+	}
+	return false, ""
+}
+
+// Device judges a pooled device: unhealthy when its PF's link is down, its
+// own link is up without carrier, its netdev is lost (netdevLost), or it
+// is on vfio-pci without the group device a DPDK application opens. An
+// administratively down VF is idle and stays healthy: VFs wait down until
+// a CNI plugin takes them.
+func (v View) Device(d *pools.Device) (healthy bool, reason string) {
+	inv, links := v.Inv, v.Links
+	if d.Function.Driver == "vfio-pci" && d.Function.VFIODevice == "" {
+		return false, "bound to vfio-pci but its VFIO group device is missing"
+	}
+	if d.PF != "" {
+		if pf, ok := inv.Function(d.PF); ok && pf.Netdev != nil && links.down(pf.Netdev) {
+			return false, fmt.Sprintf("PF %s link %s is down", d.PF, pf.Netdev.Name)
+		}
+	}
+	if nd := d.Function.Netdev; nd != nil && links.carrierLost(nd) {
+		return false, fmt.Sprintf("link %s is up but has no carrier", nd.Name)
+	}
+	if lost, reason := v.netdevLost(d); lost {
+		return false, reason
+	}
+	return true, ""
+}

@@ -1,0 +1,106 @@
+package devhealth_test
+
+import (
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/pools"
+)
+
+// healthInventory is a PF with one VF, both with netdevs in the given
+// states, as discovery would report them.
+func healthInventory(t *testing.T, pfOper string, vfUp bool, vfOper string) *discovery.Inventory {
+	t.Helper()
+	inv := &discovery.Inventory{PFs: []discovery.PF{{
+		Function: discovery.Function{Address: "0000:3b:00.0", Driver: "ice",
+			Netdev: &discovery.Netdev{Name: "enp59s0f0", Up: true, OperState: pfOper}},
+		SRIOV: discovery.SRIOV{NumVFs: 1},
+		VFs: []discovery.VF{{PF: "0000:3b:00.0", Function: discovery.Function{Address: "0000:3b:01.0", Driver: "iavf",
+			Netdev: &discovery.Netdev{Name: "enp59s0f0v0", Up: vfUp, OperState: vfOper}}}},
+	}}}
+	data, err := json.Marshal(inv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var indexed discovery.Inventory
+	if err := json.Unmarshal(data, &indexed); err != nil {
+		t.Fatal(err)
+	}
+	return &indexed
+}
+
+// TestHealth: the rules kubelet's allocatable follows.
+func TestHealth(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		pfOper, vfOper string
+		vfUp           bool
+		links          devhealth.LinkStates
+		vfio           bool
+		held, noNetdev bool
+		seenDriver     string
+		healthy        bool
+		reason         string
+	}{
+		{name: "all up", pfOper: "up", vfUp: true, vfOper: "up", healthy: true},
+		{name: "idle VF, down by admin", pfOper: "up", vfOper: "down", healthy: true},
+		{name: "PF down", pfOper: "down", vfUp: true, vfOper: "lowerlayerdown", reason: "PF 0000:3b:00.0 link enp59s0f0 is down"},
+		{name: "VF carrier lost", pfOper: "up", vfUp: true, vfOper: "down", reason: "link enp59s0f0v0 is up but has no carrier"},
+		{name: "driver without carrier reporting", pfOper: "unknown", vfUp: true, vfOper: "unknown", healthy: true},
+		{name: "netlink newer: VF lost carrier", pfOper: "up", vfUp: true, vfOper: "up",
+			links: devhealth.LinkStates{"enp59s0f0v0": {OperState: "down", Up: true}}, reason: "link enp59s0f0v0 is up but has no carrier"},
+		{name: "VF moved into a pod", pfOper: "up", vfUp: true, vfOper: "down",
+			links: devhealth.LinkStates{"enp59s0f0v0": {Gone: true}}, held: true, healthy: true},
+		{name: "netdev left while no container holds the VF", pfOper: "up", vfUp: true, vfOper: "down",
+			links:  devhealth.LinkStates{"enp59s0f0v0": {Gone: true}},
+			reason: "its netdev enp59s0f0v0 left the node's network namespace while no container holds the device"},
+		{name: "netdev gone, seen before under the same driver", pfOper: "up", noNetdev: true, seenDriver: "iavf",
+			reason: "its netdev is gone (driver iavf had one) while no container holds the device"},
+		{name: "no netdev, never seen with one", pfOper: "up", noNetdev: true, healthy: true},
+		{name: "vfio-pci without group device", pfOper: "up", vfio: true, healthy: false, reason: "bound to vfio-pci but its VFIO group device is missing"},
+	} {
+		inv := healthInventory(t, tt.pfOper, tt.vfUp, tt.vfOper)
+		vf := inv.PFs[0].VFs[0]
+		if tt.vfio {
+			vf.Driver, vf.Netdev = "vfio-pci", nil
+		}
+		if tt.noNetdev {
+			vf.Netdev = nil
+		}
+		d := pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF}
+		links := tt.links
+		if links == nil {
+			links = devhealth.LinkStates{}
+		}
+		v := devhealth.View{Inv: inv, Links: links, Held: map[string]bool{}, Netdevs: devhealth.NetdevMemory{}}
+		if tt.held {
+			v.Held[d.ID] = true
+		}
+		if tt.seenDriver != "" {
+			v.Netdevs[vf.Address] = tt.seenDriver
+		}
+		healthy, reason := v.Device(&d)
+		if healthy != tt.healthy || reason != tt.reason {
+			t.Errorf("%s: healthy=%t %q, want %t %q", tt.name, healthy, reason, tt.healthy, tt.reason)
+		}
+	}
+}
+
+// TestLinkStatesSince: netlink states older than a discovery are dropped,
+// since the discovery already read them, except that a link gone stays
+// gone until netlink says otherwise.
+func TestLinkStatesSince(t *testing.T) {
+	start := time.Now()
+	ls := devhealth.LinkStates{
+		"old":  {Seen: start.Add(-time.Second), OperState: "down"},
+		"new":  {Seen: start.Add(time.Millisecond)},
+		"left": {Seen: start.Add(-time.Second), Gone: true},
+	}
+	ls.Since(start)
+	if _, ok := ls["old"]; ok || len(ls) != 2 || !ls["left"].Gone {
+		t.Errorf("after Since: %v, want the state seen after the discovery began and the link gone before it", ls)
+	}
+}

@@ -1,0 +1,364 @@
+package pools
+
+import (
+	"fmt"
+	"iter"
+	"slices"
+	"strings"
+
+	"github.com/hwnet-io/hwnet/node/discovery"
+)
+
+// Result is how a config divides an inventory into pools.
+type Result struct {
+	// Pools has one pool per resourceList entry, in config order, even
+	// when no device matches it.
+	Pools []Pool
+	// Conflicts lists the devices that more than one pool matches; each
+	// went to the first of them.
+	Conflicts []Conflict
+	// Warnings are what an operator should know about this inventory
+	// under this config, such as a matching device that cannot be offered.
+	Warnings []string
+}
+
+// Conflict is a device that several pools' selectors match.
+type Conflict struct {
+	// Device is the device's PCI address.
+	Device string
+	// Pools are the full resource names of every pool that matches it, in
+	// config order; the device belongs to the first.
+	Pools []string
+}
+
+func (c Conflict) String() string {
+	return fmt.Sprintf("%s is matched by %s; it goes to %s", c.Device, strings.Join(c.Pools, ", "), c.Pools[0])
+}
+
+// candidate is one function as selectors see it. It is kept small:
+// Match holds one per device.
+type candidate struct {
+	fn *discovery.Function
+	// pf and vf are set for a VF; a standalone function (a NIC or a PF
+	// without VFs) has neither, and is its own PF, as in sriovdp.
+	pf   *discovery.PF
+	vf   *discovery.VF
+	tags []string
+	// offered is false for the PFs whose VFs are offered instead.
+	offered bool
+}
+
+// pfName is the netdev name of cand's PF, "" when it has none.
+func (cand *candidate) pfName() string {
+	nd := cand.fn.Netdev
+	if cand.pf != nil {
+		nd = cand.pf.Netdev
+	}
+	if nd == nil {
+		return ""
+	}
+	return nd.Name
+}
+
+// pfAddr is the PCI address of cand's PF.
+func (cand *candidate) pfAddr() string {
+	if cand.pf != nil {
+		return cand.pf.Address
+	}
+	return cand.fn.Address
+}
+
+// vfIndex is cand's VF index, -1 for a standalone function.
+func (cand *candidate) vfIndex() int {
+	if cand.vf != nil {
+		return cand.vf.Index
+	}
+	return -1
+}
+
+// Match divides inv's functions among the config's pools. The candidates
+// are every VF, and every PF without VFs and standalone NIC, as in
+// sriovdp; a function discovery excluded is never pooled. Each device goes
+// to the first pool in config order that matches it. Matching uses the
+// PF's netdev name, not the VF's, so a VF moved into a pod's network
+// namespace keeps its pool. Match reads inv and the config only, so any
+// number may run at once.
+func (c *Config) Match(inv *discovery.Inventory) *Result {
+	m := matching{c: c, res: &Result{Pools: make([]Pool, len(c.Resources))}, names: make([]string, len(c.Resources)),
+		outbid: make([]bool, len(c.Resources)), pooled: make([]assignment, 0, inv.Len())}
+	for i := range c.Resources {
+		m.res.Pools[i].Resource = c.Resources[i]
+		m.names[i] = c.Resources[i].FullName()
+	}
+	for cand := range c.candidates(inv) {
+		if cand.offered {
+			m.assign(cand)
+		}
+	}
+	fillPools(m.res.Pools, m.pooled)
+	m.warnEmpty()
+	return m.res
+}
+
+// matching is the state of one Match.
+type matching struct {
+	c     *Config
+	res   *Result
+	names []string
+	// outbid marks the pools that matched a device an earlier pool took.
+	outbid []bool
+	// pooled gathers the devices first: they are large, and fillPools
+	// then copies each once, into pools sized to fit.
+	pooled  []assignment
+	matched []int
+}
+
+// assign gives cand to the first pool that matches it, noting conflicts
+// and matches discovery excluded.
+func (m *matching) assign(cand candidate) {
+	m.matched = m.c.matchingPools(&cand, m.matched[:0])
+	switch {
+	case len(m.matched) == 0:
+	case len(cand.fn.Excluded) > 0:
+		m.res.Warnings = append(m.res.Warnings, fmt.Sprintf("%s matches %s but is not offered: %s",
+			cand.fn.Address, m.names[m.matched[0]], strings.Join(cand.fn.Excluded, "; ")))
+	default:
+		m.pooled = append(m.pooled, assignment{pool: m.matched[0], cand: cand})
+		if len(m.matched) > 1 {
+			m.res.Conflicts = append(m.res.Conflicts, conflict(cand.fn.Address, m.matched, m.names))
+			for _, p := range m.matched[1:] {
+				m.outbid[p] = true
+			}
+		}
+	}
+}
+
+// warnEmpty explains each empty pool that Config.Warnings does not.
+func (m *matching) warnEmpty() {
+	for i, p := range m.res.Pools {
+		var why string
+		switch {
+		case len(p.Devices) > 0 || !p.Resource.canMatch():
+			continue
+		case m.outbid[i]:
+			why = "every device it matches goes to an earlier pool (see conflicts)"
+		default:
+			why = "no device matches"
+		}
+		m.res.Warnings = append(m.res.Warnings, fmt.Sprintf("%s %s: %s", resourceEntry(i, p.Resource.Name), m.names[i], why))
+	}
+}
+
+// assignment is a candidate and the pool it goes to.
+type assignment struct {
+	pool int
+	cand candidate
+}
+
+// fillPools gives each pool its devices, sorted by ID, from one array.
+func fillPools(ps []Pool, pooled []assignment) {
+	sizes := make([]int, len(ps))
+	for _, a := range pooled {
+		sizes[a.pool]++
+	}
+	devices := make([]Device, 0, len(pooled))
+	for i, n := range sizes {
+		ps[i].Devices = devices[len(devices) : len(devices) : len(devices)+n]
+		devices = devices[:len(devices)+n]
+	}
+	for i := range pooled {
+		a := &pooled[i]
+		ps[a.pool].Devices = append(ps[a.pool].Devices, a.cand.device())
+	}
+	byID := func(a, b Device) int { return strings.Compare(a.ID, b.ID) }
+	for i := range ps {
+		// Inventory order is nearly always address order already.
+		if !slices.IsSortedFunc(ps[i].Devices, byID) {
+			slices.SortFunc(ps[i].Devices, byID)
+		}
+	}
+}
+
+// FunctionTags returns the admin tags of every function of inv that has
+// any, by PCI address, in the order the config declares them.
+func (c *Config) FunctionTags(inv *discovery.Inventory) map[string][]string {
+	out := map[string][]string{}
+	for cand := range c.candidates(inv) {
+		if len(cand.tags) > 0 {
+			out[cand.fn.Address] = cand.tags
+		}
+	}
+	return out
+}
+
+// candidates yields every function of inv, each PF followed by its VFs,
+// then the standalone NICs, with their tags.
+func (c *Config) candidates(inv *discovery.Inventory) iter.Seq[candidate] {
+	return func(yield func(candidate) bool) {
+		for i := range inv.PFs {
+			if !c.pfCandidates(&inv.PFs[i], yield) {
+				return
+			}
+		}
+		for i := range inv.NICs {
+			nc := c.standalone(&inv.NICs[i])
+			nc.offered = true
+			if !yield(nc) {
+				return
+			}
+		}
+	}
+}
+
+// pfCandidates yields pf and its VFs; a PF with VFs is not offered, its
+// VFs are. VFs with the same tags share one slice of them.
+func (c *Config) pfCandidates(pf *discovery.PF, yield func(candidate) bool) bool {
+	pc := c.standalone(&pf.Function)
+	pc.offered = len(pf.VFs) == 0
+	if !yield(pc) {
+		return false
+	}
+	var buf, tags []string
+	for j := range pf.VFs {
+		vf := &pf.VFs[j]
+		vc := candidate{fn: &vf.Function, pf: pf, vf: vf, offered: true}
+		switch buf = c.appendTags(buf[:0], &vc, pc.tags); {
+		case len(buf) == 0:
+			tags = nil
+		case !slices.Equal(buf, tags):
+			tags = slices.Clip(slices.Clone(buf))
+		}
+		vc.tags = tags
+		if !yield(vc) {
+			return false
+		}
+	}
+	return true
+}
+
+func (c *Config) standalone(fn *discovery.Function) candidate {
+	cand := candidate{fn: fn}
+	cand.tags = slices.Clip(c.appendTags(nil, &cand, nil))
+	return cand
+}
+
+// appendTags appends to dst, in declaration order, the tags cand inherits
+// and those whose selectors match it.
+func (c *Config) appendTags(dst []string, cand *candidate, inherited []string) []string {
+	for i := range c.Tags {
+		t := &c.Tags[i]
+		if slices.Contains(inherited, t.Name) || anyMatches(t.Selectors, cand) {
+			dst = append(dst, t.Name)
+		}
+	}
+	return dst
+}
+
+// matchingPools appends to dst the indices of the pools that match cand.
+func (c *Config) matchingPools(cand *candidate, dst []int) []int {
+	for i := range c.Resources {
+		if c.Resources[i].accepts(cand) {
+			dst = append(dst, i)
+		}
+	}
+	return dst
+}
+
+// conflict names a device and the pools that match it.
+func conflict(addr string, pools []int, names []string) Conflict {
+	c := Conflict{Device: addr, Pools: make([]string, len(pools))}
+	for i, p := range pools {
+		c.Pools[i] = names[p]
+	}
+	return c
+}
+
+// canMatch reports whether any device could match the resource.
+func (r *Resource) canMatch() bool {
+	return r.DeviceType != AuxNetDevice && slices.ContainsFunc(r.Selectors, func(s Selector) bool { return !s.unevaluated })
+}
+
+// accepts reports whether the resource's device type takes cand and any of
+// its selector objects matches it.
+func (r *Resource) accepts(cand *candidate) bool {
+	switch r.DeviceType {
+	case NetDevice:
+		// Network class: PCI class 0x02.
+		if !strings.HasPrefix(cand.fn.Class, "0x02") {
+			return false
+		}
+	case AuxNetDevice:
+		return false
+	}
+	return anyMatches(r.Selectors, cand)
+}
+
+func anyMatches(sels []Selector, cand *candidate) bool {
+	for i := range sels {
+		if sels[i].matches(cand) {
+			return true
+		}
+	}
+	return false
+}
+
+// matches reports whether every field the selector gives matches cand.
+func (s *Selector) matches(cand *candidate) bool {
+	fn := cand.fn
+	return !s.unevaluated &&
+		(len(s.Vendors) == 0 || slices.Contains(s.Vendors, fn.Vendor)) &&
+		(len(s.Devices) == 0 || slices.Contains(s.Devices, fn.Device)) &&
+		(len(s.Drivers) == 0 || slices.Contains(s.Drivers, fn.Driver)) &&
+		(len(s.PCIAddresses) == 0 || slices.Contains(s.PCIAddresses, fn.Address)) &&
+		(len(s.LinkTypes) == 0 || slices.Contains(s.LinkTypes, fn.LinkType)) &&
+		(len(s.PFNames) == 0 || inSets(s.PFNames, cand.pfName(), cand.vfIndex())) &&
+		(len(s.RootDevices) == 0 || inSets(s.RootDevices, cand.pfAddr(), cand.vfIndex())) &&
+		(len(s.Models) == 0 || containsFold(s.Models, fn.Model)) &&
+		(len(s.Tags) == 0 || slices.ContainsFunc(s.Tags, func(t string) bool { return slices.Contains(cand.tags, t) })) &&
+		(!s.IsRDMA || fn.RDMA != nil) &&
+		(s.VDPAType == "" || hasVDPA(fn, vdpaDriver(s.VDPAType)))
+}
+
+// inSets reports whether any set selects VF vfIndex of the PF pf, or the
+// standalone function pf when vfIndex is -1.
+func inSets(sets []FunctionSet, pf string, vfIndex int) bool {
+	if pf == "" {
+		return false
+	}
+	for _, set := range sets {
+		if set.PF != pf {
+			continue
+		}
+		if set.VFs == nil {
+			return true
+		}
+		for _, r := range set.VFs {
+			if r.First <= vfIndex && vfIndex <= r.Last {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func containsFold(list []string, s string) bool {
+	for _, x := range list {
+		if x == s || strings.EqualFold(x, s) {
+			return s != ""
+		}
+	}
+	return false
+}
+
+func hasVDPA(fn *discovery.Function, driver string) bool {
+	return slices.ContainsFunc(fn.VDPA, func(d discovery.VDPADevice) bool { return d.Driver == driver })
+}
+
+// device is cand as a pool's device.
+func (cand *candidate) device() Device {
+	d := Device{ID: cand.fn.Address, Function: *cand.fn, VFIndex: -1, Tags: cand.tags}
+	if cand.vf != nil {
+		d.PF, d.PFName, d.VFIndex, d.Representor = cand.pf.Address, cand.pfName(), cand.vf.Index, cand.vf.Representor
+	}
+	return d
+}
