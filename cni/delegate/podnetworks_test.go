@@ -1,39 +1,49 @@
 package delegate
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
-	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/api/netclaim"
-	"github.com/hwnet-io/hwnet/controller"
 )
 
-// runMultinetController runs hwnet's real PodNetwork controller on the
-// node's API server, which keeps the conditions the ADD path checks.
+// runMultinetController runs hwnet-controller, built from this tree, on
+// the node's API server as its own process, as users run it: the
+// conditions the ADD path checks are the real controller's.
 func runMultinetController(t *testing.T, n *testNode) dynamic.Interface {
 	t.Helper()
-	cfg := n.api.Config()
-	dyn := dynamic.NewForConfigOrDie(cfg)
-	ctrl, err := controller.New(controller.Options{Kube: n.api.Client(), Dynamic: dyn,
-		NADs: nadclient.NewForConfigOrDie(cfg), CreateDefault: true})
-	if err != nil {
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "hwnet-controller")
+	if out, err := exec.Command("go", "build", "-o", bin, "github.com/hwnet-io/hwnet/cmd/hwnet-controller").CombinedOutput(); err != nil {
+		t.Fatalf("building hwnet-controller: %v\n%s", err, out)
+	}
+	var logs bytes.Buffer
+	cmd := exec.Command(bin, "--kubeconfig", n.api.WriteKubeconfig(t, dir), "--leader-elect=false", "--probe-addr=")
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- ctrl.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return dyn
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		_ = cmd.Wait()
+		if t.Failed() {
+			t.Logf("hwnet-controller's log:\n%s", logs.String())
+		}
+	})
+	return dynamic.NewForConfigOrDie(n.api.Config())
 }
 
 func createObject[T mnv1.Object](t *testing.T, dyn dynamic.Interface, obj *T, namespace string) {

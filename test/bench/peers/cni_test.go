@@ -25,9 +25,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
-	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
@@ -73,7 +70,7 @@ func newCNIEnv(b *testing.B, hwnetBins string) *cniEnv {
 		b.Fatal(err)
 	}
 	env := &cniEnv{api: api, client: client, counter: counter, dir: sockdir.New(b)}
-	env.kubeconfig = writeKubeconfig(b, api.Config(), env.dir)
+	env.kubeconfig = api.WriteKubeconfig(b, env.dir)
 	env.binDir = filepath.Join(env.dir, "bin")
 	plugins := cniplugins.Dir(b)
 	copies := map[string]string{filepath.Join(plugins, cniplugins.Recorder): cniplugins.Recorder, filepath.Join(hwnetBins, "hwnet"): "hwnet"}
@@ -89,21 +86,6 @@ func newCNIEnv(b *testing.B, hwnetBins string) *cniEnv {
 		env.createNAD(b, fmt.Sprintf("net-%d", i), delegateConf)
 	}
 	return env
-}
-
-// writeKubeconfig writes cfg (the admin's client certificate) as a
-// kubeconfig file.
-func writeKubeconfig(tb testing.TB, cfg *rest.Config, dir string) string {
-	kc := clientcmdapi.NewConfig()
-	kc.Clusters["bench"] = &clientcmdapi.Cluster{Server: cfg.Host, CertificateAuthorityData: cfg.CAData}
-	kc.AuthInfos["bench"] = &clientcmdapi.AuthInfo{ClientCertificateData: cfg.CertData, ClientKeyData: cfg.KeyData}
-	kc.Contexts["bench"] = &clientcmdapi.Context{Cluster: "bench", AuthInfo: "bench"}
-	kc.CurrentContext = "bench"
-	path := filepath.Join(dir, "kubeconfig")
-	if err := clientcmd.WriteToFile(*kc, path); err != nil {
-		tb.Fatal(err)
-	}
-	return path
 }
 
 func copyFile(tb testing.TB, src, dst string) {
