@@ -74,7 +74,7 @@ func TestEveryCommandAnswersHelpAndVersion(t *testing.T) {
 		t.Skip("-short: builds every binary")
 	}
 	dir := t.TempDir()
-	for _, pkg := range []string{"github.com/hwnet-io/hwnet/cmd/hwnet-agent", "github.com/hwnet-io/hwnet/cmd/hwnetctl", "github.com/hwnet-io/hwnet/cmd/hwnet", "github.com/hwnet-io/hwnet/cmd/hwnet-controller"} {
+	for _, pkg := range []string{"github.com/hwnet-io/hwnet/cmd/hwnet-agent", "github.com/hwnet-io/hwnet/cmd/hwnetctl", "github.com/hwnet-io/hwnet/cmd/hwnet", "github.com/hwnet-io/hwnet/cmd/hwnet-controller", "github.com/hwnet-io/hwnet/cmd/hwnet-vnode-kernel"} {
 		bin := build(t, dir, pkg)
 		walk(t, bin, nil)
 		out, code := run(t, bin, "--version")

@@ -43,7 +43,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 		return err
 	}
 	if *showVersion {
-		fmt.Println(version.Get())
+		fmt.Println("hwnet-vnode-kernel", version.Get())
 		return nil
 	}
 	if *dir == "" || fs.NArg() > 0 {
