@@ -21,7 +21,10 @@ func TestKEP3698_StaticValidations_ParseNetworks(t *testing.T) {
 		{name: "long-if", value: `[{"name":"a","interfaceName":"abcdefghijklmnop"}]`, wantErr: `interfaceName "abcdefghijklmnop": must be 1 to 15 bytes`},
 		{name: "dot-if", value: `[{"name":"a","interfaceName":".."}]`, wantErr: `interfaceName ".."`},
 		{name: "bad-name", value: `[{"name":"A"}]`, wantErr: `name "A"`},
-		{name: "unknown", value: `[{"name":"a","ips":[]}]`, wantErr: `unknown field "ips"`},
+		{name: "unknown", value: `[{"name":"a","ips":[]}]`, wantErr: `networks[0]: key "ips"`},
+		{name: "null-name", value: `[{"name":null,"attachmentName":"b"}]`, wantErr: "networks[0]: name: null is not a string"},
+		{name: "string-gw", value: `[{"name":"a","isDefaultGW":"true"}]`, wantErr: `networks[0]: isDefaultGW: "true" is not true or false`},
+		{name: "utf8-if", value: "[{\"name\":\"a\",\"interfaceName\":\"\xff\"}]", wantErr: "printable ASCII"},
 		{name: "trailing", value: `[] []`, wantErr: "data after"},
 		{name: "object", value: `{}`, wantErr: "not a JSON list"},
 	} {
