@@ -26,52 +26,6 @@ func multinetAPI(t *testing.T) (*kubeapi.Server, dynamic.Interface) {
 	return api, client
 }
 
-// TestKEP3698_PodStaticValidations: the KEP's static validations refuse a
-// pod at create, naming the field, and hwnet's own parser of the
-// annotation agrees with the API server on every case.
-func TestKEP3698_PodStaticValidations(t *testing.T) {
-	api, _ := multinetAPI(t)
-	pods := api.Client().CoreV1().Pods("default")
-	for _, tc := range []struct {
-		name, networks string
-		hostNetwork    bool
-		wantErr        string // empty: admitted
-	}{
-		{name: "valid", networks: `[{"name":"dataplane","interfaceName":"net1","isDefaultGW":true},{"attachmentName":"fast","interfaceName":"net2"}]`},
-		{name: "spaced-json", networks: "[ {\n \"name\" : \"a\" } , { \"name\":\"b\" } ]"},
-		{name: "two-default-gw", networks: `[{"name":"a","isDefaultGW":true},{"name":"b","isDefaultGW":true}]`, wantErr: "isDefaultGW"},
-		{name: "dup-interface", networks: `[{"name":"a","interfaceName":"net1"},{"name":"b","interfaceName":"net1"}]`, wantErr: `interfaceName "net1"`},
-		{name: "dup-network", networks: `[{"name":"a"},{"name":"a"}]`, wantErr: `PodNetwork "a"`},
-		{name: "long-interface", networks: `[{"name":"a","interfaceName":"net123456789abcd"}]`, wantErr: "interfaceName"},
-		{name: "slash-interface", networks: `[{"name":"a","interfaceName":"n/1"}]`, wantErr: "interfaceName"},
-		{name: "both-refs", networks: `[{"name":"a","attachmentName":"b"}]`, wantErr: "attachmentName"},
-		{name: "no-ref", networks: `[{"interfaceName":"net1"}]`, wantErr: "attachmentName"},
-		{name: "bad-name", networks: `[{"name":"Data_Plane"}]`, wantErr: "Data_Plane"},
-		{name: "unknown-key", networks: `[{"name":"a","mac":"02:00:00:00:00:01"}]`, wantErr: "isDefaultGW"},
-		{name: "not-a-list", networks: `{"name":"a"}`, wantErr: "JSON list"},
-		{name: "host-network", networks: `[{"name":"a"}]`, hostNetwork: true, wantErr: "hostNetwork"},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			pod := multinetapi.Pod("pod-"+tc.name, tc.networks)
-			pod.Spec.HostNetwork = tc.hostNetwork
-			got, err := pods.Create(context.Background(), pod, metav1.CreateOptions{})
-			if tc.wantErr == "" {
-				if err != nil {
-					t.Fatalf("valid pod refused: %v", err)
-				}
-				if len(got.Spec.SchedulingGates) != 1 || got.Spec.SchedulingGates[0].Name != mnv1.SchedulingGate {
-					t.Errorf("scheduling gates %v, want %s added at admission", got.Spec.SchedulingGates, mnv1.SchedulingGate)
-				}
-			} else if err == nil || !strings.Contains(err.Error(), mnv1.NetworksAnnotation) || !strings.Contains(err.Error(), tc.wantErr) {
-				t.Errorf("create: %v, want a refusal naming %s and %q", err, mnv1.NetworksAnnotation, tc.wantErr)
-			}
-			if _, perr := mnv1.ParseNetworks(tc.networks); (perr == nil) != (tc.wantErr == "" || tc.hostNetwork) {
-				t.Errorf("ParseNetworks: %v; the API server said %v", perr, err)
-			}
-		})
-	}
-}
-
 // TestKEP3698_PodReferencesFixedAtCreate: references cannot change later,
 // and a pod without references is neither gated nor refused.
 func TestKEP3698_PodReferencesFixedAtCreate(t *testing.T) {
