@@ -24,6 +24,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/devinfo"
@@ -114,10 +115,8 @@ func (o CNIOptions) withDefaults() CNIOptions {
 // socket, then hwnet's configuration for the runtime, so a request never
 // meets an agent that cannot answer it.
 func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
-	o := a.opts.CNI.withDefaults()
-	cfg := rest.CopyConfig(o.REST) // resolved by New
-	cfg.Wrap(a.metrics.WrapTransport)
-	client, err := kubernetes.NewForConfig(cfg)
+	o := a.opts.CNI.withDefaults() // resolved by New
+	cfg, client, err := kubeclient.Instrumented(o.REST, a.metrics.WrapTransport)
 	if err != nil {
 		return fmt.Errorf("CNI: %w", err)
 	}
@@ -129,9 +128,9 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return err
 	}
-	a.events = startNodeEvents(ctx, client, o.NodeName)
+	a.events = events.Start(ctx, client, o.NodeName)
 	if r := a.rejected.Load(); r != nil {
-		a.events.configRejected(a.opts.ConfigFile, *r)
+		a.events.ConfigRejected(a.opts.ConfigFile, *r)
 	}
 	var h server.Handler = measuredHandler{next: crinet.Attaching{Next: d}, metrics: a.metrics}
 	if o.Wrap != nil {
@@ -199,17 +198,12 @@ func (a *Agent) serveNetworkAPI(ctx context.Context, wg *sync.WaitGroup, o CNIOp
 // resolved checks the node name and resolves the API server's client
 // configuration, returning a copy of the options that carries it.
 func (o *CNIOptions) resolved() (*CNIOptions, error) {
+	cfg, err := kubeclient.ForNode("CNI", o.NodeName, o.Kubeconfig, o.REST)
+	if err != nil {
+		return nil, err
+	}
 	r := *o
-	if r.NodeName == "" {
-		return nil, fmt.Errorf("CNI: the node name is not set (--node-name, or NODE_NAME from the downward API)")
-	}
-	if r.REST == nil {
-		cfg, err := kubeclient.RESTConfig(r.Kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("CNI: API server client (--kubeconfig %q): %w", r.Kubeconfig, err)
-		}
-		r.REST = cfg
-	}
+	r.REST = cfg
 	return &r, nil
 }
 

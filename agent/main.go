@@ -15,6 +15,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/logging"
 	"github.com/hwnet-io/hwnet/internal/version"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // Main runs hwnet-agent with its command-line arguments and returns the
@@ -58,7 +59,7 @@ func parseFlags(args []string, errOut io.Writer) (Options, error) {
 	fs.StringVar(&o.Netns, "netns", "", "path of the network namespace of the node's netdevs (default: the agent's own)")
 	fs.StringVar(&o.HWDBFile, "hwdb", "", "extra NIC models, JSON or YAML")
 	fs.StringVar(&o.PluginDir, "device-plugin-dir", DefaultPluginDir, "kubelet's device plugin directory (kubelet.sock and the pools' sockets)")
-	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", DefaultPodResourcesSocket, "kubelet's PodResources API socket")
+	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "kubelet's PodResources API socket")
 	fs.StringVar(&o.DevinfoDir, "devinfo-dir", DefaultDevinfoDir, "directory of the device-info files written on Allocate")
 	fs.DurationVar(&o.PollInterval, "poll-interval", DefaultPollInterval, "how often the PCI layout is checked for changes where the kernel's uevents cannot be had")
 	fs.DurationVar(&o.RescanInterval, "rescan-interval", DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")

@@ -17,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
@@ -63,11 +64,11 @@ func TestAgentProbesMetricsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_pool_unhealthy_devices{resource="intel.com/sriov_netdevice"} 6`)
-	waitNodeEvent(t, api, agent.ReasonDeviceUnhealthy, "link enp59s0f0 is down")
+	waitNodeEvent(t, api, events.ReasonDeviceUnhealthy, "link enp59s0f0 is down")
 	if err := f.node.SetLinkUp(ctx, "enp59s0f0", true); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeEvent(t, api, agent.ReasonDeviceHealthy, "healthy again")
+	waitNodeEvent(t, api, events.ReasonDeviceHealthy, "healthy again")
 
 	if err := os.Remove(socket); err != nil {
 		t.Fatal(err)

@@ -15,6 +15,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/deviceplugin"
+	"github.com/hwnet-io/hwnet/internal/probe"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
@@ -138,10 +139,8 @@ func runUninstall(ctx context.Context, opts Options) error {
 	if opts.ProbeAddr == "" {
 		return nil
 	}
-	a := &Agent{opts: opts, log: log}
 	var wg sync.WaitGroup
-	ok := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
-	if err := a.serveHTTP(ctx, &wg, "probes", opts.ProbeAddr, ok); err != nil {
+	if err := probe.Serve(ctx, &wg, log, "probes", opts.ProbeAddr, http.HandlerFunc(probe.OK)); err != nil {
 		return err
 	}
 	wg.Wait()
