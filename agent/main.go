@@ -10,11 +10,10 @@ import (
 	"strings"
 	"time"
 
-	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/logging"
 	"github.com/hwnet-io/hwnet/internal/version"
-	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
@@ -123,29 +122,29 @@ func draFlags(fs *flag.FlagSet) func() *DRAOptions {
 
 // cniFlags declares the CNI side's flags; the returned function gives its
 // options once the flags are parsed, nil when --cni=false.
-func cniFlags(fs *flag.FlagSet) func() *CNIOptions {
-	var o CNIOptions
+func cniFlags(fs *flag.FlagSet) func() *daemon.Options {
+	var o daemon.Options
 	enabled := fs.Bool("cni", true, "serve the CNI delegating plugin (false: device plugins only, as the SR-IOV network device plugin)")
-	fs.StringVar(&o.ConfDir, "cni-conf-dir", DefaultCNIConfDir, "CNI configuration directory: the default network's and on-disk delegate configurations")
+	fs.StringVar(&o.ConfDir, "cni-conf-dir", daemon.DefaultConfDir, "CNI configuration directory: the default network's and on-disk delegate configurations")
 	fs.StringVar(&o.OutputDir, "cni-output-dir", "", "directory hwnet's own CNI configuration is written to (default: --cni-conf-dir)")
-	fs.StringVar(&o.ConfFileName, "cni-conf-file", DefaultCNIConfFileName, "name of hwnet's CNI configuration file")
+	fs.StringVar(&o.ConfFileName, "cni-conf-file", daemon.DefaultConfFileName, "name of hwnet's CNI configuration file")
 	fs.StringVar(&o.DefaultNetwork, "cni-default-network", "", "cluster-wide default network, by file or network name (default: the first configuration in --cni-conf-dir)")
-	fs.StringVar(&o.SocketPath, "cni-socket", pluginconf.DefaultSocketPath, "socket the hwnet CNI shim forwards requests to")
-	fs.StringVar(&o.CacheDir, "cni-cache-dir", pluginconf.DefaultCacheDir, "attachment records, shared with the shim for DEL without the agent")
-	fs.StringVar(&o.DevinfoDir, "cni-devinfo-dir", devinfo.CNIDir, "directory of the device-info files written for CNI delegates")
+	fs.StringVar(&o.SocketPath, "cni-socket", daemon.DefaultSocketPath, "socket the hwnet CNI shim forwards requests to")
+	fs.StringVar(&o.CacheDir, "cni-cache-dir", daemon.DefaultCacheDir, "attachment records, shared with the shim for DEL without the agent")
+	fs.StringVar(&o.DevinfoDir, "cni-devinfo-dir", daemon.DefaultDevinfoDir, "directory of the device-info files written for CNI delegates")
 	allowed := fs.String("cni-allowed-namespaces", "default", "comma-separated namespaces whose NetworkAttachmentDefinitions any pod may select besides its own; * for all")
-	fs.DurationVar(&o.AgentWait, "cni-agent-wait", pluginconf.DefaultAgentWait, "how long the shim's ADD waits for an agent that is not running")
-	fs.StringVar(&o.CRISocket, "cri-socket", DefaultCRISocket, "the container runtime's CRI socket, asked which pod sandboxes exist (\"\": no reconcile of leftover attachments)")
-	fs.DurationVar(&o.ReconcileInterval, "cni-reconcile-interval", DefaultReconcileInterval, "how often attachments of sandboxes the runtime no longer has are torn down (0: never)")
-	fs.DurationVar(&o.PluginTimeout, "cni-plugin-timeout", DefaultPluginTimeout, "how long one delegate plugin may run before it is killed and the attachment fails naming it (0: no limit)")
+	fs.DurationVar(&o.AgentWait, "cni-agent-wait", daemon.DefaultAgentWait, "how long the shim's ADD waits for an agent that is not running")
+	fs.StringVar(&o.CRISocket, "cri-socket", daemon.DefaultCRISocket, "the container runtime's CRI socket, asked which pod sandboxes exist (\"\": no reconcile of leftover attachments)")
+	fs.DurationVar(&o.ReconcileInterval, "cni-reconcile-interval", daemon.DefaultReconcileInterval, "how often attachments of sandboxes the runtime no longer has are torn down (0: never)")
+	fs.DurationVar(&o.PluginTimeout, "cni-plugin-timeout", daemon.DefaultPluginTimeout, "how long one delegate plugin may run before it is killed and the attachment fails naming it (0: no limit)")
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
-	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")
+	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", daemon.DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")
 	fs.StringVar(&o.ShimSource, "cni-install-shim", "", "hwnet shim binary to copy into --cni-bin-dir before hwnet's CNI config is written (empty: installed by other means)")
 	fs.StringVar(&o.BinDir, "cni-bin-dir", "/opt/cni/bin", "the runtime's CNI plugin directory, where the shim is installed")
-	fs.StringVar(&o.NetworkAPISocket, "cri-network-socket", DefaultNetworkAPISocket, "socket of the CRI network API (hwnetctl network), mode 0600 (empty: not served)")
-	fs.StringVar(&o.NetworkDir, "cri-network-dir", DefaultNetworkDir, "directory keeping the networks set through the CRI network API")
+	fs.StringVar(&o.NetworkAPISocket, "cri-network-socket", daemon.DefaultNetworkAPISocket, "socket of the CRI network API (hwnetctl network), mode 0600 (empty: not served)")
+	fs.StringVar(&o.NetworkDir, "cri-network-dir", daemon.DefaultNetworkDir, "directory keeping the networks set through the CRI network API")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server (default: in-cluster)")
-	return func() *CNIOptions {
+	return func() *daemon.Options {
 		if !*enabled {
 			return nil
 		}

@@ -2,19 +2,13 @@ package agent
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"strings"
 	"sync"
-	"time"
 
-	"github.com/hwnet-io/hwnet/cni/server"
-	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/internal/probe"
 )
 
@@ -54,32 +48,7 @@ func (a *Agent) notReady(ctx context.Context) error {
 	if a.opts.CNI == nil {
 		return nil
 	}
-	return cniAnswers(ctx, a.opts.CNI.withDefaults().SocketPath)
-}
-
-// probeTimeout bounds the readiness probe's request to the CNI socket;
-// kubelet's own probe timeout is a second by default.
-const probeTimeout = 800 * time.Millisecond
-
-// cniAnswers sends the CNI socket a request it refuses: any HTTP answer
-// shows the server reads requests, which a socket file alone does not.
-func cniAnswers(ctx context.Context, socket string) error {
-	ctx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	client := &http.Client{Transport: &http.Transport{DisableKeepAlives: true,
-		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return (&net.Dialer{}).DialContext(ctx, "unix", socket)
-		}}}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://hwnet-agent"+wire.Path, nil)
-	if err != nil {
-		return err
-	}
-	resp, err := client.Do(req)
-	if err != nil {
-		return fmt.Errorf("CNI socket %s: %w", socket, err)
-	}
-	resp.Body.Close()
-	return nil
+	return daemon.Answers(ctx, a.opts.CNI.WithDefaults().SocketPath)
 }
 
 // storePlugins publishes the serving plugins to the readiness probe.
@@ -89,17 +58,4 @@ func (a *Agent) storePlugins() {
 		list = append(list, run.plugin)
 	}
 	a.plugins.Store(&list)
-}
-
-// measuredHandler records each CNI request's latency and result.
-type measuredHandler struct {
-	next    server.Handler
-	metrics *metrics.Metrics
-}
-
-func (h measuredHandler) Handle(ctx context.Context, req *wire.Request) (json.RawMessage, error) {
-	start := time.Now()
-	res, err := h.next.Handle(ctx, req)
-	h.metrics.ObserveCNI(req.Command, time.Since(start), err)
-	return res, err
 }

@@ -6,7 +6,8 @@
 // It is the composition root: it owns the pools' state and its event
 // loop and wires the packages that do the work (node/ for discovery,
 // watching, pool matching and device-info files, deviceplugin and dra
-// for serving the pools, internal/ for probes, Events and metrics).
+// for serving the pools, cni/daemon for the CNI side, internal/ for
+// probes, Events and metrics).
 package agent
 
 import (
@@ -14,6 +15,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/discovery"
@@ -61,7 +63,7 @@ type Options struct {
 	VDPA    discovery.VDPALister
 	// CNI configures the CNI delegating plugin side; nil serves device
 	// plugins only.
-	CNI *CNIOptions
+	CNI *daemon.Options
 	// DRA configures the DRA driver, which serves the pools in mode
 	// "dra"; nil serves device plugins only.
 	DRA *DRAOptions
@@ -138,7 +140,7 @@ func positiveOr(d, def time.Duration) time.Duration {
 // them.
 func (o Options) resolved() (Options, error) {
 	if o.CNI != nil {
-		cni, err := o.CNI.resolved()
+		cni, err := o.CNI.Resolved()
 		if err != nil {
 			return o, err
 		}

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/internal/probe"
@@ -31,8 +32,8 @@ import (
 func Uninstall(ctx context.Context, opts Options) ([]string, error) {
 	opts = opts.withDefaults()
 	if opts.CNI != nil {
-		o := opts.CNI.withDefaults()
-		if cniAnswers(ctx, o.SocketPath) == nil {
+		o := opts.CNI.WithDefaults()
+		if daemon.Answers(ctx, o.SocketPath) == nil {
 			return nil, fmt.Errorf("hwnet-agent still answers on %s: delete its DaemonSet before uninstalling", o.SocketPath)
 		}
 	}
@@ -78,8 +79,8 @@ func uninstallPaths(opts Options) ([]string, error) {
 		paths = append(paths, opts.LastGoodConfig)
 	}
 	if opts.CNI != nil {
-		o := opts.CNI.withDefaults()
-		paths = append(paths, filepath.Join(cmp.Or(o.OutputDir, o.ConfDir), o.ConfFileName), o.SocketPath)
+		o := opts.CNI.WithDefaults()
+		paths = append(paths, o.ConfPath(), o.SocketPath)
 		if o.BinDir != "" {
 			paths = append(paths, filepath.Join(o.BinDir, pluginconf.Type))
 		}

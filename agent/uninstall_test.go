@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/node/devinfo"
@@ -26,7 +27,7 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	dir := t.TempDir()
 	o := Options{ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
 		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"),
-		CNI: &CNIOptions{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
+		CNI: &daemon.Options{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 			DevinfoDir: filepath.Join(dir, "devinfo-cni"), NetworkAPISocket: filepath.Join(dir, "run", "cri-network.sock"),
 			NetworkDir: filepath.Join(dir, "networks")}}
@@ -46,7 +47,7 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	if err := attachments.NewStore(o.CNI.CacheDir).Save(rec); err != nil {
 		t.Fatal(err)
 	}
-	conf, shim := filepath.Join(o.CNI.ConfDir, DefaultCNIConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
+	conf, shim := filepath.Join(o.CNI.ConfDir, daemon.DefaultConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
 	poolSocket := filepath.Join(o.PluginDir, "intel.com_sriov_net.sock")
 	network := filepath.Join(o.CNI.NetworkDir, "default_net-a.json")
 	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig, o.CNI.NetworkAPISocket, network} {
@@ -97,7 +98,7 @@ func TestUninstallRefusedWhileAgentRuns(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- server.New(refuseAll{}, nil).Serve(ctx, o.CNI.SocketPath) }()
-	for deadline := time.Now().Add(10 * time.Second); cniAnswers(ctx, o.CNI.SocketPath) != nil; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); daemon.Answers(ctx, o.CNI.SocketPath) != nil; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the CNI server never answered")
 		}
