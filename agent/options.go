@@ -7,7 +7,8 @@
 // loop and wires the packages that do the work (node/ for discovery,
 // watching, pool matching and device-info files, deviceplugin and dra
 // for serving the pools, cni/daemon for the CNI side, internal/ for
-// probes, Events and metrics).
+// probes, Events and metrics). cmd/hwnet-agent reads the flags into
+// Options.
 package agent
 
 import (
@@ -79,8 +80,6 @@ type Options struct {
 	// kernel once serving (startup.ReleasePages); off in tests, where the
 	// executable is the test binary.
 	ReleaseStartupPages bool
-	// Uninstall removes hwnet from the node instead of running (Main).
-	Uninstall bool
 }
 
 // Production defaults: where kubelet, the pool ConfigMap and Multus

@@ -1,7 +1,6 @@
-package agent
+package main
 
 import (
-	"context"
 	"errors"
 	"flag"
 	"fmt"
@@ -10,85 +9,65 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/logging"
-	"github.com/hwnet-io/hwnet/internal/version"
 	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
-// Main runs hwnet-agent with its command-line arguments and returns the
-// process exit code. --version answers on out, everything else on errOut.
-func Main(ctx context.Context, args []string, out, errOut io.Writer) int {
-	opts, err := parseFlags(args, errOut)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if errors.Is(err, errVersion) {
-		fmt.Fprintln(out, "hwnet-agent", version.Get())
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(errOut, "hwnet-agent: %v\n", err)
-		return 2
-	}
-	if opts.Uninstall {
-		err = runUninstall(ctx, opts)
-	} else {
-		var a *Agent
-		if a, err = New(opts); err == nil {
-			err = a.Run(ctx)
-		}
-	}
-	if err != nil {
-		opts.Logger.Error("hwnet-agent failed", "err", err)
-		return 1
-	}
-	return 0
+// command is what the command line asks for: the agent's options, and
+// whether to uninstall hwnet from the node instead of running.
+type command struct {
+	opts      agent.Options
+	uninstall bool
 }
 
-func parseFlags(args []string, errOut io.Writer) (Options, error) {
-	var o Options
+// parseFlags reads the command line into a command; --version is
+// errVersion and --help flag.ErrHelp.
+func parseFlags(args []string, errOut io.Writer) (command, error) {
+	var c command
+	o := &c.opts
 	fs := flag.NewFlagSet("hwnet-agent", flag.ContinueOnError)
 	fs.SetOutput(errOut)
-	fs.StringVar(&o.ConfigFile, "config-file", DefaultConfigFile, "pool configuration (the SR-IOV network device plugin's format, JSON or YAML)")
-	fs.StringVar(&o.LastGoodConfig, "last-good-config", DefaultLastGoodConfig, "copy of the last pool configuration accepted, served at start when --config-file is invalid (\"\" keeps none)")
+	fs.StringVar(&o.ConfigFile, "config-file", agent.DefaultConfigFile, "pool configuration (the SR-IOV network device plugin's format, JSON or YAML)")
+	fs.StringVar(&o.LastGoodConfig, "last-good-config", agent.DefaultLastGoodConfig, "copy of the last pool configuration accepted, served at start when --config-file is invalid (\"\" keeps none)")
 	fs.StringVar(&o.SysfsRoot, "sysfs", "/sys", "sysfs root")
 	fs.StringVar(&o.DevRoot, "dev", "/dev", "device node root")
 	fs.StringVar(&o.Netns, "netns", "", "path of the network namespace of the node's netdevs (default: the agent's own)")
 	fs.StringVar(&o.HWDBFile, "hwdb", "", "extra NIC models, JSON or YAML")
-	fs.StringVar(&o.PluginDir, "device-plugin-dir", DefaultPluginDir, "kubelet's device plugin directory (kubelet.sock and the pools' sockets)")
+	fs.StringVar(&o.PluginDir, "device-plugin-dir", agent.DefaultPluginDir, "kubelet's device plugin directory (kubelet.sock and the pools' sockets)")
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "kubelet's PodResources API socket")
-	fs.StringVar(&o.DevinfoDir, "devinfo-dir", DefaultDevinfoDir, "directory of the device-info files written on Allocate")
-	fs.DurationVar(&o.PollInterval, "poll-interval", DefaultPollInterval, "how often the PCI layout is checked for changes where the kernel's uevents cannot be had")
-	fs.DurationVar(&o.RescanInterval, "rescan-interval", DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
-	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", DefaultGCInterval, "how often device-info files are checked against PodResources")
+	fs.StringVar(&o.DevinfoDir, "devinfo-dir", agent.DefaultDevinfoDir, "directory of the device-info files written on Allocate")
+	fs.DurationVar(&o.PollInterval, "poll-interval", agent.DefaultPollInterval, "how often the PCI layout is checked for changes where the kernel's uevents cannot be had")
+	fs.DurationVar(&o.RescanInterval, "rescan-interval", agent.DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
+	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files are checked against PodResources")
 	fs.BoolVar(&o.ReleaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
 	cni := cniFlags(fs)
 	draOpts := draFlags(fs)
-	showVersion := observeFlags(fs, &o)
+	showVersion := observeFlags(fs, &c)
 	newLogger := logging.Flags(fs)
 	if err := fs.Parse(args); err != nil {
-		return o, err
+		return c, err
 	}
 	if *showVersion {
-		return o, errVersion
+		return c, errVersion
 	}
 	if fs.NArg() > 0 {
-		return o, fmt.Errorf("unexpected argument %q", fs.Arg(0))
+		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.CNI = cni()
 	o.DRA = draOpts()
 	logger, err := newLogger(errOut)
 	o.Logger = logger
 	if err != nil {
-		return o, err
+		return c, err
 	}
-	return o, checkIntervals(o)
+	return c, checkIntervals(c.opts)
 }
 
 // checkIntervals rejects intervals a ticker cannot run with.
-func checkIntervals(o Options) error {
+func checkIntervals(o agent.Options) error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -103,14 +82,14 @@ func checkIntervals(o Options) error {
 // draFlags declares the DRA driver's flags; the returned function gives
 // its options once the flags are parsed, nil when --dra=false. The node
 // name and API server client are the CNI side's flags.
-func draFlags(fs *flag.FlagSet) func() *DRAOptions {
-	var o DRAOptions
+func draFlags(fs *flag.FlagSet) func() *agent.DRAOptions {
+	var o agent.DRAOptions
 	enabled := fs.Bool("dra", false, "serve the pools whose mode is dra through the DRA driver (ResourceSlices, NodePrepareResources)")
 	fs.StringVar(&o.DriverName, "dra-driver-name", dra.DefaultDriverName, "the DRA driver's name, the domain of its device attributes")
 	fs.StringVar(&o.RegistrarDir, "dra-registrar-dir", dra.DefaultRegistrarDir, "kubelet's plugin registration directory")
 	fs.StringVar(&o.PluginDir, "dra-plugin-dir", "", "the DRA driver's socket and checkpoint directory (default: /var/lib/kubelet/plugins/<driver name>)")
 	fs.StringVar(&o.CDIDir, "cdi-dir", dra.DefaultCDIDir, "directory of the CDI specs written for prepared claims, which the container runtime reads")
-	return func() *DRAOptions {
+	return func() *agent.DRAOptions {
 		if !*enabled {
 			return nil
 		}
@@ -166,16 +145,17 @@ func splitList(s string) []string {
 // errVersion is parseFlags' answer to --version.
 var errVersion = errors.New("version requested")
 
-// DefaultProbeAddr is where kubelet's probes reach the agent on the host
+// defaultProbeAddr is where kubelet's probes reach the agent on the host
 // network.
-const DefaultProbeAddr = ":8141"
+const defaultProbeAddr = ":8141"
 
 // observeFlags declares the probe, metrics, pprof and --version flags.
-func observeFlags(fs *flag.FlagSet, o *Options) *bool {
-	fs.StringVar(&o.ProbeAddr, "probe-addr", DefaultProbeAddr, "address of /healthz and /readyz (empty: none)")
+func observeFlags(fs *flag.FlagSet, c *command) *bool {
+	o := &c.opts
+	fs.StringVar(&o.ProbeAddr, "probe-addr", defaultProbeAddr, "address of /healthz and /readyz (empty: none)")
 	fs.StringVar(&o.MetricsAddr, "metrics-addr", "", "address of the Prometheus /metrics endpoint, e.g. :8142 (empty: none; the agent is on the host network)")
 	fs.BoolVar(&o.Pprof, "pprof", false, "serve Go's profiles under /debug/pprof/ on --metrics-addr")
-	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove hwnet's CNI configuration, shim, sockets, device-info files and records from the node, "+
+	fs.BoolVar(&c.uninstall, "uninstall", false, "remove hwnet's CNI configuration, shim, sockets, device-info files and records from the node, "+
 		"then answer /readyz until stopped (deploy/uninstall/); refused while hwnet-agent runs")
 	return fs.Bool("version", false, "print the version and exit")
 }

@@ -1,4 +1,4 @@
-package agent
+package uninstall
 
 import (
 	"context"
@@ -59,11 +59,11 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	return o, want, filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0"))
 }
 
-// TestUninstall: after it, the runtime finds no hwnet configuration or
+// TestRemove: after it, the runtime finds no hwnet configuration or
 // shim and nothing of hwnet's is left; another plugin's file stays.
-func TestUninstall(t *testing.T) {
+func TestRemove(t *testing.T) {
 	o, want, other := uninstallNode(t)
-	removed, err := Uninstall(context.Background(), o)
+	removed, err := Remove(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -80,18 +80,18 @@ func TestUninstall(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("another device plugin's device-info file removed: %v", err)
 	}
-	if again, err := Uninstall(context.Background(), o); err != nil || len(again) != 0 {
+	if again, err := Remove(context.Background(), o); err != nil || len(again) != 0 {
 		t.Errorf("second Uninstall: removed %q, %v; want nothing to do", again, err)
 	}
 	o.ConfigFile = filepath.Join(t.TempDir(), "ConfigMap-deleted.yaml")
-	if _, err := Uninstall(context.Background(), o); err != nil {
+	if _, err := Remove(context.Background(), o); err != nil {
 		t.Errorf("Uninstall without the pool configuration: %v", err)
 	}
 }
 
-// TestUninstallRefusedWhileAgentRuns: a running agent would write its
+// TestRemoveRefusedWhileAgentRuns: a running agent would write its
 // configuration again, so nothing is removed.
-func TestUninstallRefusedWhileAgentRuns(t *testing.T) {
+func TestRemoveRefusedWhileAgentRuns(t *testing.T) {
 	o, want, _ := uninstallNode(t)
 	os.Remove(o.CNI.SocketPath)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -103,7 +103,7 @@ func TestUninstallRefusedWhileAgentRuns(t *testing.T) {
 			t.Fatal("the CNI server never answered")
 		}
 	}
-	if _, err := Uninstall(ctx, o); err == nil {
+	if _, err := Remove(ctx, o); err == nil {
 		t.Fatal("Uninstall went ahead while hwnet-agent answered")
 	}
 	if _, err := os.Stat(want[0]); err != nil {
