@@ -4,9 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"reflect"
-	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,8 +13,11 @@ import (
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/internal/startup"
 	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
@@ -41,16 +42,16 @@ type Agent struct {
 	draDirty bool
 	// reported holds the match warnings already logged.
 	reported map[string]bool
-	// resources is every resource name served since start, for the
-	// device-info collector.
-	resources resourceNames
+	// collector removes the device-info files of devices no pod holds,
+	// for every resource served since start.
+	collector *devinfo.Collector
 
 	metrics *metrics.Metrics
 	// plugins is the pools' plugins for the readiness probe, which runs
 	// on other goroutines than Run's.
 	plugins atomic.Pointer[[]*deviceplugin.Plugin]
 	// events posts Node Events once the API server client exists.
-	events *nodeEvents
+	events *events.Node
 	// rejected says why the configuration file is not the one served;
 	// nil while it is. Read by /readyz on other goroutines.
 	rejected atomic.Pointer[string]
@@ -69,35 +70,22 @@ type poolRun struct {
 
 // New opens the hardware database and reads the configuration. An
 // invalid configuration at start falls back to the last good one (see
-// startConfig); without one it is an error.
+// pools.StartConfig); without one it is an error.
 func New(opts Options) (*Agent, error) {
-	opts = opts.withDefaults()
-	// The CNI side's settings are checked before anything starts: once
-	// the pools register with kubelet, a failure would leave a crash
-	// loop re-registering them.
-	if opts.CNI != nil {
-		cni, err := opts.CNI.resolved()
-		if err != nil {
-			return nil, err
-		}
-		opts.CNI = cni
-	}
-	if opts.DRA != nil {
-		d, err := opts.DRA.resolved()
-		if err != nil {
-			return nil, err
-		}
-		opts.DRA = d
+	opts, err := opts.withDefaults().resolved()
+	if err != nil {
+		return nil, err
 	}
 	db, err := hwdb.OpenFile(opts.HWDBFile)
 	if err != nil {
 		return nil, fmt.Errorf("hwdb models: %w", err)
 	}
-	cfg, rejected, err := startConfig(opts, db)
+	cfg, rejected, err := pools.StartConfig(opts.ConfigFile, opts.LastGoodConfig, db)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics}
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
+		collector: &devinfo.Collector{Dir: opts.DevinfoDir, PodResourcesSocket: opts.PodResourcesSocket, Metrics: opts.Metrics, Logger: opts.Logger}}
 	if rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
 		a.setRejected(rejected)
@@ -112,8 +100,8 @@ func (a *Agent) logWarnings(cfg *pools.Config) {
 	}
 }
 
-// events carries what the watchers saw to Run's goroutine.
-type events struct {
+// signals carries what the watchers saw to Run's goroutine.
+type signals struct {
 	links      chan linkEvent
 	hardware   chan struct{}
 	config     chan struct{}
@@ -133,7 +121,7 @@ type discovered struct {
 // Run serves until ctx ends, then stops every plugin and removes its
 // socket and the device-info files of devices no pod holds.
 func (a *Agent) Run(ctx context.Context) error {
-	ev := events{
+	ev := signals{
 		links: make(chan linkEvent, linkBurst), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
 		kubelet: make(chan struct{}, 1), discovered: make(chan discovered, 1),
 	}
@@ -173,9 +161,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
-	wg.Go(func() { a.collectDevinfo(wctx) })
+	wg.Go(func() { a.collector.Run(wctx, a.opts.GCInterval, a.opts.DevinfoGrace) })
 	if a.opts.ReleaseStartupPages {
-		go a.releaseStartupPages()
+		go startup.ReleasePages(a.log)
 	}
 	a.loop(ctx, ev)
 	a.shutdown()
@@ -193,7 +181,7 @@ func (a *Agent) discover(ctx context.Context) (*discovery.Inventory, error) {
 // loop handles events until ctx ends. Discovery runs beside it, so link
 // events keep flowing while a slow re-discovery is under way; requests
 // that arrive meanwhile make one more run once it ends.
-func (a *Agent) loop(ctx context.Context, ev events) {
+func (a *Agent) loop(ctx context.Context, ev signals) {
 	var running, again bool
 	rediscover := func() {
 		if running {
@@ -348,7 +336,7 @@ func (a *Agent) ensurePool(res pools.Resource) (run *poolRun, created bool) {
 	}
 	run = a.newPool(res)
 	a.pools[name] = run
-	a.resources.add(name)
+	a.collector.Add(name)
 	return run, true
 }
 
@@ -387,14 +375,14 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 // reloadConfig switches to a changed configuration file; a bad one is
 // reported and the last good one keeps serving.
 func (a *Agent) reloadConfig(ctx context.Context) {
-	cfg, data, err := readConfig(a.opts.ConfigFile, a.db)
+	cfg, data, err := pools.ReadChecked(a.opts.ConfigFile, a.db)
 	if err != nil {
 		a.log.Error("configuration rejected; still serving the last good one", "file", a.opts.ConfigFile, "err", err)
 		a.setRejected(err)
 		return
 	}
 	a.setRejected(nil)
-	if err := keepLastGood(a.opts.LastGoodConfig, data); err != nil {
+	if err := pools.KeepLastGood(a.opts.LastGoodConfig, data); err != nil {
 		a.log.Warn("configuration accepted but not kept for the next start", "err", err)
 	}
 	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
@@ -417,7 +405,7 @@ func (a *Agent) shutdown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := a.removeUnallocated(ctx, 0); err != nil {
+	if err := a.collector.RemoveUnallocated(ctx, 0); err != nil {
 		a.log.Warn("device-info files left in place at shutdown", "dir", a.opts.DevinfoDir, "err", err)
 	}
 }
@@ -425,23 +413,14 @@ func (a *Agent) shutdown() {
 // shutdownTimeout bounds the last talk with kubelet at shutdown.
 const shutdownTimeout = 3 * time.Second
 
-// resourceNames is a set shared with the device-info collector.
-type resourceNames struct {
-	mu    sync.Mutex
-	names map[string]bool
-}
-
-func (r *resourceNames) add(name string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.names == nil {
-		r.names = map[string]bool{}
+// setRejected records why the configuration file is not the one served,
+// for /readyz and the node's Events; nil clears it.
+func (a *Agent) setRejected(err error) {
+	if err == nil {
+		a.rejected.Store(nil)
+		return
 	}
-	r.names[name] = true
-}
-
-func (r *resourceNames) list() []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return slices.Sorted(maps.Keys(r.names))
+	msg := err.Error()
+	a.rejected.Store(&msg)
+	a.events.ConfigRejected(a.opts.ConfigFile, msg)
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
@@ -34,14 +35,14 @@ func TestSpec6_1_AgentServesCNI(t *testing.T) {
 	dir := sockdir.New(t)
 	confDir, binDir := filepath.Join(dir, "net.d"), filepath.Join(dir, "bin")
 	os.MkdirAll(binDir, 0o755)
-	f.opts.CNI = &agent.CNIOptions{
+	f.opts.CNI = &daemon.Options{
 		ConfDir: confDir, SocketPath: filepath.Join(dir, "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 		DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: "node-1",
 		PodsAPISocket: filepath.Join(dir, "no-pods-api.sock"), REST: api.Config(),
 		ShimSource: buildShim(t, dir), BinDir: binDir,
 	}
 	f.start(t)
-	own := filepath.Join(confDir, agent.DefaultCNIConfFileName)
+	own := filepath.Join(confDir, daemon.DefaultConfFileName)
 	f.waitLog(t, "hwnet's CNI config withheld")
 	if _, err := os.Stat(own); err == nil {
 		t.Fatal("hwnet's CNI config written before the default network's exists (6.1)")
@@ -138,11 +139,11 @@ func TestNewChecksCNISettingsFirst(t *testing.T) {
 	}
 	for _, tt := range []struct {
 		name string
-		cni  agent.CNIOptions
+		cni  daemon.Options
 		want string
 	}{
-		{"no node name", agent.CNIOptions{Kubeconfig: filepath.Join(dir, "kubeconfig")}, "--node-name"},
-		{"kubeconfig missing", agent.CNIOptions{NodeName: "node-1", Kubeconfig: filepath.Join(dir, "none")}, "--kubeconfig"},
+		{"no node name", daemon.Options{Kubeconfig: filepath.Join(dir, "kubeconfig")}, "--node-name"},
+		{"kubeconfig missing", daemon.Options{NodeName: "node-1", Kubeconfig: filepath.Join(dir, "none")}, "--kubeconfig"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := agent.New(agent.Options{ConfigFile: config, CNI: &tt.cni})

@@ -8,9 +8,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/hwnet-io/hwnet/agent"
 	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/cni/crinet"
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
@@ -26,7 +26,7 @@ func TestCRINet_AgentServesNetworkAPI(t *testing.T) {
 	apiServer.ApplyCRD(t, "../deploy/crds/network-attachment-definition.yaml")
 	dir := sockdir.New(t)
 	socket := filepath.Join(dir, "cri-network.sock")
-	f.opts.CNI = &agent.CNIOptions{
+	f.opts.CNI = &daemon.Options{
 		ConfDir: filepath.Join(dir, "net.d"), SocketPath: filepath.Join(dir, "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 		DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: "node-1",
 		PodsAPISocket: filepath.Join(dir, "no-pods-crinetapi.sock"), REST: apiServer.Config(), BinDir: cniplugins.Dir(t),

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"slices"
 
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/deviceplugin"
@@ -35,23 +34,6 @@ type DRAOptions struct {
 	REST       *rest.Config
 }
 
-// resolved checks the node name and resolves the API server's client
-// configuration, returning a copy of the options that carries it.
-func (o *DRAOptions) resolved() (*DRAOptions, error) {
-	r := *o
-	if r.NodeName == "" {
-		return nil, fmt.Errorf("DRA: the node name is not set (--node-name, or NODE_NAME from the downward API)")
-	}
-	if r.REST == nil {
-		cfg, err := kubeclient.RESTConfig(r.Kubeconfig)
-		if err != nil {
-			return nil, fmt.Errorf("DRA: API server client (--kubeconfig %q): %w", r.Kubeconfig, err)
-		}
-		r.REST = cfg
-	}
-	return &r, nil
-}
-
 // draPool is a pool served through the DRA driver.
 type draPool struct {
 	res     pools.Resource
@@ -67,9 +49,7 @@ func (a *Agent) startDRA(ctx context.Context) error {
 	if o == nil {
 		return nil
 	}
-	cfg := rest.CopyConfig(o.REST)
-	cfg.Wrap(a.metrics.WrapTransport)
-	client, err := kubernetes.NewForConfig(cfg)
+	_, client, err := kubeclient.Instrumented(o.REST, a.metrics.WrapTransport)
 	if err != nil {
 		return fmt.Errorf("DRA: %w", err)
 	}

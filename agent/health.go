@@ -9,14 +9,11 @@ import (
 // directory says which devices containers hold.
 func (a *Agent) healthView() devhealth.View {
 	v := devhealth.View{Inv: a.inv, Links: a.links, Netdevs: a.netdevs}
-	files, err := devinfo.List(a.opts.DevinfoDir)
+	held, err := devinfo.Held(a.opts.DevinfoDir)
 	if err != nil {
 		a.reportOnce("device-info directory unreadable: no device's netdev counts as lost", err.Error())
 		return v
 	}
-	v.Held = make(map[string]bool, len(files))
-	for _, f := range files {
-		v.Held[f.DeviceID] = true
-	}
+	v.Held = held
 	return v
 }

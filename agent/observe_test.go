@@ -16,7 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/cni/daemon"
+	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
@@ -42,7 +43,7 @@ func TestAgentProbesMetricsEvents(t *testing.T) {
 	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"),
 		[]byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","personality":"plain"}]}`), 0o644)
 	socket := filepath.Join(dir, "cni.sock")
-	f.opts.CNI = &agent.CNIOptions{
+	f.opts.CNI = &daemon.Options{
 		ConfDir: confDir, SocketPath: socket, CacheDir: filepath.Join(dir, "cache"),
 		DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: "node-1",
 		PodsAPISocket: filepath.Join(dir, "no-pods-api.sock"), REST: api.Config(),
@@ -54,7 +55,7 @@ func TestAgentProbesMetricsEvents(t *testing.T) {
 	waitHTTP(t, probes+"/healthz", http.StatusOK, "ok")
 	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
 
-	addThroughShim(t, api, filepath.Join(confDir, agent.DefaultCNIConfFileName), []string{binDir, plugins}, dir)
+	addThroughShim(t, api, filepath.Join(confDir, daemon.DefaultConfFileName), []string{binDir, plugins}, dir)
 	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_cni_request_duration_seconds_count{command="ADD",result="success"} 1`)
 	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_pool_allocatable_devices{resource="intel.com/sriov_netdevice"} 12`)
 
@@ -63,11 +64,11 @@ func TestAgentProbesMetricsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_pool_unhealthy_devices{resource="intel.com/sriov_netdevice"} 6`)
-	waitNodeEvent(t, api, agent.ReasonDeviceUnhealthy, "link enp59s0f0 is down")
+	waitNodeEvent(t, api, events.ReasonDeviceUnhealthy, "link enp59s0f0 is down")
 	if err := f.node.SetLinkUp(ctx, "enp59s0f0", true); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeEvent(t, api, agent.ReasonDeviceHealthy, "healthy again")
+	waitNodeEvent(t, api, events.ReasonDeviceHealthy, "healthy again")
 
 	if err := os.Remove(socket); err != nil {
 		t.Fatal(err)

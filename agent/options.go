@@ -2,6 +2,13 @@
 // into resource pools by the admin's configuration, serves one kubelet
 // device plugin per pool and keeps all of it current as hardware, links,
 // configuration and kubelet change, without a restart.
+//
+// It is the composition root: it owns the pools' state and its event
+// loop and wires the packages that do the work (node/ for discovery,
+// watching, pool matching and device-info files, deviceplugin and dra
+// for serving the pools, cni/daemon for the CNI side, internal/ for
+// probes, Events and metrics). cmd/hwnet-agent reads the flags into
+// Options.
 package agent
 
 import (
@@ -9,9 +16,10 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/hwnet-io/hwnet/cni/daemon"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/discovery"
-	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // Options are the agent's paths and intervals; zero values mean the
@@ -34,7 +42,8 @@ type Options struct {
 	// PluginDir is kubelet's device plugin directory, where kubelet.sock
 	// and the pools' sockets live.
 	PluginDir string
-	// PodResourcesSocket is kubelet's PodResources API.
+	// PodResourcesSocket is kubelet's PodResources API; "" is its default
+	// place (podresources.DefaultSocket).
 	PodResourcesSocket string
 	// DevinfoDir receives a device-info file per allocated device.
 	DevinfoDir string
@@ -55,7 +64,7 @@ type Options struct {
 	VDPA    discovery.VDPALister
 	// CNI configures the CNI delegating plugin side; nil serves device
 	// plugins only.
-	CNI *CNIOptions
+	CNI *daemon.Options
 	// DRA configures the DRA driver, which serves the pools in mode
 	// "dra"; nil serves device plugins only.
 	DRA *DRAOptions
@@ -68,24 +77,27 @@ type Options struct {
 	Pprof       bool
 	Metrics     *metrics.Metrics
 	// ReleaseStartupPages gives the executable's start-up pages back to the
-	// kernel once serving (releaseStartupPages); off in tests, where the
+	// kernel once serving (startup.ReleasePages); off in tests, where the
 	// executable is the test binary.
 	ReleaseStartupPages bool
-	// Uninstall removes hwnet from the node instead of running (Main).
-	Uninstall bool
 }
 
-// Production defaults.
+// Production defaults: where kubelet, the pool ConfigMap and Multus
+// expect things.
 const (
-	DefaultConfigFile         = "/etc/pcidp/config.json"
-	DefaultLastGoodConfig     = "/var/lib/hwnet/pools-last-good"
-	DefaultPluginDir          = "/var/lib/kubelet/device-plugins"
-	DefaultPodResourcesSocket = podresources.DefaultSocket
-	DefaultDevinfoDir         = "/var/run/k8s.cni.cncf.io/devinfo/dp"
-	DefaultPollInterval       = 250 * time.Millisecond
-	DefaultRescanInterval     = 30 * time.Second
-	DefaultGCInterval         = 30 * time.Second
-	DefaultDevinfoGrace       = time.Minute
+	DefaultConfigFile     = "/etc/pcidp/config.json"
+	DefaultLastGoodConfig = "/var/lib/hwnet/pools-last-good"
+	DefaultPluginDir      = "/var/lib/kubelet/device-plugins"
+	DefaultDevinfoDir     = "/var/run/k8s.cni.cncf.io/devinfo/dp"
+)
+
+// Production intervals: uevents say when the PCI layout changed, so
+// polling is a fallback and rescanning a safety net.
+const (
+	DefaultPollInterval   = 250 * time.Millisecond
+	DefaultRescanInterval = 30 * time.Second
+	DefaultGCInterval     = 30 * time.Second
+	DefaultDevinfoGrace   = time.Minute
 )
 
 func (o Options) withDefaults() Options {
@@ -93,7 +105,6 @@ func (o Options) withDefaults() Options {
 	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
 	o.ConfigFile = cmp.Or(o.ConfigFile, DefaultConfigFile)
 	o.PluginDir = cmp.Or(o.PluginDir, DefaultPluginDir)
-	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, DefaultPodResourcesSocket)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
 	o.PollInterval = positiveOr(o.PollInterval, DefaultPollInterval)
 	o.RescanInterval = positiveOr(o.RescanInterval, DefaultRescanInterval)
@@ -106,10 +117,10 @@ func (o Options) withDefaults() Options {
 		o.Metrics = metrics.New()
 	}
 	if o.ESwitch == nil {
-		o.ESwitch = &kernelESwitch{devlink: discovery.DevlinkESwitch{}}
+		o.ESwitch = discovery.NewKernelESwitch()
 	}
 	if o.VDPA == nil {
-		o.VDPA = &kernelVDPA{vdpa: discovery.KernelVDPA{}}
+		o.VDPA = discovery.NewKernelVDPA()
 	}
 	return o
 }
@@ -120,4 +131,27 @@ func positiveOr(d, def time.Duration) time.Duration {
 		return def
 	}
 	return d
+}
+
+// resolved checks the CNI and DRA sides' settings, and resolves their API
+// server client configurations, before anything starts: once the pools
+// register with kubelet, a failure would leave a crash loop re-registering
+// them.
+func (o Options) resolved() (Options, error) {
+	if o.CNI != nil {
+		cni, err := o.CNI.Resolved()
+		if err != nil {
+			return o, err
+		}
+		o.CNI = cni
+	}
+	if o.DRA != nil {
+		d := *o.DRA
+		var err error
+		if d.REST, err = kubeclient.ForNode("DRA", d.NodeName, d.Kubeconfig, d.REST); err != nil {
+			return o, err
+		}
+		o.DRA = &d
+	}
+	return o, nil
 }

@@ -72,10 +72,10 @@ func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
 			added++
 		case p.Healthy && !d.Healthy:
 			a.log.Warn("device unhealthy", "resource", name, "device", d.ID, "reason", d.Reason)
-			a.events.deviceHealth(name, d.ID, false, d.Reason)
+			a.events.DeviceHealth(name, d.ID, false, d.Reason)
 		case !p.Healthy && d.Healthy:
 			a.log.Info("device healthy again", "resource", name, "device", d.ID)
-			a.events.deviceHealth(name, d.ID, true, "")
+			a.events.DeviceHealth(name, d.ID, true, "")
 		}
 	}
 	if added > 0 || len(prev) > 0 {

@@ -23,7 +23,7 @@ type linkEvent struct {
 // changed, so the agent costs nothing while it does not; some namespaces
 // refuse them, and there the PCI poller looks every PollInterval instead
 // of every RescanInterval.
-func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev events) error {
+func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev signals) error {
 	links, err := watch.WatchLinks(a.opts.Netns)
 	if err != nil {
 		return fmt.Errorf("watching links: %w", err)
@@ -69,7 +69,7 @@ func (a *Agent) run(ctx context.Context, wg *sync.WaitGroup, what string, fn fun
 
 // startUEvents turns each kernel uevent into a hardware signal and
 // returns how often the PCI layout must still be polled.
-func (a *Agent) startUEvents(ctx context.Context, wg *sync.WaitGroup, ev events) time.Duration {
+func (a *Agent) startUEvents(ctx context.Context, wg *sync.WaitGroup, ev signals) time.Duration {
 	uevents, err := watch.WatchUEvents(a.opts.Netns)
 	if err != nil {
 		a.log.Warn("no kernel uevents; PCI changes are seen by polling only", "interval", a.opts.PollInterval, "err", err)

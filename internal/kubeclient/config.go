@@ -41,3 +41,21 @@ func RESTConfig(kubeconfig string) (*rest.Config, error) {
 	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
 	return cfg, nil
 }
+
+// ForNode checks a node-side client's settings and resolves its
+// configuration: cfg when the caller has one (tests), else RESTConfig's.
+// side names who asks ("CNI", "DRA") in the errors, which name the
+// agent's flags: they are what an admin fixes.
+func ForNode(side, node, kubeconfig string, cfg *rest.Config) (*rest.Config, error) {
+	if node == "" {
+		return nil, fmt.Errorf("%s: the node name is not set (--node-name, or NODE_NAME from the downward API)", side)
+	}
+	if cfg != nil {
+		return cfg, nil
+	}
+	cfg, err := RESTConfig(kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("%s: API server client (--kubeconfig %q): %w", side, kubeconfig, err)
+	}
+	return cfg, nil
+}

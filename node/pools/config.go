@@ -73,15 +73,21 @@ func (e *FieldError) Unwrap() error { return e.Err }
 
 // Load reads and parses the config file at path.
 func Load(path string) (*Config, error) {
+	cfg, _, err := load(path)
+	return cfg, err
+}
+
+// load is Load, with the bytes the config was read from.
+func load(path string) (*Config, []byte, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	cfg, err := Parse(data)
 	if err != nil {
-		return nil, fmt.Errorf("config %s: %w", path, err)
+		return nil, nil, fmt.Errorf("config %s: %w", path, err)
 	}
-	return cfg, nil
+	return cfg, data, nil
 }
 
 // Parse reads a config in JSON (as sriovdp's config.json) or YAML and

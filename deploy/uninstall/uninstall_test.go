@@ -1,4 +1,4 @@
-package agent
+package uninstall
 
 import (
 	"context"
@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/node/devinfo"
@@ -26,7 +27,7 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	dir := t.TempDir()
 	o := Options{ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
 		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"),
-		CNI: &CNIOptions{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
+		CNI: &daemon.Options{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 			DevinfoDir: filepath.Join(dir, "devinfo-cni"), NetworkAPISocket: filepath.Join(dir, "run", "cri-network.sock"),
 			NetworkDir: filepath.Join(dir, "networks")}}
@@ -46,7 +47,7 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	if err := attachments.NewStore(o.CNI.CacheDir).Save(rec); err != nil {
 		t.Fatal(err)
 	}
-	conf, shim := filepath.Join(o.CNI.ConfDir, DefaultCNIConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
+	conf, shim := filepath.Join(o.CNI.ConfDir, daemon.DefaultConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
 	poolSocket := filepath.Join(o.PluginDir, "intel.com_sriov_net.sock")
 	network := filepath.Join(o.CNI.NetworkDir, "default_net-a.json")
 	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig, o.CNI.NetworkAPISocket, network} {
@@ -58,11 +59,11 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	return o, want, filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0"))
 }
 
-// TestUninstall: after it, the runtime finds no hwnet configuration or
+// TestRemove: after it, the runtime finds no hwnet configuration or
 // shim and nothing of hwnet's is left; another plugin's file stays.
-func TestUninstall(t *testing.T) {
+func TestRemove(t *testing.T) {
 	o, want, other := uninstallNode(t)
-	removed, err := Uninstall(context.Background(), o)
+	removed, err := Remove(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,30 +80,30 @@ func TestUninstall(t *testing.T) {
 	if _, err := os.Stat(other); err != nil {
 		t.Errorf("another device plugin's device-info file removed: %v", err)
 	}
-	if again, err := Uninstall(context.Background(), o); err != nil || len(again) != 0 {
+	if again, err := Remove(context.Background(), o); err != nil || len(again) != 0 {
 		t.Errorf("second Uninstall: removed %q, %v; want nothing to do", again, err)
 	}
 	o.ConfigFile = filepath.Join(t.TempDir(), "ConfigMap-deleted.yaml")
-	if _, err := Uninstall(context.Background(), o); err != nil {
+	if _, err := Remove(context.Background(), o); err != nil {
 		t.Errorf("Uninstall without the pool configuration: %v", err)
 	}
 }
 
-// TestUninstallRefusedWhileAgentRuns: a running agent would write its
+// TestRemoveRefusedWhileAgentRuns: a running agent would write its
 // configuration again, so nothing is removed.
-func TestUninstallRefusedWhileAgentRuns(t *testing.T) {
+func TestRemoveRefusedWhileAgentRuns(t *testing.T) {
 	o, want, _ := uninstallNode(t)
 	os.Remove(o.CNI.SocketPath)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- server.New(refuseAll{}, nil).Serve(ctx, o.CNI.SocketPath) }()
-	for deadline := time.Now().Add(10 * time.Second); cniAnswers(ctx, o.CNI.SocketPath) != nil; time.Sleep(time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); daemon.Answers(ctx, o.CNI.SocketPath) != nil; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the CNI server never answered")
 		}
 	}
-	if _, err := Uninstall(ctx, o); err == nil {
+	if _, err := Remove(ctx, o); err == nil {
 		t.Fatal("Uninstall went ahead while hwnet-agent answered")
 	}
 	if _, err := os.Stat(want[0]); err != nil {

@@ -1,4 +1,7 @@
-package agent
+// Package events posts Kubernetes Events on the node about its devices and
+// its pool configuration, where `kubectl describe node` shows an admin
+// what the agent's logs say.
+package events
 
 import (
 	"context"
@@ -19,19 +22,19 @@ const (
 	ReasonConfigRejected  = "PoolConfigRejected"
 )
 
-// nodeEvents posts Events about this node's devices; a nil *nodeEvents
-// posts nothing (the agent without an API server client).
-type nodeEvents struct {
+// Node posts Events about this node's devices; a nil *Node posts nothing
+// (the agent without an API server client).
+type Node struct {
 	recorder record.EventRecorder
 	node     *corev1.ObjectReference
 }
 
-// startNodeEvents records Events on the node until ctx ends.
-func startNodeEvents(ctx context.Context, client kubernetes.Interface, node string) *nodeEvents {
+// Start records Events on the node until ctx ends.
+func Start(ctx context.Context, client kubernetes.Interface, node string) *Node {
 	b := record.NewBroadcaster(record.WithContext(ctx))
 	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
 	go func() { <-ctx.Done(); b.Shutdown() }()
-	return &nodeEvents{
+	return &Node{
 		recorder: b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: "hwnet-agent", Host: node}),
 		// kubelet refers to its node with the name as UID; kubectl
 		// describe node finds Events by it.
@@ -39,9 +42,9 @@ func startNodeEvents(ctx context.Context, client kubernetes.Interface, node stri
 	}
 }
 
-// deviceHealth reports a device turning unhealthy, with the reason, or
+// DeviceHealth reports a device turning unhealthy, with the reason, or
 // coming back.
-func (e *nodeEvents) deviceHealth(resource, device string, healthy bool, reason string) {
+func (e *Node) DeviceHealth(resource, device string, healthy bool, reason string) {
 	if e == nil {
 		return
 	}
@@ -52,9 +55,9 @@ func (e *nodeEvents) deviceHealth(resource, device string, healthy bool, reason 
 	e.recorder.Event(e.node, corev1.EventTypeWarning, ReasonDeviceUnhealthy, fmt.Sprintf("%s device %s is unhealthy: %s", resource, device, reason))
 }
 
-// configRejected reports a pool configuration file the agent does not
+// ConfigRejected reports a pool configuration file the agent does not
 // serve, and why.
-func (e *nodeEvents) configRejected(file, reason string) {
+func (e *Node) ConfigRejected(file, reason string) {
 	if e == nil {
 		return
 	}

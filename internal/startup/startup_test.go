@@ -1,4 +1,4 @@
-package agent
+package startup
 
 import (
 	"os"
@@ -39,7 +39,7 @@ func TestReadOnlyMapping(t *testing.T) {
 // resident set, and it goes on running.
 func TestReleaseExecutablePages(t *testing.T) {
 	before := rssFileKB(t)
-	released, err := releaseExecutablePages()
+	released, err := ReleaseExecutablePages()
 	if err != nil {
 		t.Fatal(err)
 	}

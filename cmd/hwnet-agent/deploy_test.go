@@ -1,4 +1,4 @@
-package agent
+package main
 
 import (
 	"io"
@@ -34,10 +34,10 @@ func TestDeployManifests(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := readConfig("../deploy/pools.yaml", db); err != nil {
+	if _, _, err := pools.ReadChecked("../../deploy/pools.yaml", db); err != nil {
 		t.Errorf("deploy/pools.yaml: %v", err)
 	}
-	data, err := os.ReadFile("../deploy/hwnet-agent.yaml")
+	data, err := os.ReadFile("../../deploy/hwnet-agent.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package agent
+package discovery
 
 import (
 	"context"
@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/hwnet-io/hwnet/node/discovery"
 )
 
 // countingESwitch fails with err and counts the calls.
@@ -27,7 +25,7 @@ type countingVDPA struct {
 	calls int
 }
 
-func (c *countingVDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) {
+func (c *countingVDPA) VDPADevices(context.Context) ([]ParentedVDPA, error) {
 	c.calls++
 	return nil, c.err
 }

@@ -1,9 +1,12 @@
-package agent
+// Package startup is what a long-running hwnet binary does once its
+// start-up is over: it gives the kernel back the memory only start-up used.
+package startup
 
 import (
 	"bufio"
 	"bytes"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"strings"
@@ -11,7 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// releaseStartupPages asks the kernel to reclaim the pages of the agent's
+// ReleasePages asks the kernel to reclaim the pages of the agent's
 // executable that are mapped read-only (code, read-only data, the symbol
 // table), once start-up is over. Initialising the ~900 packages of a
 // client-go binary touches some 25-35 MB of them once; the kernel would
@@ -21,20 +24,22 @@ import (
 // working set, ~20 MB. (MADV_RANDOM besides, to fault back single pages
 // rather than whole read-ahead folios, measured worse: every fault became
 // a read.)
-func (a *Agent) releaseStartupPages() {
-	released, err := releaseExecutablePages()
+// It logs what it did on log rather than failing: the pages are an
+// economy, not something serving needs.
+func ReleasePages(log *slog.Logger) {
+	released, err := ReleaseExecutablePages()
 	if err != nil {
-		a.log.Warn("start-up pages of the executable not released", "err", err)
+		log.Warn("start-up pages of the executable not released", "err", err)
 		return
 	}
-	a.log.Debug("start-up pages of the executable released", "bytes", released)
+	log.Debug("start-up pages of the executable released", "bytes", released)
 }
 
-// releaseExecutablePages advises MADV_PAGEOUT on every read-only mapping
+// ReleaseExecutablePages advises MADV_PAGEOUT on every read-only mapping
 // of the running executable and returns the bytes of address space it
 // covered. Writable mappings are left alone: their changed pages are the
 // program's data.
-func releaseExecutablePages() (uint64, error) {
+func ReleaseExecutablePages() (uint64, error) {
 	exe, err := os.Readlink("/proc/self/exe")
 	if err != nil {
 		return 0, fmt.Errorf("executable: %w", err)

@@ -1,4 +1,4 @@
-package agent
+package discovery
 
 import (
 	"context"
@@ -6,8 +6,6 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/hwnet-io/hwnet/node/discovery"
 )
 
 // absentFamily remembers that the kernel lacks a generic netlink family:
@@ -33,11 +31,20 @@ func (a *absentFamily) note(err error) error {
 	return err
 }
 
-// kernelESwitch is discovery's devlink reader, asked until it says the
-// kernel has no devlink.
+// NewKernelESwitch is the kernel's devlink (DevlinkESwitch), asked until
+// it says the kernel has no devlink: a long-running agent re-discovers on
+// every PCI change.
+func NewKernelESwitch() ESwitchReader { return &kernelESwitch{devlink: DevlinkESwitch{}} }
+
+// NewKernelVDPA is the kernel's vDPA netlink (KernelVDPA), asked until it
+// says the kernel has none.
+func NewKernelVDPA() VDPALister { return &kernelVDPA{vdpa: KernelVDPA{}} }
+
+// kernelESwitch is a devlink reader, asked until it says the kernel has
+// no devlink.
 type kernelESwitch struct {
 	absent  absentFamily
-	devlink discovery.ESwitchReader
+	devlink ESwitchReader
 }
 
 func (k *kernelESwitch) ESwitchMode(ctx context.Context, pci string) (string, error) {
@@ -48,14 +55,14 @@ func (k *kernelESwitch) ESwitchMode(ctx context.Context, pci string) (string, er
 	return mode, k.absent.note(err)
 }
 
-// kernelVDPA is discovery's vDPA lister, asked until it says the kernel
+// kernelVDPA is a vDPA lister, asked until it says the kernel
 // has no vDPA netlink.
 type kernelVDPA struct {
 	absent absentFamily
-	vdpa   discovery.VDPALister
+	vdpa   VDPALister
 }
 
-func (k *kernelVDPA) VDPADevices(ctx context.Context) ([]discovery.ParentedVDPA, error) {
+func (k *kernelVDPA) VDPADevices(ctx context.Context) ([]ParentedVDPA, error) {
 	if err := k.absent.known(); err != nil {
 		return nil, err
 	}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"io"
+	"strings"
+	"testing"
+)
+
+// TestParseFlagsRejects: bad flags are errors that name the flag.
+func TestParseFlagsRejects(t *testing.T) {
+	for _, args := range [][]string{
+		{"--poll-interval=-1s"},
+		{"--rescan-interval=0s"},
+		{"--devinfo-gc-interval=0s"},
+		{"--log-format=xml"},
+		{"--log-level=loud"},
+		{"stray"},
+	} {
+		_, err := parseFlags(args, io.Discard)
+		if err == nil {
+			t.Errorf("%v: accepted", args)
+			continue
+		}
+		name := strings.TrimLeft(strings.SplitN(args[0], "=", 2)[0], "-")
+		if !strings.Contains(err.Error(), name) {
+			t.Errorf("%v: error %q does not name %s", args, err, name)
+		}
+	}
+}
+
+// TestParseFlagsReleaseStartupPages: the binary gives its start-up pages
+// back unless told not to (the RSS in docs/performance.md assumes it).
+func TestParseFlagsReleaseStartupPages(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"--release-startup-pages=false"}, false}} {
+		c, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if c.opts.ReleaseStartupPages != tt.want {
+			t.Errorf("%v: ReleaseStartupPages %t, want %t", tt.args, c.opts.ReleaseStartupPages, tt.want)
+		}
+	}
+}

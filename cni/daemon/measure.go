@@ -1,0 +1,24 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"time"
+
+	"github.com/hwnet-io/hwnet/cni/server"
+	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/internal/metrics"
+)
+
+// measuredHandler records each CNI request's latency and result.
+type measuredHandler struct {
+	next    server.Handler
+	metrics *metrics.Metrics
+}
+
+func (h measuredHandler) Handle(ctx context.Context, req *wire.Request) (json.RawMessage, error) {
+	start := time.Now()
+	res, err := h.next.Handle(ctx, req)
+	h.metrics.ObserveCNI(req.Command, time.Since(start), err)
+	return res, err
+}

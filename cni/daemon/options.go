@@ -1,0 +1,119 @@
+package daemon
+
+import (
+	"cmp"
+	"path/filepath"
+	"time"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/hwnet-io/hwnet/cni/cache"
+	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/server"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+)
+
+// Options configure the agent's CNI delegating plugin side.
+type Options struct {
+	// ConfDir holds the cluster-wide default network's configuration and
+	// the on-disk configurations NetworkAttachmentDefinitions may name.
+	ConfDir string
+	// OutputDir receives hwnet's own configuration; ConfDir when empty.
+	OutputDir string
+	// ConfFileName is hwnet's configuration file's name.
+	ConfFileName string
+	// DefaultNetwork picks the default network by file or network name;
+	// empty takes the first configuration in ConfDir.
+	DefaultNetwork string
+	// SocketPath is where the hwnet shim reaches the agent.
+	SocketPath string
+	// CacheDir holds the attachment records, shared with the shim.
+	CacheDir string
+	// DevinfoDir receives the device-info files written for delegates.
+	DevinfoDir string
+	// AllowedNamespaces may hold NetworkAttachmentDefinitions any pod
+	// selects besides its own namespace; "*" allows all.
+	AllowedNamespaces []string
+	// AgentWait is how long the shim's ADD waits for an agent that is down.
+	AgentWait time.Duration
+	// PluginTimeout bounds each delegate plugin's execution; 0 leaves it
+	// to the runtime's deadline.
+	PluginTimeout time.Duration
+	// NodeName is this node's name, for the pod informer's scope.
+	NodeName string
+	// PodsAPISocket is kubelet's Pods API, preferred over the API server.
+	PodsAPISocket string
+	// Kubeconfig is the API server's client configuration; empty means
+	// in-cluster. REST, when set, is used instead.
+	Kubeconfig string
+	REST       *rest.Config
+	// ShimSource, when set, is the hwnet shim binary, copied into BinDir
+	// before hwnet's configuration is written, so the runtime never finds
+	// the configuration without its plugin.
+	ShimSource string
+	BinDir     string
+	// NetworkAPISocket serves the CRI network API (package crinet); ""
+	// serves none. NetworkDir keeps the networks set through it.
+	NetworkAPISocket string
+	NetworkDir       string
+	// CRISocket is the container runtime's CRI socket, asked which pod
+	// sandboxes exist; empty disables the agent's own garbage collection.
+	CRISocket string
+	// ReconcileInterval is how often attachments of sandboxes the runtime
+	// no longer has are torn down.
+	ReconcileInterval time.Duration
+	// Wrap, when set, wraps the request handler: tests use it to run
+	// requests inside a virtual node's namespaces.
+	Wrap func(server.Handler) server.Handler
+}
+
+// Production defaults of the CNI side.
+const (
+	DefaultConfDir          = "/etc/cni/net.d"
+	DefaultConfFileName     = "00-hwnet.conflist"
+	DefaultSocketPath       = pluginconf.DefaultSocketPath
+	DefaultCacheDir         = pluginconf.DefaultCacheDir
+	DefaultDevinfoDir       = devinfo.CNIDir
+	DefaultAgentWait        = pluginconf.DefaultAgentWait
+	DefaultPodsAPISocket    = cache.DefaultPodsSocket
+	DefaultBinDir           = "/opt/cni/bin"
+	DefaultNetworkAPISocket = "/run/hwnet/cri-network.sock"
+	DefaultNetworkDir       = "/var/lib/hwnet/networks"
+	shutdownFlushTimeout    = 10 * time.Second
+	// DefaultPluginTimeout is well inside kubelet's 4-minute sandbox
+	// deadline, so a hung plugin fails with its name while retries remain.
+	DefaultPluginTimeout = time.Minute
+)
+
+// WithDefaults fills what o leaves empty with the production defaults.
+func (o Options) WithDefaults() Options {
+	o.ConfDir = cmp.Or(o.ConfDir, DefaultConfDir)
+	o.ConfFileName = cmp.Or(o.ConfFileName, DefaultConfFileName)
+	o.SocketPath = cmp.Or(o.SocketPath, DefaultSocketPath)
+	o.CacheDir = cmp.Or(o.CacheDir, DefaultCacheDir)
+	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
+	o.AgentWait = cmp.Or(o.AgentWait, DefaultAgentWait)
+	o.PodsAPISocket = cmp.Or(o.PodsAPISocket, DefaultPodsAPISocket)
+	o.BinDir = cmp.Or(o.BinDir, DefaultBinDir)
+	return o
+}
+
+// Resolved checks the node name and resolves the API server's client
+// configuration, returning a copy of the options that carries it. The
+// agent calls it before anything starts: once the pools register with
+// kubelet, a failure would leave a crash loop re-registering them.
+func (o *Options) Resolved() (*Options, error) {
+	cfg, err := kubeclient.ForNode("CNI", o.NodeName, o.Kubeconfig, o.REST)
+	if err != nil {
+		return nil, err
+	}
+	r := *o
+	r.REST = cfg
+	return &r, nil
+}
+
+// ConfPath is where hwnet's own CNI configuration is written.
+func (o Options) ConfPath() string {
+	return filepath.Join(cmp.Or(o.OutputDir, o.ConfDir), o.ConfFileName)
+}

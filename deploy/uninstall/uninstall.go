@@ -1,0 +1,180 @@
+// Package uninstall removes what hwnet left on a node once its agent is
+// gone: the node side of hwnet-uninstall.yaml beside it, which runs
+// hwnet-agent --uninstall on every node. Deleting hwnet-agent alone leaves
+// its CNI configuration in place on purpose, so that an upgrade or restart
+// never starts pods without their networks; this is the explicit removal.
+package uninstall
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+
+	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/daemon"
+	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/deviceplugin"
+	"github.com/hwnet-io/hwnet/internal/probe"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/pools"
+)
+
+// Options are the agent's paths, as its flags set them.
+type Options struct {
+	// ConfigFile is the pool configuration, which says which device
+	// plugin sockets and device-info files are the pools'.
+	ConfigFile string
+	// PluginDir and DevinfoDir hold the pools' sockets and device-info
+	// files; LastGoodConfig the last good pool configuration ("" none).
+	PluginDir      string
+	DevinfoDir     string
+	LastGoodConfig string
+	// CNI is the CNI side's paths; nil when it was not served.
+	CNI *daemon.Options
+	// ProbeAddr, when set, answers /readyz once the node is clean (Run).
+	ProbeAddr string
+	Logger    *slog.Logger
+}
+
+// Remove removes hwnet's CNI configuration (so the runtime goes back to
+// the default network at once instead of waiting for an agent that will
+// not come), the shim, the CNI socket, the pools' sockets and device-info
+// files, the CNI device-info files, the attachment records, the CRI
+// network API's socket and networks, and the last good pool
+// configuration. It refuses while an agent still answers on the CNI
+// socket: that agent would write its configuration again. It returns the
+// paths it removed.
+func Remove(ctx context.Context, opts Options) ([]string, error) {
+	if opts.CNI != nil {
+		o := opts.CNI.WithDefaults()
+		if daemon.Answers(ctx, o.SocketPath) == nil {
+			return nil, fmt.Errorf("hwnet-agent still answers on %s: delete its DaemonSet before uninstalling", o.SocketPath)
+		}
+	}
+	paths, err := existing(opts)
+	var removed []string
+	for _, p := range paths {
+		switch rerr := os.RemoveAll(p); {
+		case rerr != nil:
+			err = errors.Join(err, rerr)
+		default:
+			removed = append(removed, p)
+		}
+	}
+	return removed, err
+}
+
+// existing lists hwnet's files that exist; what it cannot read is
+// reported and the rest is still listed.
+func existing(opts Options) ([]string, error) {
+	paths, err := poolPaths(opts)
+	if opts.LastGoodConfig != "" {
+		paths = append(paths, opts.LastGoodConfig)
+	}
+	if opts.CNI != nil {
+		cni, cerr := cniPaths(opts.CNI.WithDefaults())
+		paths = append(paths, cni...)
+		err = errors.Join(err, cerr)
+	}
+	var found []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			found = append(found, p)
+		}
+	}
+	return found, err
+}
+
+// poolPaths is the pools' device plugin sockets and device-info files.
+// Without the configuration (its ConfigMap deleted first) they cannot be
+// told from other device plugins'; they stay.
+func poolPaths(opts Options) ([]string, error) {
+	cfg, err := pools.Load(opts.ConfigFile)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("pools' files left in place: %w", err)
+	}
+	dp, err := devinfo.List(opts.DevinfoDir)
+	var paths []string
+	for _, r := range cfg.Resources {
+		name := r.FullName()
+		paths = append(paths, filepath.Join(opts.PluginDir, deviceplugin.SocketName(name)))
+		for _, f := range dp {
+			if f.Belongs(name) {
+				paths = append(paths, f.Path)
+			}
+		}
+	}
+	return paths, err
+}
+
+// cniPaths is the CNI side's configuration, shim, sockets, networks,
+// records and the device-info files the records name.
+func cniPaths(o daemon.Options) ([]string, error) {
+	paths := []string{o.ConfPath(), o.SocketPath}
+	if o.BinDir != "" {
+		paths = append(paths, filepath.Join(o.BinDir, pluginconf.Type))
+	}
+	for _, p := range []string{o.NetworkAPISocket, o.NetworkDir} {
+		if p != "" {
+			paths = append(paths, p)
+		}
+	}
+	files, err := recordedDevinfo(o.CacheDir)
+	return append(paths, append(files, o.CacheDir)...), err
+}
+
+// recordedDevinfo is the CNI device-info files the records name.
+func recordedDevinfo(cacheDir string) ([]string, error) {
+	store := attachments.NewStore(cacheDir)
+	ids, err := store.List()
+	if err != nil {
+		return nil, err
+	}
+	var files []string
+	for _, id := range ids {
+		rec, err := store.Load(id)
+		if err != nil {
+			continue // a torn record names nothing more to remove
+		}
+		for _, a := range rec.Attachments {
+			if a.DeviceInfoFile != "" {
+				files = append(files, a.DeviceInfoFile)
+			}
+		}
+	}
+	return files, nil
+}
+
+// Run is hwnet-agent --uninstall: Remove, then, with ProbeAddr, /readyz
+// answers ok until ctx ends, so the uninstall DaemonSet's rollout says
+// when every node is clean.
+func Run(ctx context.Context, opts Options) error {
+	log := cmp.Or(opts.Logger, slog.Default())
+	removed, err := Remove(ctx, opts)
+	for _, p := range removed {
+		log.Info("removed", "path", p)
+	}
+	if err != nil {
+		return fmt.Errorf("uninstall: %w", err)
+	}
+	log.Info("hwnet uninstalled from this node", "removed", len(removed))
+	if opts.ProbeAddr == "" {
+		return nil
+	}
+	var wg sync.WaitGroup
+	if err := probe.Serve(ctx, &wg, log, "probes", opts.ProbeAddr, http.HandlerFunc(probe.OK)); err != nil {
+		return err
+	}
+	wg.Wait()
+	return nil
+}

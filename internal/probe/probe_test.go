@@ -1,0 +1,63 @@
+package probe
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestHandler: /healthz answers while the process serves, /readyz says
+// why it is not ready, and nothing else is served.
+func TestHandler(t *testing.T) {
+	notReady := errors.New("pools not registered")
+	for _, tt := range []struct {
+		name, method, path string
+		err                error
+		code               int
+		body               string
+	}{
+		{"healthz", "GET", "/healthz", notReady, http.StatusOK, "ok"},
+		{"ready", "GET", "/readyz", nil, http.StatusOK, "ok"},
+		{"not ready", "GET", "/readyz", notReady, http.StatusServiceUnavailable, "not ready: pools not registered"},
+		{"other path", "GET", "/metrics", nil, http.StatusNotFound, ""},
+		{"other method", "POST", "/readyz", nil, http.StatusMethodNotAllowed, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			h := Handler(func(context.Context) error { return tt.err })
+			rec := httptest.NewRecorder()
+			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
+			if rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.body) {
+				t.Errorf("%s %s: %d %q, want %d %q", tt.method, tt.path, rec.Code, rec.Body, tt.code, tt.body)
+			}
+		})
+	}
+}
+
+// TestServeTakenPort: a port already taken fails Serve at once, naming
+// the server, rather than a goroutine's log line later.
+func TestServeTakenPort(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	log := slog.New(slog.DiscardHandler)
+	if err := Serve(ctx, &wg, log, "first", "127.0.0.1:0", http.HandlerFunc(OK)); err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	err = Serve(ctx, &wg, log, "probes", ln.Addr().String(), http.HandlerFunc(OK))
+	if err == nil || !strings.HasPrefix(err.Error(), "probes: ") {
+		t.Errorf("Serve on a taken port: %v, want an error naming the server", err)
+	}
+	cancel()
+	wg.Wait()
+}
