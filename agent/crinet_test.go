@@ -29,7 +29,7 @@ func TestCRINet_AgentServesNetworkAPI(t *testing.T) {
 	f.opts.CNI = &daemon.Options{
 		ConfDir: filepath.Join(dir, "net.d"), SocketPath: filepath.Join(dir, "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 		DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: "node-1",
-		PodsAPISocket: filepath.Join(dir, "no-pods-crinetapi.sock"), REST: apiServer.Config(), BinDir: cniplugins.Dir(t),
+		PodsAPISocket: filepath.Join(dir, "no-pods-api.sock"), REST: apiServer.Config(), BinDir: cniplugins.Dir(t),
 		NetworkAPISocket: socket, NetworkDir: filepath.Join(dir, "networks"),
 	}
 	f.start(t)

@@ -74,7 +74,7 @@ func setNetwork(ctx context.Context, args []string, out, errOut io.Writer) error
 	fs := newFlagSet("network set", errOut)
 	var c networkClient
 	c.flags(fs)
-	file := fs.String("f", "", "the NetworkConfig, YAML or JSON (docs/cri-network-crinetapi.md); - for stdin")
+	file := fs.String("f", "", "the NetworkConfig, YAML or JSON (docs/cri-network-api.md); - for stdin")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
