@@ -1,9 +1,9 @@
 // Package devinfo reads and writes device information files as the Network
 // Plumbing Working Group's Device Information Specification v1.1.0 defines
 // them (github.com/k8snetworkplumbingwg/device-info-spec): a device plugin
-// writes one file per allocated device under node/devinfo/dp/, named after the
+// writes one file per allocated device under devinfo/dp/, named after the
 // resource and the device ID, and the NPWG implementation copies it into a
-// file of its own under node/devinfo/cni/ for each network attachment.
+// file of its own under devinfo/cni/ for each network attachment.
 package devinfo
 
 import (
