@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
@@ -41,7 +42,7 @@ func newDelegates(t *testing.T, n *node, pluginDir string) *delegates {
 // attach runs ADD through chain for one network per interface name and
 // saves the record, as the agent does; failDel makes those interfaces'
 // delegates fail DEL.
-func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, failDel ...string) *attachments.Record {
+func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, failDel ...string) *attachment.Record {
 	t.Helper()
 	// A sandbox path that exists, as a live pod's does: a gone one would
 	// make teardown retry failed DELs without it.
@@ -49,7 +50,7 @@ func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, fa
 	if err := os.WriteFile(sandbox, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rec := &attachments.Record{ContainerID: "c1", Netns: sandbox, PodNamespace: "ns", PodName: "p"}
+	rec := &attachment.Record{ContainerID: "c1", Netns: sandbox, PodNamespace: "ns", PodName: "p"}
 	ch := chain.New(nil, []string{d.pluginDir}, os.Environ())
 	for _, ifName := range ifNames {
 		plugin := map[string]any{"type": cniplugins.Recorder, "stateDir": d.stateDir, "recordFile": d.recordFile}
@@ -60,13 +61,13 @@ func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, fa
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := attachments.Attachment{Network: "ns/net-" + ifName, IfName: ifName, ConfList: confList,
+		a := attachment.Attachment{Network: "ns/net-" + ifName, IfName: ifName, ConfList: confList,
 			Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "p"}}}
-		dl, err := a.Delegate()
+		dl, err := attachments.Delegate(a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, a.Result, err = ch.Add(context.Background(), dl, rec.Runtime(a)); err != nil {
+		if _, a.Result, err = ch.Add(context.Background(), dl, attachments.Runtime(rec, a)); err != nil {
 			t.Fatalf("ADD %s: %v", ifName, err)
 		}
 		rec.Attachments = append(rec.Attachments, a)
