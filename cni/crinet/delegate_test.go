@@ -65,8 +65,8 @@ func newCluster(t *testing.T) *cluster {
 	t.Cleanup(func() { devs.Close() })
 	statusWriter := report.NewStatusWriter(c.client, "hwnet", quiet)
 	t.Cleanup(statusWriter.Shutdown)
-	c.d = delegate.New(delegate.Options{ConfDir: c.confDir, DPDevinfoDir: filepath.Join(c.dir, "node/devinfo/dp"),
-		CNIDevinfoDir: filepath.Join(c.dir, "node/devinfo/cni"), Pods: pods, NADs: crinet.NADs{Store: c.store},
+	c.d = delegate.New(delegate.Options{ConfDir: c.confDir, DPDevinfoDir: filepath.Join(c.dir, "devinfo/dp"),
+		CNIDevinfoDir: filepath.Join(c.dir, "devinfo/cni"), Pods: pods, NADs: crinet.NADs{Store: c.store},
 		Devices: devs, Status: statusWriter, PodWait: 20 * time.Second})
 	c.record = filepath.Join(c.dir, "record")
 	def := filepath.Join(c.confDir, "10-podnet.conflist")

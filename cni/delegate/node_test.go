@@ -157,8 +157,8 @@ func (n *testNode) start(ctx context.Context) {
 	n.status = report.NewStatusWriter(client, "hwnet", quiet)
 	n.t.Cleanup(n.status.Shutdown)
 	n.d = New(Options{
-		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "node/devinfo/dp"),
-		CNIDevinfoDir: filepath.Join(n.dir, "node/devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
+		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "devinfo/dp"),
+		CNIDevinfoDir: filepath.Join(n.dir, "devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
 		Pods: pods, NADs: nads, PodNetworks: podNetworks, Devices: devs, Status: n.status, PodWait: 20 * time.Second,
 	})
 	n.seen.Store(n.d)
@@ -196,7 +196,7 @@ func (n *testNode) createPodAnnotated(name string, annotations map[string]string
 	for res, ids := range devices {
 		for _, id := range ids {
 			info := devinfo.NewPCI(devinfo.PCI{PCIAddress: id})
-			if err := devinfo.Write(filepath.Join(n.dir, "node/devinfo/dp"), res, id, info); err != nil {
+			if err := devinfo.Write(filepath.Join(n.dir, "devinfo/dp"), res, id, info); err != nil {
 				n.t.Fatal(err)
 			}
 		}
