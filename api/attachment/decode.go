@@ -92,9 +92,9 @@ func addResults(rec *Record, line []byte) {
 
 // dropUntearable leaves out attachments that lack what their DEL needs,
 // an interface name and a configuration list, so that the others are
-// still torn down.
+// still torn down. A record without attachments has them nil.
 func dropUntearable(rec *Record) {
-	kept := rec.Attachments[:0]
+	var kept []Attachment
 	for i, a := range rec.Attachments {
 		if a.IfName == "" || len(a.ConfList) == 0 || a.ConfList[0] != '{' {
 			rec.Skipped = append(rec.Skipped, fmt.Sprintf("attachments[%d] (network %q): no interface name or configuration list to run its DEL with", i, a.Network))
