@@ -207,3 +207,43 @@ func TestSpec7_3_DelWithoutAgentWaitsForLock(t *testing.T) {
 	unlock()
 	wantCNIError(t, out, types.ErrInternal, fmt.Sprintf("container %s is busy", "c1"))
 }
+
+// TestDelWithoutAgent_NewerRecord: a record a newer hwnet wrote (the
+// agent rolled back) is torn down as far as this hwnet reads it, instead
+// of refused and the pod left Terminating: an attachment of a kind it
+// does not know is passed over.
+func TestDelWithoutAgent_NewerRecord(t *testing.T) {
+	n := newNode(t)
+	d := newDelegates(t, n, cniplugins.Dir(t))
+	d.attach(t, "1.0.0", []string{"net1", "net2"})
+	path := filepath.Join(n.cacheDir, "containers", "c1.json")
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rec map[string]any
+	if err := json.Unmarshal(data, &rec); err != nil {
+		t.Fatal(err)
+	}
+	rec["version"], rec["leases"] = 99, []int{1}
+	rec["attachments"] = append(rec["attachments"].([]any), map[string]any{"network": "ns/vrf", "ifName": "vrf0", "program": "x"})
+	if data, err = json.Marshal(rec); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out := run(context.Background(), d.delEnv(), n.config("1.1.0", "1s"))
+	if out.code != 0 {
+		t.Fatalf("DEL: exit %d stdout %q stderr %s", out.code, out.stdout, out.stderr)
+	}
+	if got := d.live(t); len(got) != 0 {
+		t.Errorf("after DEL the delegates still hold %v", got)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("record left after DEL: %v", err)
+	}
+	if stderr := out.stderr.String(); !strings.Contains(stderr, "format version 99") || !strings.Contains(stderr, "attachments[2]") {
+		t.Errorf("DEL did not say what it passed over: %s", stderr)
+	}
+}
