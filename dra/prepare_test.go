@@ -16,6 +16,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
@@ -221,7 +222,7 @@ func TestUnprepare_CheckpointVersions(t *testing.T) {
 				t.Fatal(res.Err)
 			}
 			path := filepath.Join(p.opts.PluginDir, "checkpoint.json")
-			rewriteJSON(t, path, tt.rewrite)
+			formattest.RewriteJSON(t, path, tt.rewrite)
 			res, err := newPreparer(t, n, dir).drv.UnprepareResourceClaims(context.Background(),
 				[]kubeletplugin.NamespacedObject{{UID: "a", NamespacedName: types.NamespacedName{Namespace: "ns", Name: "claim-a"}}})
 			if err == nil {
@@ -240,24 +241,5 @@ func TestUnprepare_CheckpointVersions(t *testing.T) {
 				t.Errorf("CDI specs left: %v", left)
 			}
 		})
-	}
-}
-
-func rewriteJSON(t *testing.T, path string, rewrite func(map[string]any)) {
-	t.Helper()
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var file map[string]any
-	if err := json.Unmarshal(data, &file); err != nil {
-		t.Fatal(err)
-	}
-	rewrite(file)
-	if data, err = json.Marshal(file); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
+	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 
@@ -217,22 +218,10 @@ func TestDelWithoutAgent_NewerRecord(t *testing.T) {
 	d := newDelegates(t, n, cniplugins.Dir(t))
 	d.attach(t, "1.0.0", []string{"net1", "net2"})
 	path := filepath.Join(n.cacheDir, "containers", "c1.json")
-	data, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rec map[string]any
-	if err := json.Unmarshal(data, &rec); err != nil {
-		t.Fatal(err)
-	}
-	rec["version"], rec["leases"] = 99, []int{1}
-	rec["attachments"] = append(rec["attachments"].([]any), map[string]any{"network": "ns/vrf", "ifName": "vrf0", "program": "x"})
-	if data, err = json.Marshal(rec); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(path, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
+	formattest.RewriteJSON(t, path, func(rec map[string]any) {
+		rec["version"], rec["leases"] = 99, []int{1}
+		rec["attachments"] = append(rec["attachments"].([]any), map[string]any{"network": "ns/vrf", "ifName": "vrf0", "program": "x"})
+	})
 	out := run(context.Background(), d.delEnv(), n.config("1.1.0", "1s"))
 	if out.code != 0 {
 		t.Fatalf("DEL: exit %d stdout %q stderr %s", out.code, out.stdout, out.stderr)

@@ -1,10 +1,14 @@
-// Package formattest checks a format's Decode against files it must
-// refuse, so that each format's tests list only the files.
+// Package formattest helps test hwnet's on-disk formats and their
+// readers: it checks a Decode against files it must refuse, so that each
+// format's tests list only the files, and rewrites a file as another
+// version would have written it.
 package formattest
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 )
@@ -36,4 +40,25 @@ func Refused[T any](t *testing.T, formatName string, decode func([]byte) (T, err
 // Oversize is the start of a JSON object longer than max bytes.
 func Oversize(max int) []byte {
 	return append([]byte(`{"version":1,"pad":"`), bytes.Repeat([]byte("x"), max)...)
+}
+
+// RewriteJSON rewrites the JSON object in the file at path with rewrite,
+// as another version of hwnet, or a hand, would have written it.
+func RewriteJSON(t testing.TB, path string, rewrite func(object map[string]any)) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var object map[string]any
+	if err := json.NewDecoder(bytes.NewReader(data)).Decode(&object); err != nil {
+		t.Fatal(err)
+	}
+	rewrite(object)
+	if data, err = json.Marshal(object); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
