@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
@@ -65,8 +66,8 @@ func TestExplainPod(t *testing.T) {
 	defer podres.Close()
 	podres.SetPod("default", "cnf", "intel.com/sriov_netdevice", "0000:3b:02.0")
 	cache := filepath.Join(dir, "cache")
-	err = attachments.NewStore(cache).Save(&attachments.Record{ContainerID: "0123456789abcdef", PodNamespace: "default", PodName: "cnf",
-		Attachments: []attachments.Attachment{{Network: "default/sriov-a", IfName: "net1", ConfList: json.RawMessage(`{}`),
+	err = attachments.NewStore(cache).Save(&attachment.Record{ContainerID: "0123456789abcdef", PodNamespace: "default", PodName: "cnf",
+		Attachments: []attachment.Attachment{{Network: "default/sriov-a", IfName: "net1", ConfList: json.RawMessage(`{}`),
 			DeviceID: "0000:3b:02.0", Resource: "intel.com/sriov_netdevice"}}})
 	if err != nil {
 		t.Fatal(err)

@@ -153,8 +153,8 @@ func newDriver(opts Options) (*Driver, error) {
 			return nil, fmt.Errorf("DRA driver: %w", err)
 		}
 	}
-	d := &Driver{opts: opts, log: opts.Logger.With("driver", opts.DriverName),
-		store: &checkpointStore{path: filepath.Join(opts.PluginDir, checkpointFile)}}
+	log := opts.Logger.With("driver", opts.DriverName)
+	d := &Driver{opts: opts, log: log, store: &checkpointStore{path: filepath.Join(opts.PluginDir, checkpointFile), log: log}}
 	d.current.Store(&published{devices: map[string]entry{}})
 	return d, nil
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	resourceapi "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
 )
@@ -98,20 +99,18 @@ func (d *Driver) PodDevices(_ context.Context, podUID string) ([]netclaim.Device
 	if err != nil {
 		return nil, err
 	}
-	var claims []*preparedClaim
+	var claims []netclaim.ClaimRef
 	for uid, pc := range cp.Claims {
-		pc.uid = string(uid)
 		if slices.Contains(pc.Pods, podUID) {
-			claims = append(claims, pc)
+			claims = append(claims, netclaim.ClaimRef{Namespace: pc.Namespace, Name: pc.Name, UID: string(uid)})
 		}
 	}
-	slices.SortFunc(claims, func(a, b *preparedClaim) int {
+	slices.SortFunc(claims, func(a, b netclaim.ClaimRef) int {
 		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
 	})
 	var out []netclaim.Device
-	for _, pc := range claims {
-		ref := netclaim.ClaimRef{Namespace: pc.Namespace, Name: pc.Name, UID: pc.uid}
-		for _, dev := range pc.Devices {
+	for _, ref := range claims {
+		for _, dev := range cp.Claims[types.UID(ref.UID)].Devices {
 			out = append(out, netclaim.Device{Claim: ref, Request: dev.Request, Driver: d.opts.DriverName, Pool: dev.Pool,
 				Device: dev.Device, Resource: dev.Resource, PCIAddress: dev.PCIAddress, Network: dev.Network})
 		}

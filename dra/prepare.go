@@ -17,6 +17,7 @@ import (
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
@@ -53,9 +54,9 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			cp.Claims[c.UID] = pc
 		}
-		pc.addPods(reservedPods(c))
-		out[c.UID] = pc.result()
-		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", pc.addresses())
+		addPods(pc, reservedPods(c))
+		out[c.UID] = prepareResult(pc)
+		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", addresses(pc))
 	}
 	if err := d.store.save(cp); err != nil {
 		return nil, err
@@ -70,7 +71,7 @@ type claimDevice struct {
 }
 
 // prepareClaim writes a claim's device-info files and CDI spec.
-func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.ResourceClaim) (*preparedClaim, error) {
+func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *resourceapi.ResourceClaim) (*checkpoint.Claim, error) {
 	devs, err := d.claimDevices(cp, cur, c)
 	if err != nil {
 		return nil, err
@@ -79,7 +80,7 @@ func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.Res
 	if err != nil {
 		return nil, err
 	}
-	pc := &preparedClaim{Namespace: c.Namespace, Name: c.Name,
+	pc := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name,
 		CDISpec: filepath.Join(d.opts.CDIDir, d.opts.DriverName+"-"+string(c.UID)+".json")}
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: d.opts.DriverName + "/" + cdiClass}
 	for i, cd := range devs {
@@ -89,7 +90,7 @@ func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.Res
 		}
 		name := string(c.UID) + "-" + cd.result.Device
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdiEdits(cd.result.Device, h)})
-		pc.Devices = append(pc.Devices, preparedDevice{Request: cd.result.Request, Pool: cd.result.Pool,
+		pc.Devices = append(pc.Devices, checkpoint.Device{Request: cd.result.Request, Pool: cd.result.Pool,
 			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: nets[i]})
 	}
 	if spec.ContainerEdits.Env, err = claimEnv(devs); err != nil {
@@ -103,7 +104,7 @@ func (d *Driver) prepareClaim(cp *checkpoint, cur *published, c *resourceapi.Res
 
 // claimDevices are the claim's devices of this driver, each one this
 // node publishes and no other prepared claim holds.
-func (d *Driver) claimDevices(cp *checkpoint, cur *published, c *resourceapi.ResourceClaim) ([]claimDevice, error) {
+func (d *Driver) claimDevices(cp *checkpoint.Checkpoint, cur *published, c *resourceapi.ResourceClaim) ([]claimDevice, error) {
 	if c.Status.Allocation == nil {
 		return nil, errors.New("not allocated")
 	}
@@ -116,7 +117,7 @@ func (d *Driver) claimDevices(cp *checkpoint, cur *published, c *resourceapi.Res
 		if !ok || r.Pool != d.opts.NodeName {
 			return nil, fmt.Errorf("request %q: device %s of pool %s is not one this node publishes", r.Request, r.Device, r.Pool)
 		}
-		if other := cp.holder(r.Device, c.UID); other != "" {
+		if other := holder(cp, r.Device, c.UID); other != "" {
 			return nil, fmt.Errorf("request %q: device %s is already prepared for claim %s", r.Request, r.Device, other)
 		}
 		devs = append(devs, claimDevice{result: r, entry: e})
@@ -179,7 +180,7 @@ func writeSpec(path string, spec *cdispec.Spec) error {
 
 // addPods adds pods the claim is reserved for: a shared claim prepared
 // before may serve a new pod.
-func (pc *preparedClaim) addPods(uids []string) {
+func addPods(pc *checkpoint.Claim, uids []string) {
 	for _, u := range uids {
 		if !slices.Contains(pc.Pods, u) {
 			pc.Pods = append(pc.Pods, u)
@@ -187,8 +188,8 @@ func (pc *preparedClaim) addPods(uids []string) {
 	}
 }
 
-// result is what kubelet is told of a prepared claim.
-func (pc *preparedClaim) result() kubeletplugin.PrepareResult {
+// prepareResult is what kubelet is told of a prepared claim.
+func prepareResult(pc *checkpoint.Claim) kubeletplugin.PrepareResult {
 	var r kubeletplugin.PrepareResult
 	for _, d := range pc.Devices {
 		r.Devices = append(r.Devices, kubeletplugin.Device{Requests: []string{d.Request}, PoolName: d.Pool,
@@ -197,7 +198,7 @@ func (pc *preparedClaim) result() kubeletplugin.PrepareResult {
 	return r
 }
 
-func (pc *preparedClaim) addresses() string {
+func addresses(pc *checkpoint.Claim) string {
 	ids := make([]string, len(pc.Devices))
 	for i, d := range pc.Devices {
 		ids[i] = d.PCIAddress
@@ -222,7 +223,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 		}
 		if out[c.UID] = d.unprepareClaim(pc); out[c.UID] == nil {
 			delete(cp.Claims, c.UID)
-			d.log.Info("claim unprepared", "claim", c.String(), "devices", pc.addresses())
+			d.log.Info("claim unprepared", "claim", c.String(), "devices", addresses(pc))
 		}
 	}
 	if err := d.store.save(cp); err != nil {
@@ -231,7 +232,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
-func (d *Driver) unprepareClaim(pc *preparedClaim) error {
+func (d *Driver) unprepareClaim(pc *checkpoint.Claim) error {
 	var errs []error
 	for _, dev := range pc.Devices {
 		if err := devinfo.Remove(d.opts.DevinfoDir, dev.Resource, dev.PCIAddress); err != nil {

@@ -16,6 +16,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
@@ -192,5 +193,53 @@ func TestPrepareUnprepare(t *testing.T) {
 	data, _ := os.ReadFile(filepath.Join(p.opts.PluginDir, "checkpoint.json"))
 	if strings.Contains(string(data), "claim-a") {
 		t.Errorf("checkpoint still holds claim a: %s", data)
+	}
+}
+
+// TestUnprepare_CheckpointVersions: a checkpoint an older hwnet wrote,
+// or a newer one (the agent rolled back), still unprepares; a torn one
+// fails by name.
+func TestUnprepare_CheckpointVersions(t *testing.T) {
+	for _, tt := range []struct {
+		name    string
+		rewrite func(file map[string]any)
+		wantErr string
+	}{
+		{"version 1", func(file map[string]any) { file["version"] = 1; delete(file, "checksum") }, ""},
+		{"newer version", func(file map[string]any) {
+			file["version"], file["checksum"], file["leases"] = 99, "sha256:x", []int{1}
+		}, ""},
+		{"edited", func(file map[string]any) { file["checksum"] = 1 }, "checksum mismatch"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newTestNode(t)
+			dir := t.TempDir()
+			p := newPreparer(t, n, dir)
+			if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+				t.Fatal(err)
+			}
+			if res := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6"))); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			path := filepath.Join(p.opts.PluginDir, "checkpoint.json")
+			formattest.RewriteJSON(t, path, tt.rewrite)
+			res, err := newPreparer(t, n, dir).drv.UnprepareResourceClaims(context.Background(),
+				[]kubeletplugin.NamespacedObject{{UID: "a", NamespacedName: types.NamespacedName{Namespace: "ns", Name: "claim-a"}}})
+			if err == nil {
+				err = res["a"]
+			}
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), path) {
+					t.Errorf("unprepare: %v, want an error naming %s with %q", err, path, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if left, _ := os.ReadDir(p.opts.CDIDir); len(left) != 0 {
+				t.Errorf("CDI specs left: %v", left)
+			}
+		})
 	}
 }

@@ -7,41 +7,25 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/cni/pkg/types/create"
-
+	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 )
 
 // Runtime is what the attachment's delegate was given besides its
 // configuration.
-func (r *Record) Runtime(a Attachment) chain.Runtime {
+func Runtime(r *attachment.Record, a attachment.Attachment) chain.Runtime {
 	return chain.Runtime{ContainerID: r.ContainerID, Netns: r.Netns, IfName: a.IfName,
 		Args: a.Args, CapabilityArgs: a.CapabilityArgs}
 }
 
 // Delegate parses the configuration list the attachment ran with.
-func (a Attachment) Delegate() (*netconf.Delegate, error) {
+func Delegate(a attachment.Attachment) (*netconf.Delegate, error) {
 	dl, err := netconf.Parse(a.ConfList, "", "")
 	if err != nil {
 		return nil, fmt.Errorf("network %s interface %s: %w", a.Network, a.IfName, err)
 	}
 	return dl, nil
-}
-
-// AddResult is the ADD's result, nil when the ADD did not finish or the
-// result cannot be read: a delegate's DEL must cope without prevResult
-// (CNI spec, DEL), so that must not stop the DEL.
-func (a Attachment) AddResult() types.Result {
-	if len(a.Result) == 0 {
-		return nil
-	}
-	res, err := create.CreateFromBytes(a.Result)
-	if err != nil {
-		return nil
-	}
-	return res
 }
 
 // DeleteAll runs DEL for every attachment in reverse order. A failure does
@@ -50,10 +34,15 @@ func (a Attachment) AddResult() types.Result {
 //
 // A delegate plugin missing from the plugin path does not fail the DEL,
 // nor does a DEL whose interface is proven gone (see delAlreadyGone): the
-// attachment is passed to warn and counts as deleted. Otherwise a pod
+// attachment is passed to warn and counts as deleted. So is what the
+// record's decoding left out (Record.Skipped): a record of a newer hwnet
+// or of an odd shape still tears down what it can. Otherwise a pod
 // whose ADD failed that way could never be torn down, its sandbox's DEL
 // failing for the same reason at every retry.
-func DeleteAll(ctx context.Context, ch *chain.Chain, rec *Record, warn func(error)) error {
+func DeleteAll(ctx context.Context, ch *chain.Chain, rec *attachment.Record, warn func(error)) error {
+	for _, skipped := range rec.Skipped {
+		warn(fmt.Errorf("attachment record: %s; what that named is not undone", skipped))
+	}
 	var errs []error
 	for i := len(rec.Attachments) - 1; i >= 0; i-- {
 		if err := deleteOne(ctx, ch, rec, rec.Attachments[i], warn); err != nil {
@@ -63,12 +52,12 @@ func DeleteAll(ctx context.Context, ch *chain.Chain, rec *Record, warn func(erro
 	return errors.Join(errs...)
 }
 
-func deleteOne(ctx context.Context, ch *chain.Chain, rec *Record, a Attachment, warn func(error)) error {
-	dl, err := a.Delegate()
+func deleteOne(ctx context.Context, ch *chain.Chain, rec *attachment.Record, a attachment.Attachment, warn func(error)) error {
+	dl, err := Delegate(a)
 	if err != nil {
 		return err
 	}
-	rt := rec.Runtime(a)
+	rt := Runtime(rec, a)
 	err = ch.Del(ctx, dl, rt, a.AddResult())
 	if err != nil {
 		err = delAlreadyGone(ctx, ch, dl, rt, a, err, warn)
@@ -97,7 +86,7 @@ func deleteOne(ctx context.Context, ch *chain.Chain, rec *Record, a Attachment, 
 // outside it" (IPAM, devices) that plugins such as host-device and tuning
 // honour. Teardown converges instead of failing the same way at every
 // retry. Any other failure stands.
-func delAlreadyGone(ctx context.Context, ch *chain.Chain, dl *netconf.Delegate, rt chain.Runtime, a Attachment, cause error, warn func(error)) error {
+func delAlreadyGone(ctx context.Context, ch *chain.Chain, dl *netconf.Delegate, rt chain.Runtime, a attachment.Attachment, cause error, warn func(error)) error {
 	gone, why := interfaceGone(rt.Netns, rt.IfName)
 	if !gone {
 		return cause

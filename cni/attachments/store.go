@@ -1,14 +1,13 @@
-// Package attachments is hwnet's on-disk record of what it attached to each
-// container: enough to run every delegate's DEL again without the agent, the
-// API server or the NetworkAttachmentDefinitions, which may all be gone by
-// the time a pod is torn down. The agent and the hwnet shim share it, and its
-// per-container lock serialises their operations on one container (NPWG 7.3).
+// Package attachments keeps hwnet's attachment records (their format is
+// package api/attachment), one file per container: enough to run every
+// delegate's DEL again without the agent, the API server or the
+// NetworkAttachmentDefinitions, which may all be gone by the time a pod is
+// torn down. The agent and the hwnet shim share it, and its per-container
+// lock serialises their operations on one container (NPWG 7.3).
 package attachments
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
@@ -20,50 +19,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/fileformat"
 )
 
-// RecordVersion is the record format this hwnet writes and the newest it
-// reads. A record without a version is version 1, written before records
-// carried one. A newer one is refused rather than misread (an upgrade
-// rolled back): a DEL that ran only some delegates would leak devices.
-const RecordVersion = 1
+// Record is the attachment record of package api/attachment, which
+// defines its file format; the name stays here for the store's callers.
+type Record = attachment.Record
 
-// Record is what hwnet attached, or began to attach, to one container.
-type Record struct {
-	Version      int          `json:"version,omitempty"`
-	ContainerID  string       `json:"containerID"`
-	Netns        string       `json:"netns"`
-	PodNamespace string       `json:"podNamespace,omitempty"`
-	PodName      string       `json:"podName,omitempty"`
-	PodUID       string       `json:"podUID,omitempty"`
-	Attachments  []Attachment `json:"attachments"`
-}
-
-// Attachment is one network attachment: the tuple [container ID, network
-// name, ifname] of NPWG 4.2.1 and the exact configuration list it ran with.
-type Attachment struct {
-	// Network is "namespace/name" for a NetworkAttachmentDefinition, or
-	// the cluster-wide default network's name.
-	Network string `json:"network"`
-	IfName  string `json:"ifName"`
-	Default bool   `json:"default,omitempty"`
-	// ConfList is the configuration list as run, injections included.
-	ConfList json.RawMessage `json:"confList"`
-	// Args are the CNI_ARGS pairs given to the delegate.
-	Args [][2]string `json:"args,omitempty"`
-	// CapabilityArgs are the runtimeConfig values given to the delegate.
-	CapabilityArgs map[string]json.RawMessage `json:"capabilityArgs,omitempty"`
-	// DeviceID is the PCI address kubelet allocated to this attachment.
-	DeviceID string `json:"deviceID,omitempty"`
-	// Resource is the device plugin resource DeviceID belongs to.
-	Resource string `json:"resource,omitempty"`
-	// DeviceInfoFile is the CNI device-info file hwnet wrote for it.
-	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
-	// Result is the ADD's result, which DEL and CHECK give the delegate
-	// as prevResult; absent until the ADD succeeded.
-	Result json.RawMessage `json:"result,omitempty"`
-}
+// Attachment is one attachment of a Record (package api/attachment).
+type Attachment = attachment.Attachment
 
 // Store keeps one record file per container, and the lock file they share,
 // under a directory.
@@ -91,61 +57,46 @@ func ValidateContainerID(id string) error {
 	return nil
 }
 
-// Load returns the container's record, or an error wrapping os.ErrNotExist
-// when hwnet holds none.
 // ErrUnreadable marks a record that exists but cannot be decoded (a
-// truncated or garbled file); a record of a newer format is not one.
+// truncated or garbled file, or one over attachment.MaxSize). A record
+// of a newer format, or of an odd shape, is read as far as it can be,
+// what was left out in its Skipped.
 var ErrUnreadable = errors.New("unreadable")
 
-func (s *Store) Load(containerID string) (*Record, error) {
+// Load returns the container's record, or an error wrapping os.ErrNotExist
+// when hwnet holds none.
+func (s *Store) Load(containerID string) (*attachment.Record, error) {
 	if err := ValidateContainerID(containerID); err != nil {
 		return nil, err
 	}
-	data, err := os.ReadFile(s.recordPath(containerID))
+	rec, err := attachment.Load(s.recordPath(containerID))
+	if errors.Is(err, fileformat.ErrMalformed) || errors.Is(err, fileformat.ErrTooLarge) {
+		return nil, fmt.Errorf("%w: %w", ErrUnreadable, err)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("attachment record: %w", err)
+		return nil, err
 	}
-	dec := json.NewDecoder(bytes.NewReader(data))
-	var rec Record
-	if err := dec.Decode(&rec); err != nil {
-		return nil, fmt.Errorf("attachment record %s: %w: %w", s.recordPath(containerID), ErrUnreadable, err)
+	if rec.ContainerID != containerID {
+		rec.Skipped = append(rec.Skipped, fmt.Sprintf("container ID %q, not the file's %q, which is used", rec.ContainerID, containerID))
+		rec.ContainerID = containerID
 	}
-	if rec.Version > RecordVersion {
-		return nil, fmt.Errorf("attachment record %s: format version %d, newer than the %d this hwnet reads (was hwnet downgraded?)",
-			s.recordPath(containerID), rec.Version, RecordVersion)
-	}
-	// A results line cut short by a crash is as good as none: DEL then
-	// runs without prevResult, which delegates must accept.
-	var results []json.RawMessage
-	if dec.Decode(&results) == nil && len(results) == len(rec.Attachments) {
-		for i, r := range results {
-			rec.Attachments[i].Result = r
-		}
-	}
-	return &rec, nil
+	return rec, nil
 }
 
 // AppendResults adds the attachments' ADD results to the saved record, as
 // a second line. Appending rather than saving the record anew spares the
 // file system the flush a rename over an existing file costs on ext4
 // (auto_da_alloc): a third of a millisecond of every pod's start on disk.
-func (s *Store) AppendResults(rec *Record) error {
-	results := make([]json.RawMessage, len(rec.Attachments))
-	for i, a := range rec.Attachments {
-		results[i] = a.Result
-		if len(a.Result) == 0 {
-			results[i] = json.RawMessage("null")
-		}
-	}
-	data, err := json.Marshal(results)
+func (s *Store) AppendResults(rec *attachment.Record) error {
+	data, err := attachment.EncodeResults(rec)
 	if err != nil {
-		return fmt.Errorf("attachment record %s results: %w", rec.ContainerID, err)
+		return err
 	}
 	f, err := os.OpenFile(s.recordPath(rec.ContainerID), os.O_WRONLY|os.O_APPEND, 0)
 	if err != nil {
 		return fmt.Errorf("attachment record: %w", err)
 	}
-	_, err = f.Write(append(append([]byte{'\n'}, data...), '\n'))
+	_, err = f.Write(data)
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
@@ -159,15 +110,13 @@ func (s *Store) AppendResults(rec *Record) error {
 // record or the new one, never half of one. It does not fsync, which would
 // cost an ADD a disk flush (1-3 ms here): the page cache outlives an agent
 // crash, and a power loss takes the containers the record describes with it.
-func (s *Store) Save(rec *Record) error {
+func (s *Store) Save(rec *attachment.Record) error {
 	if err := ValidateContainerID(rec.ContainerID); err != nil {
 		return err
 	}
-	versioned := *rec
-	versioned.Version = RecordVersion
-	data, err := json.Marshal(&versioned)
+	data, err := attachment.Encode(rec)
 	if err != nil {
-		return fmt.Errorf("attachment record %s: %w", rec.ContainerID, err)
+		return err
 	}
 	path := s.recordPath(rec.ContainerID)
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

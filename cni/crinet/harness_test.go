@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	grpcstatus "google.golang.org/grpc/status"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/crinet"
@@ -144,8 +145,8 @@ func (h *harness) list() map[string]*crinetapi.PodNetworkResponse {
 // whose ADD attached it to network with the given result.
 func (h *harness) recordPod(containerID, pod, network, result string) {
 	h.t.Helper()
-	rec := &attachments.Record{ContainerID: containerID, Netns: "/proc/self/ns/net", PodNamespace: "cnf", PodName: pod, PodUID: pod + "-uid",
-		Attachments: []attachments.Attachment{
+	rec := &attachment.Record{ContainerID: containerID, Netns: "/proc/self/ns/net", PodNamespace: "cnf", PodName: pod, PodUID: pod + "-uid",
+		Attachments: []attachment.Attachment{
 			{Network: "podnet", IfName: "eth0", Default: true, ConfList: json.RawMessage(`{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin"}]}`)},
 			{Network: network, IfName: "net1", ConfList: json.RawMessage(`{"cniVersion":"1.0.0","name":"x","plugins":[{"type":"hwnet-test-plugin"}]}`)},
 		}}

@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"os"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/status"
@@ -48,7 +49,7 @@ func attachmentsByNetwork(records *attachments.Store) (map[string][]*crinetapi.P
 
 // podAttachment is one attachment of a record, with the IPs of its ADD
 // result; an attachment whose ADD has not finished has none yet.
-func podAttachment(rec *attachments.Record, a attachments.Attachment) *crinetapi.PodAttachment {
+func podAttachment(rec *attachment.Record, a attachment.Attachment) *crinetapi.PodAttachment {
 	pa := &crinetapi.PodAttachment{
 		PodNamespace: rec.PodNamespace, PodName: rec.PodName, PodUid: rec.PodUID,
 		ContainerId: rec.ContainerID, InterfaceName: a.IfName,

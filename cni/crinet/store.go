@@ -10,9 +10,9 @@ import (
 	"strings"
 	"sync"
 
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/hwnet-io/hwnet/api/crinet/networkfile"
 	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/netconf"
@@ -32,8 +32,8 @@ func (n Network) ResourceName() string {
 	return n.Config.GetMetadata().GetAnnotations()[cache.ResourceNameAnnotation]
 }
 
-// Store keeps managed networks in memory and, one file each, in a
-// directory, so they survive agent restarts. Its methods are safe for
+// Store keeps managed networks in memory and, one file each (package
+// api/crinet/networkfile), in a directory, so they survive agent restarts. Its methods are safe for
 // concurrent use; a Network it returns is never changed afterwards.
 type Store struct {
 	dir       string
@@ -71,15 +71,11 @@ func OpenStore(dir string, v Validator) (*Store, error) {
 }
 
 func (s *Store) load(path string) (Network, error) {
-	data, err := os.ReadFile(path)
+	stored, err := networkfile.Load(path)
 	if err != nil {
 		return Network{}, fmt.Errorf("CRI network store: %w", err)
 	}
-	cfg := &crinetapi.NetworkConfig{}
-	if err := protojson.Unmarshal(data, cfg); err != nil {
-		return Network{}, fmt.Errorf("CRI network store: %s: %w", path, err)
-	}
-	return s.build(cfg, parseOnly)
+	return s.build(stored.Config, parseOnly)
 }
 
 // parseOnly re-reads a stored network without requiring its plugins: one
@@ -153,7 +149,7 @@ func (s *Store) List() []Network {
 
 // put writes the network's file, then makes it visible.
 func (s *Store) put(n Network) error {
-	data, err := protojson.MarshalOptions{Multiline: true}.Marshal(n.Config)
+	data, err := networkfile.Encode(n.Config)
 	if err != nil {
 		return fmt.Errorf("CRI network %s: %w", n.Key, err)
 	}

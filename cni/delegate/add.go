@@ -15,6 +15,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/api/selection"
 	"github.com/hwnet-io/hwnet/cni/attachments"
@@ -62,7 +63,7 @@ func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
 	}
 	// Runtimes may leave K8S_POD_UID out; the status PATCH needs it.
 	c.pod.ref.UID = pod.UID
-	rec := &attachments.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns,
+	rec := &attachmentapi.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns,
 		PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID}
 	done, err := d.attachAll(ctx, c, rec, atts)
 	if err == nil {
@@ -148,7 +149,7 @@ func (d *Delegator) defaultAttachment(c *call) (attachment, error) {
 // before the first runs, so a crash at any point leaves on disk everything
 // DEL needs; DEL of an attachment whose ADD never ran is harmless, as the
 // CNI specification requires of plugins.
-func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Record, atts []attachment) ([]attached, error) {
+func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachmentapi.Record, atts []attachment) ([]attached, error) {
 	done := make([]attached, 0, len(atts))
 	lists := make([]*netconf.Delegate, 0, len(atts))
 	for _, a := range atts {
@@ -183,9 +184,9 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachments.Rec
 }
 
 // attach runs one attachment's ADD and keeps its result in the record.
-func (d *Delegator) attach(ctx context.Context, c *call, rec *attachments.Record, i int, a *attached, list *netconf.Delegate) error {
+func (d *Delegator) attach(ctx context.Context, c *call, rec *attachmentapi.Record, i int, a *attached, list *netconf.Delegate) error {
 	entry := &rec.Attachments[i]
-	res, data, err := c.chain.Add(ctx, list, rec.Runtime(*entry))
+	res, data, err := c.chain.Add(ctx, list, attachments.Runtime(rec, *entry))
 	if err != nil {
 		return fmt.Errorf("ADD network %s interface %s: %w", a.network, a.ifName, err)
 	}
@@ -196,8 +197,8 @@ func (d *Delegator) attach(ctx context.Context, c *call, rec *attachments.Record
 // prepareEntry builds the record entry and the configuration list an
 // attachment runs with: device, device-info file and cni-args injected,
 // runtimeConfig chosen.
-func (d *Delegator) prepareEntry(c *call, a attachment) (attachments.Attachment, *netconf.Delegate, error) {
-	entry := attachments.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
+func (d *Delegator) prepareEntry(c *call, a attachment) (attachmentapi.Attachment, *netconf.Delegate, error) {
+	entry := attachmentapi.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
 		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource}
 	inj := netconf.Injection{DeviceID: a.deviceID, CNIArgs: a.sel.CNIArgs}
 	if a.deviceID != "" {
@@ -318,7 +319,7 @@ func (a attached) defaultGateways() []string {
 // in reverse; the device-info files of the others, never attempted, go
 // too. It returns the error to report: the cause, plus any failure of the
 // undoing.
-func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachments.Record, attempted int, cause error) error {
+func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachmentapi.Record, attempted int, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout)
 	defer cancel()
 	for _, a := range rec.Attachments[attempted:] {
@@ -336,7 +337,7 @@ func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachments.Reco
 
 // deleteRecord runs DEL for every attachment of a record, in reverse, and
 // forgets the container once all succeeded.
-func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachments.Record) error {
+func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachmentapi.Record) error {
 	warn := func(err error) {
 		d.opts.Logger.Warn("teardown passed over what is gone or not installed", "container", rec.ContainerID, "pod", rec.PodNamespace+"/"+rec.PodName, "err", err)
 	}

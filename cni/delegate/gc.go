@@ -9,6 +9,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 )
 
@@ -35,7 +36,7 @@ func (d *Delegator) collectGarbage(ctx context.Context, c *call, valid map[strin
 	if err != nil {
 		errs = append(errs, err)
 	}
-	var kept []*attachments.Record
+	var kept []*attachmentapi.Record
 	for _, rec := range recs {
 		if valid[rec.ContainerID] {
 			kept = append(kept, rec)
@@ -94,11 +95,11 @@ func (d *Delegator) collect(ctx context.Context, c *call, id string) error {
 
 // validAttachments are the attachments of the kept containers that ran
 // the named configuration list.
-func validAttachments(recs []*attachments.Record, listName string) []types.GCAttachment {
+func validAttachments(recs []*attachmentapi.Record, listName string) []types.GCAttachment {
 	var out []types.GCAttachment
 	for _, rec := range recs {
 		for _, a := range rec.Attachments {
-			l, err := a.Delegate()
+			l, err := attachments.Delegate(a)
 			if err == nil && l.Name == listName {
 				out = append(out, types.GCAttachment{ContainerID: rec.ContainerID, IfName: a.IfName})
 			}

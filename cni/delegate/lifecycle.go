@@ -12,6 +12,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/netconf"
@@ -56,7 +57,7 @@ func (d *Delegator) delUnreadable(ctx context.Context, c *call, cause error) err
 	if err != nil {
 		return errors.Join(cause, err)
 	}
-	rec := &attachments.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns, Attachments: []attachments.Attachment{entry}}
+	rec := &attachmentapi.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns, Attachments: []attachmentapi.Attachment{entry}}
 	if err := d.deleteRecord(ctx, c, rec); err != nil {
 		return errors.Join(cause, err)
 	}
@@ -128,15 +129,15 @@ func (d *Delegator) check(ctx context.Context, c *call) error {
 	return errors.Join(errs...)
 }
 
-func checkOne(ctx context.Context, ch *chain.Chain, rec *attachments.Record, a attachments.Attachment) error {
-	dl, err := a.Delegate()
+func checkOne(ctx context.Context, ch *chain.Chain, rec *attachmentapi.Record, a attachmentapi.Attachment) error {
+	dl, err := attachments.Delegate(a)
 	if err != nil {
 		return err
 	}
 	if ok, _ := version.GreaterThanOrEqualTo(dl.CNIVersion, "0.4.0"); !ok {
 		return nil
 	}
-	if err := ch.Check(ctx, dl, rec.Runtime(a), a.AddResult()); err != nil {
+	if err := ch.Check(ctx, dl, attachments.Runtime(rec, a), a.AddResult()); err != nil {
 		return fmt.Errorf("CHECK network %s interface %s: %w", a.Network, a.IfName, err)
 	}
 	return nil
@@ -173,7 +174,7 @@ func (d *Delegator) networksInUse(c *call) ([]*netconf.Delegate, error) {
 	recs, err := d.records(c)
 	for _, rec := range recs {
 		for _, a := range rec.Attachments {
-			l, lerr := a.Delegate()
+			l, lerr := attachments.Delegate(a)
 			if lerr != nil || seen[l.Name] {
 				continue
 			}
@@ -186,12 +187,12 @@ func (d *Delegator) networksInUse(c *call) ([]*netconf.Delegate, error) {
 
 // records loads every container record; unreadable ones are reported
 // together, the readable ones still returned.
-func (d *Delegator) records(c *call) ([]*attachments.Record, error) {
+func (d *Delegator) records(c *call) ([]*attachmentapi.Record, error) {
 	ids, err := c.store.List()
 	if err != nil {
 		return nil, err
 	}
-	var recs []*attachments.Record
+	var recs []*attachmentapi.Record
 	var errs []error
 	for _, id := range ids {
 		rec, err := c.store.Load(id)

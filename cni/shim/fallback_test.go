@@ -15,8 +15,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
+	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 
@@ -41,7 +43,7 @@ func newDelegates(t *testing.T, n *node, pluginDir string) *delegates {
 // attach runs ADD through chain for one network per interface name and
 // saves the record, as the agent does; failDel makes those interfaces'
 // delegates fail DEL.
-func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, failDel ...string) *attachments.Record {
+func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, failDel ...string) *attachment.Record {
 	t.Helper()
 	// A sandbox path that exists, as a live pod's does: a gone one would
 	// make teardown retry failed DELs without it.
@@ -49,7 +51,7 @@ func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, fa
 	if err := os.WriteFile(sandbox, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	rec := &attachments.Record{ContainerID: "c1", Netns: sandbox, PodNamespace: "ns", PodName: "p"}
+	rec := &attachment.Record{ContainerID: "c1", Netns: sandbox, PodNamespace: "ns", PodName: "p"}
 	ch := chain.New(nil, []string{d.pluginDir}, os.Environ())
 	for _, ifName := range ifNames {
 		plugin := map[string]any{"type": cniplugins.Recorder, "stateDir": d.stateDir, "recordFile": d.recordFile}
@@ -60,13 +62,13 @@ func (d *delegates) attach(t *testing.T, cniVersion string, ifNames []string, fa
 		if err != nil {
 			t.Fatal(err)
 		}
-		a := attachments.Attachment{Network: "ns/net-" + ifName, IfName: ifName, ConfList: confList,
+		a := attachment.Attachment{Network: "ns/net-" + ifName, IfName: ifName, ConfList: confList,
 			Args: [][2]string{{"K8S_POD_NAMESPACE", "ns"}, {"K8S_POD_NAME", "p"}}}
-		dl, err := a.Delegate()
+		dl, err := attachments.Delegate(a)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, a.Result, err = ch.Add(context.Background(), dl, rec.Runtime(a)); err != nil {
+		if _, a.Result, err = ch.Add(context.Background(), dl, attachments.Runtime(rec, a)); err != nil {
 			t.Fatalf("ADD %s: %v", ifName, err)
 		}
 		rec.Attachments = append(rec.Attachments, a)
@@ -205,4 +207,32 @@ func TestSpec7_3_DelWithoutAgentWaitsForLock(t *testing.T) {
 	out := run(ctx, cniEnv("DEL"), n.config("1.1.0", "1s"))
 	unlock()
 	wantCNIError(t, out, types.ErrInternal, fmt.Sprintf("container %s is busy", "c1"))
+}
+
+// TestDelWithoutAgent_NewerRecord: a record a newer hwnet wrote (the
+// agent rolled back) is torn down as far as this hwnet reads it, instead
+// of refused and the pod left Terminating: an attachment of a kind it
+// does not know is passed over.
+func TestDelWithoutAgent_NewerRecord(t *testing.T) {
+	n := newNode(t)
+	d := newDelegates(t, n, cniplugins.Dir(t))
+	d.attach(t, "1.0.0", []string{"net1", "net2"})
+	path := filepath.Join(n.cacheDir, "containers", "c1.json")
+	formattest.RewriteJSON(t, path, func(rec map[string]any) {
+		rec["version"], rec["leases"] = 99, []int{1}
+		rec["attachments"] = append(rec["attachments"].([]any), map[string]any{"network": "ns/vrf", "ifName": "vrf0", "program": "x"})
+	})
+	out := run(context.Background(), d.delEnv(), n.config("1.1.0", "1s"))
+	if out.code != 0 {
+		t.Fatalf("DEL: exit %d stdout %q stderr %s", out.code, out.stdout, out.stderr)
+	}
+	if got := d.live(t); len(got) != 0 {
+		t.Errorf("after DEL the delegates still hold %v", got)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("record left after DEL: %v", err)
+	}
+	if stderr := out.stderr.String(); !strings.Contains(stderr, "format version 99") || !strings.Contains(stderr, "attachments[2]") {
+		t.Errorf("DEL did not say what it passed over: %s", stderr)
+	}
 }

@@ -1,0 +1,101 @@
+// Package checkpoint is the DRA driver's checkpoint file: every claim the
+// driver prepared on the node, with what unprepare must undo. Kubelet's
+// unprepare names only the claim, which may be gone from the API server,
+// and the agent may have restarted (or been upgraded, or rolled back)
+// since it prepared it, so the file outlives any one hwnet version.
+//
+// Versions:
+//
+//   - 1: claims, no checksum.
+//   - 2 (current): claims and a checksum over them.
+//
+// Decode reads every version. It reads a newer version too, as far as
+// the fields it knows go (each claim's UID, CDI spec and devices are
+// what unprepare needs), so that rolling the agent back never blocks
+// kubelet's NodeUnprepareResources; the first save then writes the
+// current version, which the newer hwnet reads as an older one.
+package checkpoint
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/hwnet-io/hwnet/internal/fileformat"
+)
+
+// Version is the format this hwnet writes.
+const Version = 2
+
+// MaxSize is the largest checkpoint read: some 30,000 prepared claims,
+// far more than a node holds.
+const MaxSize = 16 << 20
+
+// fileFormat is the checkpoint's envelope: every version has a version
+// field.
+func fileFormat() fileformat.Format {
+	return fileformat.Format{Name: "DRA checkpoint", Current: Version, MaxSize: MaxSize}
+}
+
+// Checkpoint is the file's content, in the current version.
+type Checkpoint struct {
+	// Version is the format version the checkpoint was read in; Encode
+	// writes Version whatever it holds.
+	Version int `json:"version"`
+	// Checksum is the checksum of Claims as written (package fileformat).
+	Checksum uint32 `json:"checksum"`
+	// Claims are the prepared claims by UID.
+	Claims map[types.UID]*Claim `json:"claims"`
+}
+
+// Claim is what prepare made for one claim.
+type Claim struct {
+	Namespace string `json:"namespace"`
+	Name      string `json:"name"`
+	// CDISpec is the claim's CDI spec file, which unprepare removes.
+	CDISpec string   `json:"cdiSpec"`
+	Devices []Device `json:"devices"`
+	// Pods are the UIDs of the pods the claim is reserved for, whose
+	// sandboxes' CNI ADD attach its devices.
+	Pods []string `json:"pods,omitempty"`
+}
+
+// Device is one device of a prepared claim.
+type Device struct {
+	Request string `json:"request"`
+	Pool    string `json:"pool"`
+	Device  string `json:"device"`
+	// Resource and PCIAddress name the device's device-info file, which
+	// unprepare removes.
+	Resource   string `json:"resource"`
+	PCIAddress string `json:"pciAddress"`
+	CDIDevice  string `json:"cdiDevice"`
+	// Network is the device's element of its hwnet configuration's
+	// "networks" (package api/netclaim), absent without one.
+	Network json.RawMessage `json:"network,omitempty"`
+}
+
+// New is an empty checkpoint of the current version.
+func New() *Checkpoint {
+	return &Checkpoint{Version: Version, Claims: map[types.UID]*Claim{}}
+}
+
+// Encode is the checkpoint's file content in the current version, its
+// checksum computed.
+func Encode(cp *Checkpoint) ([]byte, error) {
+	claims, err := json.Marshal(cp.Claims)
+	if err != nil {
+		return nil, fmt.Errorf("DRA checkpoint: %w", err)
+	}
+	sum, err := fileformat.Checksum(claims)
+	if err != nil {
+		return nil, fmt.Errorf("DRA checkpoint: %w", err)
+	}
+	file := struct {
+		Version  int             `json:"version"`
+		Checksum uint32          `json:"checksum"`
+		Claims   json.RawMessage `json:"claims"`
+	}{Version, sum, claims}
+	return json.MarshalIndent(&file, "", "  ")
+}

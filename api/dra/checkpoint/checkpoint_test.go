@@ -1,0 +1,187 @@
+package checkpoint_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
+
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/internal/fileformat"
+)
+
+// sample is a checkpoint of one claim with one device and a network.
+func sample() *checkpoint.Checkpoint {
+	cp := checkpoint.New()
+	cp.Claims["uid-a"] = &checkpoint.Claim{Namespace: "ns", Name: "a", CDISpec: "/var/run/cdi/hwnet-uid-a.json",
+		Devices: []checkpoint.Device{{Request: "nic", Pool: "node1", Device: "vf-0000-3b-02-0", Resource: "hwnet.io/vf",
+			PCIAddress: "0000:3b:02.0", CDIDevice: "hwnet.io/net=uid-a-vf-0000-3b-02-0", Network: json.RawMessage(`{"name":"n"}`)}},
+		Pods: []string{"pod-1"}}
+	return cp
+}
+
+// v1File is a checkpoint as hwnet's first DRA driver wrote it.
+const v1File = `{
+  "version": 1,
+  "claims": {
+    "uid-a": {"namespace": "ns", "name": "a", "cdiSpec": "/var/run/cdi/hwnet-uid-a.json",
+      "devices": [{"request": "nic", "pool": "node1", "device": "vf-0000-3b-02-0", "resource": "hwnet.io/vf",
+        "pciAddress": "0000:3b:02.0", "cdiDevice": "hwnet.io/net=uid-a-vf-0000-3b-02-0"}]}
+  }
+}`
+
+// v9File is a checkpoint of a future version: a new top-level field, a
+// claim field whose type changed, and an unknown device field.
+const v9File = `{
+  "version": 9,
+  "checksum": "sha256:whatever",
+  "leases": {"x": 1},
+  "claims": {
+    "uid-a": {"namespace": "ns", "name": "a", "cdiSpec": "/var/run/cdi/hwnet-uid-a.json", "pods": {"pod-1": true},
+      "devices": [{"device": "vf-0000-3b-02-0", "resource": "hwnet.io/vf", "pciAddress": "0000:3b:02.0", "numa": 1}]},
+    "uid-b": null
+  }
+}`
+
+func encoded(t testing.TB, cp *checkpoint.Checkpoint) []byte {
+	data, err := checkpoint.Encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+func TestDecode(t *testing.T) {
+	current := encoded(t, sample())
+	tests := []struct {
+		name string
+		file []byte
+		// check is what the decoded checkpoint must hold.
+		check func(t *testing.T, cp *checkpoint.Checkpoint)
+	}{
+		{"current round trip", current, func(t *testing.T, cp *checkpoint.Checkpoint) {
+			want := sample()
+			want.Checksum = cp.Checksum
+			if got, want := jsonOf(t, cp), jsonOf(t, want); got != want {
+				t.Errorf("decoded %s, want %s", got, want)
+			}
+		}},
+		{"re-indented", reindented(t, current), func(t *testing.T, cp *checkpoint.Checkpoint) {
+			if len(cp.Claims) != 1 {
+				t.Errorf("claims: %v", cp.Claims)
+			}
+		}},
+		{"version 1", []byte(v1File), func(t *testing.T, cp *checkpoint.Checkpoint) {
+			c := cp.Claims["uid-a"]
+			if cp.Version != 1 || c == nil || c.CDISpec == "" || len(c.Devices) != 1 || c.Devices[0].PCIAddress != "0000:3b:02.0" {
+				t.Errorf("decoded %+v", cp)
+			}
+		}},
+		{"newer version keeps what unprepare needs", []byte(v9File), func(t *testing.T, cp *checkpoint.Checkpoint) {
+			c := cp.Claims["uid-a"]
+			if cp.Version != 9 || len(cp.Claims) != 1 || c == nil || c.CDISpec != "/var/run/cdi/hwnet-uid-a.json" ||
+				len(c.Devices) != 1 || c.Devices[0].Resource != "hwnet.io/vf" || c.Devices[0].PCIAddress != "0000:3b:02.0" {
+				t.Errorf("decoded %+v", cp)
+			}
+		}},
+		{"empty claims", []byte(`{"version":1}`), func(t *testing.T, cp *checkpoint.Checkpoint) {
+			if cp.Claims == nil || len(cp.Claims) != 0 {
+				t.Errorf("claims: %v", cp.Claims)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cp, err := checkpoint.Decode(tt.file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tt.check(t, cp)
+		})
+	}
+}
+
+func reindented(t *testing.T, data []byte) []byte {
+	var out bytes.Buffer
+	if err := json.Indent(&out, data, "", "\t"); err != nil {
+		t.Fatal(err)
+	}
+	return out.Bytes()
+}
+
+func TestDecode_Refused(t *testing.T) {
+	current := encoded(t, sample())
+	formattest.Refused(t, "DRA checkpoint", checkpoint.Decode, []formattest.Refusal{
+		{Name: "torn", Data: current[:len(current)/2], Is: fileformat.ErrMalformed, Want: "unexpected EOF"},
+		{Name: "empty", Data: nil, Is: fileformat.ErrMalformed, Want: "EOF"},
+		{Name: "not an object", Data: []byte(`[1]`), Is: fileformat.ErrMalformed, Want: "not a JSON object"},
+		{Name: "trailing data", Data: append(append([]byte{}, current...), `{}`...), Is: fileformat.ErrMalformed, Want: "data after the object"},
+		{Name: "no version", Data: []byte(`{"claims":{}}`), Is: fileformat.ErrMalformed, Want: "no version"},
+		{Name: "version not a number", Data: []byte(`{"version":"2"}`), Is: fileformat.ErrMalformed, Want: "version"},
+		{Name: "checksum mismatch", Data: bytes.Replace(current, []byte(`"ns"`), []byte(`"xx"`), 1), Is: fileformat.ErrChecksum, Want: "claims sum to"},
+		{Name: "checksum not a number", Data: []byte(`{"version":2,"checksum":"1","claims":{}}`), Is: fileformat.ErrChecksum, Want: "checksum \"1\""},
+		{Name: "no checksum", Data: []byte(`{"version":2,"claims":{}}`), Is: fileformat.ErrChecksum, Want: "no checksum"},
+		{Name: "version 1 claims of the wrong type", Data: []byte(`{"version":1,"claims":[]}`), Is: fileformat.ErrMalformed, Want: "version 1"},
+		{Name: "oversize", Data: formattest.Oversize(checkpoint.MaxSize), Is: fileformat.ErrTooLarge, Want: "more than 16777216 bytes"},
+	})
+}
+
+func TestLoad_NamesTheFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.json")
+	if _, err := checkpoint.Load(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("missing file: %v", err)
+	}
+	if err := os.WriteFile(path, []byte(`{"version":2,"checksum":1,"claims":{}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.Load(path); !errors.Is(err, fileformat.ErrChecksum) || !strings.Contains(err.Error(), path) {
+		t.Errorf("got %v, want a checksum error naming %s", err, path)
+	}
+	if err := os.WriteFile(path, formattest.Oversize(checkpoint.MaxSize), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := checkpoint.Load(path); !errors.Is(err, fileformat.ErrTooLarge) || !strings.Contains(err.Error(), path) {
+		t.Errorf("got %v, want a size error naming %s", err, path)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(encoded(f, sample()))
+	f.Add(encoded(f, checkpoint.New()))
+	f.Add([]byte(v1File))
+	f.Add([]byte(v9File))
+	f.Add([]byte(`{"version":2,"checksum":0,"claims":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		cp, err := checkpoint.Decode(data)
+		if err != nil {
+			return
+		}
+		for uid, c := range cp.Claims {
+			if c == nil {
+				t.Fatalf("claim %s is nil", uid)
+			}
+		}
+		again, err := checkpoint.Decode(encoded(t, cp))
+		if err != nil {
+			t.Fatalf("re-encoded checkpoint does not decode: %v", err)
+		}
+		cp.Version, cp.Checksum, again.Checksum = checkpoint.Version, 0, 0
+		if jsonOf(t, cp) != jsonOf(t, again) {
+			t.Fatalf("round trip changed %s into %s", jsonOf(t, cp), jsonOf(t, again))
+		}
+	})
+}
+
+func jsonOf(t *testing.T, cp *checkpoint.Checkpoint) string {
+	data, err := json.Marshal(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
+}
