@@ -24,13 +24,6 @@ import (
 	"github.com/hwnet-io/hwnet/internal/fileformat"
 )
 
-// Record is the attachment record of package api/attachment, which
-// defines its file format; the name stays here for the store's callers.
-type Record = attachment.Record
-
-// Attachment is one attachment of a Record (package api/attachment).
-type Attachment = attachment.Attachment
-
 // Store keeps one record file per container, and the lock file they share,
 // under a directory.
 type Store struct {

@@ -20,8 +20,8 @@ func TestRecordRoundTrip(t *testing.T) {
 	if _, err := s.Load("c1"); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("Load of an unknown container: %v, want ErrNotExist", err)
 	}
-	rec := &Record{ContainerID: "c1", Netns: "/run/netns/x", PodNamespace: "ns", PodName: "p", PodUID: "u",
-		Attachments: []Attachment{{Network: "ns/a", IfName: "net1", ConfList: []byte(`{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"x"}]}`),
+	rec := &attachment.Record{ContainerID: "c1", Netns: "/run/netns/x", PodNamespace: "ns", PodName: "p", PodUID: "u",
+		Attachments: []attachment.Attachment{{Network: "ns/a", IfName: "net1", ConfList: []byte(`{"cniVersion":"1.0.0","name":"a","plugins":[{"type":"x"}]}`),
 			Args: [][2]string{{"K8S_POD_NAME", "p"}}, DeviceID: "0000:3b:01.0", Resource: "intel.com/a"}}}
 	if err := s.Save(rec); err != nil {
 		t.Fatal(err)
@@ -137,7 +137,7 @@ func TestAppendResults(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := NewStore(t.TempDir())
-			rec := &Record{ContainerID: "c1", Netns: "/n", Attachments: []Attachment{
+			rec := &attachment.Record{ContainerID: "c1", Netns: "/n", Attachments: []attachment.Attachment{
 				{Network: "podnet", IfName: "eth0", ConfList: []byte(`{}`)},
 				{Network: "ns/a", IfName: "net1", ConfList: []byte(`{}`)}}}
 			if err := s.Save(rec); err != nil {
@@ -179,7 +179,7 @@ func truncateBy(t *testing.T, path string, n int) {
 // rather than refuse it, and marks only a garbled one unreadable.
 func TestRecordVersion(t *testing.T) {
 	s := NewStore(t.TempDir())
-	if err := s.Save(&Record{ContainerID: "c1"}); err != nil {
+	if err := s.Save(&attachment.Record{ContainerID: "c1"}); err != nil {
 		t.Fatal(err)
 	}
 	if data, _ := os.ReadFile(s.recordPath("c1")); !strings.Contains(string(data), fmt.Sprintf(`"version":%d`, attachment.Version)) {

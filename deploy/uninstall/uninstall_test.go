@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/server"
@@ -42,7 +43,7 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	if err := devinfo.WriteFile(cniInfo, info); err != nil {
 		t.Fatal(err)
 	}
-	rec := &attachments.Record{ContainerID: "c1", Attachments: []attachments.Attachment{{Network: "default/net1", IfName: "net1",
+	rec := &attachment.Record{ContainerID: "c1", Attachments: []attachment.Attachment{{Network: "default/net1", IfName: "net1",
 		ConfList: json.RawMessage(`{}`), DeviceInfoFile: cniInfo}}}
 	if err := attachments.NewStore(o.CNI.CacheDir).Save(rec); err != nil {
 		t.Fatal(err)
