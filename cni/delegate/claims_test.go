@@ -3,6 +3,7 @@ package delegate
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -13,12 +14,15 @@ import (
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/cni/report"
-	"github.com/hwnet-io/hwnet/dra"
 )
 
 // podClaimDevices is the DRA driver's answer for each pod, by UID: what
 // dra.Driver.PodDevices reads from its checkpoint (tested in package dra).
 type podClaimDevices map[string][]netclaim.Device
+
+// claimDriver is the DRA driver's name in claims and in the claim status
+// it writes: hwnet's default.
+const claimDriver = "hwnet.io"
 
 func (p podClaimDevices) PodDevices(_ context.Context, uid string) ([]netclaim.Device, error) {
 	return p[uid], nil
@@ -29,7 +33,7 @@ func (p podClaimDevices) PodDevices(_ context.Context, uid string) ([]netclaim.D
 func (n *testNode) withClaims(src netclaim.Source) {
 	opts := n.d.opts
 	opts.Claims = src
-	opts.ClaimStatus = report.NewClaimStatusWriter(kubernetesClient(n.t, n.counted), dra.DefaultDriverName)
+	opts.ClaimStatus = report.NewClaimStatusWriter(kubernetesClient(n.t, n.counted), claimDriver)
 	n.d = New(opts)
 	n.seen.Store(n.d)
 }
@@ -49,7 +53,7 @@ func (n *testNode) allocate(name, resource string, addrs, networks []string) []n
 	c.Status.Allocation = &resourceapi.AllocationResult{}
 	devs := make([]netclaim.Device, len(addrs))
 	for i, a := range addrs {
-		r := resourceapi.DeviceRequestAllocationResult{Request: "vfs", Driver: dra.DefaultDriverName, Pool: nodeName, Device: dra.DeviceName(a)}
+		r := resourceapi.DeviceRequestAllocationResult{Request: "vfs", Driver: claimDriver, Pool: nodeName, Device: fmt.Sprintf("vf-%d", i)}
 		c.Status.Allocation.Devices.Results = append(c.Status.Allocation.Devices.Results, r)
 		devs[i] = netclaim.Device{Request: "vfs", Driver: r.Driver, Pool: r.Pool, Device: r.Device, Resource: resource, PCIAddress: a}
 		if networks[i] != "" {
