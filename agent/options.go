@@ -20,6 +20,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 // Options are the agent's paths and intervals; zero values mean the
@@ -42,8 +43,7 @@ type Options struct {
 	// PluginDir is kubelet's device plugin directory, where kubelet.sock
 	// and the pools' sockets live.
 	PluginDir string
-	// PodResourcesSocket is kubelet's PodResources API; "" is its default
-	// place (podresources.DefaultSocket).
+	// PodResourcesSocket is kubelet's PodResources API.
 	PodResourcesSocket string
 	// DevinfoDir receives a device-info file per allocated device.
 	DevinfoDir string
@@ -105,6 +105,7 @@ func (o Options) withDefaults() Options {
 	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
 	o.ConfigFile = cmp.Or(o.ConfigFile, DefaultConfigFile)
 	o.PluginDir = cmp.Or(o.PluginDir, DefaultPluginDir)
+	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, podresources.DefaultSocket)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
 	o.PollInterval = positiveOr(o.PollInterval, DefaultPollInterval)
 	o.RescanInterval = positiveOr(o.RescanInterval, DefaultRescanInterval)

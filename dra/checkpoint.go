@@ -36,7 +36,7 @@ func (s *checkpointStore) load() (*checkpoint.Checkpoint, error) {
 	}
 	if cp.Version > checkpoint.Version {
 		s.log.Warn("checkpoint written by a newer hwnet: read the fields this one knows, the next change writes it in this version",
-			"path", s.path, "version", cp.Version, "this version", checkpoint.Version)
+			"path", s.path, "version", cp.Version, "supported", checkpoint.Version)
 	}
 	return cp, nil
 }

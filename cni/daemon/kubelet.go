@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"sync"
@@ -46,10 +45,9 @@ func (k *kubeletDevices) connect(ctx context.Context) (*podresources.Client, err
 	if k.client != nil {
 		return k.client, nil
 	}
-	socket := cmp.Or(k.socket, podresources.DefaultSocket)
-	c, err := podresources.Dial(ctx, socket)
+	c, err := podresources.Dial(ctx, k.socket)
 	if err != nil {
-		return nil, fmt.Errorf("kubelet PodResources at %s: %w", socket, err)
+		return nil, fmt.Errorf("kubelet PodResources at %s: %w", k.socket, err)
 	}
 	k.client = c
 	return c, nil

@@ -54,6 +54,7 @@ type Options struct {
 func Remove(ctx context.Context, opts Options) ([]string, error) {
 	if opts.CNI != nil {
 		o := opts.CNI.WithDefaults()
+		opts.CNI = &o
 		if daemon.Answers(ctx, o.SocketPath) == nil {
 			return nil, fmt.Errorf("hwnet-agent still answers on %s: delete its DaemonSet before uninstalling", o.SocketPath)
 		}
@@ -72,14 +73,14 @@ func Remove(ctx context.Context, opts Options) ([]string, error) {
 }
 
 // existing lists hwnet's files that exist; what it cannot read is
-// reported and the rest is still listed.
+// reported and the rest is still listed. opts.CNI has its defaults.
 func existing(opts Options) ([]string, error) {
 	paths, err := poolPaths(opts)
 	if opts.LastGoodConfig != "" {
 		paths = append(paths, opts.LastGoodConfig)
 	}
 	if opts.CNI != nil {
-		cni, cerr := cniPaths(opts.CNI.WithDefaults())
+		cni, cerr := cniPaths(*opts.CNI)
 		paths = append(paths, cni...)
 		err = errors.Join(err, cerr)
 	}

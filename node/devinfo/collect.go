@@ -1,7 +1,6 @@
 package devinfo
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -25,8 +24,7 @@ const podResourcesTimeout = 10 * time.Second
 type Collector struct {
 	// Dir is the device plugins' device-info directory.
 	Dir string
-	// PodResourcesSocket is kubelet's PodResources API; "" is its
-	// default place.
+	// PodResourcesSocket is kubelet's PodResources API.
 	PodResourcesSocket string
 	Metrics            *metrics.Metrics
 	Logger             *slog.Logger
@@ -80,7 +78,7 @@ func (c *Collector) RemoveUnallocated(ctx context.Context, grace time.Duration) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, podResourcesTimeout)
 	defer cancel()
-	client, err := podresources.Dial(ctx, cmp.Or(c.PodResourcesSocket, podresources.DefaultSocket))
+	client, err := podresources.Dial(ctx, c.PodResourcesSocket)
 	if err != nil {
 		return fmt.Errorf("kubelet PodResources: %w", err)
 	}
