@@ -17,8 +17,8 @@ import (
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/internal/startup"
 	"github.com/hwnet-io/hwnet/node/devhealth"
-	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -42,9 +42,12 @@ type Agent struct {
 	draDirty bool
 	// reported holds the match warnings already logged.
 	reported map[string]bool
-	// collector removes the device-info files of devices no pod holds,
+	// ledger reads who holds each device; holders is what it last said.
+	ledger  *ledger.Reader
+	holders *ledger.Ledger
+	// collector removes the device-info files of devices nothing holds,
 	// for every resource served since start.
-	collector *devinfo.Collector
+	collector *ledger.Collector
 
 	metrics *metrics.Metrics
 	// plugins is the pools' plugins for the readiness probe, which runs
@@ -85,7 +88,8 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
-		collector: &devinfo.Collector{Dir: opts.DevinfoDir, PodResourcesSocket: opts.PodResourcesSocket, Metrics: opts.Metrics, Logger: opts.Logger}}
+		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
+	a.ledger = ledger.NewReader(a.ledgerSources())
 	if rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
 		a.setRejected(rejected)
@@ -107,6 +111,7 @@ type signals struct {
 	config     chan struct{}
 	kubelet    chan struct{}
 	discovered chan discovered
+	holders    chan *ledger.Ledger
 }
 
 // linkBurst is how many link events may queue for one health refresh.
@@ -123,7 +128,7 @@ type discovered struct {
 func (a *Agent) Run(ctx context.Context) error {
 	ev := signals{
 		links: make(chan linkEvent, linkBurst), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
-		kubelet: make(chan struct{}, 1), discovered: make(chan discovered, 1),
+		kubelet: make(chan struct{}, 1), discovered: make(chan discovered, 1), holders: make(chan *ledger.Ledger, 1),
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -145,6 +150,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	discovered := time.Since(start)
+	a.readLedger(ctx)
 	if err := a.startDRA(wctx); err != nil {
 		return err
 	}
@@ -161,7 +167,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
-	wg.Go(func() { a.collector.Run(wctx, a.opts.GCInterval, a.opts.DevinfoGrace) })
+	a.watchLedger(wctx, &wg, ev.holders)
 	if a.opts.ReleaseStartupPages {
 		go startup.ReleasePages(a.log)
 	}
@@ -210,6 +216,8 @@ func (a *Agent) loop(ctx context.Context, ev signals) {
 			a.reloadConfig(ctx)
 		case <-ev.kubelet:
 			a.kubeletStarted()
+		case l := <-ev.holders:
+			a.applyLedger(l)
 		case d := <-ev.discovered:
 			running = false
 			if d.err != nil {
@@ -230,6 +238,7 @@ func (a *Agent) loop(ctx context.Context, ev signals) {
 func (a *Agent) applyInventory(ctx context.Context, inv *discovery.Inventory, start time.Time) {
 	a.inv = inv
 	a.links.Since(start)
+	a.netdevs.Seed(inv)
 	for _, p := range inv.Problems {
 		a.reportOnce("discovery problem", p)
 	}
@@ -364,12 +373,18 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 		}
 	}
 	start := time.Now()
+	a.refresh()
+	a.metrics.ObserveRefresh(time.Since(start))
+}
+
+// refresh judges every pool's devices again and tells each front end
+// what changed.
+func (a *Agent) refresh() {
 	v := a.healthView()
 	for _, run := range a.pools {
 		a.publish(run, v)
 	}
 	a.publishDRA(context.Background(), v)
-	a.metrics.ObserveRefresh(time.Since(start))
 }
 
 // reloadConfig switches to a changed configuration file; a bad one is
@@ -392,8 +407,8 @@ func (a *Agent) reloadConfig(ctx context.Context) {
 }
 
 // shutdown stops every plugin, which removes its socket, then removes the
-// device-info files of devices no pod holds. Files of devices that running
-// pods hold stay: those pods' network attachments still need them.
+// device-info files of devices nothing holds. Files of held devices stay:
+// their pods' network attachments still need them.
 func (a *Agent) shutdown() {
 	for name, run := range a.pools {
 		a.stopPool(run)
@@ -405,7 +420,10 @@ func (a *Agent) shutdown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	if err := a.collector.RemoveUnallocated(ctx, 0); err != nil {
+	// A reader of its own: the watch may still be reading with the other.
+	last := ledger.NewReader(a.ledgerSources())
+	defer last.Close()
+	if err := a.collector.Collect(last.Read(ctx), 0); err != nil {
 		a.log.Warn("device-info files left in place at shutdown", "dir", a.opts.DevinfoDir, "err", err)
 	}
 }

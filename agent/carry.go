@@ -8,6 +8,7 @@ import (
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -80,13 +81,17 @@ func numVFs(inv *discovery.Inventory, pf string) int {
 	return inv.PFs[i].SRIOV.NumVFs
 }
 
-// states is the list ListAndWatch sends: matched devices with their link
-// health and the lost ones, sorted by ID.
-func (pd poolDevices) states(v devhealth.View) []deviceplugin.DeviceState {
+// states is the list the pool's front end serves: matched devices with
+// their health and what else holds them, and the lost ones, sorted by ID.
+func (pd poolDevices) states(v devhealth.View, held *ledger.Ledger, fe ledger.FrontEnd) []deviceplugin.DeviceState {
 	out := make([]deviceplugin.DeviceState, 0, len(pd.matched)+len(pd.lost))
 	for i := range pd.matched {
 		ok, reason := v.Device(&pd.matched[i])
-		out = append(out, deviceplugin.DeviceState{Device: pd.matched[i], Healthy: ok, Reason: reason})
+		s := deviceplugin.DeviceState{Device: pd.matched[i], Healthy: ok, Reason: reason}
+		if h, foreign := held.Foreign(s.ID, fe); foreign {
+			s.HeldBy = h.String()
+		}
+		out = append(out, s)
 	}
 	out = append(out, pd.lost...)
 	slices.SortFunc(out, func(a, b deviceplugin.DeviceState) int { return cmp.Compare(a.ID, b.ID) })

@@ -122,7 +122,7 @@ func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 	ps := make([]dra.Pool, len(runs))
 	changed := a.draDirty
 	for i, run := range runs {
-		next := run.devices.states(v)
+		next := run.devices.states(v, a.holders, frontEnd(run.res.FullName(), true))
 		a.logChanges(run.res.FullName(), run.sent, next)
 		changed = changed || !sameHealth(run.sent, next)
 		run.sent = next
@@ -141,14 +141,14 @@ func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 // same health.
 func sameHealth(a, b []deviceplugin.DeviceState) bool {
 	return slices.EqualFunc(a, b, func(x, y deviceplugin.DeviceState) bool {
-		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason
+		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason && x.HeldBy == y.HeldBy
 	})
 }
 
 func draDevices(states []deviceplugin.DeviceState) []dra.Device {
 	out := make([]dra.Device, len(states))
 	for i, s := range states {
-		out[i] = dra.Device{Device: s.Device, Healthy: s.Healthy, Reason: s.Reason}
+		out[i] = dra.Device{Device: s.Device, Healthy: s.Healthy, Reason: s.Reason, HeldBy: s.HeldBy}
 	}
 	return out
 }

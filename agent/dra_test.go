@@ -2,14 +2,19 @@ package agent_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
@@ -119,4 +124,80 @@ func (f *fixture) withDRA(t testing.TB, api *kubeapi.Server, node string) {
 	dir := filepath.Dir(f.opts.ConfigFile)
 	f.opts.DRA = &agent.DRAOptions{NodeName: node, REST: api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
 		PluginDir: filepath.Join(dir, "dra"), CDIDir: filepath.Join(dir, "cdi")}
+}
+
+// TestAgentModeSwitchKeepsHeldDevices: one owner per device across a
+// pool's mode switch. A VF a device plugin pod holds is published tainted
+// hwnet.io/held when the pool switches to DRA, until the pod lets it go; a
+// VF a prepared claim holds is listed unhealthy to kubelet when the pool
+// switches back, until the claim is unprepared.
+func TestAgentModeSwitchKeepsHeldDevices(t *testing.T) {
+	api := kubeapi.Start(t)
+	dpConfig := strings.Replace(draConfig, "mode: dra", "mode: devicePlugin", 1)
+	f := newFixture(t, virtualnode.DefaultSpec(), dpConfig)
+	const node = "dra-node"
+	f.withDRA(t, api, node)
+	vfio := vfioVFs(f.node)
+	podHeld, claimHeld := vfio[0], vfio[1]
+	f.podres.SetPod("default", "cnf", dpdk, podHeld)
+	f.start(t)
+	f.wait(t, dpdk, "registration as a device plugin", counts(4, 4))
+
+	f.writeConfig(t, draConfig)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
+	heldOnly := func(id string) func(kubeapi.SliceDevices) bool {
+		return func(d kubeapi.SliceDevices) bool {
+			for name, dev := range d {
+				isHeld := len(dev.Taints) == 1 && dev.Taints[0].Key == dra.HeldTaintKey
+				if (name == dra.DeviceName(id)) != isHeld || (name != dra.DeviceName(id) && len(dev.Taints) > 0) {
+					return false
+				}
+			}
+			return len(d) == 4
+		}
+	}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "the pod's VF published tainted as held", heldOnly(podHeld))
+	f.podres.SetPod("default", "cnf", dpdk)
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "the pod's VF free once the pod is gone", heldOnly(""))
+
+	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir), claimHeld)
+	f.writeConfig(t, dpConfig)
+	st := f.wait(t, dpdk, "the claim's VF unhealthy to kubelet", health(claimHeld, pluginapi.Unhealthy))
+	if st.Healthy() != 3 {
+		t.Errorf("%d VFs healthy, want 3: only the claim's VF is held", st.Healthy())
+	}
+	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir))
+	f.wait(t, dpdk, "every VF healthy once the claim is unprepared", counts(4, 4))
+}
+
+// vfioVFs are the virtual node's VFs bound to vfio-pci.
+func vfioVFs(n *virtualnode.Node) []string {
+	var out []string
+	for _, fn := range n.Devices() {
+		if fn.PF != "" && fn.Driver == "vfio-pci" {
+			out = append(out, fn.Addr)
+		}
+	}
+	return out
+}
+
+// writeClaim writes the DRA checkpoint with one claim holding the devices,
+// or none.
+func writeClaim(t *testing.T, path string, devices ...string) {
+	t.Helper()
+	cp := checkpoint.New()
+	if len(devices) > 0 {
+		c := &checkpoint.Claim{Namespace: "default", Name: "dpdk", Prepared: time.Now()}
+		for _, id := range devices {
+			c.Devices = append(c.Devices, checkpoint.Device{Device: dra.DeviceName(id), Resource: dpdk, PCIAddress: id})
+		}
+		cp.Claims["claim-uid"] = c
+	}
+	data, err := checkpoint.Encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -2,18 +2,17 @@ package agent
 
 import (
 	"github.com/hwnet-io/hwnet/node/devhealth"
-	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
 )
 
-// healthView is the agent's current view for health: the device-info
-// directory says which devices containers hold.
+// healthView is the agent's current view for health: the ledger says which
+// devices something holds, whose netdev may be in a pod.
 func (a *Agent) healthView() devhealth.View {
-	v := devhealth.View{Inv: a.inv, Links: a.links, Netdevs: a.netdevs}
-	held, err := devinfo.Held(a.opts.DevinfoDir)
-	if err != nil {
-		a.reportOnce("device-info directory unreadable: no device's netdev counts as lost", err.Error())
-		return v
-	}
-	v.Held = held
-	return v
+	return devhealth.View{Inv: a.inv, Links: a.links, Netdevs: a.netdevs, Held: a.holders.Held()}
+}
+
+// frontEnd is how a pool hands out its devices, for the ledger to tell its
+// own holds from others'.
+func frontEnd(name string, dra bool) ledger.FrontEnd {
+	return ledger.FrontEnd{Resource: name, DRA: dra}
 }

@@ -52,12 +52,16 @@ type Options struct {
 	// they can, a safety net for what a lost uevent would miss.
 	PollInterval   time.Duration
 	RescanInterval time.Duration
-	// GCInterval is how often device-info files are checked against
-	// PodResources; DevinfoGrace protects files written since, before
+	// GCInterval is how often device-info files are checked against the
+	// device ledger; DevinfoGrace protects files written since, before
 	// kubelet records the allocation.
 	GCInterval   time.Duration
 	DevinfoGrace time.Duration
-	Logger       *slog.Logger
+	// LedgerInterval is how often the device ledger is read again: kubelet
+	// says nothing when an allocation ends, so this bounds how long a
+	// device whose holder ended stays held.
+	LedgerInterval time.Duration
+	Logger         *slog.Logger
 	// ESwitch and VDPA replace the kernel's devlink and vDPA netlink, which
 	// some kernels lack; nil means the kernel's.
 	ESwitch discovery.ESwitchReader
@@ -98,6 +102,7 @@ const (
 	DefaultRescanInterval = 30 * time.Second
 	DefaultGCInterval     = 30 * time.Second
 	DefaultDevinfoGrace   = time.Minute
+	DefaultLedgerInterval = 500 * time.Millisecond
 )
 
 func (o Options) withDefaults() Options {
@@ -111,6 +116,7 @@ func (o Options) withDefaults() Options {
 	o.RescanInterval = positiveOr(o.RescanInterval, DefaultRescanInterval)
 	o.GCInterval = positiveOr(o.GCInterval, DefaultGCInterval)
 	o.DevinfoGrace = positiveOr(o.DevinfoGrace, DefaultDevinfoGrace)
+	o.LedgerInterval = positiveOr(o.LedgerInterval, DefaultLedgerInterval)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

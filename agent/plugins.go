@@ -5,6 +5,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -47,39 +48,67 @@ func (a *Agent) kubeletStarted() {
 
 // publish sends the pool's current list, judged by v, to its plugin.
 func (a *Agent) publish(run *poolRun, v devhealth.View) {
-	next := run.devices.states(v)
+	next := run.devices.states(v, a.holders, frontEnd(run.res.FullName(), false))
 	a.logChanges(run.res.FullName(), run.sent, next)
 	run.plugin.SetDevices(next)
 	run.sent = next
 }
 
-// logChanges logs each device of a pool whose health changed and how many
-// came and went, and updates the pool's metrics.
+// logChanges logs each device of a pool whose health or foreign holder
+// changed and how many came and went, and updates the pool's metrics.
 func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
 	prev := make(map[string]deviceplugin.DeviceState, len(sent))
 	for _, d := range sent {
 		prev[d.ID] = d
 	}
-	added, unhealthy := 0, 0
-	for _, d := range next {
-		if !d.Healthy {
-			unhealthy++
+	added, unoffered := 0, 0
+	ids := make([]string, len(next))
+	for i, d := range next {
+		ids[i] = d.ID
+		if !d.Offered() {
+			unoffered++
 		}
 		p, ok := prev[d.ID]
 		delete(prev, d.ID)
-		switch {
-		case !ok:
+		if !ok {
 			added++
-		case p.Healthy && !d.Healthy:
-			a.log.Warn("device unhealthy", "resource", name, "device", d.ID, "reason", d.Reason)
-			a.events.DeviceHealth(name, d.ID, false, d.Reason)
-		case !p.Healthy && d.Healthy:
-			a.log.Info("device healthy again", "resource", name, "device", d.ID)
-			a.events.DeviceHealth(name, d.ID, true, "")
+			continue
 		}
+		a.logHealth(name, p, d)
+		a.logHeld(name, p, d)
 	}
 	if added > 0 || len(prev) > 0 {
 		a.log.Info("pool devices changed", "resource", name, "added", added, "removed", len(prev), "devices", len(next))
 	}
-	a.metrics.SetPool(name, len(next), unhealthy)
+	a.metrics.SetPool(name, len(next), unoffered)
+	a.metrics.SetPoolHolders(name, holderCounts(a.holders, ids))
+}
+
+func (a *Agent) logHealth(name string, p, d deviceplugin.DeviceState) {
+	switch {
+	case p.Healthy && !d.Healthy:
+		a.log.Warn("device unhealthy", "resource", name, "device", d.ID, "reason", d.Reason)
+		a.events.DeviceHealth(name, d.ID, false, d.Reason)
+	case !p.Healthy && d.Healthy:
+		a.log.Info("device healthy again", "resource", name, "device", d.ID)
+		a.events.DeviceHealth(name, d.ID, true, "")
+	}
+}
+
+func (a *Agent) logHeld(name string, p, d deviceplugin.DeviceState) {
+	switch {
+	case d.HeldBy != "" && d.HeldBy != p.HeldBy:
+		a.log.Info("device held outside the pool's front end: not offered", "resource", name, "device", d.ID, "holder", d.HeldBy)
+	case d.HeldBy == "" && p.HeldBy != "":
+		a.log.Info("device free again", "resource", name, "device", d.ID, "holder", p.HeldBy)
+	}
+}
+
+// holderCounts are the metrics' labels for the ledger's counts.
+func holderCounts(l *ledger.Ledger, ids []string) map[string]int {
+	out := map[string]int{}
+	for kind, n := range l.Counts(ids) {
+		out[string(kind)] = n
+	}
+	return out
 }

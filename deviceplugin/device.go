@@ -27,7 +27,7 @@ func (p *Plugin) prepare(s DeviceState) *prepared {
 // listing is what kubelet sees of a device.
 func (p *Plugin) listing(s DeviceState) *pluginapi.Device {
 	d := &pluginapi.Device{ID: s.ID, Health: pluginapi.Unhealthy}
-	if s.Healthy {
+	if s.Offered() {
 		d.Health = pluginapi.Healthy
 	}
 	if node := s.Function.NUMANode; node >= 0 && !p.res.ExcludeTopology {

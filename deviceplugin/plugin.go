@@ -66,7 +66,15 @@ type DeviceState struct {
 	Healthy bool
 	// Reason says why a device is unhealthy; kubelet does not see it.
 	Reason string
+	// HeldBy names what holds the device other than this pool's own
+	// allocations (a DRA claim after a mode switch, a sandbox whose pod is
+	// gone): kubelet sees such a device as unhealthy, so that it is not
+	// handed out twice.
+	HeldBy string
 }
+
+// Offered reports whether pods may get the device now.
+func (s DeviceState) Offered() bool { return s.Healthy && s.HeldBy == "" }
 
 // Plugin is the device plugin of one resource pool. Its methods are safe
 // for concurrent use.

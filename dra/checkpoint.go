@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"path/filepath"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -17,6 +18,15 @@ import (
 // server, and the agent may have restarted since it prepared it. Its
 // format is package api/dra/checkpoint.
 const checkpointFile = "checkpoint.json"
+
+// CheckpointPath is the driver's checkpoint file, which the device ledger
+// reads: pluginDir "" is the driver's default directory.
+func CheckpointPath(driverName, pluginDir string) string {
+	return Options{DriverName: driverName, PluginDir: pluginDir}.withDefaults().checkpointPath()
+}
+
+// checkpointPath is the checkpoint file of a driver with these options.
+func (o Options) checkpointPath() string { return filepath.Join(o.PluginDir, checkpointFile) }
 
 // checkpointStore reads and writes the checkpoint file. Kubelet's calls
 // are serialized by the DRA library, so each loads, changes and saves.

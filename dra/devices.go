@@ -43,6 +43,12 @@ const (
 // TaintKey marks an unhealthy device; its value says why.
 const TaintKey = "hwnet.io/unhealthy"
 
+// HeldTaintKey marks a device something other than a claim holds (a
+// device plugin pod after the pool switched to DRA, a sandbox whose pod is
+// gone); its value names the holder. Prepare refuses such a device even
+// to a claim that tolerates the taint.
+const HeldTaintKey = "hwnet.io/held"
+
 // Pool is a resource pool served through DRA and its devices.
 type Pool struct {
 	Resource pools.Resource
@@ -55,6 +61,9 @@ type Device struct {
 	Healthy bool
 	// Reason says why the device is unhealthy.
 	Reason string
+	// HeldBy names what holds the device outside DRA, "" when nothing
+	// does.
+	HeldBy string
 }
 
 // Node is what the mapping reads of the node beside the pools: the PFs'
@@ -170,12 +179,17 @@ func cut(s string) string {
 }
 
 // taints are a device's taints: NoSchedule with the reason while it is
-// unhealthy, none once it is healthy again.
+// unhealthy, NoSchedule with its holder while something outside DRA holds
+// it, none once it is healthy and free.
 func taints(d *Device) []resourceapi.DeviceTaint {
-	if d.Healthy {
-		return nil
+	var out []resourceapi.DeviceTaint
+	if !d.Healthy {
+		out = append(out, resourceapi.DeviceTaint{Key: TaintKey, Value: labelValue(d.Reason), Effect: resourceapi.DeviceTaintEffectNoSchedule})
 	}
-	return []resourceapi.DeviceTaint{{Key: TaintKey, Value: labelValue(d.Reason), Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+	if d.HeldBy != "" {
+		out = append(out, resourceapi.DeviceTaint{Key: HeldTaintKey, Value: labelValue(d.HeldBy), Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	}
+	return out
 }
 
 // labelValue writes a reason as a label value, which a taint's value must

@@ -154,7 +154,7 @@ func newDriver(opts Options) (*Driver, error) {
 		}
 	}
 	log := opts.Logger.With("driver", opts.DriverName)
-	d := &Driver{opts: opts, log: log, store: &checkpointStore{path: filepath.Join(opts.PluginDir, checkpointFile), log: log}}
+	d := &Driver{opts: opts, log: log, store: &checkpointStore{path: opts.checkpointPath(), log: log}}
 	d.current.Store(&published{devices: map[string]entry{}})
 	return d, nil
 }

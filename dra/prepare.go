@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -80,7 +81,7 @@ func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *reso
 	if err != nil {
 		return nil, err
 	}
-	pc := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name,
+	pc := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name, Prepared: time.Now().UTC().Truncate(time.Second),
 		CDISpec: filepath.Join(d.opts.CDIDir, d.opts.DriverName+"-"+string(c.UID)+".json")}
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: d.opts.DriverName + "/" + cdiClass}
 	for i, cd := range devs {
@@ -119,6 +120,9 @@ func (d *Driver) claimDevices(cp *checkpoint.Checkpoint, cur *published, c *reso
 		}
 		if other := holder(cp, r.Device, c.UID); other != "" {
 			return nil, fmt.Errorf("request %q: device %s is already prepared for claim %s", r.Request, r.Device, other)
+		}
+		if e.dev.HeldBy != "" {
+			return nil, fmt.Errorf("request %q: device %s is held by %s, outside DRA", r.Request, r.Device, e.dev.HeldBy)
 		}
 		devs = append(devs, claimDevice{result: r, entry: e})
 	}

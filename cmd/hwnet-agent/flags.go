@@ -41,7 +41,8 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 	fs.StringVar(&o.DevinfoDir, "devinfo-dir", agent.DefaultDevinfoDir, "directory of the device-info files written on Allocate")
 	fs.DurationVar(&o.PollInterval, "poll-interval", agent.DefaultPollInterval, "how often the PCI layout is checked for changes where the kernel's uevents cannot be had")
 	fs.DurationVar(&o.RescanInterval, "rescan-interval", agent.DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
-	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files are checked against PodResources")
+	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files of devices nothing holds are removed")
+	fs.DurationVar(&o.LedgerInterval, "ledger-interval", agent.DefaultLedgerInterval, "how often the device ledger (who holds each device: PodResources, the DRA checkpoint, the CNI records) is read again")
 	fs.BoolVar(&o.ReleaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
 	cni := cniFlags(fs)
 	draOpts := draFlags(fs)
@@ -71,7 +72,7 @@ func checkIntervals(o agent.Options) error {
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
-	}{{"--poll-interval", o.PollInterval}, {"--rescan-interval", o.RescanInterval}, {"--devinfo-gc-interval", o.GCInterval}} {
+	}{{"--poll-interval", o.PollInterval}, {"--rescan-interval", o.RescanInterval}, {"--devinfo-gc-interval", o.GCInterval}, {"--ledger-interval", o.LedgerInterval}} {
 		if d.v <= 0 {
 			return fmt.Errorf("%s %v: want a positive duration", d.flag, d.v)
 		}

@@ -7,6 +7,7 @@ import (
 
 	"k8s.io/client-go/rest"
 
+	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/server"
@@ -116,4 +117,10 @@ func (o *Options) Resolved() (*Options, error) {
 // ConfPath is where hwnet's own CNI configuration is written.
 func (o Options) ConfPath() string {
 	return filepath.Join(cmp.Or(o.OutputDir, o.ConfDir), o.ConfFileName)
+}
+
+// Records is the store of the attachment records the CNI side writes,
+// which the device ledger reads.
+func (o Options) Records() *attachments.Store {
+	return attachments.NewStore(o.WithDefaults().CacheDir)
 }

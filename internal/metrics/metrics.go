@@ -5,6 +5,7 @@
 package metrics
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"net/http/pprof"
@@ -30,6 +31,7 @@ type Metrics struct {
 	poolCapacity         *prometheus.GaugeVec
 	poolAllocatable      *prometheus.GaugeVec
 	poolUnhealthy        *prometheus.GaugeVec
+	poolHeld             *prometheus.GaugeVec
 	discoveryDuration    prometheus.Histogram
 	refreshDuration      prometheus.Histogram
 	podResourcesRequests *prometheus.CounterVec
@@ -52,6 +54,9 @@ func New() *Metrics {
 		poolCapacity:    poolGauge("capacity", "Devices the pool lists to kubelet, healthy or not."),
 		poolAllocatable: poolGauge("allocatable", "Healthy devices of the pool, which kubelet may allocate."),
 		poolUnhealthy:   poolGauge("unhealthy", "Devices of the pool listed as unhealthy."),
+		poolHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "pool", Name: "held_devices",
+			Help: "Devices of the pool by what holds them (the device ledger): pod (a device plugin allocation), claim (a DRA claim), container (a CNI attachment alone), none."},
+			[]string{"resource", "holder"}),
 		discoveryDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "discovery_duration_seconds",
 			Help: "Full discoveries of the node's NICs.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 14)}),
 		refreshDuration: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "health_refresh_duration_seconds",
@@ -65,7 +70,7 @@ func New() *Metrics {
 		Help: "The running hwnet release; always 1."}, []string{"version", "revision", "goversion"})
 	v := version.Get()
 	buildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
-	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy,
+	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolHeld,
 		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
@@ -149,6 +154,17 @@ func (m *Metrics) SetPool(resource string, listed, unhealthy int) {
 	m.poolUnhealthy.WithLabelValues(resource).Set(float64(unhealthy))
 }
 
+// SetPoolHolders records how many of the pool's devices each kind of
+// holder holds, "none" for the free ones.
+func (m *Metrics) SetPoolHolders(resource string, byHolder map[string]int) {
+	if m == nil {
+		return
+	}
+	for holder, n := range byHolder {
+		m.poolHeld.WithLabelValues(resource, cmp.Or(holder, "none")).Set(float64(n))
+	}
+}
+
 // DeletePool forgets a pool the configuration no longer has.
 func (m *Metrics) DeletePool(resource string) {
 	if m == nil {
@@ -157,6 +173,7 @@ func (m *Metrics) DeletePool(resource string) {
 	for _, g := range []*prometheus.GaugeVec{m.poolCapacity, m.poolAllocatable, m.poolUnhealthy} {
 		g.DeleteLabelValues(resource)
 	}
+	m.poolHeld.DeletePartialMatch(prometheus.Labels{"resource": resource})
 }
 
 // ObserveDiscovery records one full discovery.

@@ -93,6 +93,29 @@ type View struct {
 // had a netdev.
 type NetdevMemory map[string]string
 
+// Seed remembers the VFs of the inventory that have a netdev and, for each
+// VF without one, the driver another VF of its PF has a netdev under: the
+// VF had one too, as far as an agent that just started can tell, so that
+// a netdev that vanished before a restart still counts as lost after it.
+func (m NetdevMemory) Seed(inv *discovery.Inventory) {
+	for i := range inv.PFs {
+		vfs := inv.PFs[i].VFs
+		withNetdev := map[string]bool{}
+		for j := range vfs {
+			if fn := &vfs[j].Function; fn.Netdev != nil && fn.Driver != "" {
+				withNetdev[fn.Driver] = true
+				m[fn.Address] = fn.Driver
+			}
+		}
+		for j := range vfs {
+			fn := &vfs[j].Function
+			if _, known := m[fn.Address]; !known && withNetdev[fn.Driver] {
+				m[fn.Address] = fn.Driver
+			}
+		}
+	}
+}
+
 // netdevLost reports a device whose netdev left the node's network
 // namespace, or was seen and is gone under the same driver, while no
 // container holds the device: nothing moved it into a pod, so it is broken

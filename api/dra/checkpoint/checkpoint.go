@@ -19,6 +19,7 @@ package checkpoint
 import (
 	"encoding/json"
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/types"
 
@@ -59,6 +60,10 @@ type Claim struct {
 	// Pods are the UIDs of the pods the claim is reserved for, whose
 	// sandboxes' CNI ADD attach its devices.
 	Pods []string `json:"pods,omitempty"`
+	// Prepared is when the claim was prepared, which the device ledger
+	// reports as the hold's start; absent in claims prepared before it
+	// was recorded (older versions ignore it).
+	Prepared time.Time `json:"prepared,omitzero"`
 }
 
 // Device is one device of a prepared claim.

@@ -1,0 +1,183 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"sync/atomic"
+	"time"
+
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/podresources"
+)
+
+// Records are the CNI attachment records, as package cni/attachments keeps
+// them.
+type Records interface {
+	List() ([]string, error)
+	Load(containerID string) (*attachmentapi.Record, error)
+	Modified(containerID string) (time.Time, error)
+}
+
+// Sources are where a ledger is read from; an empty one is not read.
+type Sources struct {
+	// PodResourcesSocket is kubelet's PodResources API.
+	PodResourcesSocket string
+	// DevinfoDir holds the device plugins' device-info files, whose times
+	// say since when a pod holds a device.
+	DevinfoDir string
+	// Checkpoint is the DRA driver's checkpoint file.
+	Checkpoint string
+	// Records are the CNI attachment records.
+	Records Records
+	// Metrics counts the PodResources requests.
+	Metrics *metrics.Metrics
+}
+
+// podResourcesTimeout bounds one read's talk with kubelet.
+const podResourcesTimeout = 5 * time.Second
+
+// Reader reads ledgers from the sources, re-reading a checkpoint or a
+// record only when its file changed. One goroutine uses it at a time.
+type Reader struct {
+	src    Sources
+	client *podresources.Client
+	// last are each source's holders as last read, kept when a read
+	// fails: a hold is not forgotten because its source hiccuped.
+	last       map[string]map[string][]Holder
+	checkpoint fileStamp
+	records    map[string]cachedRecord
+	latest     atomic.Pointer[Ledger]
+}
+
+type fileStamp struct {
+	mod  time.Time
+	size int64
+}
+
+type cachedRecord struct {
+	mod     time.Time
+	holders map[string]Holder
+}
+
+// NewReader reads from src.
+func NewReader(src Sources) *Reader {
+	return &Reader{src: src, last: map[string]map[string][]Holder{}, records: map[string]cachedRecord{}}
+}
+
+// Close ends the talk with kubelet.
+func (r *Reader) Close() {
+	if r.client != nil {
+		r.client.Close()
+		r.client = nil
+	}
+}
+
+// Read is the ledger now. A source it cannot read is named in Unknown and
+// its holders are the ones last read.
+func (r *Reader) Read(ctx context.Context) *Ledger {
+	byDevice := map[string][]Holder{}
+	var unknown []string
+	read := func(name string, enabled bool, fn func(context.Context) (map[string][]Holder, error)) {
+		if !enabled {
+			return
+		}
+		got, err := fn(ctx)
+		if err != nil {
+			unknown = append(unknown, fmt.Sprintf("%s: %v", name, err))
+			got = r.last[name]
+		} else {
+			r.last[name] = got
+		}
+		for id, hs := range got {
+			byDevice[id] = append(byDevice[id], hs...)
+		}
+	}
+	read("kubelet PodResources", r.src.PodResourcesSocket != "", r.pods)
+	read("DRA checkpoint", r.src.Checkpoint != "", r.claims)
+	read("CNI attachment records", r.src.Records != nil, r.containers)
+	return New(byDevice, unknown)
+}
+
+// pods are the device plugin allocations kubelet reports.
+func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
+	ctx, cancel := context.WithTimeout(ctx, podResourcesTimeout)
+	defer cancel()
+	if r.client == nil {
+		c, err := podresources.Dial(ctx, r.src.PodResourcesSocket)
+		if err != nil {
+			return nil, err
+		}
+		r.client = c
+	}
+	list, err := r.client.List(ctx)
+	r.src.Metrics.PodResourcesRequest(err)
+	if err != nil {
+		return nil, err
+	}
+	since := r.devinfoTimes()
+	out := map[string][]Holder{}
+	for _, p := range list {
+		for _, c := range p.Containers {
+			for res, ids := range c.Devices {
+				for _, id := range ids {
+					h := Holder{Kind: Pod, Resource: res, Namespace: p.Namespace, Name: p.Name, Container: c.Name,
+						Since: since[devinfo.FileName(res, id)]}
+					out[id] = append(out[id], h)
+				}
+			}
+		}
+	}
+	return out, nil
+}
+
+// devinfoTimes are the device-info files' modification times by file
+// name: Allocate writes the file, so it is when kubelet handed the device
+// out. An unreadable directory leaves the times unknown.
+func (r *Reader) devinfoTimes() map[string]time.Time {
+	out := map[string]time.Time{}
+	files, err := devinfo.List(r.src.DevinfoDir)
+	if err != nil || r.src.DevinfoDir == "" {
+		return out
+	}
+	for _, f := range files {
+		if fi, err := os.Stat(f.Path); err == nil {
+			out[fi.Name()] = fi.ModTime().UTC().Truncate(time.Second)
+		}
+	}
+	return out
+}
+
+// claims are the DRA claims the checkpoint holds, read again only when
+// the file changed.
+func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
+	fi, err := os.Stat(r.src.Checkpoint)
+	if errors.Is(err, fs.ErrNotExist) {
+		return map[string][]Holder{}, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	stamp := fileStamp{fi.ModTime(), fi.Size()}
+	if last, ok := r.last["DRA checkpoint"]; ok && stamp == r.checkpoint {
+		return last, nil
+	}
+	cp, err := checkpoint.Load(r.src.Checkpoint)
+	if err != nil {
+		return nil, err
+	}
+	r.checkpoint = stamp
+	out := map[string][]Holder{}
+	for _, c := range cp.Claims {
+		for _, d := range c.Devices {
+			out[d.PCIAddress] = append(out[d.PCIAddress], Holder{Kind: Claim, Resource: d.Resource,
+				Namespace: c.Namespace, Name: c.Name, PodUIDs: c.Pods, Since: c.Prepared})
+		}
+	}
+	return out, nil
+}

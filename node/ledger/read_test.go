@@ -1,0 +1,72 @@
+package ledger_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
+)
+
+// TestReadPodsAndClaims: the ledger names kubelet's device plugin
+// allocations (since their device-info file was written) and the claims of
+// the DRA checkpoint (since they were prepared); when kubelet stops
+// answering, its source is unknown and its last holders stay.
+func TestReadPodsAndClaims(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "kubelet.sock")
+	kubelet, err := testkubelet.ServePodResources(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", "0000:3b:02.0")
+	devinfoDir := filepath.Join(dir, "devinfo")
+	if err := devinfo.Write(devinfoDir, "intel.com/vf", "0000:3b:02.0", devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.0"})); err != nil {
+		t.Fatal(err)
+	}
+	prepared := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
+	cpPath := filepath.Join(dir, "checkpoint.json")
+	cp := checkpoint.New()
+	cp.Claims["uid-c"] = &checkpoint.Claim{Namespace: "ns", Name: "claim", Pods: []string{"uid-p"}, Prepared: prepared,
+		Devices: []checkpoint.Device{{Device: "pci-0000-3b-02-1", Resource: "intel.com/vf", PCIAddress: "0000:3b:02.1"}}}
+	data, err := checkpoint.Encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cpPath, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := ledger.NewReader(ledger.Sources{PodResourcesSocket: socket, DevinfoDir: devinfoDir, Checkpoint: cpPath})
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	l := r.Read(ctx)
+	if !l.Complete() {
+		t.Fatalf("ledger incomplete: %v", l.Unknown)
+	}
+	pod := l.Holders("0000:3b:02.0")
+	if len(pod) != 1 || pod[0].Kind != ledger.Pod || pod[0].Name != "cnf" || pod[0].Container != "main" || pod[0].Since.IsZero() {
+		t.Errorf("holders of the allocated VF %+v, want pod ns/cnf container main with a time", pod)
+	}
+	claim := l.Holders("0000:3b:02.1")
+	if len(claim) != 1 || claim[0].Kind != ledger.Claim || claim[0].Name != "claim" || !claim[0].Since.Equal(prepared) {
+		t.Errorf("holders of the claimed VF %+v, want claim ns/claim since %v", claim, prepared)
+	}
+	if hs := l.Holders("0000:3b:02.2"); len(hs) != 0 {
+		t.Errorf("free VF held by %+v", hs)
+	}
+	kubelet.Close()
+	// A read waits for a restarting kubelet as long as its context lets it.
+	short, cancelShort := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancelShort()
+	stale := r.Read(short)
+	if stale.Complete() || len(stale.Holders("0000:3b:02.0")) != 1 || stale.Held() != nil {
+		t.Errorf("with kubelet gone: unknown %v, holders %+v, held %v; want the source unknown, its last holders kept and no held set",
+			stale.Unknown, stale.Holders("0000:3b:02.0"), stale.Held())
+	}
+}
