@@ -83,6 +83,7 @@ func (a *Agent) matchDRA(p *pools.Pool, fresh bool, pooled map[string]bool) {
 	}
 	run.res = p.Resource
 	run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
+	a.collector.Add(name)
 	a.draDirty = true
 }
 

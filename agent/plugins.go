@@ -72,9 +72,11 @@ func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
 		delete(prev, d.ID)
 		if !ok {
 			added++
-			continue
+			// A device listed unhealthy from the start, as after a
+			// restart, is logged once; only a change posts an Event.
+			p = deviceplugin.DeviceState{Device: d.Device, Healthy: true}
 		}
-		a.logHealth(name, p, d)
+		a.logHealth(name, p, d, ok)
 		a.logHeld(name, p, d)
 	}
 	if added > 0 || len(prev) > 0 {
@@ -84,11 +86,13 @@ func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
 	a.metrics.SetPoolHolders(name, holderCounts(a.holders, ids))
 }
 
-func (a *Agent) logHealth(name string, p, d deviceplugin.DeviceState) {
+func (a *Agent) logHealth(name string, p, d deviceplugin.DeviceState, changed bool) {
 	switch {
 	case p.Healthy && !d.Healthy:
 		a.log.Warn("device unhealthy", "resource", name, "device", d.ID, "reason", d.Reason)
-		a.events.DeviceHealth(name, d.ID, false, d.Reason)
+		if changed {
+			a.events.DeviceHealth(name, d.ID, false, d.Reason)
+		}
 	case !p.Healthy && d.Healthy:
 		a.log.Info("device healthy again", "resource", name, "device", d.ID)
 		a.events.DeviceHealth(name, d.ID, true, "")

@@ -5,6 +5,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -16,7 +17,9 @@ import (
 
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/deploy/uninstall"
+	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/version"
+	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
 func main() {
@@ -60,7 +63,11 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 // agent's flags name them.
 func uninstallOptions(o agent.Options) uninstall.Options {
 	u := uninstall.Options{ConfigFile: o.ConfigFile, PluginDir: o.PluginDir, DevinfoDir: o.DevinfoDir,
-		LastGoodConfig: o.LastGoodConfig, ProbeAddr: o.ProbeAddr, Logger: o.Logger}
+		LastGoodConfig: o.LastGoodConfig, ProbeAddr: o.ProbeAddr, Logger: o.Logger,
+		PodResourcesSocket: cmp.Or(o.PodResourcesSocket, podresources.DefaultSocket)}
+	if o.DRA != nil {
+		u.DRACheckpoint = dra.CheckpointPath(o.DRA.DriverName, o.DRA.PluginDir)
+	}
 	if o.CNI != nil {
 		cni := o.CNI.WithDefaults()
 		u.CNI = &cni

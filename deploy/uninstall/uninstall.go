@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/daemon"
@@ -23,6 +24,7 @@ import (
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/internal/probe"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -38,6 +40,11 @@ type Options struct {
 	LastGoodConfig string
 	// CNI is the CNI side's paths; nil when it was not served.
 	CNI *daemon.Options
+	// PodResourcesSocket and DRACheckpoint ("" when DRA was off) are,
+	// with the CNI records, where the device ledger says which devices
+	// running pods still hold: their device-info files stay.
+	PodResourcesSocket string
+	DRACheckpoint      string
 	// ProbeAddr, when set, answers /readyz once the node is clean (Run).
 	ProbeAddr string
 	Logger    *slog.Logger
@@ -48,9 +55,11 @@ type Options struct {
 // not come), the shim, the CNI socket, the pools' sockets and device-info
 // files, the CNI device-info files, the attachment records, the CRI
 // network API's socket and networks, and the last good pool
-// configuration. It refuses while an agent still answers on the CNI
-// socket: that agent would write its configuration again. It returns the
-// paths it removed.
+// configuration. The device-info files of devices running pods still hold
+// stay (their applications read them); so do all of them when kubelet
+// cannot say which are held. It refuses while an agent still answers on
+// the CNI socket: that agent would write its configuration again. It
+// returns the paths it removed.
 func Remove(ctx context.Context, opts Options) ([]string, error) {
 	if opts.CNI != nil {
 		o := opts.CNI.WithDefaults()
@@ -59,7 +68,7 @@ func Remove(ctx context.Context, opts Options) ([]string, error) {
 			return nil, fmt.Errorf("hwnet-agent still answers on %s: delete its DaemonSet before uninstalling", o.SocketPath)
 		}
 	}
-	paths, err := existing(opts)
+	paths, err := existing(ctx, opts)
 	var removed []string
 	for _, p := range paths {
 		switch rerr := os.RemoveAll(p); {
@@ -74,8 +83,8 @@ func Remove(ctx context.Context, opts Options) ([]string, error) {
 
 // existing lists hwnet's files that exist; what it cannot read is
 // reported and the rest is still listed. opts.CNI has its defaults.
-func existing(opts Options) ([]string, error) {
-	paths, err := poolPaths(opts)
+func existing(ctx context.Context, opts Options) ([]string, error) {
+	paths, err := poolPaths(opts, heldDevices(ctx, opts))
 	if opts.LastGoodConfig != "" {
 		paths = append(paths, opts.LastGoodConfig)
 	}
@@ -93,10 +102,27 @@ func existing(opts Options) ([]string, error) {
 	return found, err
 }
 
-// poolPaths is the pools' device plugin sockets and device-info files.
-// Without the configuration (its ConfigMap deleted first) they cannot be
-// told from other device plugins'; they stay.
-func poolPaths(opts Options) ([]string, error) {
+// ledgerTimeout bounds the wait for kubelet's PodResources API.
+const ledgerTimeout = 5 * time.Second
+
+// heldDevices reads the device ledger: who still holds which device.
+func heldDevices(ctx context.Context, opts Options) *ledger.Ledger {
+	src := ledger.Sources{PodResourcesSocket: opts.PodResourcesSocket, DevinfoDir: opts.DevinfoDir, Checkpoint: opts.DRACheckpoint}
+	if opts.CNI != nil {
+		src.Records = opts.CNI.Records()
+	}
+	r := ledger.NewReader(src)
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(ctx, ledgerTimeout)
+	defer cancel()
+	return r.Read(ctx)
+}
+
+// poolPaths is the pools' device plugin sockets and the device-info files
+// of the devices nothing holds (held says), all of them kept while held
+// is incomplete. Without the configuration (its ConfigMap deleted first)
+// they cannot be told from other device plugins'; they stay.
+func poolPaths(opts Options, held *ledger.Ledger) ([]string, error) {
 	cfg, err := pools.Load(opts.ConfigFile)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -105,12 +131,15 @@ func poolPaths(opts Options) ([]string, error) {
 		return nil, fmt.Errorf("pools' files left in place: %w", err)
 	}
 	dp, err := devinfo.List(opts.DevinfoDir)
+	if !held.Complete() {
+		cmp.Or(opts.Logger, slog.Default()).Warn("the pools' device-info files left in place: which devices pods hold is unknown", "unknown", held.Unknown)
+	}
 	var paths []string
 	for _, r := range cfg.Resources {
 		name := r.FullName()
 		paths = append(paths, filepath.Join(opts.PluginDir, deviceplugin.SocketName(name)))
 		for _, f := range dp {
-			if f.Belongs(name) {
+			if f.Belongs(name) && held.Complete() && len(held.Holders(f.DeviceID)) == 0 {
 				paths = append(paths, f.Path)
 			}
 		}

@@ -15,18 +15,30 @@ import (
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
 type refuseAll struct{}
 
 func (refuseAll) Handle(context.Context, *wire.Request) (json.RawMessage, error) { return nil, nil }
 
+// heldVF is a VF of the pool a running pod holds: its device-info file
+// stays.
+const heldVF = "0000:3b:02.1"
+
 // uninstallNode is a node's hwnet files in a temp dir, as a stopped agent
-// leaves them, and one file of another device plugin.
-func uninstallNode(t *testing.T) (Options, []string, string) {
+// leaves them, one file of another device plugin and the one of a VF a
+// running pod holds, which kubelet's PodResources API serves.
+func uninstallNode(t *testing.T) (Options, []string, []string) {
 	t.Helper()
 	dir := t.TempDir()
-	o := Options{ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
+	kubelet, err := testkubelet.ServePodResources(filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(kubelet.Close)
+	kubelet.SetPod("default", "cnf", "intel.com/sriov_net", heldVF)
+	o := Options{PodResourcesSocket: filepath.Join(dir, "kubelet.sock"), ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
 		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"),
 		CNI: &daemon.Options{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
@@ -34,8 +46,8 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 			NetworkDir: filepath.Join(dir, "networks")}}
 	os.WriteFile(o.ConfigFile, []byte("resourceList:\n  - resourceName: sriov_net\n    selectors: {drivers: [iavf]}\n"), 0o644)
 	info := devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.0"})
-	for _, res := range []string{"intel.com/sriov_net", "example.com/other"} {
-		if err := devinfo.Write(o.DevinfoDir, res, "0000:3b:02.0", info); err != nil {
+	for _, f := range []struct{ res, id string }{{"intel.com/sriov_net", "0000:3b:02.0"}, {"example.com/other", "0000:3b:02.0"}, {"intel.com/sriov_net", heldVF}} {
+		if err := devinfo.Write(o.DevinfoDir, f.res, f.id, info); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -57,13 +69,16 @@ func uninstallNode(t *testing.T) (Options, []string, string) {
 	}
 	want := []string{conf, shim, o.CNI.SocketPath, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
 		o.LastGoodConfig, o.CNI.NetworkAPISocket, o.CNI.NetworkDir, cniInfo, o.CNI.CacheDir}
-	return o, want, filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0"))
+	kept := []string{filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0")),
+		filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", heldVF))}
+	return o, want, kept
 }
 
 // TestRemove: after it, the runtime finds no hwnet configuration or
-// shim and nothing of hwnet's is left; another plugin's file stays.
+// shim and nothing of hwnet's is left but the device-info file of a VF a
+// running pod holds; another plugin's file stays.
 func TestRemove(t *testing.T) {
-	o, want, other := uninstallNode(t)
+	o, want, kept := uninstallNode(t)
 	removed, err := Remove(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
@@ -78,8 +93,10 @@ func TestRemove(t *testing.T) {
 			t.Errorf("%s left on the node", p)
 		}
 	}
-	if _, err := os.Stat(other); err != nil {
-		t.Errorf("another device plugin's device-info file removed: %v", err)
+	for _, p := range kept {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed: %v; want it kept (another plugin's, or a held VF's)", p, err)
+		}
 	}
 	if again, err := Remove(context.Background(), o); err != nil || len(again) != 0 {
 		t.Errorf("second Uninstall: removed %q, %v; want nothing to do", again, err)
@@ -112,4 +129,19 @@ func TestRemoveRefusedWhileAgentRuns(t *testing.T) {
 	}
 	cancel()
 	<-done
+}
+
+// TestRemoveKeepsDevinfoWithoutKubelet: when kubelet cannot say which
+// devices pods hold, no pool's device-info file is removed; the rest is.
+func TestRemoveKeepsDevinfoWithoutKubelet(t *testing.T) {
+	o, want, _ := uninstallNode(t)
+	o.PodResourcesSocket = filepath.Join(t.TempDir(), "no-kubelet.sock")
+	removed, err := Remove(context.Background(), o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	poolFile := filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0"))
+	if slices.Contains(removed, poolFile) || len(removed) != len(want)-1 {
+		t.Errorf("removed %q; want everything but the pool's device-info files", removed)
+	}
 }

@@ -54,6 +54,15 @@ func (ls LinkStates) down(nd *discovery.Netdev) bool {
 	return operDown(oper)
 }
 
+// present reports whether the netdev is in the node's namespace: as the
+// newest netlink event says, else as discovery found it.
+func (ls LinkStates) present(nd *discovery.Netdev) bool {
+	if st, ok := ls[nd.Name]; ok {
+		return !st.Gone
+	}
+	return !nd.Elsewhere
+}
+
 func (ls LinkStates) current(nd *discovery.Netdev) (up bool, oper string) {
 	if st, ok := ls[nd.Name]; ok {
 		if st.Gone {
@@ -126,7 +135,7 @@ func (v View) netdevLost(d *pools.Device) (bool, string) {
 	fn := &d.Function
 	nd := fn.Netdev
 	switch {
-	case nd != nil && !v.Links[nd.Name].Gone:
+	case nd != nil && v.Links.present(nd):
 		v.Netdevs[fn.Address] = fn.Driver
 		return false, ""
 	case v.Held == nil || v.Held[d.ID]:

@@ -41,6 +41,7 @@ func TestHealth(t *testing.T) {
 		links          devhealth.LinkStates
 		vfio           bool
 		held, noNetdev bool
+		elsewhere      bool
 		seenDriver     string
 		healthy        bool
 		reason         string
@@ -60,6 +61,11 @@ func TestHealth(t *testing.T) {
 		{name: "netdev gone, seen before under the same driver", pfOper: "up", noNetdev: true, seenDriver: "iavf",
 			reason: "its netdev is gone (driver iavf had one) while no container holds the device"},
 		{name: "no netdev, never seen with one", pfOper: "up", noNetdev: true, healthy: true},
+		{name: "discovered elsewhere while no container holds the VF", pfOper: "up", vfUp: true, vfOper: "up", elsewhere: true,
+			reason: "its netdev enp59s0f0v0 left the node's network namespace while no container holds the device"},
+		{name: "discovered elsewhere, held", pfOper: "up", vfUp: true, vfOper: "up", elsewhere: true, held: true, healthy: true},
+		{name: "discovered elsewhere, back since", pfOper: "up", vfUp: true, vfOper: "up", elsewhere: true,
+			links: devhealth.LinkStates{"enp59s0f0v0": {OperState: "up", Up: true}}, healthy: true},
 		{name: "vfio-pci without group device", pfOper: "up", vfio: true, healthy: false, reason: "bound to vfio-pci but its VFIO group device is missing"},
 	} {
 		inv := healthInventory(t, tt.pfOper, tt.vfUp, tt.vfOper)
@@ -69,6 +75,9 @@ func TestHealth(t *testing.T) {
 		}
 		if tt.noNetdev {
 			vf.Netdev = nil
+		}
+		if tt.elsewhere {
+			vf.Netdev.Elsewhere = true
 		}
 		d := pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF}
 		links := tt.links
@@ -102,5 +111,25 @@ func TestLinkStatesSince(t *testing.T) {
 	ls.Since(start)
 	if _, ok := ls["old"]; ok || len(ls) != 2 || !ls["left"].Gone {
 		t.Errorf("after Since: %v, want the state seen after the discovery began and the link gone before it", ls)
+	}
+}
+
+// TestNetdevMemorySeed: an agent that just started remembers, for each VF
+// without a netdev, the driver under which another VF of its PF has one:
+// such a VF lost its netdev before the restart.
+func TestNetdevMemorySeed(t *testing.T) {
+	inv := &discovery.Inventory{PFs: []discovery.PF{{
+		Function: discovery.Function{Address: "0000:3b:00.0", Driver: "ice"},
+		VFs: []discovery.VF{
+			{PF: "0000:3b:00.0", Function: discovery.Function{Address: "0000:3b:01.0", Driver: "iavf", Netdev: &discovery.Netdev{Name: "v0"}}},
+			{PF: "0000:3b:00.0", Function: discovery.Function{Address: "0000:3b:01.1", Driver: "iavf"}},
+			{PF: "0000:3b:00.0", Function: discovery.Function{Address: "0000:3b:01.2", Driver: "vfio-pci"}},
+		},
+	}}}
+	m := devhealth.NetdevMemory{}
+	m.Seed(inv)
+	want := devhealth.NetdevMemory{"0000:3b:01.0": "iavf", "0000:3b:01.1": "iavf"}
+	if len(m) != len(want) || m["0000:3b:01.0"] != "iavf" || m["0000:3b:01.1"] != "iavf" {
+		t.Errorf("seeded %v, want %v: the vfio-pci VF never had a netdev", m, want)
 	}
 }

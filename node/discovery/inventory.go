@@ -126,6 +126,10 @@ type Netdev struct {
 	Speed int `json:"speed"`
 	// StateFrom says whether MTU and OperState came from "netlink" or "sysfs".
 	StateFrom string `json:"stateFrom"`
+	// Elsewhere is true when sysfs shows the netdev but netlink's listing
+	// of the namespace does not: it is in another network namespace (a
+	// pod's), as far as discovery can tell.
+	Elsewhere bool `json:"elsewhere,omitempty"`
 	// DefaultRoute is true when the node's default route goes through it.
 	DefaultRoute bool `json:"defaultRoute,omitempty"`
 }

@@ -25,6 +25,9 @@ type linkDump struct {
 	byName       map[string]dumpedLink
 	defaultRoute map[int]bool
 	problems     []string
+	// listed is true once the links were listed whole: a link it lacks is
+	// not in the namespace.
+	listed bool
 }
 
 // pendingLinks is a link table that is being dumped while the scan runs.
@@ -59,6 +62,8 @@ func readLinkTable(netnsPath string) linkDump {
 	buf := make([]byte, 1<<16)
 	if err := dump(sock, buf, rtnl.LinkDumpRequest(), unix.RTM_NEWLINK, t.addLink); err != nil {
 		t.problems = append(t.problems, fmt.Sprintf("netlink: listing links: %v; link state comes from sysfs", err))
+	} else {
+		t.listed = true
 	}
 	for _, family := range []int{unix.AF_INET, unix.AF_INET6} {
 		if err := dump(sock, buf, routeDumpRequest(family), unix.RTM_NEWROUTE, t.addRoute); err != nil {
@@ -159,10 +164,13 @@ func (t *linkDump) addRoute(body []byte) {
 
 // apply replaces the sysfs link state of nd with netlink's when netlink
 // sees a link of that name and ifindex. The ifindex check keeps a link of
-// the same name in another namespace from being mistaken for this one.
+// the same name in another namespace from being mistaken for this one. A
+// netdev the whole listing lacks is elsewhere: a sysfs tree mounted for
+// another namespace, or one that is not namespaced, still shows it.
 func (t *linkDump) apply(nd *Netdev) {
 	l, ok := t.byName[nd.Name]
 	if !ok || l.ifindex != nd.Ifindex {
+		nd.Elsewhere = t.listed
 		return
 	}
 	nd.MTU = l.mtu

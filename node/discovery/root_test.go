@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -93,5 +94,32 @@ func TestDiscoverRootHardwareChanges(t *testing.T) {
 			t.Fatalf("%s: %v", s.name, err)
 		}
 		t.Run(s.name, func(t *testing.T) { s.check(t, discoverLinked(t, node)) })
+	}
+}
+
+// TestDiscoverRootNetdevElsewhere: a VF netdev moved into another network
+// namespace, which the virtual node's sysfs tree still shows as the
+// unnamespaced tree of a container would, is marked elsewhere: netlink's
+// listing lacks it. The others are not.
+func TestDiscoverRootNetdevElsewhere(t *testing.T) {
+	node := buildLinked(t, "disc-elsewhere")
+	const pod = "hwnet-disc-elsewhere-pod"
+	if out, err := exec.Command("ip", "netns", "add", pod).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", pod).Run() })
+	move := exec.Command("ip", "-n", node.NetnsName(), "link", "set", pf0ifvf3, "netns", pod)
+	if out, err := move.CombinedOutput(); err != nil {
+		t.Fatalf("ip link set netns: %v: %s", err, out)
+	}
+	inv := discoverLinked(t, node)
+	for _, want := range node.Devices() {
+		got, _ := inv.Function(want.Addr)
+		if want.Netdev == nil || got.Netdev == nil {
+			continue
+		}
+		if got.Netdev.Elsewhere != (want.Addr == pf0vf3) {
+			t.Errorf("%s: netdev %s elsewhere=%t, want %t", want.Addr, got.Netdev.Name, got.Netdev.Elsewhere, want.Addr == pf0vf3)
+		}
 	}
 }

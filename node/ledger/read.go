@@ -109,6 +109,10 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 	ctx, cancel := context.WithTimeout(ctx, podResourcesTimeout)
 	defer cancel()
 	if r.client == nil {
+		// Without its socket kubelet is not up: no use waiting for it.
+		if _, err := os.Stat(r.src.PodResourcesSocket); err != nil {
+			return nil, fmt.Errorf("kubelet PodResources: %w", err)
+		}
 		c, err := podresources.Dial(ctx, r.src.PodResourcesSocket)
 		if err != nil {
 			return nil, err
