@@ -145,6 +145,20 @@ func (s *Store) Modified(containerID string) (time.Time, error) {
 	return fi.ModTime(), nil
 }
 
+// Changed is when a record was last saved or removed: the records
+// directory's modification time. Appending results changes no record's
+// attachments and so not this time.
+func (s *Store) Changed() (time.Time, error) {
+	fi, err := os.Stat(filepath.Join(s.dir, "containers"))
+	if errors.Is(err, os.ErrNotExist) {
+		return time.Time{}, nil
+	}
+	if err != nil {
+		return time.Time{}, fmt.Errorf("attachment records: %w", err)
+	}
+	return fi.ModTime(), nil
+}
+
 // List returns the IDs of every container with a record.
 func (s *Store) List() ([]string, error) {
 	entries, err := os.ReadDir(filepath.Join(s.dir, "containers"))

@@ -19,6 +19,9 @@ import (
 // Records are the CNI attachment records, as package cni/attachments keeps
 // them.
 type Records interface {
+	// Changed is when the set of records last changed; while it stays,
+	// they are not listed again.
+	Changed() (time.Time, error)
 	List() ([]string, error)
 	Load(containerID string) (*attachmentapi.Record, error)
 	Modified(containerID string) (time.Time, error)
@@ -52,12 +55,22 @@ type Reader struct {
 	last       map[string]map[string][]Holder
 	checkpoint fileStamp
 	records    map[string]cachedRecord
+	// recordsChanged and devinfo are the directories' times last read.
+	recordsChanged time.Time
+	devinfo        dirTimes
 	latest     atomic.Pointer[Ledger]
 }
 
 type fileStamp struct {
 	mod  time.Time
 	size int64
+}
+
+// dirTimes are the modification times of a directory's files, as of the
+// directory's own time.
+type dirTimes struct {
+	mod   time.Time
+	files map[string]time.Time
 }
 
 type cachedRecord struct {
@@ -142,13 +155,22 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 
 // devinfoTimes are the device-info files' modification times by file
 // name: Allocate writes the file, so it is when kubelet handed the device
-// out. An unreadable directory leaves the times unknown.
+// out. Files are written by renaming, so they are stat'ed again only when
+// the directory changed. An unreadable directory leaves the times unknown.
 func (r *Reader) devinfoTimes() map[string]time.Time {
+	dir, err := os.Stat(r.src.DevinfoDir)
+	if err != nil || r.src.DevinfoDir == "" {
+		return map[string]time.Time{}
+	}
+	if dir.ModTime().Equal(r.devinfo.mod) && r.devinfo.files != nil {
+		return r.devinfo.files
+	}
 	out := map[string]time.Time{}
 	files, err := devinfo.List(r.src.DevinfoDir)
-	if err != nil || r.src.DevinfoDir == "" {
+	if err != nil {
 		return out
 	}
+	defer func() { r.devinfo = dirTimes{mod: dir.ModTime(), files: out} }()
 	for _, f := range files {
 		if fi, err := os.Stat(f.Path); err == nil {
 			out[fi.Name()] = fi.ModTime().UTC().Truncate(time.Second)

@@ -7,14 +7,23 @@ import (
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 )
 
-// containers are the devices the CNI attachment records hold. A record is
-// decoded again only when its file changed; one that cannot be read holds
-// what it held when last read (nothing, if never).
+// containers are the devices the CNI attachment records hold. The records
+// are listed again only when the set changed, and a record decoded again
+// only when its file changed; one that cannot be read holds what it held
+// when last read (nothing, if never).
 func (r *Reader) containers(context.Context) (map[string][]Holder, error) {
+	changed, err := r.src.Records.Changed()
+	if err != nil {
+		return nil, err
+	}
+	if last, ok := r.last["CNI attachment records"]; ok && changed.Equal(r.recordsChanged) {
+		return last, nil
+	}
 	ids, err := r.src.Records.List()
 	if err != nil {
 		return nil, err
 	}
+	r.recordsChanged = changed
 	next := make(map[string]cachedRecord, len(ids))
 	out := map[string][]Holder{}
 	for _, id := range ids {
