@@ -58,7 +58,7 @@ type Reader struct {
 	// recordsChanged and devinfo are the directories' times last read.
 	recordsChanged time.Time
 	devinfo        dirTimes
-	latest     atomic.Pointer[Ledger]
+	latest         atomic.Pointer[Ledger]
 }
 
 type fileStamp struct {
