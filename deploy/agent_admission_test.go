@@ -6,13 +6,11 @@ import (
 	"testing"
 	"time"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
@@ -21,27 +19,7 @@ import (
 // on node: bound to the pod, so it names the node.
 func agentClient(t *testing.T, api *kubeapi.Server, node string) kubernetes.Interface {
 	t.Helper()
-	ctx := context.Background()
-	admin := api.Client()
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "hwnet-agent-" + node, Namespace: "kube-system"},
-		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: "hwnet-agent",
-			Containers: []corev1.Container{{Name: "agent", Image: "hwnet:dev"}}},
-	}
-	pod, err := admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}
-	tok, err := admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, "hwnet-agent", req, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := api.Config()
-	cfg.TLSClientConfig = rest.TLSClientConfig{CAData: cfg.CAData}
-	cfg.BearerToken = tok.Status.Token
-	return kubernetes.NewForConfigOrDie(cfg)
+	return kubernetes.NewForConfigOrDie(saClient(t, api, "hwnet-agent", node))
 }
 
 func ensureNamespace(t *testing.T, client kubernetes.Interface, name string) {

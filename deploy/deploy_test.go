@@ -6,10 +6,12 @@ package deploy_test
 import (
 	"bytes"
 	"context"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +20,7 @@ import (
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/restmapper"
+	"sigs.k8s.io/yaml"
 
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
@@ -107,12 +110,14 @@ func TestHelmChartRendersTheKustomizeBase(t *testing.T) {
 
 	api := kubeapi.Start(t)
 	withMetrics := helmTemplate(t, helm, "metrics.enabled=true", "metrics.pprof=true", "allowedNamespaces={default,net}")
+	withoutDRA := helmTemplate(t, helm, "dra.enabled=false", "controller.enabled=false")
 	uninstall, err := os.ReadFile("uninstall/hwnet-uninstall.yaml")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, set := range map[string]map[string]*unstructured.Unstructured{"kustomize base": base, "chart with metrics": withMetrics,
-		"uninstall": objects(t, uninstall)} {
+		"chart without DRA and controller": withoutDRA,
+		"uninstall":                        objects(t, uninstall)} {
 		dryRun(t, api, name, set)
 	}
 }
@@ -143,5 +148,189 @@ func dryRun(t *testing.T, api *kubeapi.Server, what string, objs map[string]*uns
 		if err != nil {
 			t.Errorf("%s %s: server-side dry run: %v", what, key, err)
 		}
+	}
+}
+
+// agentRules are the rules of every ClusterRole bound to hwnet-agent's
+// service account.
+func agentRules(t *testing.T, objs map[string]*unstructured.Unstructured) []map[string]any {
+	t.Helper()
+	var rules []map[string]any
+	for _, b := range objs {
+		if b.GetKind() != "ClusterRoleBinding" {
+			continue
+		}
+		subjects, _, _ := unstructured.NestedSlice(b.Object, "subjects")
+		bound := false
+		for _, s := range subjects {
+			if s, ok := s.(map[string]any); ok && s["kind"] == "ServiceAccount" && s["name"] == "hwnet-agent" {
+				bound = true
+			}
+		}
+		role, _, _ := unstructured.NestedString(b.Object, "roleRef", "name")
+		if !bound || objs["ClusterRole/"+role] == nil {
+			continue
+		}
+		list, _, _ := unstructured.NestedSlice(objs["ClusterRole/"+role].Object, "rules")
+		for _, r := range list {
+			rules = append(rules, r.(map[string]any))
+		}
+	}
+	return rules
+}
+
+// grants says whether any rule grants verb on resource in group.
+func grants(rules []map[string]any, group, resource, verb string) bool {
+	has := func(r map[string]any, key, want string) bool {
+		list, _ := r[key].([]any)
+		for _, v := range list {
+			if v == want || v == "*" {
+				return true
+			}
+		}
+		return false
+	}
+	for _, r := range rules {
+		if has(r, "apiGroups", group) && has(r, "resources", resource) && has(r, "verbs", verb) {
+			return true
+		}
+	}
+	return false
+}
+
+// agentArgs are the hwnet-agent container's arguments.
+func agentArgs(t *testing.T, objs map[string]*unstructured.Unstructured) []string {
+	t.Helper()
+	ds := objs["DaemonSet/hwnet-agent"]
+	if ds == nil {
+		t.Fatal("no DaemonSet hwnet-agent")
+	}
+	containers, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+	var args []string
+	for _, a := range containers[0].(map[string]any)["args"].([]any) {
+		args = append(args, a.(string))
+	}
+	return args
+}
+
+// TestRBACPerFeature: the agent holds the DRA driver's permissions, its
+// ResourceSlice policy and --dra together or not at all (Helm's
+// dra.enabled; kustomize's dra component), the controller's policies come
+// with the controller, and the policies name the driver the chart
+// configures.
+func TestRBACPerFeature(t *testing.T) {
+	helm := tool(t, "HWNET_HELM", "helm", defaultHelm)
+	for _, tc := range []struct {
+		name       string
+		set        []string
+		dra        bool
+		driver     string
+		controller bool
+	}{
+		{name: "defaults", dra: true, driver: "hwnet.io", controller: true},
+		{name: "without DRA", set: []string{"dra.enabled=false"}, controller: true},
+		{name: "own driver name", set: []string{"dra.driverName=net.example.com"}, dra: true, driver: "net.example.com", controller: true},
+		{name: "without controller", set: []string{"controller.enabled=false"}, dra: true, driver: "hwnet.io"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			objs := helmTemplate(t, helm, tc.set...)
+			rules := agentRules(t, objs)
+			for _, verb := range []string{"create", "update", "delete", "patch", "deletecollection"} {
+				want := tc.dra && verb != "patch" && verb != "deletecollection"
+				if got := grants(rules, "resource.k8s.io", "resourceslices", verb); got != want {
+					t.Errorf("the agent may %s ResourceSlices: %v, want %v", verb, got, want)
+				}
+			}
+			for _, r := range []string{"resourceclaims", "resourceclaims/status", "resourceclaims/driver"} {
+				for _, verb := range []string{"get", "patch", "associated-node:patch"} {
+					if grants(rules, "resource.k8s.io", r, verb) && !tc.dra {
+						t.Errorf("without DRA the agent may %s %s", verb, r)
+					}
+				}
+			}
+			if got := grants(rules, "", "nodes", "get"); got != tc.dra {
+				t.Errorf("the agent may get Nodes: %v, want %v (the DRA driver's slice owner)", got, tc.dra)
+			}
+			if grants(rules, "events.k8s.io", "events", "create") || grants(rules, "", "events", "update") {
+				t.Error("the agent may write events.k8s.io Events or update Events; its recorder creates and patches core Events")
+			}
+			if got := slices.Contains(agentArgs(t, objs), "--dra"); got != tc.dra {
+				t.Errorf("agent args have --dra: %v, want %v", got, tc.dra)
+			}
+			policy := objs["ValidatingAdmissionPolicy/hwnet-agent-own-node-slices"]
+			if (policy != nil) != tc.dra {
+				t.Errorf("slice policy rendered: %v, want %v", policy != nil, tc.dra)
+			}
+			if policy != nil {
+				vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
+				found := false
+				for _, v := range vars {
+					v := v.(map[string]any)
+					found = found || v["name"] == "driver" && v["expression"] == "'"+tc.driver+"'"
+				}
+				if !found {
+					t.Errorf("slice policy variables %v, want driver '%s'", vars, tc.driver)
+				}
+			}
+			for _, name := range []string{"hwnet-controller-pod-gate", "hwnet-controller-podnetworks"} {
+				if got := objs["ValidatingAdmissionPolicy/"+name] != nil && objs["ValidatingAdmissionPolicyBinding/"+name] != nil; got != tc.controller {
+					t.Errorf("policy %s rendered: %v, want %v", name, got, tc.controller)
+				}
+			}
+			for _, name := range []string{"hwnet-agent-own-node-pods", "hwnet-agent-own-node-events"} {
+				if objs["ValidatingAdmissionPolicyBinding/"+name] == nil {
+					t.Errorf("policy %s not rendered", name)
+				}
+			}
+		})
+	}
+}
+
+// TestKustomizeDRAComponent: deploy/'s resources without the dra
+// component grant the agent nothing of resource.k8s.io and do not turn the
+// driver on; the component brings both, with the slice policy.
+func TestKustomizeDRAComponent(t *testing.T) {
+	kubectl := tool(t, "HWNET_KUBECTL", "kubectl", filepath.Join(kubeapi.Binaries(t), "kubectl"))
+	var base struct {
+		Resources  []string `json:"resources"`
+		Components []string `json:"components"`
+	}
+	data, err := os.ReadFile("kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal(data, &base); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(base.Components, []string{"dra"}) {
+		t.Fatalf("deploy/kustomization.yaml components %v, want [dra]", base.Components)
+	}
+	without := map[string]*unstructured.Unstructured{}
+	for _, f := range base.Resources {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		maps.Copy(without, objects(t, data))
+	}
+	for key, obj := range without {
+		if obj.GetKind() != "ClusterRole" && obj.GetKind() != "Role" {
+			continue
+		}
+		rules, _, _ := unstructured.NestedSlice(obj.Object, "rules")
+		for _, r := range rules {
+			groups, _ := r.(map[string]any)["apiGroups"].([]any)
+			if slices.Contains(groups, any("resource.k8s.io")) {
+				t.Errorf("%s outside the dra component grants %v", key, r)
+			}
+		}
+	}
+	if slices.Contains(agentArgs(t, without), "--dra") {
+		t.Error("hwnet-agent.yaml turns DRA on by itself; the dra component should")
+	}
+	with := objects(t, command(t, kubectl, "kustomize", "."))
+	if !grants(agentRules(t, with), "resource.k8s.io", "resourceslices", "create") || !slices.Contains(agentArgs(t, with), "--dra") ||
+		with["ValidatingAdmissionPolicy/hwnet-agent-own-node-slices"] == nil {
+		t.Error("deploy/ with its dra component: want the slice RBAC, --dra and the slice policy")
 	}
 }

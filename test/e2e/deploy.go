@@ -21,6 +21,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
+
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/pools"
@@ -34,17 +36,24 @@ const (
 	// AgentAdmissionFile limits the agent's pod patches to its own node.
 	AgentAdmissionFile = "deploy/hwnet-agent-admission.yaml"
 	// ControllerFile and AdmissionFile are the KEP-3698 multi-network
-	// API's controller and pod admission policies.
-	ControllerFile = "deploy/hwnet-controller.yaml"
-	AdmissionFile  = "deploy/multinetwork/admission.yaml"
-	// DRAClassesFile holds the DeviceClasses of hwnet's DRA driver.
-	DRAClassesFile = "deploy/dra/deviceclasses.yaml"
-	PoolsFile      = "deploy/pools.yaml"
-	NADsFile       = "test/e2e/testdata/nads.yaml"
-	poolsMap       = "hwnet-pools"
-	poolsKey       = "config.yaml"
-	cniBinDir      = "/opt/cni/bin"
-	deployWait     = 2 * time.Minute
+	// API's controller and pod admission policies;
+	// ControllerAdmissionFile limits the controller's writes.
+	ControllerFile          = "deploy/hwnet-controller.yaml"
+	ControllerAdmissionFile = "deploy/hwnet-controller-admission.yaml"
+	AdmissionFile           = "deploy/multinetwork/admission.yaml"
+	// The dra component (deploy/dra/kustomization.yaml): the DeviceClasses
+	// of hwnet's DRA driver, its RBAC, its ResourceSlice policy and the
+	// patch of the agent's DaemonSet that turns it on.
+	DRAClassesFile   = "deploy/dra/deviceclasses.yaml"
+	DRARBACFile      = "deploy/dra/rbac.yaml"
+	DRAAdmissionFile = "deploy/dra/admission.yaml"
+	DRAAgentPatch    = "deploy/dra/agent-args.yaml"
+	PoolsFile        = "deploy/pools.yaml"
+	NADsFile         = "test/e2e/testdata/nads.yaml"
+	poolsMap         = "hwnet-pools"
+	poolsKey         = "config.yaml"
+	cniBinDir        = "/opt/cni/bin"
+	deployWait       = 2 * time.Minute
 )
 
 // Where hwnet-agent runs and what it writes, as deploy/hwnet-agent.yaml
@@ -96,15 +105,16 @@ func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress 
 	if _, err := Kubectl(ctx, c, manifest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	rest, err := readManifests(repo, AgentAdmissionFile, ControllerFile, AdmissionFile, DRAClassesFile)
+	rest, err := readManifests(repo, AgentAdmissionFile, ControllerFile, ControllerAdmissionFile, AdmissionFile,
+		DRAClassesFile, DRARBACFile, DRAAdmissionFile)
 	if err != nil {
 		return nil, err
 	}
 	if _, err := Kubectl(ctx, c, rest, "apply", "-f", "-"); err != nil {
 		return nil, err
 	}
-	progressf(progress, "hwnet: CRDs installed, %s applied with %s, %s, %s and %s (%.1fs)", AgentFile, PoolsFile,
-		ControllerFile, AdmissionFile, DRAClassesFile, time.Since(start).Seconds())
+	progressf(progress, "hwnet: CRDs installed, %s applied with %s and the dra component, %s and the admission policies (%.1fs)",
+		AgentFile, PoolsFile, ControllerFile, time.Since(start).Seconds())
 	poolsConfig, err := os.ReadFile(filepath.Join(repo, PoolsFile))
 	if err != nil {
 		return nil, err
@@ -142,7 +152,9 @@ func readManifests(repo string, paths ...string) ([]byte, error) {
 }
 
 // agentManifest is deploy/hwnet-agent.yaml with the hwnet-pools
-// ConfigMap's config.yaml replaced by deploy/pools.yaml.
+// ConfigMap's config.yaml replaced by deploy/pools.yaml and the DaemonSet
+// patched by the dra component (DRAAgentPatch), as `kubectl kustomize
+// deploy/` renders it.
 func agentManifest(repo string) ([]byte, error) {
 	data, err := os.ReadFile(filepath.Join(repo, AgentFile))
 	if err != nil {
@@ -152,24 +164,69 @@ func agentManifest(repo string) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
+	patch, err := draPatch(repo)
+	if err != nil {
+		return nil, err
+	}
 	docs := strings.Split(string(data), "\n---\n")
+	configMaps := 0
 	for i, doc := range docs {
-		var cm corev1.ConfigMap
-		if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
+		var obj metav1.TypeMeta
+		if err := yaml.Unmarshal([]byte(doc), &obj); err != nil {
 			return nil, fmt.Errorf("%s document %d: %w", AgentFile, i, err)
 		}
-		if cm.Kind != "ConfigMap" || cm.Name != poolsMap {
-			continue
+		switch obj.Kind {
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			if err := yaml.Unmarshal([]byte(doc), &cm); err != nil {
+				return nil, fmt.Errorf("%s document %d: %w", AgentFile, i, err)
+			}
+			if cm.Name != poolsMap {
+				continue
+			}
+			cm.Data = map[string]string{poolsKey: string(poolsConfig)}
+			out, err := yaml.Marshal(&cm)
+			if err != nil {
+				return nil, err
+			}
+			docs[i] = string(out)
+			configMaps++
+		case "DaemonSet":
+			js, err := yaml.YAMLToJSON([]byte(doc))
+			if err != nil {
+				return nil, fmt.Errorf("%s document %d: %w", AgentFile, i, err)
+			}
+			if js, err = patch.Apply(js); err != nil {
+				return nil, fmt.Errorf("%s on %s document %d: %w", DRAAgentPatch, AgentFile, i, err)
+			}
+			out, err := yaml.JSONToYAML(js)
+			if err != nil {
+				return nil, err
+			}
+			docs[i] = string(out)
 		}
-		cm.Data = map[string]string{poolsKey: string(poolsConfig)}
-		out, err := yaml.Marshal(&cm)
-		if err != nil {
-			return nil, err
-		}
-		docs[i] = string(out)
-		return []byte(strings.Join(docs, "\n---\n")), nil
 	}
-	return nil, fmt.Errorf("%s has no ConfigMap %q", AgentFile, poolsMap)
+	if configMaps != 1 {
+		return nil, fmt.Errorf("%s has %d ConfigMaps %q, want 1", AgentFile, configMaps, poolsMap)
+	}
+	return []byte(strings.Join(docs, "\n---\n")), nil
+}
+
+// draPatch is the dra component's JSON patch of the agent's DaemonSet.
+func draPatch(repo string) (jsonpatch.Patch, error) {
+	data, err := os.ReadFile(filepath.Join(repo, DRAAgentPatch))
+	if err != nil {
+		return nil, err
+	}
+	js, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", DRAAgentPatch, err)
+	}
+	patch, err := jsonpatch.DecodePatch(js)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", DRAAgentPatch, err)
+	}
+	return patch, nil
 }
 
 // ExpectedPools is how hwnet divides the cluster's virtual node among the

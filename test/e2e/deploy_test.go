@@ -3,16 +3,19 @@ package e2e
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
 )
 
 // TestAgentManifestCarriesPools: what DeployHwnet applies is
 // deploy/hwnet-agent.yaml document for document, but the hwnet-pools
-// ConfigMap, whose config.yaml is deploy/pools.yaml byte for byte.
+// ConfigMap, whose config.yaml is deploy/pools.yaml byte for byte, and the
+// DaemonSet, whose agent the dra component turns the DRA driver on for.
 func TestAgentManifestCarriesPools(t *testing.T) {
 	repo, err := repoRoot()
 	if err != nil {
@@ -47,11 +50,33 @@ func TestAgentManifestCarriesPools(t *testing.T) {
 			}
 			continue
 		}
+		if cm.Kind == "DaemonSet" {
+			checkDRAPatched(t, doc, shippedDocs[i])
+			continue
+		}
 		if doc != shippedDocs[i] {
 			t.Errorf("document %d changed:\n%s\nwant as shipped:\n%s", i, doc, shippedDocs[i])
 		}
 	}
 	if configMaps != 1 {
 		t.Errorf("applied manifest has %d ConfigMaps %s, want 1", configMaps, poolsMap)
+	}
+}
+
+// checkDRAPatched: the applied DaemonSet is the shipped one with --dra
+// added to the agent's arguments.
+func checkDRAPatched(t *testing.T, applied, shipped string) {
+	t.Helper()
+	var got, want appsv1.DaemonSet
+	if err := yaml.Unmarshal([]byte(applied), &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.Unmarshal([]byte(shipped), &want); err != nil {
+		t.Fatal(err)
+	}
+	c := &want.Spec.Template.Spec.Containers[0]
+	c.Args = append(c.Args, "--dra")
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("applied DaemonSet:\n%+v\nwant the shipped one with --dra:\n%+v", got, want)
 	}
 }
