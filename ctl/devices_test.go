@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -125,18 +126,7 @@ func TestDevicesTable(t *testing.T) {
 			if code != 0 || errOut != "" {
 				t.Fatalf("exit %d, stderr %q", code, errOut)
 			}
-			got := map[string]string{}
-			var order []string
-			for i, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
-				c := cells(line)
-				if i == 0 {
-					if strings.Join(c, " ") != "DEVICE POOL MODE HEALTH HOLDER SINCE" {
-						t.Errorf("heading %q", line)
-					}
-					continue
-				}
-				got[c[0]], order = strings.Join(c[1:], "|"), append(order, c[0])
-			}
+			got, order := deviceRows(t, out)
 			for addr, want := range rows {
 				if addr == "0000:3b:00.0" && !tc.all {
 					continue
@@ -150,8 +140,8 @@ func TestDevicesTable(t *testing.T) {
 					t.Errorf("%s listed: %q", addr, got[addr])
 				}
 			}
-			if !sortedStrings(order) {
-				t.Errorf("rows not sorted by PCI address: %v", order)
+			if !slices.IsSorted(order) || len(got) != len(order) {
+				t.Errorf("rows not sorted by PCI address, or one listed twice: %v", order)
 			}
 			if n := len(order); tc.all && n != 24 {
 				t.Errorf("--all lists %d devices, want the node's 24 functions", n)
@@ -160,13 +150,23 @@ func TestDevicesTable(t *testing.T) {
 	}
 }
 
-func sortedStrings(s []string) bool {
-	for i := 1; i < len(s); i++ {
-		if s[i-1] >= s[i] {
-			return false
+// deviceRows are the table's rows by device, their cells after the
+// first joined by "|", and the devices in the table's order.
+func deviceRows(t *testing.T, out string) (map[string]string, []string) {
+	t.Helper()
+	rows := map[string]string{}
+	var order []string
+	for i, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		c := cells(line)
+		if i == 0 {
+			if strings.Join(c, " ") != "DEVICE POOL MODE HEALTH HOLDER SINCE" {
+				t.Errorf("heading %q", line)
+			}
+			continue
 		}
+		rows[c[0]], order = strings.Join(c[1:], "|"), append(order, c[0])
 	}
-	return true
+	return rows, order
 }
 
 // listedDevices is what scripts read of `devices -o json`.
