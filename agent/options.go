@@ -21,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/podresources"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
 // Options are the agent's paths and intervals; zero values mean the
@@ -89,7 +90,7 @@ type Options struct {
 // Production defaults: where kubelet, the pool ConfigMap and Multus
 // expect things.
 const (
-	DefaultConfigFile     = "/etc/pcidp/config.json"
+	DefaultConfigFile     = pools.DefaultConfigFile
 	DefaultLastGoodConfig = "/var/lib/hwnet/pools-last-good"
 	DefaultPluginDir      = "/var/lib/kubelet/device-plugins"
 	DefaultDevinfoDir     = "/var/run/k8s.cni.cncf.io/devinfo/dp"

@@ -23,6 +23,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"config":       {"check a pool config against the node's NICs", runConfig},
+		"devices":      {"list the node's devices: pool, mode, health and who holds each since when", runDevices},
 		"explain":      {"explain pod NS/NAME: networks, resources, devices, attachments, status, Events", runExplain},
 		"inventory":    {"list the node's PFs, VFs and NICs", runInventory},
 		"network":      {"set, remove or list the networks of the CRI network API (hwnet-agent)", runNetwork},

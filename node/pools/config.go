@@ -18,6 +18,11 @@ import (
 	"github.com/hwnet-io/hwnet/hwdb"
 )
 
+// DefaultConfigFile is where the agent reads the config unless told
+// otherwise: the SR-IOV network device plugin's path, so its ConfigMap
+// mounts unchanged. hwnetctl reads the same file by default.
+const DefaultConfigFile = "/etc/pcidp/config.json"
+
 // DefaultPrefix is the resource prefix of an entry without resourcePrefix,
 // as in the SR-IOV network device plugin.
 const DefaultPrefix = "intel.com"

@@ -1,0 +1,285 @@
+package ctl_test
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/yaml"
+
+	"github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
+)
+
+// The holds of heldNode: the times each source gives.
+var (
+	podSince    = time.Date(2025, 1, 2, 3, 4, 5, 0, time.UTC)
+	recordSince = time.Date(2025, 1, 2, 3, 4, 6, 0, time.UTC)
+	claimSince  = time.Date(2025, 1, 2, 3, 0, 0, 0, time.UTC)
+)
+
+const sandboxID = "1a2b3c4d5e6f7a8b9c0d"
+
+// heldNode is the default virtual node under poolConfig with a holder of
+// each kind, from the real sources: pod default/cnf holds 0000:3b:01.5
+// through the device plugin (kubelet's PodResources, its device-info
+// file) and its sandbox attached it (a CNI record); claim default/x holds
+// 0000:3b:01.6 (the DRA checkpoint); pod default/old holds 0000:3e:01.0,
+// in no pool, as a resource of an older config. 0000:3b:01.3 lost its
+// carrier. It returns the devices command's arguments.
+func heldNode(t *testing.T) []string {
+	t.Helper()
+	node := treeNode(t)
+	if err := node.SetCarrier(t.Context(), "enp59s0f0v3", false); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(podres.Close)
+	podres.SetPod("default", "cnf", "intel.com/netdev", "0000:3b:01.5")
+	podres.SetPod("default", "old", "intel.com/old", "0000:3e:01.0")
+	devinfoDir := filepath.Join(dir, "devinfo")
+	touch(t, filepath.Join(devinfoDir, devinfo.FileName("intel.com/netdev", "0000:3b:01.5")), []byte("{}"), podSince)
+	cacheDir := filepath.Join(dir, "cni")
+	err = attachments.NewStore(cacheDir).Save(&attachment.Record{ContainerID: sandboxID, PodNamespace: "default", PodName: "cnf",
+		Attachments: []attachment.Attachment{{Network: "default/sriov", IfName: "net1", ConfList: json.RawMessage(`{}`),
+			DeviceID: "0000:3b:01.5", Resource: "intel.com/netdev"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(cacheDir, "containers", sandboxID+".json"), nil, recordSince)
+	cp := checkpoint.New()
+	cp.Claims[types.UID("uid-x")] = &checkpoint.Claim{Namespace: "default", Name: "x", Prepared: claimSince,
+		Devices: []checkpoint.Device{{Request: "vf", Device: "vf-3b-01-6", Resource: "intel.com/dpdk", PCIAddress: "0000:3b:01.6"}}}
+	data, err := checkpoint.Encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpFile := filepath.Join(dir, "dra", "checkpoint.json")
+	touch(t, cpFile, data, time.Now())
+	return []string{"devices", "--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--config", writeConfig(t, "pools.yaml", poolConfig),
+		"--pod-resources-socket", filepath.Join(dir, "kubelet.sock"), "--devinfo-dir", devinfoDir,
+		"--dra-checkpoint", cpFile, "--cni-cache-dir", cacheDir}
+}
+
+// touch writes data to path, unless nil, and sets its modification time.
+func touch(t *testing.T, path string, data []byte, mod time.Time) {
+	t.Helper()
+	if data != nil {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chtimes(path, mod, mod); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// cells splits a table row into its cells: tabwriter pads with two spaces
+// at least, and no cell has two in a row.
+func cells(line string) []string {
+	return regexp.MustCompile(`\s{2,}`).Split(strings.TrimSpace(line), -1)
+}
+
+// TestDevicesTable: each device's pool, mode, health, holders and since
+// when, from the real sources; pooled and held devices only without --all.
+func TestDevicesTable(t *testing.T) {
+	args := heldNode(t)
+	rows := map[string]string{
+		"0000:3b:01.0": "intel.com/low|devicePlugin|healthy|none|-",
+		"0000:3b:01.3": "intel.com/netdev|devicePlugin|unhealthy: link enp59s0f0v3 is up but has no carrier|none|-",
+		"0000:3b:01.5": "intel.com/netdev|devicePlugin|healthy|container 1a2b3c4d5e6f of pod default/cnf; pod default/cnf (main)|2025-01-02T03:04:05Z",
+		"0000:3b:01.6": "intel.com/dpdk|dra|healthy|claim default/x|2025-01-02T03:00:00Z",
+		"0000:3e:01.0": "-|-|healthy|pod default/old (main, as intel.com/old)|-",
+		"0000:3b:00.0": "-|-|healthy|none|-",
+	}
+	for _, tc := range []struct {
+		name   string
+		all    bool
+		absent []string
+	}{
+		{name: "pooled and held", absent: []string{"0000:3b:00.0", "0000:3e:01.1", "0000:43:00.0"}},
+		{name: "all", all: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a := args
+			if tc.all {
+				a = append(a[:len(a):len(a)], "--all")
+			}
+			code, out, errOut := run(t, a...)
+			if code != 0 || errOut != "" {
+				t.Fatalf("exit %d, stderr %q", code, errOut)
+			}
+			got, order := deviceRows(t, out)
+			for addr, want := range rows {
+				if addr == "0000:3b:00.0" && !tc.all {
+					continue
+				}
+				if got[addr] != want {
+					t.Errorf("%s: %q, want %q", addr, got[addr], want)
+				}
+			}
+			for _, addr := range tc.absent {
+				if _, ok := got[addr]; ok {
+					t.Errorf("%s listed: %q", addr, got[addr])
+				}
+			}
+			if !slices.IsSorted(order) || len(got) != len(order) {
+				t.Errorf("rows not sorted by PCI address, or one listed twice: %v", order)
+			}
+			if n := len(order); tc.all && n != 24 {
+				t.Errorf("--all lists %d devices, want the node's 24 functions", n)
+			}
+		})
+	}
+}
+
+// deviceRows are the table's rows by device, their cells after the
+// first joined by "|", and the devices in the table's order.
+func deviceRows(t *testing.T, out string) (map[string]string, []string) {
+	t.Helper()
+	rows := map[string]string{}
+	var order []string
+	for i, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
+		c := cells(line)
+		if i == 0 {
+			if strings.Join(c, " ") != "DEVICE POOL MODE HEALTH HOLDER SINCE" {
+				t.Errorf("heading %q", line)
+			}
+			continue
+		}
+		rows[c[0]], order = strings.Join(c[1:], "|"), append(order, c[0])
+	}
+	return rows, order
+}
+
+// listedDevices is what scripts read of `devices -o json`.
+type listedDevices struct {
+	Devices []listedDevice `json:"devices"`
+}
+
+type listedDevice struct {
+	Device  string         `json:"device"`
+	Pool    string         `json:"pool"`
+	Mode    string         `json:"mode"`
+	Healthy bool           `json:"healthy"`
+	Reason  string         `json:"reason"`
+	Holders []listedHolder `json:"holders"`
+}
+
+type listedHolder struct {
+	Kind      string    `json:"kind"`
+	Namespace string    `json:"namespace"`
+	Name      string    `json:"name"`
+	Container string    `json:"container"`
+	Resource  string    `json:"resource"`
+	Since     time.Time `json:"since"`
+}
+
+// TestDevicesMachineOutput: json and yaml give each device its holders
+// as a list, each with its kind, names and since.
+func TestDevicesMachineOutput(t *testing.T) {
+	args := heldNode(t)
+	want := map[string]listedDevice{
+		"0000:3b:01.5": {Device: "0000:3b:01.5", Pool: "intel.com/netdev", Mode: "devicePlugin", Healthy: true, Holders: []listedHolder{
+			{Kind: "container", Namespace: "default", Name: "cnf", Container: sandboxID, Resource: "intel.com/netdev", Since: recordSince},
+			{Kind: "pod", Namespace: "default", Name: "cnf", Container: "main", Resource: "intel.com/netdev", Since: podSince}}},
+		"0000:3b:01.6": {Device: "0000:3b:01.6", Pool: "intel.com/dpdk", Mode: "dra", Healthy: true, Holders: []listedHolder{
+			{Kind: "claim", Namespace: "default", Name: "x", Resource: "intel.com/dpdk", Since: claimSince}}},
+		"0000:3b:01.3": {Device: "0000:3b:01.3", Pool: "intel.com/netdev", Mode: "devicePlugin",
+			Reason: "link enp59s0f0v3 is up but has no carrier", Holders: []listedHolder{}},
+		"0000:3e:01.0": {Device: "0000:3e:01.0", Healthy: true, Holders: []listedHolder{
+			{Kind: "pod", Namespace: "default", Name: "old", Container: "main", Resource: "intel.com/old"}}},
+	}
+	for _, format := range []string{"json", "yaml"} {
+		t.Run(format, func(t *testing.T) {
+			data := []byte(mustRun(t, append(args, "-o", format)...))
+			if format == "yaml" {
+				var err error
+				if data, err = yaml.YAMLToJSON(data); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var listed listedDevices
+			if err := json.Unmarshal(data, &listed); err != nil {
+				t.Fatalf("%v: %s", err, data)
+			}
+			got := map[string]listedDevice{}
+			for _, d := range listed.Devices {
+				got[d.Device] = d
+			}
+			for addr, w := range want {
+				if !reflect.DeepEqual(got[addr], w) {
+					t.Errorf("%s: %+v\nwant %+v", addr, got[addr], w)
+				}
+			}
+		})
+	}
+}
+
+// TestDevicesMissingSources: a source that is not there is no error: a
+// warning names it and why, and the devices are listed without its holds.
+func TestDevicesMissingSources(t *testing.T) {
+	args := heldNode(t)
+	missing := filepath.Join(t.TempDir(), "missing")
+	for _, tc := range []struct {
+		flag, inStderr string
+	}{
+		{"--pod-resources-socket", "holders from kubelet PodResources unknown: --pod-resources-socket: " + missing + ": no such file or directory"},
+		{"--dra-checkpoint", "holders from DRA checkpoint unknown: --dra-checkpoint: " + missing + ": no such file or directory"},
+		{"--cni-cache-dir", "holders from CNI attachment records unknown: --cni-cache-dir: " + missing + ": no such file or directory"},
+	} {
+		t.Run(tc.flag, func(t *testing.T) {
+			value := missing
+			if tc.flag == "--dra-checkpoint" {
+				value = filepath.Join(missing, "checkpoint.json") // its directory says whether the driver runs
+			}
+			code, out, errOut := run(t, append(args, tc.flag, value, "-o", "json")...)
+			if code != 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tc.inStderr) {
+				t.Errorf("exit %d, stderr %q; want exit 0 and one line %q", code, errOut, tc.inStderr)
+			}
+			var listed struct{ UnknownSources []string }
+			if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed.UnknownSources) != 1 {
+				t.Errorf("unknownSources %q (%v), want the missing source", listed.UnknownSources, err)
+			}
+		})
+	}
+}
+
+// TestDevicesUsage: -h shows the flags; mistakes exit 2 naming the flag
+// and value, failures 1.
+func TestDevicesUsage(t *testing.T) {
+	for _, tc := range []struct {
+		args     []string
+		code     int
+		inStderr string
+	}{
+		{[]string{"devices", "-h"}, 0, "usage: hwnetctl devices [flags]"},
+		{[]string{"devices", "-o", "xml"}, 2, `-o: unknown output format "xml" (want table, json or yaml)`},
+		{[]string{"devices", "--all=maybe"}, 2, `invalid boolean value "maybe" for -all`},
+		{[]string{"devices", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"devices", "extra"}, 2, `unexpected argument "extra"`},
+		{[]string{"devices", "--config", "/nonexistent.json"}, 1, "--config: open /nonexistent.json"},
+	} {
+		code, _, errOut := run(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.inStderr) {
+			t.Errorf("hwnetctl %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut, tc.code, tc.inStderr)
+		}
+	}
+}
