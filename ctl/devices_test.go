@@ -34,7 +34,8 @@ const sandboxID = "1a2b3c4d5e6f7a8b9c0d"
 // each kind, from the real sources: pod default/cnf holds 0000:3b:01.5
 // through the device plugin (kubelet's PodResources, its device-info
 // file) and its sandbox attached it (a CNI record); claim default/x holds
-// 0000:3b:01.6 (the DRA checkpoint); pod default/old holds 0000:3e:01.0,
+// 0000:3b:01.6 (the DRA checkpoint) and 0000:3b:01.1 of a device plugin
+// pool, as after a switch from DRA; pod default/old holds 0000:3e:01.0,
 // in no pool, as a resource of an older config. 0000:3b:01.3 lost its
 // carrier. It returns the devices command's arguments.
 func heldNode(t *testing.T) []string {
@@ -63,7 +64,8 @@ func heldNode(t *testing.T) []string {
 	touch(t, filepath.Join(cacheDir, "containers", sandboxID+".json"), nil, recordSince)
 	cp := checkpoint.New()
 	cp.Claims[types.UID("uid-x")] = &checkpoint.Claim{Namespace: "default", Name: "x", Prepared: claimSince,
-		Devices: []checkpoint.Device{{Request: "vf", Device: "vf-3b-01-6", Resource: "intel.com/dpdk", PCIAddress: "0000:3b:01.6"}}}
+		Devices: []checkpoint.Device{{Request: "vf", Device: "vf-3b-01-6", Resource: "intel.com/dpdk", PCIAddress: "0000:3b:01.6"},
+			{Request: "vf", Device: "vf-3b-01-1", Resource: "intel.com/low", PCIAddress: "0000:3b:01.1"}}}
 	data, err := checkpoint.Encode(cp)
 	if err != nil {
 		t.Fatal(err)
@@ -106,6 +108,7 @@ func TestDevicesTable(t *testing.T) {
 		"0000:3b:01.3": "intel.com/netdev|devicePlugin|unhealthy: link enp59s0f0v3 is up but has no carrier|none|-",
 		"0000:3b:01.5": "intel.com/netdev|devicePlugin|healthy|container 1a2b3c4d5e6f of pod default/cnf; pod default/cnf (main)|2025-01-02T03:04:05Z",
 		"0000:3b:01.6": "intel.com/dpdk|dra|healthy|claim default/x|2025-01-02T03:00:00Z",
+		"0000:3b:01.1": "intel.com/low|devicePlugin|not offered: held by claim default/x|claim default/x|2025-01-02T03:00:00Z",
 		"0000:3e:01.0": "-|-|healthy|pod default/old (main, as intel.com/old)|-",
 		"0000:3b:00.0": "-|-|healthy|none|-",
 	}

@@ -30,10 +30,15 @@ type devicesOutput struct {
 type deviceView struct {
 	Device string `json:"device"`
 	// Pool is the full resource name, "" for a device in no pool.
-	Pool    string         `json:"pool,omitempty"`
-	Mode    pools.Mode     `json:"mode,omitempty"`
-	Healthy bool           `json:"healthy"`
-	Reason  string         `json:"reason,omitempty"`
+	Pool    string     `json:"pool,omitempty"`
+	Mode    pools.Mode `json:"mode,omitempty"`
+	Healthy bool       `json:"healthy"`
+	Reason  string     `json:"reason,omitempty"`
+	// HeldBy names a holder the pool's front end did not hand the device
+	// to (a claim in a device plugin pool, a device plugin pod in a DRA
+	// pool, a sandbox whose pod is gone): the agent does not offer the
+	// device while it holds it.
+	HeldBy  string         `json:"heldBy,omitempty"`
 	Holders []deviceHolder `json:"holders"`
 }
 
@@ -118,6 +123,10 @@ func deviceRow(v devhealth.View, d *pools.Device, res pools.Resource, held *ledg
 	row := deviceView{Device: d.ID, Holders: holders(held.Holders(d.ID))}
 	if res.Name != "" {
 		row.Pool, row.Mode = res.FullName(), res.Mode
+		fe := ledger.FrontEnd{Resource: res.FullName(), DRA: res.Mode == pools.DRA}
+		if h, foreign := held.Foreign(d.ID, fe); foreign {
+			row.HeldBy = h.String()
+		}
 	}
 	row.Healthy, row.Reason = v.Device(d)
 	return row
@@ -160,8 +169,11 @@ func renderDevicesTable(w io.Writer, v devicesOutput) error {
 	fmt.Fprintln(tw, "DEVICE\tPOOL\tMODE\tHEALTH\tHOLDER\tSINCE")
 	for _, d := range v.Devices {
 		health := "healthy"
-		if !d.Healthy {
+		switch {
+		case !d.Healthy:
 			health = "unhealthy: " + d.Reason
+		case d.HeldBy != "":
+			health = "not offered: held by " + d.HeldBy
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Device, dash(d.Pool), dash(string(d.Mode)), health,
 			holderNames(d), since(d.Holders))
