@@ -21,6 +21,7 @@ const testGID = 61234
 // all (an operator's chmod), the peer check does. Root and the group's
 // members can.
 func TestCRINet_Socket_AdmitsRootAndTheGroupOnly(t *testing.T) {
+	vnodetest.RequireRoot(t) // runs clients as other users
 	nobody := asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID}
 	member := asuser.User{UID: asuser.NobodyID, GID: testGID}
 	supplementary := asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID, Groups: []uint32{testGID}}

@@ -36,6 +36,7 @@ func openToAll(t *testing.T, socket string) {
 // modes opened to all, the peer check does. Root and the group's members
 // are served.
 func TestSocket_AdmitsRootAndTheGroupOnly(t *testing.T) {
+	vnodetest.RequireRoot(t) // runs clients as other users
 	nobody := asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID}
 	member := asuser.User{UID: asuser.NobodyID, GID: testGID}
 	supplementary := asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID, Groups: []uint32{testGID}}

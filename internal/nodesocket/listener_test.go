@@ -16,6 +16,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/test/asuser"
 	"github.com/hwnet-io/hwnet/test/sockdir"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // testGID is a group no one on the machine needs to have: the kernel
@@ -103,6 +104,7 @@ func (s *pongServer) serve() {
 // Root, the named group's members (by primary or supplementary group)
 // get through; any other process is closed on before its ping is read.
 func TestListener_AdmitsRootAndTheGroupOnly(t *testing.T) {
+	vnodetest.RequireRoot(t) // runs clients as other users
 	nobody := asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID}
 	for _, tt := range []struct {
 		name   string
@@ -143,6 +145,7 @@ func TestListener_AdmitsRootAndTheGroupOnly(t *testing.T) {
 // A refused process is counted each time and logged once, with its pid,
 // uid and gid.
 func TestListener_LogsARefusedPidOnce(t *testing.T) {
+	vnodetest.RequireRoot(t) // runs clients as other users
 	s := servePong(t, nodesocket.Access{})
 	if code, out := asuser.Run(t, asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID}, "twice", s.socket); code != asuser.Refused {
 		t.Fatalf("client exited %d, want %d; output:\n%s", code, asuser.Refused, out)
