@@ -121,8 +121,10 @@ func cniFlags(fs *flag.FlagSet) func() *daemon.Options {
 	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", daemon.DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")
 	fs.StringVar(&o.ShimSource, "cni-install-shim", "", "hwnet shim binary to copy into --cni-bin-dir before hwnet's CNI config is written (empty: installed by other means)")
 	fs.StringVar(&o.BinDir, "cni-bin-dir", "/opt/cni/bin", "the runtime's CNI plugin directory, where the shim is installed")
-	fs.StringVar(&o.NetworkAPISocket, "cri-network-socket", daemon.DefaultNetworkAPISocket, "socket of the CRI network API (hwnetctl network), mode 0600 (empty: not served)")
+	fs.StringVar(&o.NetworkAPISocket, "cri-network-socket", daemon.DefaultNetworkAPISocket, "socket of the CRI network API (hwnetctl network), mode 0600 (see --socket-group; empty: not served)")
 	fs.StringVar(&o.NetworkDir, "cri-network-dir", daemon.DefaultNetworkDir, "directory keeping the networks set through the CRI network API")
+	fs.StringVar(&o.SocketGroup, "socket-group", "", "group (GID, or a name in the agent image's /etc/group) whose members may use --cni-socket and --cri-network-socket besides root: "+
+		"sockets 0660 and their directory 0750 owned by it (empty: root only, 0600 and 0700)")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig of the API server (default: in-cluster)")
 	return func() *daemon.Options {
 		if !*enabled {

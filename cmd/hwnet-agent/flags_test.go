@@ -44,3 +44,20 @@ func TestParseFlagsReleaseStartupPages(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFlagsSocketGroup: --socket-group reaches the CNI side, which
+// serves both node sockets; unset, they stay root's.
+func TestParseFlagsSocketGroup(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{{nil, ""}, {[]string{"--socket-group=61234"}, "61234"}, {[]string{"--socket-group", "hwnet"}, "hwnet"}} {
+		c, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if c.opts.CNI.SocketGroup != tt.want {
+			t.Errorf("%v: SocketGroup %q, want %q", tt.args, c.opts.CNI.SocketGroup, tt.want)
+		}
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/crinet"
 	"github.com/hwnet-io/hwnet/cni/netconf"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 
@@ -31,12 +32,19 @@ type harness struct {
 	records *attachments.Store
 	client  crinetapi.RuntimeServiceClient
 	store   *crinet.Store
+	access  nodesocket.Access
 	stop    func()
 }
 
 func newHarness(t *testing.T) *harness {
 	t.Helper()
-	h := &harness{t: t, dir: t.TempDir(), bin: cniplugins.Dir(t)}
+	return newHarnessIn(t, t.TempDir(), nodesocket.Access{})
+}
+
+// newHarnessIn serves from dir to the peers access admits.
+func newHarnessIn(t *testing.T, dir string, access nodesocket.Access) *harness {
+	t.Helper()
+	h := &harness{t: t, dir: dir, bin: cniplugins.Dir(t), access: access}
 	h.confDir = filepath.Join(h.dir, "net.d")
 	h.socket = filepath.Join(h.dir, "run", "cri-network.sock")
 	h.records = attachments.NewStore(filepath.Join(h.dir, "cni"))
@@ -61,7 +69,7 @@ func (h *harness) start() {
 		h.t.Fatal(err)
 	}
 	h.store = store
-	srv := crinet.NewServer(crinet.Options{Store: store, Records: h.records, Fallback: h.fallback})
+	srv := crinet.NewServer(crinet.Options{Store: store, Records: h.records, Fallback: h.fallback, Access: h.access})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, h.socket) }()

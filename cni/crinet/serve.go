@@ -12,16 +12,19 @@ import (
 	"google.golang.org/grpc"
 
 	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
 
 // shutdownGrace bounds how long Serve waits for calls in flight at the end.
 const shutdownGrace = 5 * time.Second
 
-// Serve serves the API on a unix socket at path, mode 0600 (root only),
+// Serve serves the API on a unix socket at path, mode 0600 in a directory
+// made 0700 whoever created it (0660 and 0750 for Options.Access's group),
 // until ctx ends; then it removes the socket. A socket left by an agent
-// that died is replaced; one a live agent answers on is not.
+// that died is replaced; one a live agent answers on is not. A connection
+// from a peer the access does not admit is closed before a call is read.
 func (s *Server) Serve(ctx context.Context, path string) error {
-	ln, err := listen(path)
+	ln, err := listen(path, s.opts.Access)
 	if err != nil {
 		return err
 	}
@@ -30,7 +33,7 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 	srv := grpc.NewServer()
 	crinetapi.RegisterRuntimeServiceServer(srv, s)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(s.opts.Access.Listener(ln, "CRI network socket", s.opts.Logger)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("CRI network socket %s: %w", path, err)
@@ -47,8 +50,8 @@ func (s *Server) Serve(ctx context.Context, path string) error {
 	return nil
 }
 
-func listen(path string) (*net.UnixListener, error) {
-	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+func listen(path string, access nodesocket.Access) (*net.UnixListener, error) {
+	if err := access.Dir(filepath.Dir(path)); err != nil {
 		return nil, fmt.Errorf("CRI network socket: %w", err)
 	}
 	if err := removeStale(path); err != nil {
@@ -59,8 +62,9 @@ func listen(path string) (*net.UnixListener, error) {
 		return nil, fmt.Errorf("CRI network socket: %w", err)
 	}
 	ln.SetUnlinkOnClose(false)
-	if err := os.Chmod(path, 0o600); err != nil {
+	if err := access.Socket(path); err != nil {
 		ln.Close()
+		os.Remove(path)
 		return nil, fmt.Errorf("CRI network socket: %w", err)
 	}
 	return ln, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/pluginexec"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
 
 // FallbackSource finds the runtime's on-disk default configuration: its
@@ -37,6 +38,8 @@ type Options struct {
 	// StatusTimeout bounds each network's STATUS.
 	StatusTimeout time.Duration
 	Logger        *slog.Logger
+	// Access says who may connect to the socket; the zero Access: root.
+	Access nodesocket.Access
 }
 
 // Server implements the CRI network API's RuntimeService.

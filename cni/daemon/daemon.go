@@ -24,6 +24,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/readiness"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
 
 // Deps are what the CNI side takes from the rest of the agent.
@@ -53,6 +54,10 @@ type Deps struct {
 func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error {
 	o = o.WithDefaults()
 	log := deps.Logger
+	cniAccess, networkAccess, err := o.socketAccess(deps.Metrics)
+	if err != nil {
+		return err
+	}
 	managed, err := openNetworks(o, log)
 	if err != nil {
 		return err
@@ -65,7 +70,7 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}
-	srv := server.New(h, log)
+	srv := server.New(h, log, cniAccess)
 	wg.Go(func() {
 		if err := srv.Serve(ctx, o.SocketPath); err != nil {
 			log.Error("CNI socket", "err", err)
@@ -84,7 +89,7 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 			log.Error("CNI config", "err", err)
 		}
 	})
-	serveNetworkAPI(ctx, wg, o, log, managed, writer)
+	serveNetworkAPI(ctx, wg, o, log, managed, writer, networkAccess)
 	wg.Go(func() { reconcileLoop(ctx, d, o, log) })
 	return nil
 }
@@ -111,12 +116,13 @@ func openNetworks(o Options, log *slog.Logger) (*crinet.Store, error) {
 }
 
 // serveNetworkAPI serves the CRI network API on its socket until ctx ends.
-func serveNetworkAPI(ctx context.Context, wg *sync.WaitGroup, o Options, log *slog.Logger, store *crinet.Store, writer *readiness.Writer) {
+func serveNetworkAPI(ctx context.Context, wg *sync.WaitGroup, o Options, log *slog.Logger, store *crinet.Store, writer *readiness.Writer,
+	access nodesocket.Access) {
 	if o.NetworkAPISocket == "" {
 		return
 	}
 	srv := crinet.NewServer(crinet.Options{Store: store, Records: attachments.NewStore(o.CacheDir),
-		Fallback: writer.Default, Logger: log})
+		Fallback: writer.Default, Logger: log, Access: access})
 	wg.Go(func() {
 		if err := srv.Serve(ctx, o.NetworkAPISocket); err != nil {
 			log.Error("CRI network API socket", "err", err)

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"cmp"
+	"fmt"
 	"path/filepath"
 	"time"
 
@@ -12,6 +13,8 @@ import (
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
+	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
@@ -58,6 +61,9 @@ type Options struct {
 	// serves none. NetworkDir keeps the networks set through it.
 	NetworkAPISocket string
 	NetworkDir       string
+	// SocketGroup, a group name or GID, may use the two sockets above
+	// besides root; "" admits root only (package nodesocket).
+	SocketGroup string
 	// CRISocket is the container runtime's CRI socket, asked which pod
 	// sandboxes exist; empty disables the agent's own garbage collection.
 	CRISocket string
@@ -105,6 +111,9 @@ func (o Options) WithDefaults() Options {
 // agent calls it before anything starts: once the pools register with
 // kubelet, a failure would leave a crash loop re-registering them.
 func (o *Options) Resolved() (*Options, error) {
+	if _, _, err := o.socketAccess(nil); err != nil {
+		return nil, err
+	}
 	cfg, err := kubeclient.ForNode("CNI", o.NodeName, o.Kubeconfig, o.REST)
 	if err != nil {
 		return nil, err
@@ -112,6 +121,19 @@ func (o *Options) Resolved() (*Options, error) {
 	r := *o
 	r.REST = cfg
 	return &r, nil
+}
+
+// socketAccess says who may use the sockets; m counts the connections
+// each refuses.
+func (o Options) socketAccess(m *metrics.Metrics) (cni, network nodesocket.Access, err error) {
+	a, err := nodesocket.ParseGroup(o.SocketGroup)
+	if err != nil {
+		return a, a, fmt.Errorf("CNI: --socket-group: %w", err)
+	}
+	cni, network = a, a
+	cni.Refused = func() { m.RefusedConnection("cni") }
+	network.Refused = func() { m.RefusedConnection("cri-network") }
+	return cni, network, nil
 }
 
 // ConfPath is where hwnet's own CNI configuration is written.

@@ -20,6 +20,8 @@ func TestResolved(t *testing.T) {
 		{"no node name", Options{REST: given}, "--node-name"},
 		{"kubeconfig missing", Options{NodeName: "node-1", Kubeconfig: filepath.Join(t.TempDir(), "none")}, "--kubeconfig"},
 		{"client given", Options{NodeName: "node-1", REST: given}, ""},
+		{"unknown socket group", Options{NodeName: "node-1", REST: given, SocketGroup: "no-such-group-hwnet"}, "--socket-group"},
+		{"socket group by GID", Options{NodeName: "node-1", REST: given, SocketGroup: "61234"}, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r, err := tt.o.Resolved()

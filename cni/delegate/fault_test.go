@@ -15,6 +15,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
 
 func recorderNAD(name, state, extra string) string {
@@ -120,7 +121,7 @@ func (n *testNode) serveAgent(sock string) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		server.New(nodeHandler{n}, nil).Serve(ctx, sock)
+		server.New(nodeHandler{n}, nil, nodesocket.Access{}).Serve(ctx, sock)
 	}()
 	deadline := time.Now().Add(5 * time.Second)
 	for _, err := os.Stat(sock); err != nil && time.Now().Before(deadline); _, err = os.Stat(sock) {

@@ -19,6 +19,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
 
 // shutdownGrace bounds how long Serve waits, once its context ends, for
@@ -36,21 +37,25 @@ type Handler interface {
 type Server struct {
 	handler Handler
 	logger  *slog.Logger
+	access  nodesocket.Access
 }
 
-// New returns a server for h that logs each request to logger.
-func New(h Handler, logger *slog.Logger) *Server {
+// New returns a server for h that logs each request to logger and serves
+// only the peers access admits (the zero Access: root).
+func New(h Handler, logger *slog.Logger, access nodesocket.Access) *Server {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &Server{handler: h, logger: logger}
+	return &Server{handler: h, logger: logger, access: access}
 }
 
-// Serve listens on socketPath (mode 0600, parent directory created 0700, a
-// stale socket replaced) and serves until ctx ends; it then cancels the
-// requests in flight, waits briefly for them and removes the socket.
+// Serve listens on socketPath (mode 0600, its directory made 0700 whoever
+// created it; 0660 and 0750 for the access's group; a stale socket
+// replaced) and serves until ctx ends; it then cancels the requests in
+// flight, waits briefly for them and removes the socket. A connection from
+// a peer the access does not admit is closed before its request is read.
 func (s *Server) Serve(ctx context.Context, socketPath string) error {
-	ln, err := listen(socketPath)
+	ln, err := listen(socketPath, s.access)
 	if err != nil {
 		return err
 	}
@@ -64,7 +69,7 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		ErrorLog:          slog.NewLogLogger(s.logger.Handler(), slog.LevelWarn),
 	}
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(s.access.Listener(ln.UnixListener, "CNI socket", s.logger)) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("CNI socket %s: %w", socketPath, err)
@@ -163,10 +168,11 @@ type listener struct {
 }
 
 // listen creates the socket under a temporary name, restricts it to root
-// and renames it into place, so it is never connectable with a wider mode.
-func listen(socketPath string) (*listener, error) {
-	if err := os.MkdirAll(filepath.Dir(socketPath), 0o700); err != nil {
-		return nil, fmt.Errorf("CNI socket directory: %w", err)
+// (and the access's group) and renames it into place, so it is never
+// connectable with a wider mode.
+func listen(socketPath string, access nodesocket.Access) (*listener, error) {
+	if err := access.Dir(filepath.Dir(socketPath)); err != nil {
+		return nil, fmt.Errorf("CNI socket: %w", err)
 	}
 	if err := removeStale(socketPath); err != nil {
 		return nil, err
@@ -181,7 +187,7 @@ func listen(socketPath string) (*listener, error) {
 	}
 	ln.SetUnlinkOnClose(false)
 	l := &listener{UnixListener: ln, path: socketPath}
-	if err := l.publish(tmp); err != nil {
+	if err := l.publish(tmp, access); err != nil {
 		ln.Close()
 		os.Remove(tmp)
 		return nil, err
@@ -189,8 +195,8 @@ func listen(socketPath string) (*listener, error) {
 	return l, nil
 }
 
-func (l *listener) publish(tmp string) error {
-	if err := os.Chmod(tmp, 0o600); err != nil {
+func (l *listener) publish(tmp string, access nodesocket.Access) error {
+	if err := access.Socket(tmp); err != nil {
 		return fmt.Errorf("CNI socket: %w", err)
 	}
 	if err := os.Rename(tmp, l.path); err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
@@ -61,9 +62,15 @@ type running struct {
 
 func start(t testing.TB, h server.Handler) *running {
 	t.Helper()
-	socket := filepath.Join(sockdir.New(t), "run", "cni.sock")
+	return startIn(t, h, sockdir.New(t), nodesocket.Access{})
+}
+
+// startIn serves h on dir/run/cni.sock to the peers access admits.
+func startIn(t testing.TB, h server.Handler, dir string, access nodesocket.Access) *running {
+	t.Helper()
+	socket := filepath.Join(dir, "run", "cni.sock")
 	logs := &lockedBuffer{}
-	srv := server.New(h, slog.New(slog.NewTextHandler(logs, nil)))
+	srv := server.New(h, slog.New(slog.NewTextHandler(logs, nil)), access)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, socket) }()
@@ -294,7 +301,9 @@ func TestServeSocketPathConflicts(t *testing.T) {
 			tc.prepare(t, socket)
 			ctx, cancel := context.WithCancel(context.Background())
 			done := make(chan error, 1)
-			go func() { done <- server.New(handlerFunc(echo), slog.New(slog.DiscardHandler)).Serve(ctx, socket) }()
+			go func() {
+				done <- server.New(handlerFunc(echo), slog.New(slog.DiscardHandler), nodesocket.Access{}).Serve(ctx, socket)
+			}()
 			if tc.wantErr != "" {
 				err := <-done
 				cancel()

@@ -21,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/shim"
 	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
 
 type handlerFunc func(ctx context.Context, req *wire.Request) (json.RawMessage, error)
@@ -67,7 +68,7 @@ func (n *node) startAgent(t testing.TB, h server.Handler) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- server.New(h, slog.New(slog.DiscardHandler)).Serve(ctx, n.socket) }()
+	go func() { done <- server.New(h, slog.New(slog.DiscardHandler), nodesocket.Access{}).Serve(ctx, n.socket) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {

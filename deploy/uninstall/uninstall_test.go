@@ -14,6 +14,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
+	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
@@ -115,7 +116,7 @@ func TestRemoveRefusedWhileAgentRuns(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { done <- server.New(refuseAll{}, nil).Serve(ctx, o.CNI.SocketPath) }()
+	go func() { done <- server.New(refuseAll{}, nil, nodesocket.Access{}).Serve(ctx, o.CNI.SocketPath) }()
 	for deadline := time.Now().Add(10 * time.Second); daemon.Answers(ctx, o.CNI.SocketPath) != nil; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the CNI server never answered")

@@ -1,7 +1,8 @@
 // Package metrics is hwnet-agent's Prometheus instrumentation: CNI request
 // latency, attach failures, pool sizes, discovery and refresh durations,
-// kubelet PodResources and API server requests, and build information, on
-// a registry of its own served by Handler.
+// kubelet PodResources and API server requests, connections its node
+// sockets refused, and build information, on a registry of its own served
+// by Handler.
 package metrics
 
 import (
@@ -36,6 +37,7 @@ type Metrics struct {
 	refreshDuration      prometheus.Histogram
 	podResourcesRequests *prometheus.CounterVec
 	apiRequests          *prometheus.CounterVec
+	socketRefused        *prometheus.CounterVec
 }
 
 // CNI requests take from a millisecond (DEL of nothing) to tens of
@@ -65,13 +67,16 @@ func New() *Metrics {
 			Help: "Requests to kubelet's PodResources API by result."}, []string{"result"}),
 		apiRequests: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "api_requests_total",
 			Help: "Requests to the Kubernetes API server by method and HTTP status code."}, []string{"method", "code"}),
+		socketRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "socket",
+			Name: "refused_connections_total", Help: "Connections to the agent's node sockets refused by the peer's credentials, by socket."},
+			[]string{"socket"}),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "The running hwnet release; always 1."}, []string{"version", "revision", "goversion"})
 	v := version.Get()
 	buildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
 	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolHeld,
-		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, buildInfo,
+		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -200,6 +205,14 @@ func (m *Metrics) PodResourcesRequest(err error) {
 		result = "error"
 	}
 	m.podResourcesRequests.WithLabelValues(result).Inc()
+}
+
+// RefusedConnection counts a connection to a node socket ("cni",
+// "cri-network") refused by its peer's credentials.
+func (m *Metrics) RefusedConnection(socket string) {
+	if m != nil {
+		m.socketRefused.WithLabelValues(socket).Inc()
+	}
 }
 
 // WrapTransport counts the requests a client-go transport sends; it fits

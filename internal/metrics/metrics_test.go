@@ -35,6 +35,7 @@ func TestScrape(t *testing.T) {
 	m.ObserveRefresh(time.Millisecond)
 	m.PodResourcesRequest(nil)
 	m.PodResourcesRequest(errors.New("kubelet down"))
+	m.RefusedConnection("cni")
 	code, body := scrape(t, m.Handler(false), "/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
@@ -51,6 +52,7 @@ func TestScrape(t *testing.T) {
 		`hwnet_health_refresh_duration_seconds_count 1`,
 		`hwnet_podresources_requests_total{result="success"} 1`,
 		`hwnet_podresources_requests_total{result="error"} 1`,
+		`hwnet_socket_refused_connections_total{socket="cni"} 1`,
 		`hwnet_build_info{`,
 		`go_goroutines `,
 	} {
