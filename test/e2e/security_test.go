@@ -2,7 +2,10 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -314,4 +317,41 @@ func TestSecurity_RealTokensWriteOnlyTheirOwn(t *testing.T) {
 	if _, err := e.runPod(ctx, again, 0); err != nil {
 		t.Errorf("a pod after the matrix: %v", err)
 	}
+}
+
+// TestSecurity_NodeSocketsRefuseNonRoot (issue 31): on the node, a process
+// that is not root cannot connect to the agent's CNI socket nor to its CRI
+// network API socket; root can, on the same sockets.
+func TestSecurity_NodeSocketsRefuseNonRoot(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	for _, socket := range []string{"/run/hwnet/cni.sock", "/run/hwnet/cri-network.sock"} {
+		t.Run(socket, func(t *testing.T) {
+			// curl exits 7 when it cannot connect; any other answer means
+			// it reached the server (which may not speak its protocol).
+			if code := curlExit(ctx, t, e, socket, "setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "--"); code != 7 {
+				t.Errorf("as uid 65534: curl exit %d, want 7: the connection refused", code)
+			}
+			if code := curlExit(ctx, t, e, socket); code == 7 {
+				t.Errorf("as root: curl exit 7, want the socket reached")
+			}
+		})
+	}
+}
+
+// curlExit runs curl on the node against the unix socket, behind the
+// prefix command, and returns its exit code.
+func curlExit(ctx context.Context, t *testing.T, e *env, socket string, prefix ...string) int {
+	t.Helper()
+	args := append(slices.Clone(prefix), "curl", "-s", "-o", "/dev/null", "--max-time", "10", "--unix-socket", socket, "http://hwnet/")
+	_, err := Exec(ctx, e.c, nil, args[0], args[1:]...)
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	}
+	t.Fatal(err)
+	return -1
 }
