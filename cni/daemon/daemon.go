@@ -23,6 +23,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/readiness"
 	"github.com/hwnet-io/hwnet/cni/server"
+	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
@@ -35,6 +36,8 @@ type Deps struct {
 	// which shares the client with its node Events.
 	REST   *rest.Config
 	Client kubernetes.Interface
+	// Events posts the node's Events (the runtime GC's); nil posts none.
+	Events *events.Node
 	// Claims lists the devices of pods' prepared DRA claims and
 	// ClaimDriver is that DRA driver's name; nil without a DRA driver.
 	Claims      netclaim.Source
@@ -90,7 +93,8 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 		}
 	})
 	serveNetworkAPI(ctx, wg, o, log, managed, writer, networkAccess)
-	wg.Go(func() { reconcileLoop(ctx, d, o, log) })
+	r := &reconciler{d: d, o: o, log: log, client: deps.Client, events: deps.Events}
+	wg.Go(func() { r.run(ctx) })
 	return nil
 }
 

@@ -3,11 +3,18 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"time"
 
+	"k8s.io/client-go/kubernetes"
+
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/delegate"
+	"github.com/hwnet-io/hwnet/internal/events"
 )
 
 // Defaults of the CNI side's own garbage collection of attachments.
@@ -19,19 +26,34 @@ const (
 	reconcileGrace = time.Minute
 )
 
-// reconcileLoop tears down, every interval, the attachments of sandboxes the
-// runtime no longer has (delegate.Reconcile), so no failed or interrupted
-// sandbox leaks a record, device-info files, IP leases or a VF, whatever
-// the runtime does.
-func reconcileLoop(ctx context.Context, d *delegate.Delegator, o Options, log *slog.Logger) {
-	if o.CRISocket == "" || o.ReconcileInterval <= 0 {
+// reconciler is the runtime GC: it tears down the attachments of
+// sandboxes the runtime no longer has (delegate.Reconcile), so no failed
+// or interrupted sandbox leaks a record, device-info files, IP leases or
+// a VF, whatever the runtime does; but only on an answer of the runtime
+// that agrees with the API server's view of the node's pods (believe).
+type reconciler struct {
+	d   *delegate.Delegator
+	o   Options
+	log *slog.Logger
+	// client lists the node's pods; nil checks the runtime's answer
+	// against the records alone.
+	client kubernetes.Interface
+	events *events.Node
+	// distrusted is set while the runtime's answers are not believed,
+	// so that a spell of them is said once.
+	distrusted bool
+}
+
+// run reconciles every interval until ctx ends.
+func (r *reconciler) run(ctx context.Context) {
+	if r.o.CRISocket == "" || r.o.ReconcileInterval <= 0 {
 		return
 	}
-	t := time.NewTicker(o.ReconcileInterval)
+	t := time.NewTicker(r.o.ReconcileInterval)
 	defer t.Stop()
 	for {
-		if err := reconcileOnce(ctx, d, o, log); err != nil {
-			log.Warn("reconcile of attachments skipped", "err", err)
+		if err := r.once(ctx); err != nil {
+			r.log.Warn("reconcile of attachments skipped", "err", err)
 		}
 		select {
 		case <-ctx.Done():
@@ -41,21 +63,120 @@ func reconcileLoop(ctx context.Context, d *delegate.Delegator, o Options, log *s
 	}
 }
 
-func reconcileOnce(ctx context.Context, d *delegate.Delegator, o Options, log *slog.Logger) error {
-	conf, err := ownPluginConf(o.ConfPath())
+func (r *reconciler) once(ctx context.Context) error {
+	conf, err := ownPluginConf(r.o.ConfPath())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil // not written yet: no attachment can exist
 	}
 	if err != nil {
 		return err
 	}
-	live, err := liveSandboxes(ctx, o.CRISocket)
+	answer, err := liveSandboxes(ctx, r.o.CRISocket)
 	if err != nil {
 		return err
 	}
-	collected, err := d.Reconcile(ctx, conf, o.BinDir, live, reconcileGrace)
+	live, ok, err := r.believe(ctx, answer)
+	if err != nil || !ok {
+		return err
+	}
+	collected, err := r.d.Reconcile(ctx, conf, r.o.BinDir, live, reconcileGrace)
 	if len(collected) > 0 {
-		log.Info("tore down the attachments of sandboxes the runtime no longer has", "containers", collected)
+		r.log.Info("tore down the attachments of sandboxes the runtime no longer has", "containers", collected)
 	}
 	return err
+}
+
+// believe checks the runtime's answer against the API server's pods of
+// this node and returns the containers to keep whatever their age: the
+// runtime's sandboxes, and the recorded containers of pods the API server
+// has running here but the runtime does not list. ok is false when the
+// answer is not believed at all: a runtime that lists none of the node's
+// running pods is not the one that runs them (a second containerd beside
+// CRI-O, say), and its answer would tear every pod's networks down.
+func (r *reconciler) believe(ctx context.Context, a runtimeAnswer) (map[string]bool, bool, error) {
+	recs, err := r.records()
+	if err != nil {
+		return nil, false, err
+	}
+	if r.client == nil {
+		return a.sandboxes, r.believeAlone(a, len(recs)), nil
+	}
+	running, err := sandboxedPods(ctx, r.client, r.o.NodeName)
+	if err != nil {
+		return nil, false, err
+	}
+	if len(running) > 0 && !listsAny(a, running) {
+		r.distrust(fmt.Sprintf("the runtime at %s lists %d sandboxes, none of the %d running pods of this node; runtime GC skipped",
+			a.socket, len(a.sandboxes), len(running)))
+		return nil, false, nil
+	}
+	r.trust()
+	return keepRunning(a, running, recs), true, nil
+}
+
+// believeAlone judges an answer with nothing to check it against: one
+// that lists no sandbox at all while containers have records is not
+// believed.
+func (r *reconciler) believeAlone(a runtimeAnswer, records int) bool {
+	if len(a.sandboxes) == 0 && records > 0 {
+		r.distrust(fmt.Sprintf("the runtime at %s lists no sandbox while %d containers have attachment records, and without an API server client that cannot be checked; runtime GC skipped",
+			a.socket, records))
+		return false
+	}
+	r.trust()
+	return true
+}
+
+// records reads every readable attachment record: those that cannot be
+// read are never torn down by the runtime GC either.
+func (r *reconciler) records() ([]*attachmentapi.Record, error) {
+	store := attachments.NewStore(r.o.CacheDir)
+	ids, err := store.List()
+	if err != nil {
+		return nil, err
+	}
+	var recs []*attachmentapi.Record
+	for _, id := range ids {
+		if rec, err := store.Load(id); err == nil {
+			recs = append(recs, rec)
+		}
+	}
+	return recs, nil
+}
+
+func (r *reconciler) distrust(why string) {
+	if !r.distrusted {
+		r.log.Warn("runtime GC: the container runtime's answer is not believed", "reason", why)
+		r.events.RuntimeGCSkipped(why)
+	}
+	r.distrusted = true
+}
+
+func (r *reconciler) trust() {
+	if r.distrusted {
+		r.log.Info("runtime GC: the container runtime's answer is believed again", "socket", r.o.CRISocket)
+	}
+	r.distrusted = false
+}
+
+// listsAny tells whether the runtime lists any of the pods.
+func listsAny(a runtimeAnswer, pods map[podKey]bool) bool {
+	for k := range pods {
+		if a.pods[k] {
+			return true
+		}
+	}
+	return false
+}
+
+// keepRunning is the runtime's sandboxes plus the recorded containers of
+// running pods the runtime does not list.
+func keepRunning(a runtimeAnswer, running map[podKey]bool, recs []*attachmentapi.Record) map[string]bool {
+	live := maps.Clone(a.sandboxes)
+	for _, rec := range recs {
+		if k := (podKey{rec.PodNamespace, rec.PodName}); running[k] && !a.pods[k] {
+			live[rec.ContainerID] = true
+		}
+	}
+	return live
 }

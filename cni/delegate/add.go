@@ -148,8 +148,11 @@ func (d *Delegator) defaultAttachment(c *call) (attachment, error) {
 // attachAll runs the attachments' ADDs in order. Their record is saved
 // before the first runs, so a crash at any point leaves on disk everything
 // DEL needs; DEL of an attachment whose ADD never ran is harmless, as the
-// CNI specification requires of plugins.
+// CNI specification requires of plugins. No network collects its garbage
+// meanwhile (collectNetworks).
 func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachmentapi.Record, atts []attachment) ([]attached, error) {
+	d.attaching.RLock()
+	defer d.attaching.RUnlock()
 	done := make([]attached, 0, len(atts))
 	lists := make([]*netconf.Delegate, 0, len(atts))
 	for _, a := range atts {

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/invoke"
@@ -92,6 +93,10 @@ type Delegator struct {
 	// environ is the environment delegates inherit, read once: the
 	// agent's does not change.
 	environ []string
+	// attaching is held shared by each ADD from the recording of its
+	// attachments to the end of its plugins, and exclusively by GC while
+	// the networks collect their garbage (collectNetworks).
+	attaching sync.RWMutex
 }
 
 // New returns a Delegator. Call Close when done to flush status writes.

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -31,31 +32,30 @@ func (d *Delegator) gc(ctx context.Context, c *call) error {
 // collectGarbage deletes every recorded container not in valid, then has
 // each network still in use collect its own garbage.
 func (d *Delegator) collectGarbage(ctx context.Context, c *call, valid map[string]bool) error {
-	recs, err := d.records(c)
-	var errs []error
+	gone, err := d.collectContainers(ctx, c, valid)
+	return errors.Join(err, d.collectNetworks(ctx, c, gone))
+}
+
+// collectContainers deletes the attachments of every recorded container
+// not in valid and returns the containers it judged gone, deleted or not.
+// A container another operation holds (an ADD whose plugin is still
+// running, a DEL) is not judged: it is kept, whatever the runtime said.
+func (d *Delegator) collectContainers(ctx context.Context, c *call, valid map[string]bool) (map[string]bool, error) {
+	ids, err := c.store.List()
 	if err != nil {
-		errs = append(errs, err)
+		return nil, err
 	}
-	var kept []*attachmentapi.Record
-	for _, rec := range recs {
-		if valid[rec.ContainerID] {
-			kept = append(kept, rec)
+	gone := map[string]bool{}
+	var errs []error
+	for _, id := range ids {
+		if valid[id] {
 			continue
 		}
-		if err := d.collect(ctx, c, rec.ContainerID); err != nil {
-			errs = append(errs, err)
-		}
-	}
-	lists, err := d.networksInUse(c)
-	if err != nil {
+		judged, err := d.collect(ctx, c, id)
+		gone[id] = judged
 		errs = append(errs, err)
 	}
-	for _, l := range lists {
-		if err := c.chain.GC(ctx, l, validAttachments(kept, l.Name)); err != nil {
-			errs = append(errs, fmt.Errorf("GC network %s: %w", l.Name, err))
-		}
-	}
-	return errors.Join(errs...)
+	return gone, errors.Join(errs...)
 }
 
 func validContainers(config []byte) (map[string]bool, error) {
@@ -73,24 +73,87 @@ func validContainers(config []byte) (map[string]bool, error) {
 }
 
 // collect deletes a stale container's attachments unless another
-// operation holds it.
-func (d *Delegator) collect(ctx context.Context, c *call, id string) error {
+// operation holds it; it reports whether it judged the container gone
+// (false when it was busy).
+func (d *Delegator) collect(ctx context.Context, c *call, id string) (bool, error) {
 	lockCtx, cancel := context.WithTimeout(ctx, gcLockWait)
 	defer cancel()
 	unlock, err := c.store.Lock(lockCtx, id)
 	if err != nil {
-		return nil
+		return false, nil
 	}
 	defer unlock()
 	rec, err := c.store.Load(id)
 	if err != nil {
-		return nil
+		// Gone meanwhile, or unreadable even under its lock: nothing
+		// to delete from, and nothing a network must keep for it.
+		return true, nil
 	}
 	d.opts.Logger.Info("GC: deleting the attachments of a container the runtime no longer has", "container", id)
 	if err := d.deleteRecord(ctx, c, rec); err != nil {
-		return fmt.Errorf("GC container %s: %w", id, err)
+		return true, fmt.Errorf("GC container %s: %w", id, err)
 	}
-	return nil
+	return true, nil
+}
+
+// collectNetworks has every network in use collect its own garbage (CNI
+// 1.1 GC), told that every attachment on record is valid but those of the
+// containers judged gone.
+//
+// cni.dev/valid-attachments names attachments by container ID and
+// ifname, and a network's plugins (IPAM first) free whatever it does not
+// name. An ADD records its attachments, ifnames included, before its first
+// plugin runs, so the records name every attachment made or being made;
+// but an ADD that starts after they are read would run its plugins unnamed
+// beside the GC. Each ADD therefore holds d.attaching (shared) from
+// recording its attachments to the end of its plugins, and the networks
+// collect only while no ADD holds it, the records read under it: a round
+// that meets an ADD running leaves the networks for the next one rather
+// than wait on a plugin that may take its whole timeout. A kept container
+// whose record cannot be read names no ifname: no network is told of its
+// attachments, so none collects.
+func (d *Delegator) collectNetworks(ctx context.Context, c *call, gone map[string]bool) error {
+	if !d.attaching.TryLock() {
+		d.opts.Logger.Debug("GC of the networks left for the next round: an ADD is running")
+		return nil
+	}
+	defer d.attaching.Unlock()
+	kept, err := d.keptRecords(c, gone)
+	if err != nil {
+		return fmt.Errorf("GC of the networks skipped: %w", err)
+	}
+	lists, err := d.networksInUse(c)
+	errs := []error{err}
+	for _, l := range lists {
+		if err := c.chain.GC(ctx, l, validAttachments(kept, l.Name)); err != nil {
+			errs = append(errs, fmt.Errorf("GC network %s: %w", l.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// keptRecords reads the record of every container not judged gone; one
+// that cannot be read is an error.
+func (d *Delegator) keptRecords(c *call, gone map[string]bool) ([]*attachmentapi.Record, error) {
+	ids, err := c.store.List()
+	if err != nil {
+		return nil, err
+	}
+	var kept []*attachmentapi.Record
+	for _, id := range ids {
+		if gone[id] {
+			continue
+		}
+		rec, err := c.store.Load(id)
+		if errors.Is(err, os.ErrNotExist) {
+			continue
+		}
+		if err != nil {
+			return nil, fmt.Errorf("the attachments of kept container %s are unknown: %w", id, err)
+		}
+		kept = append(kept, rec)
+	}
+	return kept, nil
 }
 
 // validAttachments are the attachments of the kept containers that ran

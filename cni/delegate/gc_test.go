@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
 // GC (CNI 1.1) deletes the attachments of containers the runtime no longer
@@ -45,4 +47,97 @@ func TestSpecCNI11_GCAndStatus(t *testing.T) {
 	if len(entries) != 1 || entries[0].Name() != "kept-eth0" {
 		t.Fatalf("plugin state after GC = %v, want only kept-eth0", entries)
 	}
+}
+
+// TestSpecCNI11_GCKeepsABusyContainer: a GC, the runtime's (CNI 1.1) or
+// the agent's reconcile, that runs while another operation holds a
+// container (its ADD, with a slow plugin still running; a DEL or CHECK
+// holding its lock) keeps what the container has attached, although the
+// runtime does not list it: a network's GC told it is gone would free the
+// address the ADD is about to return. Once the operation has ended and
+// the runtime no longer has the container, the next GC frees it.
+func TestSpecCNI11_GCKeepsABusyContainer(t *testing.T) {
+	n := newHarness(t)
+	state, release := t.TempDir(), filepath.Join(t.TempDir(), "release")
+	def := filepath.Join(n.dir, "net.d", "10-slow.conflist")
+	writeFile(t, def, `{"cniVersion":"1.1.0","name":"slow","plugins":[{"type":"hwnet-test-plugin","stateDir":"`+state+`"},
+  {"type":"hwnet-test-plugin","waitFor":"`+release+`"}]}`)
+	cache := filepath.Join(n.dir, "cache")
+	n.conf, _ = json.Marshal(pluginconf.Conf{CNIVersion: "1.1.0", Name: "hwnet", Type: "hwnet", CacheDir: cache, DefaultNetwork: def})
+	gcs := []struct {
+		name string
+		gc   func(ctx context.Context) error
+	}{
+		{"CNI GC", func(ctx context.Context) error {
+			gc := n.request("GC", "", nil)
+			gc.Config, _ = json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "hwnet", "type": "hwnet",
+				"cacheDir": cache, "defaultNetwork": def, "cni.dev/valid-attachments": []any{}})
+			_, err := n.d.Handle(ctx, gc)
+			return err
+		}},
+		{"reconcile", func(ctx context.Context) error {
+			_, err := n.d.Reconcile(ctx, n.conf, n.bin, nil, 0)
+			return err
+		}},
+	}
+	holds := []struct {
+		name string
+		// hold makes the container busy once its first plugin ran and
+		// returns what ends the operation.
+		hold func(t *testing.T, id string) (end func())
+	}{
+		{"slow ADD", func(t *testing.T, id string) func() {
+			added := make(chan error, 1)
+			go func() {
+				_, err := n.d.Handle(t.Context(), n.request("ADD", id, nil))
+				added <- err
+			}()
+			kubeapi.WaitFor(t, "the ADD's first plugin", func() bool { return exists(filepath.Join(state, id+"-eth0")) })
+			return func() {
+				writeFile(t, release, "")
+				if err := <-added; err != nil {
+					t.Fatalf("ADD: %v", err)
+				}
+			}
+		}},
+		{"locked", func(t *testing.T, id string) func() {
+			writeFile(t, release, "")
+			if _, err := n.d.Handle(t.Context(), n.request("ADD", id, nil)); err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			unlock, err := attachments.NewStore(cache).Lock(t.Context(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return unlock
+		}},
+	}
+	for _, h := range holds {
+		for _, g := range gcs {
+			t.Run(h.name+"/"+g.name, func(t *testing.T) {
+				os.Remove(release)
+				id := strings.ReplaceAll(h.name+"-"+g.name, " ", "-")
+				lease := filepath.Join(state, id+"-eth0")
+				end := h.hold(t, id)
+				if err := g.gc(t.Context()); err != nil {
+					t.Fatalf("GC while the container is busy: %v", err)
+				}
+				if !exists(lease) {
+					t.Fatal("a GC while the container was busy freed what it had attached")
+				}
+				end()
+				if err := g.gc(t.Context()); err != nil {
+					t.Fatalf("GC once the container is free: %v", err)
+				}
+				if exists(lease) {
+					t.Error("the GC after the container went left what it had attached")
+				}
+			})
+		}
+	}
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }

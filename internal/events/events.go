@@ -1,6 +1,6 @@
-// Package events posts Kubernetes Events on the node about its devices and
-// its pool configuration, where `kubectl describe node` shows an admin
-// what the agent's logs say.
+// Package events posts Kubernetes Events on the node about its devices,
+// its pool configuration and the CNI side's runtime GC, where `kubectl
+// describe node` shows an admin what the agent's logs say.
 package events
 
 import (
@@ -15,11 +15,13 @@ import (
 	"k8s.io/client-go/tools/record"
 )
 
-// Reasons of the Node Events about device health and configuration.
+// Reasons of the Node Events about device health, configuration and the
+// runtime GC.
 const (
 	ReasonDeviceUnhealthy = "DeviceUnhealthy"
 	ReasonDeviceHealthy   = "DeviceHealthy"
 	ReasonConfigRejected  = "PoolConfigRejected"
+	ReasonRuntimeGCSkip   = "RuntimeGCSkipped"
 )
 
 // Node posts Events about this node's devices; a nil *Node posts nothing
@@ -62,4 +64,13 @@ func (e *Node) ConfigRejected(file, reason string) {
 		return
 	}
 	e.recorder.Eventf(e.node, corev1.EventTypeWarning, ReasonConfigRejected, "pool configuration %s rejected, the last good one is served: %s", file, reason)
+}
+
+// RuntimeGCSkipped reports a runtime GC round that tore nothing down
+// because the runtime's answer was not believed, and why.
+func (e *Node) RuntimeGCSkipped(why string) {
+	if e == nil {
+		return
+	}
+	e.recorder.Event(e.node, corev1.EventTypeWarning, ReasonRuntimeGCSkip, why)
 }

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -66,6 +67,9 @@ func cmdAdd(ctx context.Context, args *skel.CmdArgs) error {
 	if err := conf.requireDevice(); err != nil {
 		return err
 	}
+	if err := waitFor(ctx, conf.WaitFor); err != nil {
+		return err
+	}
 	var ipamResult types.Result
 	if conf.IPAM.Type != "" {
 		if ipamResult, err = invoke.DelegateAdd(ctx, conf.IPAM.Type, args.StdinData, nil); err != nil {
@@ -90,6 +94,23 @@ func attach(conf *netConf, args *skel.CmdArgs, ipamResult types.Result) error {
 		return err
 	}
 	return printResult(result, conf.CNIVersion)
+}
+
+// waitFor returns once the file at path exists; at once for "".
+func waitFor(ctx context.Context, path string) error {
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for path != "" {
+		if _, err := os.Stat(path); err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+	}
+	return nil
 }
 
 func cmdDel(ctx context.Context, args *skel.CmdArgs) error {

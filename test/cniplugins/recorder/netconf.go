@@ -37,7 +37,10 @@ type netConf struct {
 	FailOn      []string `json:"failOn,omitempty"`
 	// HangOn names commands the plugin never answers, as a plugin stuck
 	// on a dead device or API does; its caller's timeout must end it.
-	HangOn        []string      `json:"hangOn,omitempty"`
+	HangOn []string `json:"hangOn,omitempty"`
+	// WaitFor makes ADD answer only once the file it names exists, as a
+	// slow plugin does; the test ends the wait by creating the file.
+	WaitFor       string        `json:"waitFor,omitempty"`
 	RuntimeConfig runtimeConfig `json:"runtimeConfig,omitempty"`
 }
 

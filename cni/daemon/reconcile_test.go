@@ -1,0 +1,181 @@
+package daemon
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	runtimeapi "k8s.io/cri-api/pkg/apis/runtime/v1"
+
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/cni/delegate"
+	"github.com/hwnet-io/hwnet/internal/events"
+	"github.com/hwnet-io/hwnet/test/cniplugins"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/testcri"
+)
+
+const gcNS = "cnf"
+
+// gcNode is one node's runtime GC: its records, a CRI runtime on a
+// socket and the API server's pods bound to it.
+type gcNode struct {
+	name  string
+	api   *kubeapi.Server
+	cri   *testcri.Runtime
+	store *attachments.Store
+	def   []byte // the default network's configuration list
+	r     *reconciler
+}
+
+func newGCNode(t *testing.T, api *kubeapi.Server, name string, bin string, client kubernetes.Interface) *gcNode {
+	dir := t.TempDir()
+	o := Options{ConfDir: filepath.Join(dir, "net.d"), ConfFileName: "00-hwnet.conflist", CacheDir: filepath.Join(dir, "cache"),
+		BinDir: bin, NodeName: name}
+	def := `{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","stateDir":"` + filepath.Join(dir, "state") + `"}]}`
+	writeTestFile(t, filepath.Join(o.ConfDir, "10-podnet.conflist"), def)
+	writeTestFile(t, o.ConfPath(), `{"cniVersion":"1.1.0","name":"hwnet","plugins":[{"type":"hwnet","cacheDir":"`+o.CacheDir+
+		`","defaultNetwork":"`+filepath.Join(o.ConfDir, "10-podnet.conflist")+`"}]}`)
+	n := &gcNode{name: name, api: api, cri: testcri.Start(t), store: attachments.NewStore(o.CacheDir), def: []byte(def)}
+	o.CRISocket = n.cri.Socket
+	log := slog.New(slog.DiscardHandler)
+	n.r = &reconciler{d: delegate.New(delegate.Options{ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, Logger: log}),
+		o: o, log: log, client: client}
+	if client != nil {
+		n.r.events = events.Start(t.Context(), client, name)
+	}
+	return n
+}
+
+// runningPod creates a pod bound to the node, Running as kubelet reports it.
+func (n *gcNode) runningPod(t *testing.T, name string) *corev1.Pod {
+	pod := n.api.CreatePod(t, gcNS, name, n.name, nil)
+	pod.Status.Phase = corev1.PodRunning
+	pod, err := n.api.Client().CoreV1().Pods(gcNS).UpdateStatus(t.Context(), pod, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pod
+}
+
+// record leaves the attachment record an ADD of the pod's sandbox left, as
+// old as a sandbox the runtime would long have listed; pod nil for a
+// sandbox of no pod.
+func (n *gcNode) record(t *testing.T, sandbox string, pod *corev1.Pod) {
+	rec := &attachmentapi.Record{ContainerID: sandbox, Netns: "/var/run/netns/" + sandbox,
+		Attachments: []attachmentapi.Attachment{{Network: "podnet", IfName: "eth0", Default: true, ConfList: json.RawMessage(n.def)}}}
+	if pod != nil {
+		rec.PodNamespace, rec.PodName, rec.PodUID = pod.Namespace, pod.Name, string(pod.UID)
+	}
+	if err := n.store.Save(rec); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-10 * time.Minute)
+	if err := os.Chtimes(filepath.Join(n.store.Dir(), "containers", sandbox+".json"), old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (n *gcNode) records(t *testing.T) []string {
+	ids, err := n.store.List()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	return ids
+}
+
+// waitEvent waits for the node's RuntimeGCSkipped Event saying want.
+func (n *gcNode) waitEvent(t *testing.T, want string) {
+	kubeapi.WaitFor(t, "the "+n.name+" RuntimeGCSkipped Event", func() bool {
+		evs, err := n.api.Client().CoreV1().Events(metav1.NamespaceAll).List(t.Context(), metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		return slices.ContainsFunc(evs.Items, func(e corev1.Event) bool {
+			return e.InvolvedObject.Kind == "Node" && e.InvolvedObject.Name == n.name &&
+				e.Reason == events.ReasonRuntimeGCSkip && e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, want)
+		})
+	})
+}
+
+// TestRuntimeGCActsOnlyOnABelievedAnswer: the runtime GC tears down the
+// records of sandboxes the runtime forgot only on an answer that agrees
+// with the API server's pods of the node. A runtime that lists no sandbox,
+// or only sandboxes of other pods (another runtime on the same socket
+// path), while the node's pods run, tears nothing down and says why in a
+// Warning Event on the node; a believed answer still tears down what the
+// runtime forgot, but never the records of a pod the API server has
+// running here that the runtime does not list. Without an API server
+// client an empty answer while records exist is not believed either.
+func TestRuntimeGCActsOnlyOnABelievedAnswer(t *testing.T) {
+	kubeapi.Binaries(t)
+	api := kubeapi.Start(t)
+	api.CreateNamespace(t, gcNS)
+	bin := cniplugins.Dir(t)
+	foreign := []*runtimeapi.PodSandbox{testcri.Sandbox("f1", "kube-system", "etcd-other", "u1"), testcri.Sandbox("f2", "default", "web-0", "u2")}
+	tests := []struct {
+		name      string
+		noClient  bool
+		sandboxes func(a, b *corev1.Pod) []*runtimeapi.PodSandbox
+		want      []string // records left
+		event     string   // in the node's Event; "" for none awaited
+	}{
+		{"empty answer", false, func(a, b *corev1.Pod) []*runtimeapi.PodSandbox { return nil },
+			[]string{"sandbox-a", "sandbox-b", "sandbox-gone", "sandbox-nopod"}, "lists 0 sandboxes, none of the 2 running pods of this node; runtime GC skipped"},
+		{"foreign answer", false, func(a, b *corev1.Pod) []*runtimeapi.PodSandbox { return foreign },
+			[]string{"sandbox-a", "sandbox-b", "sandbox-gone", "sandbox-nopod"}, "lists 2 sandboxes, none of the 2 running pods of this node; runtime GC skipped"},
+		{"believed answer", false, func(a, b *corev1.Pod) []*runtimeapi.PodSandbox {
+			return append(slices.Clone(foreign), testcri.Sandbox("sandbox-a", a.Namespace, a.Name, string(a.UID)))
+		}, []string{"sandbox-a", "sandbox-b"}, ""},
+		{"empty answer, no API server client", true, func(a, b *corev1.Pod) []*runtimeapi.PodSandbox { return nil },
+			[]string{"sandbox-a", "sandbox-b", "sandbox-gone", "sandbox-nopod"}, ""},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			client := api.Client()
+			if tt.noClient {
+				client = nil
+			}
+			n := newGCNode(t, api, fmt.Sprintf("node-%d", i), bin, client)
+			a, b := n.runningPod(t, n.name+"-a"), n.runningPod(t, n.name+"-b")
+			n.record(t, "sandbox-a", a)
+			n.record(t, "sandbox-b", b)
+			n.record(t, "sandbox-gone", &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: gcNS, Name: "deleted", UID: "u-deleted"}})
+			n.record(t, "sandbox-nopod", nil)
+			n.cri.Set(tt.sandboxes(a, b)...)
+			if err := n.r.once(t.Context()); err != nil {
+				t.Fatalf("reconcile: %v", err)
+			}
+			if n.cri.Lists() != 1 {
+				t.Fatalf("the runtime was asked %d times, want once", n.cri.Lists())
+			}
+			if got := n.records(t); !slices.Equal(got, tt.want) {
+				t.Errorf("records left %v, want %v", got, tt.want)
+			}
+			if tt.event != "" {
+				n.waitEvent(t, tt.event)
+			}
+		})
+	}
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
