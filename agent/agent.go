@@ -42,9 +42,14 @@ type Agent struct {
 	draDirty bool
 	// reported holds the match warnings already logged.
 	reported map[string]bool
-	// ledger reads who holds each device; holders is what it last said.
+	// ledger reads who holds each device, polled by its watch; fresh reads
+	// every source at once, on Run's goroutine. holders is the latest.
 	ledger  *ledger.Reader
+	fresh   *ledger.Reader
 	holders *ledger.Ledger
+	// awaitingRelease tells the ledger's watch to ask kubelet at every
+	// poll (awaitsRelease); set by Run's goroutine at each refresh.
+	awaitingRelease atomic.Bool
 	// collector removes the device-info files of devices nothing holds,
 	// for every resource served since start.
 	collector *ledger.Collector
@@ -89,7 +94,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
-	a.ledger = ledger.NewReader(a.ledgerSources())
+	a.ledger, a.fresh = ledger.NewReader(a.ledgerSources()), ledger.NewReader(a.ledgerSources())
 	if rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
 		a.setRejected(rejected)
@@ -150,7 +155,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	discovered := time.Since(start)
-	a.readLedger(ctx)
+	a.readHolders(ctx)
 	if err := a.startDRA(wctx); err != nil {
 		return err
 	}
@@ -223,6 +228,7 @@ func (a *Agent) loop(ctx context.Context, ev signals) {
 			if d.err != nil {
 				a.log.Error("re-discovery failed; keeping the last inventory", "err", d.err)
 			} else {
+				a.readHolders(ctx)
 				a.applyInventory(ctx, d.inv, d.start)
 			}
 			if again {
@@ -271,7 +277,6 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 			a.matchDRA(p, fresh, pooled)
 		}
 	}
-	// One view for every pool: it lists the device-info directory.
 	v := a.healthView()
 	a.publishDRA(ctx, v)
 	for i := range res.Pools {
@@ -290,6 +295,7 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 		}
 	}
 	a.storePlugins()
+	a.awaitingRelease.Store(a.awaitsRelease(v))
 }
 
 // stopUnwanted stops the device plugins of pools the configuration no
@@ -364,15 +370,23 @@ func sameResource(a, b pools.Resource) bool {
 // that did not change is not sent again.
 func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 	a.links[e.name] = e.state
+	left := e.state.Gone
 	for drained := false; !drained; {
 		select {
 		case e := <-more:
 			a.links[e.name] = e.state
+			left = left || e.state.Gone
 		default:
 			drained = true
 		}
 	}
 	start := time.Now()
+	if left {
+		// A netdev left, most likely into a pod whose sandbox was just
+		// recorded or allocated: the holds must be now's, not a poll's,
+		// or the device would look lost for a moment.
+		a.readHolders(context.Background())
+	}
 	a.refresh()
 	a.metrics.ObserveRefresh(time.Since(start))
 }
@@ -385,6 +399,7 @@ func (a *Agent) refresh() {
 		a.publish(run, v)
 	}
 	a.publishDRA(context.Background(), v)
+	a.awaitingRelease.Store(a.awaitsRelease(v))
 }
 
 // reloadConfig switches to a changed configuration file; a bad one is
@@ -403,6 +418,9 @@ func (a *Agent) reloadConfig(ctx context.Context) {
 	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
 	a.logWarnings(cfg)
 	a.cfg = cfg
+	// A pool may change front end: what each holds must be now's, not a
+	// poll's, before the other front end offers its devices.
+	a.readHolders(ctx)
 	a.rematch(ctx, true)
 }
 
@@ -420,10 +438,8 @@ func (a *Agent) shutdown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	// A reader of its own: the watch may still be reading with the other.
-	last := ledger.NewReader(a.ledgerSources())
-	defer last.Close()
-	if err := a.collector.Collect(last.Read(ctx), 0); err != nil {
+	defer a.fresh.Close()
+	if err := a.collector.Collect(a.fresh.Read(ctx), 0); err != nil {
 		a.log.Warn("device-info files left in place at shutdown", "dir", a.opts.DevinfoDir, "err", err)
 	}
 }

@@ -2,16 +2,19 @@ package agent
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/pools"
 )
 
-// ledgerStartTimeout bounds the first read of the device ledger: a kubelet
+// ledgerReadTimeout bounds a full read of the device ledger: a kubelet
 // that is not up yet leaves its holds unknown until the next read.
-const ledgerStartTimeout = 2 * time.Second
+const ledgerReadTimeout = 2 * time.Second
 
 // ledgerSources are where the agent's device ledger is read from: kubelet,
 // and the DRA checkpoint and CNI records when those sides are on.
@@ -26,12 +29,14 @@ func (a *Agent) ledgerSources() ledger.Sources {
 	return src
 }
 
-// readLedger reads the ledger once, before the first match hands anything
-// out.
-func (a *Agent) readLedger(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, ledgerStartTimeout)
+// readHolders reads every source of the ledger now, with the reader of
+// Run's goroutine (the watch's is on another), and makes it the ledger the
+// watch compares its next poll with.
+func (a *Agent) readHolders(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, ledgerReadTimeout)
 	defer cancel()
-	a.holders = a.ledger.Read(ctx)
+	a.holders = a.fresh.Read(ctx)
+	a.ledger.Settle(a.holders)
 	a.reportLedger(a.holders)
 }
 
@@ -39,7 +44,7 @@ func (a *Agent) readLedger(ctx context.Context) {
 // Run's goroutine, the newest replacing one not yet taken.
 func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup, out chan *ledger.Ledger) {
 	wg.Go(func() {
-		a.ledger.Watch(ctx, a.opts.LedgerInterval, func(l *ledger.Ledger) {
+		a.ledger.Watch(ctx, a.opts.LedgerInterval, a.awaitingRelease.Load, func(l *ledger.Ledger) {
 			select {
 			case <-out:
 			default:
@@ -50,9 +55,35 @@ func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup, out chan *l
 	wg.Go(func() { a.collector.Run(ctx, a.opts.GCInterval, a.opts.DevinfoGrace, a.ledger.Latest) })
 }
 
+// awaitsRelease reports whether a pooled device's verdict waits on device
+// plugin pods alone letting it go: a DRA pool's device they hold, or one
+// whose netdev is away (in a pod, or gone), which is lost once they do.
+// Only then is kubelet asked at every poll of the ledger.
+func (a *Agent) awaitsRelease(v devhealth.View) bool {
+	waits := func(devs []pools.Device, dra bool) bool {
+		return slices.ContainsFunc(devs, func(d pools.Device) bool {
+			return a.holders.PodsOnly(d.ID) && (dra || v.NetdevAway(&d))
+		})
+	}
+	for _, run := range a.pools {
+		if waits(run.devices.matched, false) {
+			return true
+		}
+	}
+	for _, run := range a.draPools {
+		if waits(run.devices.matched, true) {
+			return true
+		}
+	}
+	return false
+}
+
 // applyLedger judges every pool again with who holds what now: a device
 // whose holder ended is free, or lost, at once.
 func (a *Agent) applyLedger(l *ledger.Ledger) {
+	if l.Older(a.holders) {
+		return // a poll queued before a full read the agent made since
+	}
 	a.reportLedger(l)
 	a.holders = l
 	a.refresh()

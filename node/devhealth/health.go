@@ -138,14 +138,23 @@ func (v View) netdevLost(d *pools.Device) (bool, string) {
 	case nd != nil && v.Links.present(nd):
 		v.Netdevs[fn.Address] = fn.Driver
 		return false, ""
-	case v.Held == nil || v.Held[d.ID]:
+	case v.Held == nil || v.Held[d.ID] || !v.NetdevAway(d):
 		return false, ""
 	case nd != nil:
 		return true, fmt.Sprintf("its netdev %s left the node's network namespace while no container holds the device", nd.Name)
-	case fn.Driver != "" && v.Netdevs[fn.Address] == fn.Driver:
-		return true, fmt.Sprintf("its netdev is gone (driver %s had one) while no container holds the device", fn.Driver)
 	}
-	return false, ""
+	return true, fmt.Sprintf("its netdev is gone (driver %s had one) while no container holds the device", fn.Driver)
+}
+
+// NetdevAway reports whether the device has, or had, a netdev that is not
+// in the node's network namespace now: in a pod, or gone. Once nothing
+// holds such a device it is lost.
+func (v View) NetdevAway(d *pools.Device) bool {
+	fn := &d.Function
+	if nd := fn.Netdev; nd != nil {
+		return !v.Links.present(nd)
+	}
+	return fn.Driver != "" && v.Netdevs[fn.Address] == fn.Driver
 }
 
 // Device judges a pooled device: unhealthy when its PF's link is down, its

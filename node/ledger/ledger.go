@@ -73,10 +73,16 @@ type Ledger struct {
 	// Unknown names the sources that could not be read, with why: a
 	// device one of them would list may be held.
 	Unknown []string
-	// ReadAt is when the sources were read: a hold that began later is
-	// not in the ledger.
+	// ReadAt is when the sources were read, the oldest answer's time: a
+	// hold that began later may not be in the ledger.
 	ReadAt time.Time
+	// taken is when the read began.
+	taken time.Time
 }
+
+// Older reports whether l was read before o began to be read: l is no
+// news to whoever has o.
+func (l *Ledger) Older(o *Ledger) bool { return o != nil && l.taken.Before(o.taken) }
 
 // New makes a ledger, read now, of the holders by device ID (a PCI
 // address), each device's holders in a stable order.
@@ -84,7 +90,8 @@ func New(byDevice map[string][]Holder, unknown []string) *Ledger {
 	for _, hs := range byDevice {
 		slices.SortFunc(hs, compareHolders)
 	}
-	return &Ledger{byDevice: byDevice, Unknown: unknown, ReadAt: time.Now()}
+	now := time.Now()
+	return &Ledger{byDevice: byDevice, Unknown: unknown, ReadAt: now, taken: now}
 }
 
 func compareHolders(a, b Holder) int {
@@ -98,6 +105,14 @@ func (l *Ledger) Holders(device string) []Holder {
 		return nil
 	}
 	return l.byDevice[device]
+}
+
+// PodsOnly reports whether the device is held by device plugin pods
+// alone: its hold ends when kubelet lets the pods go, which only asking
+// kubelet tells.
+func (l *Ledger) PodsOnly(device string) bool {
+	hs := l.Holders(device)
+	return len(hs) > 0 && !slices.ContainsFunc(hs, func(h Holder) bool { return h.Kind != Pod })
 }
 
 // Complete reports whether every source was read.

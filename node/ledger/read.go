@@ -59,6 +59,16 @@ type Reader struct {
 	recordsChanged time.Time
 	devinfo        dirTimes
 	latest         atomic.Pointer[Ledger]
+	// podsAt is when kubelet was last asked, podsErr what it answered;
+	// seen and seenChanged are the cheap sources' times (Poll).
+	podsAt      time.Time
+	podsErr     error
+	seen        stamps
+	seenChanged time.Time
+	// now is the clock Poll's intervals are measured on; polled is
+	// Poll's last ledger.
+	now    func() time.Time
+	polled *Ledger
 }
 
 type fileStamp struct {
@@ -80,7 +90,7 @@ type cachedRecord struct {
 
 // NewReader reads from src.
 func NewReader(src Sources) *Reader {
-	return &Reader{src: src, last: map[string]map[string][]Holder{}, records: map[string]cachedRecord{}}
+	return &Reader{src: src, last: map[string]map[string][]Holder{}, records: map[string]cachedRecord{}, now: time.Now}
 }
 
 // Close ends the talk with kubelet.
@@ -91,16 +101,23 @@ func (r *Reader) Close() {
 	}
 }
 
-// Read is the ledger now. A source it cannot read is named in Unknown and
-// its holders are the ones last read.
-func (r *Reader) Read(ctx context.Context) *Ledger {
+// Read is the ledger now, every source read. A source it cannot read is
+// named in Unknown and its holders are the ones last read.
+func (r *Reader) Read(ctx context.Context) *Ledger { return r.read(ctx, true) }
+
+// Source names, in Unknown and as keys of Reader.last.
+const (
+	podsSource    = "kubelet PodResources"
+	claimsSource  = "DRA checkpoint"
+	recordsSource = "CNI attachment records"
+)
+
+// read reads the sources, kubelet only with askKubelet (else its last
+// answer stands). ReadAt is the oldest answer's time.
+func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 	byDevice := map[string][]Holder{}
 	var unknown []string
-	read := func(name string, enabled bool, fn func(context.Context) (map[string][]Holder, error)) {
-		if !enabled {
-			return
-		}
-		got, err := fn(ctx)
+	add := func(name string, got map[string][]Holder, err error) {
 		if err != nil {
 			unknown = append(unknown, fmt.Sprintf("%s: %v", name, err))
 			got = r.last[name]
@@ -111,10 +128,31 @@ func (r *Reader) Read(ctx context.Context) *Ledger {
 			byDevice[id] = append(byDevice[id], hs...)
 		}
 	}
-	read("kubelet PodResources", r.src.PodResourcesSocket != "", r.pods)
-	read("DRA checkpoint", r.src.Checkpoint != "", r.claims)
-	read("CNI attachment records", r.src.Records != nil, r.containers)
-	return New(byDevice, unknown)
+	taken := r.now()
+	readAt := taken
+	if r.src.PodResourcesSocket != "" {
+		if askKubelet {
+			r.podsAt = readAt
+			if got, err := r.pods(ctx); err != nil {
+				r.podsErr = err
+			} else {
+				r.podsErr, r.last[podsSource] = nil, got
+			}
+		}
+		add(podsSource, r.last[podsSource], r.podsErr)
+		readAt = r.podsAt
+	}
+	if r.src.Checkpoint != "" {
+		got, err := r.claims(ctx)
+		add(claimsSource, got, err)
+	}
+	if r.src.Records != nil {
+		got, err := r.containers(ctx)
+		add(recordsSource, got, err)
+	}
+	l := New(byDevice, unknown)
+	l.ReadAt, l.taken = readAt, taken
+	return l
 }
 
 // pods are the device plugin allocations kubelet reports.
@@ -190,7 +228,7 @@ func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
 		return nil, err
 	}
 	stamp := fileStamp{fi.ModTime(), fi.Size()}
-	if last, ok := r.last["DRA checkpoint"]; ok && stamp == r.checkpoint {
+	if last, ok := r.last[claimsSource]; ok && stamp == r.checkpoint {
 		return last, nil
 	}
 	cp, err := checkpoint.Load(r.src.Checkpoint)

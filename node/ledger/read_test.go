@@ -70,3 +70,53 @@ func TestReadPodsAndClaims(t *testing.T) {
 			stale.Unknown, stale.Holders("0000:3b:02.0"), stale.Held())
 	}
 }
+
+// TestPollAsksKubeletOnlyWhenNeeded: between full reads, a poll asks
+// kubelet only when urgent, when a cheap source changed within the last
+// 10 s (a device-info file written by Allocate) or when its last answer is
+// 30 s old; else that answer stands.
+func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "kubelet.sock")
+	kubelet, err := testkubelet.ServePodResources(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Close()
+	devinfoDir := filepath.Join(dir, "devinfo")
+	r := ledger.NewReader(ledger.Sources{PodResourcesSocket: socket, DevinfoDir: devinfoDir})
+	defer r.Close()
+	t0 := time.Now()
+	var now time.Time
+	ledger.SetClock(r, func() time.Time { return now })
+	const vf = "0000:3b:02.0"
+	allocate := func() { kubelet.SetPod("ns", "cnf", "intel.com/vf", vf) }
+	release := func() { kubelet.SetPod("ns", "cnf", "intel.com/vf") }
+	writeFile := func() {
+		release()
+		if err := devinfo.Write(devinfoDir, "intel.com/vf", "0000:3b:02.7", devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.7"})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, s := range []struct {
+		name   string
+		at     time.Duration
+		change func()
+		urgent bool
+		held   bool
+	}{
+		{"first poll asks", 0, func() {}, false, false},
+		{"an allocation unseen while nothing changed", 15 * time.Second, allocate, false, false},
+		{"urgent asks", 16 * time.Second, func() {}, true, true},
+		{"a device-info file written: asks", 17 * time.Second, writeFile, false, false},
+		{"settled, answer fresh: unseen", 40 * time.Second, allocate, false, false},
+		{"answer 30 s old: asks", 48 * time.Second, func() {}, false, true},
+	} {
+		now = t0.Add(s.at)
+		s.change()
+		l := r.Poll(t.Context(), s.urgent)
+		if got := len(l.Holders(vf)) > 0; got != s.held {
+			t.Errorf("%s: held %t, want %t", s.name, got, s.held)
+		}
+	}
+}

@@ -16,7 +16,7 @@ func (r *Reader) containers(context.Context) (map[string][]Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	if last, ok := r.last["CNI attachment records"]; ok && changed.Equal(r.recordsChanged) {
+	if last, ok := r.last[recordsSource]; ok && changed.Equal(r.recordsChanged) {
 		return last, nil
 	}
 	ids, err := r.src.Records.List()
