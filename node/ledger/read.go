@@ -162,7 +162,7 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 	if r.client == nil {
 		// Without its socket kubelet is not up: no use waiting for it.
 		if _, err := os.Stat(r.src.PodResourcesSocket); err != nil {
-			return nil, fmt.Errorf("kubelet PodResources: %w", err)
+			return nil, err
 		}
 		c, err := podresources.Dial(ctx, r.src.PodResourcesSocket)
 		if err != nil {
