@@ -49,7 +49,9 @@ type Agent struct {
 	holders *ledger.Ledger
 	// awaitingRelease tells the ledger's watch to ask kubelet at every
 	// poll (awaitsRelease); set by Run's goroutine at each refresh.
+	// ledgerNudge has the watch poll at once.
 	awaitingRelease atomic.Bool
+	ledgerNudge     chan struct{}
 	// collector removes the device-info files of devices nothing holds,
 	// for every resource served since start.
 	collector *ledger.Collector
@@ -95,6 +97,7 @@ func New(opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
 	a.ledger, a.fresh = ledger.NewReader(a.ledgerSources()), ledger.NewReader(a.ledgerSources())
+	a.ledgerNudge = make(chan struct{}, 1)
 	if rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
 		a.setRejected(rejected)
@@ -295,7 +298,7 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 		}
 	}
 	a.storePlugins()
-	a.awaitingRelease.Store(a.awaitsRelease(v))
+	a.setAwaitingRelease(a.awaitsRelease(v))
 }
 
 // stopUnwanted stops the device plugins of pools the configuration no
@@ -399,7 +402,7 @@ func (a *Agent) refresh() {
 		a.publish(run, v)
 	}
 	a.publishDRA(context.Background(), v)
-	a.awaitingRelease.Store(a.awaitsRelease(v))
+	a.setAwaitingRelease(a.awaitsRelease(v))
 }
 
 // reloadConfig switches to a changed configuration file; a bad one is

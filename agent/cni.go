@@ -23,7 +23,7 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	if r := a.rejected.Load(); r != nil {
 		a.events.ConfigRejected(a.opts.ConfigFile, *r)
 	}
-	deps := daemon.Deps{Logger: a.log, Metrics: a.metrics, REST: cfg, Client: client, Events: a.events,
+	deps := daemon.Deps{Logger: a.log, Metrics: a.metrics, REST: cfg, Client: client, Events: a.events, Served: a.nudgeLedger,
 		DevicePluginDevinfoDir: a.opts.DevinfoDir, PodResourcesSocket: a.opts.PodResourcesSocket}
 	if a.dra != nil {
 		deps.Claims, deps.ClaimDriver = a.dra, a.dra.Name()

@@ -44,7 +44,8 @@ func (a *Agent) readHolders(ctx context.Context) {
 // Run's goroutine, the newest replacing one not yet taken.
 func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup, out chan *ledger.Ledger) {
 	wg.Go(func() {
-		a.ledger.Watch(ctx, a.opts.LedgerInterval, a.awaitingRelease.Load, func(l *ledger.Ledger) {
+		o := ledger.WatchOptions{Interval: a.opts.LedgerInterval, Urgent: a.awaitingRelease.Load, Nudge: a.ledgerNudge}
+		a.ledger.Watch(ctx, o, func(l *ledger.Ledger) {
 			select {
 			case <-out:
 			default:
@@ -76,6 +77,23 @@ func (a *Agent) awaitsRelease(v devhealth.View) bool {
 		}
 	}
 	return false
+}
+
+// setAwaitingRelease records whether a hold's end is awaited, and wakes
+// the watch when one now is: it polls slowly otherwise.
+func (a *Agent) setAwaitingRelease(awaits bool) {
+	if !a.awaitingRelease.Swap(awaits) && awaits {
+		a.nudgeLedger()
+	}
+}
+
+// nudgeLedger has the ledger's watch poll at once: a source may have
+// changed. It never blocks.
+func (a *Agent) nudgeLedger() {
+	select {
+	case a.ledgerNudge <- struct{}{}:
+	default:
+	}
 }
 
 // applyLedger judges every pool again with who holds what now: a device

@@ -15,7 +15,7 @@ import (
 func (a *Agent) newPool(res pools.Resource) *poolRun {
 	p := deviceplugin.New(res, deviceplugin.Options{
 		PluginDir: a.opts.PluginDir, DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot,
-		Logger: a.log,
+		Logger: a.log, Allocated: a.nudgeLedger,
 	})
 	return &poolRun{res: res, plugin: p, done: make(chan struct{})}
 }

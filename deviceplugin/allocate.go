@@ -35,6 +35,9 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 		}
 	}
 	p.logAllocation(resp)
+	if p.opts.Allocated != nil {
+		p.opts.Allocated()
+	}
 	return resp, nil
 }
 

@@ -43,6 +43,9 @@ type Options struct {
 	// Logger gets one line per Allocate and per registration; nil
 	// discards them.
 	Logger *slog.Logger
+	// Allocated, when set, is called after each Allocate: kubelet is
+	// about to record an allocation.
+	Allocated func()
 }
 
 // KubeletSocketName is the socket kubelet serves registration on, in the

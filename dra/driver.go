@@ -62,6 +62,9 @@ type Options struct {
 	DevRoot   string
 	SysfsRoot string
 	Logger    *slog.Logger
+	// Changed, when set, is called after each prepare and unprepare: the
+	// checkpoint may have changed.
+	Changed func()
 }
 
 func (o Options) withDefaults() Options {

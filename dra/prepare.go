@@ -62,6 +62,9 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	if err := d.store.save(cp); err != nil {
 		return nil, err
 	}
+	if d.opts.Changed != nil {
+		d.opts.Changed()
+	}
 	return out, nil
 }
 
@@ -232,6 +235,9 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	}
 	if err := d.store.save(cp); err != nil {
 		return nil, err
+	}
+	if d.opts.Changed != nil {
+		d.opts.Changed()
 	}
 	return out, nil
 }

@@ -38,6 +38,9 @@ type Deps struct {
 	Client kubernetes.Interface
 	// Events posts the node's Events (the runtime GC's); nil posts none.
 	Events *events.Node
+	// Served, when set, is called after each CNI request: an attachment
+	// record may have changed.
+	Served func()
 	// Claims lists the devices of pods' prepared DRA claims and
 	// ClaimDriver is that DRA driver's name; nil without a DRA driver.
 	Claims      netclaim.Source
@@ -69,7 +72,7 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 	if err != nil {
 		return err
 	}
-	var h server.Handler = measuredHandler{next: crinet.Attaching{Next: d}, metrics: deps.Metrics}
+	var h server.Handler = measuredHandler{next: crinet.Attaching{Next: d}, metrics: deps.Metrics, done: deps.Served}
 	if o.Wrap != nil {
 		h = o.Wrap(h)
 	}

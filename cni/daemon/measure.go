@@ -10,15 +10,20 @@ import (
 	"github.com/hwnet-io/hwnet/internal/metrics"
 )
 
-// measuredHandler records each CNI request's latency and result.
+// measuredHandler records each CNI request's latency and result, and
+// says when one ended (done, may be nil).
 type measuredHandler struct {
 	next    server.Handler
 	metrics *metrics.Metrics
+	done    func()
 }
 
 func (h measuredHandler) Handle(ctx context.Context, req *wire.Request) (json.RawMessage, error) {
 	start := time.Now()
 	res, err := h.next.Handle(ctx, req)
 	h.metrics.ObserveCNI(req.Command, time.Since(start), err)
+	if h.done != nil {
+		h.done()
+	}
 	return res, err
 }

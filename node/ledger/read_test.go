@@ -120,3 +120,43 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 		}
 	}
 }
+
+// TestWatchNudged: an idle watch polls only every 30 s, so a nudge (an
+// Allocate that wrote its device-info file) has it poll at once and see
+// the new hold, and it keeps polling until kubelet reports it.
+func TestWatchNudged(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "kubelet.sock")
+	kubelet, err := testkubelet.ServePodResources(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Close()
+	devinfoDir := filepath.Join(dir, "devinfo")
+	r := ledger.NewReader(ledger.Sources{PodResourcesSocket: socket, DevinfoDir: devinfoDir})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	nudge := make(chan struct{}, 1)
+	seen := make(chan *ledger.Ledger, 16)
+	go r.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge},
+		func(l *ledger.Ledger) { seen <- l })
+	if l := <-seen; len(l.Devices()) != 0 {
+		t.Fatalf("first ledger holds %v, want nothing", l.Devices())
+	}
+	const vf = "0000:3b:02.0"
+	if err := devinfo.Write(devinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
+		t.Fatal(err)
+	}
+	nudge <- struct{}{}
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vf) // kubelet records it after Allocate returned
+	for {
+		select {
+		case l := <-seen:
+			if len(l.Holders(vf)) == 1 {
+				return
+			}
+		case <-ctx.Done():
+			t.Fatal("the nudged watch never saw the pod's hold")
+		}
+	}
+}

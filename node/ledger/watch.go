@@ -15,8 +15,11 @@ const (
 	// podsSettle is how long after a source changed kubelet is asked at
 	// every poll: a pod's allocation ends after its teardown.
 	podsSettle = 10 * time.Second
-	// podsStale is how old kubelet's answer may grow.
+	// podsStale is how old kubelet's answer may grow, and the time
+	// between polls of an idle node; podsSlack keeps a poll due at
+	// podsStale from finding the answer a hair too young.
 	podsStale = 30 * time.Second
+	podsSlack = time.Second
 )
 
 // stamps are the times of the sources that cost a stat to check.
@@ -36,7 +39,7 @@ func (r *Reader) Poll(ctx context.Context, urgent bool) *Ledger {
 	if changed {
 		r.seen, r.seenChanged = s, now
 	}
-	ask := urgent || now.Sub(r.seenChanged) < podsSettle || now.Sub(r.podsAt) >= podsStale
+	ask := urgent || now.Sub(r.seenChanged) < podsSettle || now.Sub(r.podsAt) >= podsStale-podsSlack
 	if prev := r.polled; !ask && !changed && prev != nil {
 		return prev // nothing to read: an idle node costs three stats
 	}
@@ -59,28 +62,57 @@ func (r *Reader) stamps() stamps {
 	return s
 }
 
-// Watch polls the ledger every interval until ctx ends, urgent when
-// urgent says so, and calls changed with every ledger that differs from
-// the latest one (its previous poll's, or one given to Settle since), the
-// first included. The reader is closed when Watch returns.
-func (r *Reader) Watch(ctx context.Context, interval time.Duration, urgent func() bool, changed func(*Ledger)) {
+// WatchOptions say when Watch polls.
+type WatchOptions struct {
+	// Interval is the time between polls while a hold's end is awaited
+	// (Urgent) or for podsSettle after a nudge or a change; otherwise
+	// Watch polls every podsStale only: a timer that fires twice a second
+	// costs an idle agent more than everything else it does.
+	Interval time.Duration
+	// Urgent says whether a hold's end is awaited.
+	Urgent func() bool
+	// Nudge says a source may have changed (an Allocate, a CNI request, a
+	// prepare) or Urgent may have turned true: Watch polls at once.
+	Nudge <-chan struct{}
+}
+
+// Watch polls the ledger, as o says, until ctx ends, and calls changed
+// with every ledger that differs from the latest one (its previous poll's,
+// or one given to Settle since), the first included. The reader is closed
+// when Watch returns.
+func (r *Reader) Watch(ctx context.Context, o WatchOptions, changed func(*Ledger)) {
 	defer r.Close()
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	var nudged time.Time
 	for first := true; ; first = false {
-		l := r.Poll(ctx, first || urgent())
+		select {
+		case <-ctx.Done():
+			return
+		case <-o.Nudge:
+			nudged = r.now()
+		case <-timer.C:
+		}
+		urgent := o.Urgent()
+		l := r.Poll(ctx, first || urgent)
 		if ctx.Err() != nil {
 			return
 		}
 		if prev := r.latest.Swap(l); prev == nil || !l.Equal(prev) {
 			changed(l)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+		timer.Reset(r.nextPoll(o.Interval, urgent, nudged))
 	}
+}
+
+// nextPoll is the time to the next poll: interval while urgent or
+// settling after a nudge or a change, else podsStale.
+func (r *Reader) nextPoll(interval time.Duration, urgent bool, nudged time.Time) time.Duration {
+	now := r.now()
+	if urgent || now.Sub(nudged) < podsSettle || now.Sub(r.seenChanged) < podsSettle {
+		return interval
+	}
+	return podsStale
 }
 
 // Latest is the last ledger Watch read, changed or not, or the one given
