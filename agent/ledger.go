@@ -56,23 +56,27 @@ func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup, out chan *l
 	wg.Go(func() { a.collector.Run(ctx, a.opts.GCInterval, a.opts.DevinfoGrace, a.ledger.Latest) })
 }
 
-// awaitsRelease reports whether a pooled device's verdict waits on device
-// plugin pods alone letting it go: a DRA pool's device they hold, or one
-// whose netdev is away (in a pod, or gone), which is lost once they do.
-// Only then is kubelet asked at every poll of the ledger.
+// awaitsRelease reports whether a pooled device's verdict waits on a hold
+// ending: a holder the pool's front end did not hand it to (it is offered
+// once that one lets go), or device plugin pods alone holding a device
+// whose netdev is away (in a pod, or gone: lost once they let go, which
+// only kubelet tells). Only then is the ledger polled every
+// --ledger-interval.
 func (a *Agent) awaitsRelease(v devhealth.View) bool {
-	waits := func(devs []pools.Device, dra bool) bool {
+	waits := func(name string, devs []pools.Device, dra bool) bool {
+		fe := frontEnd(name, dra)
 		return slices.ContainsFunc(devs, func(d pools.Device) bool {
-			return a.holders.PodsOnly(d.ID) && (dra || v.NetdevAway(&d))
+			_, foreign := a.holders.Foreign(d.ID, fe)
+			return foreign || (a.holders.PodsOnly(d.ID) && v.NetdevAway(&d))
 		})
 	}
-	for _, run := range a.pools {
-		if waits(run.devices.matched, false) {
+	for name, run := range a.pools {
+		if waits(name, run.devices.matched, false) {
 			return true
 		}
 	}
-	for _, run := range a.draPools {
-		if waits(run.devices.matched, true) {
+	for name, run := range a.draPools {
+		if waits(name, run.devices.matched, true) {
 			return true
 		}
 	}

@@ -122,8 +122,8 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 }
 
 // TestWatchNudged: an idle watch polls only every 30 s, so a nudge (an
-// Allocate that wrote its device-info file) has it poll at once and see
-// the new hold, and it keeps polling until kubelet reports it.
+// Allocate that wrote its device-info file, which kubelet then recorded)
+// has it poll at once and see the new hold.
 func TestWatchNudged(t *testing.T) {
 	dir := t.TempDir()
 	socket := filepath.Join(dir, "kubelet.sock")
@@ -147,8 +147,8 @@ func TestWatchNudged(t *testing.T) {
 	if err := devinfo.Write(devinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
 		t.Fatal(err)
 	}
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
 	nudge <- struct{}{}
-	kubelet.SetPod("ns", "cnf", "intel.com/vf", vf) // kubelet records it after Allocate returned
 	for {
 		select {
 		case l := <-seen:

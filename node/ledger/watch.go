@@ -65,9 +65,9 @@ func (r *Reader) stamps() stamps {
 // WatchOptions say when Watch polls.
 type WatchOptions struct {
 	// Interval is the time between polls while a hold's end is awaited
-	// (Urgent) or for podsSettle after a nudge or a change; otherwise
-	// Watch polls every podsStale only: a timer that fires twice a second
-	// costs an idle agent more than everything else it does.
+	// (Urgent); otherwise Watch polls when nudged and every podsStale: a
+	// timer that fires twice a second costs an idle agent more than
+	// everything else it does.
 	Interval time.Duration
 	// Urgent says whether a hold's end is awaited.
 	Urgent func() bool
@@ -84,13 +84,11 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, changed func(*Ledger
 	defer r.Close()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	var nudged time.Time
 	for first := true; ; first = false {
 		select {
 		case <-ctx.Done():
 			return
 		case <-o.Nudge:
-			nudged = r.now()
 		case <-timer.C:
 		}
 		urgent := o.Urgent()
@@ -101,18 +99,12 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, changed func(*Ledger
 		if prev := r.latest.Swap(l); prev == nil || !l.Equal(prev) {
 			changed(l)
 		}
-		timer.Reset(r.nextPoll(o.Interval, urgent, nudged))
+		next := podsStale
+		if urgent {
+			next = o.Interval
+		}
+		timer.Reset(next)
 	}
-}
-
-// nextPoll is the time to the next poll: interval while urgent or
-// settling after a nudge or a change, else podsStale.
-func (r *Reader) nextPoll(interval time.Duration, urgent bool, nudged time.Time) time.Duration {
-	now := r.now()
-	if urgent || now.Sub(nudged) < podsSettle || now.Sub(r.seenChanged) < podsSettle {
-		return interval
-	}
-	return podsStale
 }
 
 // Latest is the last ledger Watch read, changed or not, or the one given
