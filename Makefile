@@ -8,6 +8,10 @@ HWNET_REQUIRE_ROOT ?= 0
 FUZZTIME  ?= 10s
 # The Kubernetes version whose kube-apiserver and etcd the CNI tests run.
 KUBE_VERSION ?= v1.37.1
+# The e2e cluster's containerd (test/e2e/cluster's DefaultContainerdVersion);
+# CONTAINERD_VERSION=v1.7.35 builds 1.7, which HWNET_E2E_CONTAINERD=v1.7.35
+# or hwnet-cluster --containerd v1.7.35 then runs.
+CONTAINERD_VERSION ?= v2.4.2
 
 .PHONY: all build test unit deps kube-bins containerd-cdi lint bench bench-peers bench-scale bench-discovery fuzz demo demo-node clean
 
@@ -26,10 +30,11 @@ deps:
 kube-bins:
 	bash test/kubeapi/build-kube.sh $(KUBE_VERSION)
 
-# containerd 1.7 from the Go module proxy, for CDI (DRA) in the e2e
-# cluster; Debian 12's 1.6 reads no CDI specs. About 80 s, once.
+# containerd 2.x (and its runc shim) from the Go module proxy, for CDI
+# (DRA) and CNI STATUS in the e2e cluster; Debian 12's 1.6 reads no CDI
+# specs. About 3 minutes cold, once.
 containerd-cdi:
-	GO=$(GO) bash test/e2e/build-containerd.sh
+	GO=$(GO) bash test/e2e/build-containerd.sh $(CONTAINERD_VERSION)
 
 # staticcheck is pinned in go.mod's tool block: unused code, deprecated
 # calls and unreachable returns fail the build like vet's findings.

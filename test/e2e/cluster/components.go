@@ -44,8 +44,8 @@ type settings struct {
 	paths
 	name, nodeIP, kubeBinDir, cgroupRoot, sandboxImage string
 	// containerd is the containerd binary; "" is Debian's 1.6 from PATH,
-	// which knows no CDI.
-	containerd string
+	// which knows no CDI. containerdVersion is its version ("v2.4.2").
+	containerd, containerdVersion string
 }
 
 func (s settings) bin(name string) string { return filepath.Join(s.kubeBinDir, name) }
@@ -126,14 +126,15 @@ func (s settings) kubeletArgv() []string {
 	}
 }
 
-// containerdConfig is containerd 1.6's configuration (version 2) with the
-// settings this machine needs: runc may not lower oom_score_adj (no
-// CAP_SYS_RESOURCE in the bounding set), cgroup v1 without systemd, and the
-// CNI directories as the cluster's mount namespace has them. Pod network
-// namespaces stay where containerd puts them by default, /var/run/netns
-// (the cluster's own /run): hwnet-agent runs the delegate plugins in its
-// container, which mounts /var/run/netns from the node, so a CNI_NETNS
-// under containerd's state directory would not exist there.
+// containerdConfig is containerd 1.6's and 1.7's configuration (version
+// 2) with the settings this machine needs: runc may not lower
+// oom_score_adj (no CAP_SYS_RESOURCE in the bounding set), cgroup v1
+// without systemd, and the CNI directories as the cluster's mount
+// namespace has them. Pod network namespaces stay where containerd puts
+// them by default, /var/run/netns (the cluster's own /run): hwnet-agent
+// runs the delegate plugins in its container, which mounts /var/run/netns
+// from the node, so a CNI_NETNS under containerd's state directory would
+// not exist there.
 const containerdConfig = `version = 2
 root = "/var/lib/containerd"
 state = "/run/containerd"
@@ -162,16 +163,59 @@ state = "/run/containerd"
     conf_dir = "{{.CNIConfDir}}"
 `
 
+// containerd2Config is the same for containerd 2.x (configuration version
+// 3, where the CRI plugin is split into runtime and images plugins): CDI is
+// always on there, and the runc shim is the one built with containerd
+// when there is one, since Debian's is 1.6's.
+const containerd2Config = `version = 3
+root = "/var/lib/containerd"
+state = "/run/containerd"
+
+[grpc]
+  address = "{{.Socket}}"
+
+[plugins."io.containerd.cri.v1.images"]
+  snapshotter = "overlayfs"
+  [plugins."io.containerd.cri.v1.images".pinned_images]
+    sandbox = "{{.SandboxImage}}"
+
+[plugins."io.containerd.cri.v1.runtime"]
+  restrict_oom_score_adj = true
+  cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]
+  netns_mounts_under_state_dir = false
+  disable_apparmor = true
+  [plugins."io.containerd.cri.v1.runtime".containerd]
+    default_runtime_name = "runc"
+    [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+{{- if .Shim}}
+      runtime_path = "{{.Shim}}"
+{{- end}}
+      [plugins."io.containerd.cri.v1.runtime".containerd.runtimes.runc.options]
+        SystemdCgroup = false
+  [plugins."io.containerd.cri.v1.runtime".cni]
+    bin_dirs = ["{{.CNIBinDir}}"]
+    conf_dir = "{{.CNIConfDir}}"
+`
+
+// containerdTemplate is the configuration for the cluster's containerd.
+func (s settings) containerdTemplate() string {
+	if isContainerd2(s.containerdVersion) {
+		return containerd2Config
+	}
+	return containerdConfig
+}
+
 func (s settings) writeContainerdConfig() error {
-	tmpl, err := template.New("containerd.toml").Parse(containerdConfig)
+	tmpl, err := template.New("containerd.toml").Parse(s.containerdTemplate())
 	if err != nil {
 		return err
 	}
 	var b strings.Builder
 	err = tmpl.Execute(&b, struct {
-		Socket, SandboxImage, CNIBinDir, CNIConfDir string
-		CDI                                         bool
-	}{containerdSocket, s.sandboxImage, cniBinDir, cniConfDir, s.containerd != ""})
+		Socket, SandboxImage, CNIBinDir, CNIConfDir, Shim string
+		CDI                                               bool
+	}{containerdSocket, s.sandboxImage, cniBinDir, cniConfDir, runcShim(s.containerd), s.containerd != ""})
 	if err != nil {
 		return err
 	}
@@ -284,10 +328,21 @@ type ipRange struct {
 	Subnet string `json:"subnet"`
 }
 
+// podNetworkVersion is the default pod network's CNI version: 1.1.0 for
+// containerd 2.x, which calls STATUS (CNI 1.1) through hwnet's list, made
+// in the default network's version, for the node's network readiness;
+// 1.0.0 for 1.x, whose libcni knows no 1.1.0.
+func (s settings) podNetworkVersion() string {
+	if isContainerd2(s.containerdVersion) {
+		return "1.1.0"
+	}
+	return "1.0.0"
+}
+
 // writePodNetwork writes the default pod network: the bridge cni0 with the
 // node side as the pods' gateway, addresses from host-local.
 func (s settings) writePodNetwork() error {
-	list := conflist{CNIVersion: "1.0.0", Name: "podnet", Plugins: []bridgeConfig{{
+	list := conflist{CNIVersion: s.podNetworkVersion(), Name: "podnet", Plugins: []bridgeConfig{{
 		Type: "bridge", Bridge: "cni0", IsDefaultGateway: true, HairpinMode: true,
 		IPAM: hostLocalConfig{Type: "host-local", Ranges: [][]ipRange{{{Subnet: podSubnet}}}},
 	}}}

@@ -72,32 +72,17 @@ type Config struct {
 	// SandboxImage is containerd's sandbox_image, one of Images. Default
 	// DefaultSandboxImage.
 	SandboxImage string
-	// Containerd is the containerd binary. Default $HWNET_CONTAINERD,
-	// else CDIContainerd when it exists (`make containerd-cdi` builds it),
-	// else Debian's containerd from PATH. Any but Debian's 1.6 reads CDI
-	// specs (enable_cdi), which DRA drivers' devices need.
+	// Containerd is the containerd binary. Default $HWNET_CONTAINERD, else
+	// the release ContainerdVersion built by `make containerd-cdi`, else,
+	// when the default release is not built, Debian's 1.6 from PATH, which
+	// reads no CDI specs (DRA drivers' devices need them).
 	Containerd string
+	// ContainerdVersion picks a release built by `make containerd-cdi`
+	// (ContainerdBinary) when Containerd is empty. Default
+	// $HWNET_E2E_CONTAINERD, else DefaultContainerdVersion.
+	ContainerdVersion string
 	// Progress receives one line per step with its duration; nil discards.
 	Progress io.Writer
-}
-
-// CDIContainerdVersion is the containerd release `make containerd-cdi`
-// builds from the Go module proxy: Debian 12's 1.6 predates CDI.
-const CDIContainerdVersion = "v1.7.35"
-
-// CDIContainerd is where `make containerd-cdi` puts that containerd.
-var CDIContainerd = filepath.Join("/var/cache/hwnet-ci/containerd", CDIContainerdVersion, "bin", "containerd")
-
-// defaultContainerd is $HWNET_CONTAINERD, else CDIContainerd when it
-// exists, else "" (Debian's, from PATH).
-func defaultContainerd() string {
-	if bin := os.Getenv("HWNET_CONTAINERD"); bin != "" {
-		return bin
-	}
-	if _, err := os.Stat(CDIContainerd); err == nil {
-		return CDIContainerd
-	}
-	return ""
 }
 
 // withDefaults returns a copy of cfg with every empty field defaulted.
@@ -108,7 +93,12 @@ func (cfg Config) withDefaults() (Config, error) {
 	cfg.CNIBinDir = cmp.Or(cfg.CNIBinDir, os.Getenv("HWNET_CNI_BIN_CACHE"),
 		filepath.Join("/var/cache/hwnet-ci/cni-bin", CNIPluginsVersion))
 	cfg.SandboxImage = cmp.Or(cfg.SandboxImage, DefaultSandboxImage)
-	cfg.Containerd = cmp.Or(cfg.Containerd, defaultContainerd())
+	if cfg.Containerd == "" {
+		var err error
+		if cfg.Containerd, err = defaultContainerd(cfg.ContainerdVersion); err != nil {
+			return cfg, err
+		}
+	}
 	if cfg.Progress == nil {
 		cfg.Progress = io.Discard
 	}

@@ -1,6 +1,8 @@
 package cluster
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +17,8 @@ import (
 func TestConfigDefaults(t *testing.T) {
 	t.Setenv("HWNET_KUBE_CACHE", "")
 	t.Setenv("HWNET_CNI_BIN_CACHE", "")
+	t.Setenv(ContainerdBinaryEnv, "")
+	t.Setenv(ContainerdVersionEnv, "")
 	cfg, err := Config{}.withDefaults()
 	if err != nil {
 		t.Fatal(err)
@@ -37,6 +41,7 @@ func TestConfigErrors(t *testing.T) {
 	}{
 		{"state dir /", Config{StateDir: "/"}, `StateDir "/"`},
 		{"bad spec name", Config{Spec: &virtualnode.Spec{Name: "Bad_Name"}}, "Bad_Name"},
+		{"containerd not built", Config{ContainerdVersion: "v0.0.0-none"}, "make containerd-cdi CONTAINERD_VERSION=v0.0.0-none"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -160,6 +165,65 @@ func TestContainerdConfig(t *testing.T) {
 	} {
 		if !strings.Contains(string(data), want) {
 			t.Errorf("containerd.toml lacks %s:\n%s", want, data)
+		}
+	}
+}
+
+// TestContainerd2Config: containerd 2.x gets configuration version 3 with
+// the same settings under the CRI runtime and images plugins, and the pod
+// network is CNI 1.1.0, so that containerd calls STATUS through hwnet.
+func TestContainerd2Config(t *testing.T) {
+	s := testSettings(t)
+	s.containerd, s.containerdVersion = filepath.Join(t.TempDir(), "containerd"), "v2.4.2"
+	if err := errors.Join(s.writeContainerdConfig(), s.writePodNetwork()); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(s.configFile("containerd.toml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"version = 3", `[plugins."io.containerd.cri.v1.images".pinned_images]`, `sandbox = "hwnet.local/pause:e2e"`,
+		`[plugins."io.containerd.cri.v1.runtime"]`, "restrict_oom_score_adj = true", "SystemdCgroup = false",
+		"netns_mounts_under_state_dir = false", `snapshotter = "overlayfs"`, `cdi_spec_dirs = ["/etc/cdi", "/var/run/cdi"]`,
+		`bin_dirs = ["/opt/cni/bin"]`, `conf_dir = "/etc/cni/net.d"`, `address = "/run/containerd/containerd.sock"`,
+	} {
+		if !strings.Contains(string(data), want) {
+			t.Errorf("containerd.toml lacks %s:\n%s", want, data)
+		}
+	}
+	if strings.Contains(string(data), "runtime_path") {
+		t.Errorf("containerd.toml names a shim that is not beside containerd:\n%s", data)
+	}
+	list, err := os.ReadFile(filepath.Join(s.cniConf(), podNetworkFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(list), `"cniVersion": "1.1.0"`) {
+		t.Errorf("pod network for containerd 2.x is not CNI 1.1.0: %s", list)
+	}
+}
+
+func TestIsContainerd2(t *testing.T) {
+	for version, want := range map[string]bool{"v2.4.2": true, "v3.0.0": true, "v1.7.35": false,
+		"v1.6.20~ds1": false, "": false} {
+		if got := isContainerd2(version); got != want {
+			t.Errorf("isContainerd2(%q) = %v, want %v", version, got, want)
+		}
+	}
+}
+
+// TestContainerdVersion asks the containerd builds this machine has.
+func TestContainerdVersion(t *testing.T) {
+	for _, version := range []string{DefaultContainerdVersion, LegacyContainerdVersion} {
+		bin := ContainerdBinary(version)
+		if _, err := os.Stat(bin); err != nil {
+			t.Logf("%s not built: %v", version, err)
+			continue
+		}
+		got, err := containerdVersion(context.Background(), bin)
+		if err != nil || got != version {
+			t.Errorf("containerdVersion(%s) = %q, %v; want %s", bin, got, err, version)
 		}
 	}
 }

@@ -25,6 +25,9 @@ type state struct {
 	KubeBinDir string `json:"kubeBinDir"`
 	// Containerd is the containerd binary, "" for Debian's from PATH.
 	Containerd string `json:"containerd,omitempty"`
+	// ContainerdVersion is what Containerd says its version is ("v2.4.2"):
+	// it picks containerd's configuration and the pod network's CNI version.
+	ContainerdVersion string `json:"containerdVersion,omitempty"`
 	// Holder owns the cluster's mount namespace and sits in its network
 	// namespace.
 	Holder *process `json:"holder,omitempty"`

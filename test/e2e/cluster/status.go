@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -12,6 +13,8 @@ type Status struct {
 	StateDir string
 	Node     string
 	NodeIP   string
+	// Containerd is the runtime's version.
+	Containerd string
 	// Processes are the holder and the daemons.
 	Processes []ProcessStatus
 	// APIServerReady is kube-apiserver's /readyz answer; nil when ready.
@@ -31,7 +34,7 @@ type ProcessStatus struct {
 // Status checks the cluster's processes and asks kube-apiserver for the
 // node, each question bounded by a few seconds.
 func (c *Cluster) Status(ctx context.Context) Status {
-	s := Status{StateDir: c.p.dir, Node: c.st.Name, NodeIP: c.st.NodeIP}
+	s := Status{StateDir: c.p.dir, Node: c.st.Name, NodeIP: c.st.NodeIP, Containerd: c.st.ContainerdVersion}
 	if c.st.Holder != nil {
 		s.Processes = append(s.Processes, processStatus(c.st.Holder))
 	}
@@ -52,7 +55,7 @@ func processStatus(p *process) ProcessStatus {
 
 // Print writes the status for people.
 func (s Status) Print(w io.Writer) {
-	fmt.Fprintf(w, "cluster in %s: node %s, node IP %s\n", s.StateDir, s.Node, s.NodeIP)
+	fmt.Fprintf(w, "cluster in %s: node %s, node IP %s, containerd %s\n", s.StateDir, s.Node, s.NodeIP, cmp.Or(s.Containerd, "unknown"))
 	for _, p := range s.Processes {
 		state := "running"
 		if !p.Running {

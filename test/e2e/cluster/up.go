@@ -33,14 +33,19 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := prerequisites(ctx, cfg); err != nil {
 		return nil, err
 	}
-	c, err := prepare(cfg)
+	version, err := containerdVersion(ctx, cfg.Containerd)
+	if err != nil {
+		return nil, err
+	}
+	c, err := prepare(cfg, version)
 	if err != nil {
 		return nil, err
 	}
 	if err := c.bringUp(ctx, cfg); err != nil {
 		return c, fmt.Errorf("cluster %s: %w", c.p.dir, err)
 	}
-	c.say("up in %.1fs: node %s Ready at %s, state in %s", time.Since(start).Seconds(), c.st.Name, c.st.NodeIP, c.p.dir)
+	c.say("up in %.1fs: node %s Ready at %s, containerd %s, state in %s", time.Since(start).Seconds(), c.st.Name,
+		c.st.NodeIP, c.st.ContainerdVersion, c.p.dir)
 	return c, nil
 }
 
@@ -85,16 +90,17 @@ func prerequisites(ctx context.Context, cfg Config) error {
 
 // prepare makes the empty state directory and records the cluster's
 // names in it before anything exists that Down would have to remove.
-func prepare(cfg Config) (*Cluster, error) {
+func prepare(cfg Config, runtimeVersion string) (*Cluster, error) {
 	if err := makeEmptyDir(cfg.StateDir); err != nil {
 		return nil, err
 	}
 	st := &state{
-		Name:       cfg.Spec.Name,
-		Netns:      virtualnode.NetnsPrefix + cfg.Spec.Name,
-		CgroupRoot: cgroupRoot(cfg.Spec.Name),
-		KubeBinDir: cfg.KubeBinDir,
-		Containerd: cfg.Containerd,
+		Name:              cfg.Spec.Name,
+		Netns:             virtualnode.NetnsPrefix + cfg.Spec.Name,
+		CgroupRoot:        cgroupRoot(cfg.Spec.Name),
+		KubeBinDir:        cfg.KubeBinDir,
+		Containerd:        cfg.Containerd,
+		ContainerdVersion: runtimeVersion,
 	}
 	c := newCluster(paths{dir: cfg.StateDir}, st, cfg.Progress)
 	return c, c.saveState()
@@ -148,7 +154,8 @@ func (c *Cluster) buildNode(ctx context.Context, spec *virtualnode.Spec) error {
 
 func (c *Cluster) settings(sandboxImage string) settings {
 	return settings{paths: c.p, name: c.st.Name, nodeIP: c.st.NodeIP, kubeBinDir: c.st.KubeBinDir,
-		cgroupRoot: c.st.CgroupRoot, sandboxImage: sandboxImage, containerd: c.st.Containerd}
+		cgroupRoot: c.st.CgroupRoot, sandboxImage: sandboxImage, containerd: c.st.Containerd,
+		containerdVersion: c.st.ContainerdVersion}
 }
 
 // setUpNamespaces makes the cgroups, the node IP, every file the

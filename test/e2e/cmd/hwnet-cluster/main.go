@@ -58,6 +58,8 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.cfg.CNIBinDir, "cni-bin-dir", "", "reference CNI plugins; default /var/cache/hwnet-ci/cni-bin/"+cluster.CNIPluginsVersion)
 	fs.StringVar(&o.imageDir, "image-dir", cluster.DefaultImageDir, "up: where the image tarballs are built")
 	fs.StringVar(&o.specFile, "spec", "", "up: virtual node spec (YAML or JSON); default: the default node named "+cluster.DefaultNodeName)
+	fs.StringVar(&o.cfg.ContainerdVersion, "containerd", "", "up: the containerd `release` (built by make containerd-cdi), e.g. "+
+		cluster.LegacyContainerdVersion+"; default $"+cluster.ContainerdVersionEnv+" or "+cluster.DefaultContainerdVersion)
 	fs.BoolVar(&o.skipBuild, "no-images", false, "up: do not build or import images")
 	fs.StringVar(&o.repo, "repo", ".", "up: the hwnet repository the images are built from")
 	ref := fs.String("ref", "hwnet:dev", "image: the tag of hwnet's image")
