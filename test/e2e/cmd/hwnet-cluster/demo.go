@@ -96,6 +96,13 @@ func showDemo(ctx context.Context, c *cluster.Cluster, o options) error {
 			fmt.Println(line)
 		}
 	}
+	section("hwnetctl devices, in the agent pod: who holds each pooled device (pod " + cnfPodName + "'s container, its sandbox, claims) since when")
+	devices, err := e2e.Kubectl(ctx, c, nil, "-n", e2e.AgentNamespace, "exec", "ds/hwnet-agent", "--",
+		"hwnetctl", "devices", "--config", "/etc/hwnet/config.yaml")
+	if err != nil {
+		return err
+	}
+	fmt.Print(string(devices))
 	usage(c)
 	return nil
 }
