@@ -44,9 +44,10 @@ lint:
 	$(GO) tool staticcheck $(PKGS)
 
 # The whole suite: unit, root (virtual node with real netns and veth) and
-# fuzz seed corpora. Helm is for the chart's tests.
+# fuzz seed corpora. Helm is for the chart's tests. The e2e package alone
+# takes 10-13 min on 2 cores, past go test's default 10 min timeout.
 test: deps lint kube-bins containerd-cdi helm
-	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) $(GO) test -count=1 -race $(PKGS)
+	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) $(GO) test -count=1 -race -timeout 30m $(PKGS)
 
 # Unit tests only: no root, no network namespaces.
 unit:
