@@ -53,16 +53,7 @@ func draPoolsConfig(t *testing.T, repo string) []byte {
 // that it reads it at once, and waits until hwnet is ready with it.
 func (e *env) usePools(ctx context.Context, t *testing.T, config []byte) {
 	t.Helper()
-	cms := e.client.CoreV1().ConfigMaps(AgentNamespace)
-	cm, err := cms.Get(ctx, poolsMap, metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cm.Data = map[string]string{poolsKey: string(config)}
-	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	e.restartAgent(ctx, t)
+	e.switchPools(ctx, t, config)
 	want, err := ExpectedPools(ctx, e.c, config)
 	if err != nil {
 		t.Fatal(err)
