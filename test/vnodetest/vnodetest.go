@@ -17,13 +17,28 @@ import (
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
+// requireRootEnv set to 1, as CI sets it, makes a test that would skip
+// for want of root or of a prerequisite fail instead.
+const requireRootEnv = "HWNET_REQUIRE_ROOT"
+
+// Unavailable skips a test whose prerequisite other than root (a tool, a
+// system entry) is missing, and fails it instead when HWNET_REQUIRE_ROOT=1:
+// CI must run every test, not report a skipped one as passed.
+func Unavailable(t testing.TB, reason string) {
+	t.Helper()
+	if os.Getenv(requireRootEnv) == "1" {
+		t.Fatalf("%s, and %s=1 forbids skipping", reason, requireRootEnv)
+	}
+	t.Skip(reason)
+}
+
 // RequireRoot skips a test that needs root (network namespaces, veth
 // links, mounts) when not root or with -short, and fails it instead when
 // the environment has HWNET_REQUIRE_ROOT=1, as CI does, where such tests
 // must run.
 func RequireRoot(t testing.TB) {
 	t.Helper()
-	if os.Getenv("HWNET_REQUIRE_ROOT") == "1" {
+	if os.Getenv(requireRootEnv) == "1" {
 		if os.Geteuid() != 0 {
 			t.Fatal("needs root, and HWNET_REQUIRE_ROOT=1 forbids skipping")
 		}

@@ -3,7 +3,6 @@ package image
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,32 +10,21 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // requireBuildah is Buildah as root, or skips the test, unless CI's
 // HWNET_REQUIRE_ROOT=1 forbids skipping.
 func requireBuildah(t *testing.T) Buildah {
 	t.Helper()
+	vnodetest.RequireRoot(t) // buildah's storage is under /var/cache and /run
 	b, err := FindBuildah()
-	switch {
-	case os.Getenv("HWNET_REQUIRE_ROOT") == "1":
-		if err == nil && os.Geteuid() != 0 {
-			err = errNotRoot
-		}
-		if err != nil {
-			t.Fatalf("%v, and HWNET_REQUIRE_ROOT=1 forbids skipping", err)
-		}
-	case err != nil:
-		t.Skip(err)
-	case os.Geteuid() != 0:
-		t.Skip(errNotRoot)
-	case testing.Short():
-		t.Skip("-short: builds the Dockerfile with buildah bud")
+	if err != nil {
+		vnodetest.Unavailable(t, err.Error())
 	}
 	return b
 }
-
-var errNotRoot = errors.New("buildah needs root here: its storage is under /var/cache and /run")
 
 // ociConfig is the part of the OCI image config the test checks.
 type ociConfig struct {
