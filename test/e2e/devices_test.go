@@ -1,10 +1,16 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 )
 
 // agentConfigFile is the pool config deploy/hwnet-agent.yaml mounts and
@@ -39,13 +45,9 @@ func TestHwnetctlDevicesShowsHolders(t *testing.T) {
 		t.Fatal(err)
 	}
 	device := e.podEnv(ctx, t, pod.Name)["PCIDEVICE_INTEL_COM_SRIOV_NETDEVICE"]
-	out, err := e.hwnetctl(ctx, t, nil, "devices", "--config", agentConfigFile, "-o", "json")
+	listed, err := e.listDevices(ctx)
 	if err != nil {
 		t.Fatal(err)
-	}
-	var listed heldDevices
-	if err := json.Unmarshal([]byte(out), &listed); err != nil {
-		t.Fatalf("%v: %s", err, out)
 	}
 	if len(listed.UnknownSources) > 0 {
 		t.Errorf("sources unread in the agent pod: %q", listed.UnknownSources)
@@ -85,4 +87,52 @@ func checkPodHolds(t *testing.T, listed heldDevices, pod, device string) {
 	if !found {
 		t.Errorf("the pod's VF %s is not listed: %+v", device, listed.Devices)
 	}
+}
+
+// waitUnheld waits until the device ledger, as `hwnetctl devices` in the
+// agent pod reads it, lists no holder of a device of the pools: every
+// earlier pod, claim and sandbox of theirs has let go.
+func (e *env) waitUnheld(ctx context.Context, t *testing.T, pools ...corev1.ResourceName) {
+	t.Helper()
+	err := cluster.Poll(ctx, podTimeout, "the devices of "+fmt.Sprint(pools)+" held by nothing", func(ctx context.Context) error {
+		listed, err := e.listDevices(ctx)
+		if err != nil {
+			return err
+		}
+		var held []string
+		for _, d := range listed.Devices {
+			if !slices.Contains(pools, corev1.ResourceName(d.Pool)) {
+				continue
+			}
+			for _, h := range d.Holders {
+				held = append(held, fmt.Sprintf("%s by %s %s/%s", d.Device, h.Kind, h.Namespace, h.Name))
+			}
+		}
+		if len(held) > 0 || len(listed.UnknownSources) > 0 {
+			return fmt.Errorf("held: %s; unread sources: %q", strings.Join(held, ", "), listed.UnknownSources)
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// listDevices is `hwnetctl devices -o json` in the running agent pod; no
+// agent pod ready yet (one rolling) is an error to wait out.
+func (e *env) listDevices(ctx context.Context) (heldDevices, error) {
+	var listed heldDevices
+	agent, err := e.agentPod(ctx)
+	if err != nil {
+		return listed, err
+	}
+	out, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "exec", agent.Name, "--",
+		"hwnetctl", "devices", "--config", agentConfigFile, "-o", "json")
+	if err != nil {
+		return listed, err
+	}
+	if err := json.Unmarshal(out, &listed); err != nil {
+		return listed, fmt.Errorf("hwnetctl devices: %w: %s", err, out)
+	}
+	return listed, nil
 }

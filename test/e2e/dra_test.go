@@ -204,6 +204,9 @@ func TestDRA(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A device an earlier pod still holds is published tainted
+	// hwnet.io/held, as it must be: the switch waits for every hold to end.
+	e.waitUnheld(ctx, t, sriovResource, dpdkResource)
 	e.usePools(ctx, t, draPoolsConfig(t, e.repo))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
@@ -124,6 +126,9 @@ func (e *env) bringUp(t *testing.T) error {
 	if err := ApplyNADs(ctx, e.c, filepath.Join(e.repo, NADsFile)); err != nil {
 		return err
 	}
+	if err := e.removeLeftoverPods(ctx, progress); err != nil {
+		return err
+	}
 	// The cluster's /var/lib is StateDir/var-lib (see package cluster).
 	sock := filepath.Join(e.c.StateDir(), "var-lib", "kubelet", "pod-resources", "kubelet.sock")
 	e.podresConn, err = grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -132,6 +137,26 @@ func (e *env) bringUp(t *testing.T) error {
 	}
 	e.podres = podresv1.NewPodResourcesListerClient(e.podresConn)
 	t.Logf("e2e: cluster up and hwnet deployed in %.1fs", time.Since(e.started).Seconds())
+	return nil
+}
+
+// removeLeftoverPods deletes the pods a run killed before its cleanups
+// (a package timeout) left in a cluster this run reuses: each still holds
+// its devices, which every later test would find taken.
+func (e *env) removeLeftoverPods(ctx context.Context, progress io.Writer) error {
+	list, err := e.client.CoreV1().Pods(podNamespace).List(ctx, metav1.ListOptions{})
+	if err != nil || len(list.Items) == 0 {
+		return err
+	}
+	var names []string
+	for _, p := range list.Items {
+		names = append(names, p.Name)
+	}
+	start := time.Now()
+	if err := e.deletePods(ctx, names...); err != nil {
+		return fmt.Errorf("pods an earlier run left: %w", err)
+	}
+	fmt.Fprintf(progress, "e2e: deleted the pods an earlier run left: %s (%.1fs)\n", strings.Join(names, ", "), time.Since(start).Seconds())
 	return nil
 }
 
