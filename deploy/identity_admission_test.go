@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -44,21 +43,15 @@ func saClient(t *testing.T, api *kubeapi.Server, sa, node string) *rest.Config {
 	if err != nil {
 		t.Fatal(err)
 	}
-	req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-		BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}}}
-	tok, err := admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, sa, req, metav1.CreateOptions{})
+	cfg, err := kubeapi.PodToken(ctx, admin, api.Config(), pod)
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := api.Config()
-	cfg.TLSClientConfig = rest.TLSClientConfig{CAData: cfg.CAData}
-	cfg.BearerToken = tok.Status.Token
 	return cfg
 }
 
 // write is one write of the matrix: allowed when refused is empty, else
-// refused with an error that contains refused (the policy's message, or
-// the API server's own refusal where it narrows the write itself).
+// refused with an error that contains refused (kubeapi.CheckWrite).
 type write struct {
 	name    string
 	refused string
@@ -68,15 +61,7 @@ type write struct {
 func runWrites(t *testing.T, writes []write) {
 	t.Helper()
 	for _, w := range writes {
-		err := w.do(context.Background())
-		switch {
-		case w.refused == "" && err != nil:
-			t.Errorf("%s: %v, want allowed", w.name, err)
-		case w.refused != "" && err == nil:
-			t.Errorf("%s: allowed, want refused with %q", w.name, w.refused)
-		case w.refused != "" && !strings.Contains(err.Error(), w.refused):
-			t.Errorf("%s: %v, want refused with %q", w.name, err, w.refused)
-		}
+		kubeapi.CheckWrite(t, w.name, w.refused, w.do(context.Background()))
 	}
 }
 

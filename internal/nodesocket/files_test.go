@@ -6,10 +6,10 @@ import (
 	"os/user"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
+	"github.com/hwnet-io/hwnet/test/asuser"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
@@ -28,8 +28,8 @@ func TestDir_TightensWhateverCreatedIt(t *testing.T) {
 		{"created", 0, nodesocket.Access{}, 0o700, -1},
 		{"pre-existing 0755", 0o755, nodesocket.Access{}, 0o700, -1},
 		{"pre-existing 0777", 0o777, nodesocket.Access{}, 0o700, -1},
-		{"pre-existing 0755, group named", 0o755, nodesocket.Group(testGID), 0o750, testGID},
-		{"created, group named", 0, nodesocket.Group(testGID), 0o750, testGID},
+		{"pre-existing 0755, group named", 0o755, nodesocket.Group(asuser.TestGID), 0o750, asuser.TestGID},
+		{"created, group named", 0, nodesocket.Group(asuser.TestGID), 0o750, asuser.TestGID},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.wantGID >= 0 {
@@ -51,7 +51,7 @@ func TestDir_TightensWhateverCreatedIt(t *testing.T) {
 			if wantGID < 0 {
 				wantGID = os.Getegid()
 			}
-			checkOwnerMode(t, dir, tt.wantMode, wantGID)
+			asuser.CheckMode(t, dir, tt.wantMode, uint32(wantGID))
 		})
 	}
 }
@@ -65,7 +65,7 @@ func TestSocket_Mode(t *testing.T) {
 		wantGID  int
 	}{
 		{"root only", nodesocket.Access{}, 0o600, -1},
-		{"group named", nodesocket.Group(testGID), 0o660, testGID},
+		{"group named", nodesocket.Group(asuser.TestGID), 0o660, asuser.TestGID},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.wantGID >= 0 {
@@ -82,21 +82,8 @@ func TestSocket_Mode(t *testing.T) {
 			if wantGID < 0 {
 				wantGID = os.Getegid()
 			}
-			checkOwnerMode(t, path, tt.wantMode, wantGID)
+			asuser.CheckMode(t, path, tt.wantMode, uint32(wantGID))
 		})
-	}
-}
-
-func checkOwnerMode(t *testing.T, path string, mode os.FileMode, gid int) {
-	t.Helper()
-	fi, err := os.Lstat(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := fi.Sys().(*syscall.Stat_t)
-	if fi.Mode().Perm() != mode || fi.Mode()&(os.ModeSticky|os.ModeSetuid|os.ModeSetgid) != 0 ||
-		int(st.Uid) != os.Geteuid() || int(st.Gid) != gid {
-		t.Errorf("%s: mode %s owner %d:%d, want %s owned by %d:%d", path, fi.Mode(), st.Uid, st.Gid, mode, os.Geteuid(), gid)
 	}
 }
 

@@ -19,10 +19,6 @@ import (
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
-// testGID is a group no one on the machine needs to have: the kernel
-// takes any number.
-const testGID = 61234
-
 // lockedBuffer collects the listener's log lines.
 type lockedBuffer struct {
 	mu  sync.Mutex
@@ -113,13 +109,13 @@ func TestListener_AdmitsRootAndTheGroupOnly(t *testing.T) {
 		want   int
 	}{
 		{"root", nodesocket.Access{}, asuser.User{}, asuser.Answered},
-		{"root with a group named", nodesocket.Group(testGID), asuser.User{}, asuser.Answered},
+		{"root with a group named", nodesocket.Group(asuser.TestGID), asuser.User{}, asuser.Answered},
 		{"nobody", nodesocket.Access{}, nobody, asuser.Refused},
-		{"nobody with another group named", nodesocket.Group(testGID), nobody, asuser.Refused},
-		{"primary group, none named", nodesocket.Access{}, asuser.User{UID: asuser.NobodyID, GID: testGID}, asuser.Refused},
-		{"primary group named", nodesocket.Group(testGID), asuser.User{UID: asuser.NobodyID, GID: testGID}, asuser.Answered},
-		{"supplementary group named", nodesocket.Group(testGID),
-			asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID, Groups: []uint32{100, testGID}}, asuser.Answered},
+		{"nobody with another group named", nodesocket.Group(asuser.TestGID), nobody, asuser.Refused},
+		{"primary group, none named", nodesocket.Access{}, asuser.User{UID: asuser.NobodyID, GID: asuser.TestGID}, asuser.Refused},
+		{"primary group named", nodesocket.Group(asuser.TestGID), asuser.User{UID: asuser.NobodyID, GID: asuser.TestGID}, asuser.Answered},
+		{"supplementary group named", nodesocket.Group(asuser.TestGID),
+			asuser.User{UID: asuser.NobodyID, GID: asuser.NobodyID, Groups: []uint32{100, asuser.TestGID}}, asuser.Answered},
 		{"root's group without root", nodesocket.Access{}, asuser.User{UID: asuser.NobodyID, GID: 0}, asuser.Refused},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

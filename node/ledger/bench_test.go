@@ -2,29 +2,21 @@ package ledger_test
 
 import (
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/hwnet-io/hwnet/node/ledger"
-	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
 // BenchmarkPollIdle is the agent's ledger poll, every --ledger-interval,
 // on a full node where nothing changes: 110 pods hold a VF each, and the
 // poll only stats the checkpoint and the device-info directory.
 func BenchmarkPollIdle(b *testing.B) {
-	dir := b.TempDir()
-	socket := filepath.Join(dir, "kubelet.sock")
-	kubelet, err := testkubelet.ServePodResources(socket)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer kubelet.Close()
+	kubelet, src := newSources(b)
 	for i := range 110 {
 		kubelet.SetPod("ns", fmt.Sprint("pod-", i), "intel.com/vf", fmt.Sprintf("0000:3b:%02x.%d", 2+i/8, i%8))
 	}
-	r := ledger.NewReader(ledger.Sources{PodResourcesSocket: socket, DevinfoDir: dir, Checkpoint: filepath.Join(dir, "checkpoint.json")})
+	r := ledger.NewReader(src)
 	defer r.Close()
 	now := time.Now()
 	ledger.SetClock(r, func() time.Time { return now })

@@ -13,24 +13,33 @@ import (
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
+// newSources serves a test kubelet's PodResources in a temporary directory
+// and returns it with the ledger's sources there: its socket, a
+// device-info directory and the DRA checkpoint's path (no file yet).
+func newSources(tb testing.TB) (*testkubelet.PodResources, ledger.Sources) {
+	tb.Helper()
+	dir := tb.TempDir()
+	socket := filepath.Join(dir, "kubelet.sock")
+	kubelet, err := testkubelet.ServePodResources(socket)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(kubelet.Close)
+	return kubelet, ledger.Sources{PodResourcesSocket: socket, DevinfoDir: filepath.Join(dir, "devinfo"),
+		Checkpoint: filepath.Join(dir, "checkpoint.json")}
+}
+
 // TestReadPodsAndClaims: the ledger names kubelet's device plugin
 // allocations (since their device-info file was written) and the claims of
 // the DRA checkpoint (since they were prepared); when kubelet stops
 // answering, its source is unknown and its last holders stay.
 func TestReadPodsAndClaims(t *testing.T) {
-	dir := t.TempDir()
-	socket := filepath.Join(dir, "kubelet.sock")
-	kubelet, err := testkubelet.ServePodResources(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
+	kubelet, src := newSources(t)
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", "0000:3b:02.0")
-	devinfoDir := filepath.Join(dir, "devinfo")
-	if err := devinfo.Write(devinfoDir, "intel.com/vf", "0000:3b:02.0", devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.0"})); err != nil {
+	if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", "0000:3b:02.0", devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.0"})); err != nil {
 		t.Fatal(err)
 	}
 	prepared := time.Date(2026, 11, 26, 10, 0, 0, 0, time.UTC)
-	cpPath := filepath.Join(dir, "checkpoint.json")
 	cp := checkpoint.New()
 	cp.Claims["uid-c"] = &checkpoint.Claim{Namespace: "ns", Name: "claim", Pods: []string{"uid-p"}, Prepared: prepared,
 		Devices: []checkpoint.Device{{Device: "pci-0000-3b-02-1", Resource: "intel.com/vf", PCIAddress: "0000:3b:02.1"}}}
@@ -38,10 +47,10 @@ func TestReadPodsAndClaims(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(cpPath, data, 0o600); err != nil {
+	if err := os.WriteFile(src.Checkpoint, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	r := ledger.NewReader(ledger.Sources{PodResourcesSocket: socket, DevinfoDir: devinfoDir, Checkpoint: cpPath})
+	r := ledger.NewReader(src)
 	defer r.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -76,15 +85,8 @@ func TestReadPodsAndClaims(t *testing.T) {
 // 10 s (a device-info file written by Allocate) or when its last answer is
 // 30 s old; else that answer stands.
 func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
-	dir := t.TempDir()
-	socket := filepath.Join(dir, "kubelet.sock")
-	kubelet, err := testkubelet.ServePodResources(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kubelet.Close()
-	devinfoDir := filepath.Join(dir, "devinfo")
-	r := ledger.NewReader(ledger.Sources{PodResourcesSocket: socket, DevinfoDir: devinfoDir})
+	kubelet, src := newSources(t)
+	r := ledger.NewReader(src)
 	defer r.Close()
 	t0 := time.Now()
 	var now time.Time
@@ -94,7 +96,7 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 	release := func() { kubelet.SetPod("ns", "cnf", "intel.com/vf") }
 	writeFile := func() {
 		release()
-		if err := devinfo.Write(devinfoDir, "intel.com/vf", "0000:3b:02.7", devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.7"})); err != nil {
+		if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", "0000:3b:02.7", devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.7"})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,15 +127,8 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 // Allocate that wrote its device-info file, which kubelet then recorded)
 // has it poll at once and see the new hold.
 func TestWatchNudged(t *testing.T) {
-	dir := t.TempDir()
-	socket := filepath.Join(dir, "kubelet.sock")
-	kubelet, err := testkubelet.ServePodResources(socket)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer kubelet.Close()
-	devinfoDir := filepath.Join(dir, "devinfo")
-	r := ledger.NewReader(ledger.Sources{PodResourcesSocket: socket, DevinfoDir: devinfoDir})
+	kubelet, src := newSources(t)
+	r := ledger.NewReader(src)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
 	nudge := make(chan struct{}, 1)
@@ -144,7 +139,7 @@ func TestWatchNudged(t *testing.T) {
 		t.Fatalf("first ledger holds %v, want nothing", l.Devices())
 	}
 	const vf = "0000:3b:02.0"
-	if err := devinfo.Write(devinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
+	if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
 		t.Fatal(err)
 	}
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)

@@ -8,6 +8,9 @@
 //		}
 //		os.Exit(m.Run())
 //	}
+//
+// CheckPeers runs such clients as each of Peers against a node socket, so
+// that every node socket is held to the same table of who gets in.
 package asuser
 
 import (

@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os/exec"
 	"slices"
-	"strings"
 	"testing"
 
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -23,6 +21,7 @@ import (
 
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
 // elsewhere is a node the cluster does not have: objects "of another node"
@@ -43,18 +42,14 @@ func (e *env) podToken(ctx context.Context, t *testing.T, namespace, selector st
 		if p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil {
 			continue
 		}
-		req := &authenticationv1.TokenRequest{Spec: authenticationv1.TokenRequestSpec{
-			BoundObjectRef: &authenticationv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: p.Name, UID: p.UID}}}
-		tok, err := e.client.CoreV1().ServiceAccounts(namespace).CreateToken(ctx, p.Spec.ServiceAccountName, req, metav1.CreateOptions{})
+		base, err := e.c.RESTConfig()
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg, err := e.c.RESTConfig()
+		cfg, err := kubeapi.PodToken(ctx, e.client, base, &p)
 		if err != nil {
 			t.Fatal(err)
 		}
-		cfg = rest.AnonymousClientConfig(cfg)
-		cfg.BearerToken = tok.Status.Token
 		return cfg
 	}
 	t.Fatalf("no running pod %s in %s", selector, namespace)
@@ -62,7 +57,7 @@ func (e *env) podToken(ctx context.Context, t *testing.T, namespace, selector st
 }
 
 // secWrite is one write of the matrix: allowed when refused is empty,
-// else refused with an error containing refused.
+// else refused with an error containing refused (kubeapi.CheckWrite).
 type secWrite struct {
 	name, refused string
 	do            func(ctx context.Context) error
@@ -71,17 +66,7 @@ type secWrite struct {
 func runSecWrites(ctx context.Context, t *testing.T, writes []secWrite) {
 	t.Helper()
 	for _, w := range writes {
-		err := w.do(ctx)
-		switch {
-		case w.refused == "" && err != nil:
-			t.Errorf("%s: %v, want allowed", w.name, err)
-		case w.refused != "" && err == nil:
-			t.Errorf("%s: allowed, want refused with %q", w.name, w.refused)
-		case w.refused != "" && !strings.Contains(err.Error(), w.refused):
-			t.Errorf("%s: %v, want refused with %q", w.name, err, w.refused)
-		default:
-			t.Logf("%s: %v", w.name, err)
-		}
+		kubeapi.CheckWrite(t, w.name, w.refused, w.do(ctx))
 	}
 }
 
