@@ -140,6 +140,11 @@ func (s *Server) logRequest(ctx context.Context, req *wire.Request, took time.Du
 		slog.Duration("duration", took),
 	}
 	level := slog.LevelInfo
+	if req.Command == wire.CommandStatus {
+		// containerd 2.x asks every 5 s: at Info it would bury the ADDs
+		// and DELs. A failed one still logs at Error below.
+		level = slog.LevelDebug
+	}
 	if err != nil {
 		level = slog.LevelError
 		attrs = append(attrs, slog.Any("err", err), slog.Uint64("code", uint64(wire.AsCNIError(err).Code)))

@@ -70,7 +70,7 @@ func startIn(t testing.TB, h server.Handler, dir string, access nodesocket.Acces
 	t.Helper()
 	socket := filepath.Join(dir, "run", "cni.sock")
 	logs := &lockedBuffer{}
-	srv := server.New(h, slog.New(slog.NewTextHandler(logs, nil)), access)
+	srv := server.New(h, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), access)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, socket) }()
@@ -349,31 +349,41 @@ func TestWireVersionMismatch(t *testing.T) {
 }
 
 // TestOneLogLinePerRequest: operators find each CNI call in the agent's
-// log with its command, container, duration and error.
+// log with its command, container, duration and error: at Info, or Error
+// when it failed; but STATUS, which containerd 2.x sends every 5 s, at
+// Debug unless it failed.
 func TestOneLogLinePerRequest(t *testing.T) {
 	srv := start(t, handlerFunc(func(_ context.Context, req *wire.Request) (json.RawMessage, error) {
-		if req.Command == wire.CommandDel {
+		if req.Command == wire.CommandDel || req.Args == "fail" {
 			return nil, types.NewError(types.ErrTryAgainLater, "busy", "")
 		}
 		return json.RawMessage(`{}`), nil
 	}))
-	for _, command := range []string{wire.CommandAdd, wire.CommandDel} {
-		if _, err := srv.client.Do(context.Background(), request(command)); err != nil {
+	for _, tt := range []struct {
+		command, args string
+		want          []string
+	}{
+		{wire.CommandAdd, "", []string{"level=INFO", "command=ADD", "containerID=ctr-1", "duration="}},
+		{wire.CommandDel, "", []string{"level=ERROR", "command=DEL", "containerID=ctr-1", "duration=", "err=busy", "code=11"}},
+		{wire.CommandStatus, "", []string{"level=DEBUG", "command=STATUS", "duration="}},
+		{wire.CommandStatus, "fail", []string{"level=ERROR", "command=STATUS", "duration=", "err=busy", "code=11"}},
+	} {
+		req := request(tt.command)
+		req.Args = tt.args
+		if _, err := srv.client.Do(context.Background(), req); err != nil {
 			t.Fatal(err)
 		}
-	}
-	lines := srv.logs.Lines()
-	if len(lines) != 2 {
-		t.Fatalf("log has %d lines, want 2:\n%s", len(lines), strings.Join(lines, "\n"))
-	}
-	for i, want := range [][]string{
-		{"command=ADD", "containerID=ctr-1", "duration="},
-		{"level=ERROR", "command=DEL", "containerID=ctr-1", "duration=", "err=busy", "code=11"},
-	} {
-		for _, w := range want {
-			if !strings.Contains(lines[i], w) {
-				t.Errorf("log line %q lacks %q", lines[i], w)
+		lines := srv.logs.Lines()
+		if len(lines) == 0 {
+			t.Fatalf("%s %q: no log line", tt.command, tt.args)
+		}
+		for _, w := range tt.want {
+			if last := lines[len(lines)-1]; !strings.Contains(last, w) {
+				t.Errorf("%s %q: log line %q lacks %q", tt.command, tt.args, last, w)
 			}
 		}
+	}
+	if lines := srv.logs.Lines(); len(lines) != 4 {
+		t.Errorf("log has %d lines, want 4:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
 }
