@@ -104,7 +104,7 @@ func TestStateRoundTrip(t *testing.T) {
 func testSettings(t *testing.T) settings {
 	dir := t.TempDir()
 	return settings{paths: paths{dir: dir}, name: "n", nodeIP: "10.255.0.2", kubeBinDir: "/bin",
-		cgroupRoot: "/hwnet-e2e/n", sandboxImage: "hwnet.local/pause:e2e"}
+		cgroupRoot: "/hwnet-e2e/n", sandboxImage: "hwnet.local/pause:e2e", podSubnet: "10.244.2.0/24"}
 }
 
 // TestKubeletConfig checks the settings this machine needs under the names
@@ -144,7 +144,7 @@ func TestPodNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "bridge" || !strings.Contains(string(data), podSubnet) {
+	if len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "bridge" || !strings.Contains(string(data), `"10.244.2.0/24"`) {
 		t.Errorf("pod network: %s", data)
 	}
 }

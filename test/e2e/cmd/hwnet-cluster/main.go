@@ -2,7 +2,8 @@
 // (test/e2e/cluster), shows it, runs commands inside its namespaces and
 // tears it down.
 //
-//	hwnet-cluster [flags] up          build the images, bring the cluster up (or reuse it)
+//	hwnet-cluster [flags] up          build the images, bring the cluster up (or reuse it);
+//	                                  --nodes N for a control plane and N-1 workers
 //	hwnet-cluster [flags] demo        up, then deploy hwnet and run a CNF pod (make demo)
 //	hwnet-cluster [flags] down        stop and remove everything
 //	hwnet-cluster [flags] status      processes, kube-apiserver and node readiness
@@ -11,6 +12,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -46,6 +48,7 @@ type options struct {
 	cfg       cluster.Config
 	imageDir  string
 	specFile  string
+	nodes     int
 	skipBuild bool
 	repo      string
 }
@@ -60,6 +63,8 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.specFile, "spec", "", "up: virtual node spec (YAML or JSON); default: the default node named "+cluster.DefaultNodeName)
 	fs.StringVar(&o.cfg.ContainerdVersion, "containerd", "", "up: the containerd `release` (built by make containerd-cdi), e.g. "+
 		cluster.LegacyContainerdVersion+"; default $"+cluster.ContainerdVersionEnv+" or "+cluster.DefaultContainerdVersion)
+	fs.IntVar(&o.nodes, "nodes", 1, "up: the number of nodes: a control plane and N-1 workers, each with its own virtual node "+
+		"(the default hardware; from 3 nodes, the last has no SR-IOV hardware at all)")
 	fs.BoolVar(&o.skipBuild, "no-images", false, "up: do not build or import images")
 	fs.StringVar(&o.repo, "repo", ".", "up: the hwnet repository the images are built from")
 	ref := fs.String("ref", "hwnet:dev", "image: the tag of hwnet's image")
@@ -129,6 +134,10 @@ func upCluster(ctx context.Context, o options) (*cluster.Cluster, error) {
 			return nil, err
 		}
 	}
+	if o.nodes < 1 {
+		return nil, fmt.Errorf("--nodes %d: a cluster has at least 1 node", o.nodes)
+	}
+	o.cfg.Workers = cluster.WorkerSpecs(cmp.Or(specName(o.cfg.Spec), cluster.DefaultNodeName), o.nodes)
 	if !o.skipBuild {
 		start := time.Now()
 		images, err := image.Images(ctx, o.repo, o.imageDir)
@@ -143,6 +152,14 @@ func upCluster(ctx context.Context, o options) (*cluster.Cluster, error) {
 		err = fmt.Errorf("%w\nlogs: %s; remove the half-up cluster with: hwnet-cluster --state-dir %s down", err, c.LogDir(), c.StateDir())
 	}
 	return c, err
+}
+
+// specName is the spec's node name, "" for none.
+func specName(spec *virtualnode.Spec) string {
+	if spec == nil {
+		return ""
+	}
+	return spec.Name
 }
 
 func down(ctx context.Context, cfg cluster.Config) error {
