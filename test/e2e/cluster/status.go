@@ -82,6 +82,18 @@ func okOr(err error) string {
 	return "no: " + err.Error()
 }
 
+// StopKubelet stops the node's kubelet by PID, as when a node is shut
+// down: its pods' containers keep running until Down.
+func (c *Cluster) StopKubelet(ctx context.Context) error {
+	p := c.st.process(kubelet)
+	if p == nil {
+		return fmt.Errorf("stop kubelet: the cluster in %s has none", c.p.dir)
+	}
+	return c.step(c.st.Name+": kubelet stopped", func() error {
+		return stopProcesses(ctx, []*process{p}, stopGrace)
+	})
+}
+
 // RestartKubelet stops kubelet by PID, starts it again with the same
 // arguments and waits until it serves and the node is Ready again.
 func (c *Cluster) RestartKubelet(ctx context.Context) error {
