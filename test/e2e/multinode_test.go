@@ -397,4 +397,3 @@ func (e *env) nodeSlices(ctx context.Context, t *testing.T, node string) []strin
 	slices.Sort(names)
 	return names
 }
-
