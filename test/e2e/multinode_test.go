@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -14,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 )
@@ -43,6 +46,12 @@ func (e *env) multiNodes(t *testing.T) (cp, sriov, plain *cluster.Cluster) {
 func onNode(pod *corev1.Pod, node string) *corev1.Pod {
 	pod.Spec.NodeSelector = map[string]string{hostnameLabel: node}
 	return pod
+}
+
+// sriovNet selects sriov-net as net1 with an address of its own for node
+// index: the NAD's IPAM is static.
+func sriovNet(index int) string {
+	return fmt.Sprintf(`[{"name":"sriov-net","interface":"net1","ips":["10.56.%d.10/24"]}]`, index)
 }
 
 // servePod serves its hostname on servePort on the default network.
@@ -100,7 +109,9 @@ func TestMultiNode_DefaultNetworkAcrossNodes(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st := networkStatus(t, running); len(st) != 1 || !st[0].Default || !slices.Contains(st[0].IPs, running.Status.PodIP) {
+		// The spec's network-status examples give addresses with their prefix.
+		if st := networkStatus(t, running); len(st) != 1 || !st[0].Default || len(st[0].IPs) != 1 ||
+			!strings.HasPrefix(st[0].IPs[0], running.Status.PodIP+"/") {
 			t.Errorf("pod %s on %s: network-status %+v, want the default network with the pod IP %s", name, n.NodeName(), st, running.Status.PodIP)
 		}
 		servers[i] = running
@@ -214,7 +225,7 @@ func TestMultiNode_OneNetworkOnTwoNodes(t *testing.T) {
 	cp, sriov, _ := e.multiNodes(t)
 	e.multinet(ctx, t)
 	for _, n := range []*cluster.Cluster{cp, sriov} {
-		nad := onNode(workloadPod("mn-nad-"+n.NodeName(), `[{"name":"sriov-net","interface":"net1"}]`,
+		nad := onNode(workloadPod("mn-nad-"+n.NodeName(), sriovNet(n.Index()),
 			map[corev1.ResourceName]int64{sriovResource: 1}), n.NodeName())
 		kep := onNode(referencingPod("mn-kep-"+n.NodeName(), `[{"name":"dataplane","interfaceName":"net1"}]`), n.NodeName())
 		for _, pod := range []*corev1.Pod{nad, kep} {
@@ -244,18 +255,25 @@ func TestMultiNode_AgentTokenStaysOnItsNode(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	body := `{"metadata":{"annotations":{"hwnet.io/e2e-probe":"x"}}}`
+	// The one write the agent's pod policy allows, the network-status.
+	body := fmt.Sprintf(`{"metadata":{"annotations":{%q:"[]"}}}`, statusKey)
+	// A slice of the other node, as its agent would publish in DRA mode.
+	adminSlices := e.client.ResourceV1().ResourceSlices()
+	theirSlice, err := adminSlices.Create(ctx, secSlice("mn-sec-their-slice", dra.DefaultDriverName, sriov.NodeName()), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { adminSlices.Delete(context.Background(), theirSlice.Name, metav1.DeleteOptions{}) })
 	runSecWrites(ctx, t, []secWrite{
 		{name: "annotate a pod on its node", do: func(ctx context.Context) error { return secPatch(ctx, agent, mine, body) }},
 		{name: "annotate a pod on another node", refused: "forbidden",
 			do: func(ctx context.Context) error { return secPatch(ctx, agent, theirs, body) }},
 		{name: "create a slice of another node", refused: "forbidden", do: func(ctx context.Context) error {
-			_, err := agent.ResourceV1().ResourceSlices().Create(ctx, secSlice("mn-sec-theirs", dra.DefaultDriverName, sriov.NodeName()), metav1.CreateOptions{})
+			_, err := agent.ResourceV1().ResourceSlices().Create(ctx, secSlice("mn-sec-new", dra.DefaultDriverName, sriov.NodeName()), metav1.CreateOptions{})
 			return err
 		}},
-		{name: "delete another node's slices", refused: "forbidden", do: func(ctx context.Context) error {
-			return agent.ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{},
-				metav1.ListOptions{FieldSelector: "spec.nodeName=" + sriov.NodeName()})
+		{name: "delete another node's slice", refused: "forbidden", do: func(ctx context.Context) error {
+			return agent.ResourceV1().ResourceSlices().Delete(ctx, theirSlice.Name, metav1.DeleteOptions{})
 		}},
 	})
 }
@@ -281,7 +299,7 @@ func TestMultiNode_RollingAgentUpgrade(t *testing.T) {
 	cp, sriov, _ := e.multiNodes(t)
 	held := map[string]*corev1.Pod{}
 	for _, n := range []*cluster.Cluster{cp, sriov} {
-		pod := onNode(workloadPod("mn-roll-"+n.NodeName(), `[{"name":"sriov-net","interface":"net1"}]`,
+		pod := onNode(workloadPod("mn-roll-"+n.NodeName(), sriovNet(n.Index()),
 			map[corev1.ResourceName]int64{sriovResource: 1}), n.NodeName())
 		e.cleanupPods(t, pod.Name)
 		running, err := e.runPod(ctx, pod, 1)
@@ -396,4 +414,85 @@ func (e *env) nodeSlices(ctx context.Context, t *testing.T, node string) []strin
 	}
 	slices.Sort(names)
 	return names
+}
+
+// TestMultiNode_ControllerLeaderKilled: with hwnet-controller's two
+// replicas on different nodes, the leader is killed (SIGKILL) while a pod
+// waits behind the scheduling gate for a PodNetwork that does not exist
+// yet; the network is then created, and the other replica makes it Ready
+// and lifts the gate. The time from the kill to the pod's scheduling is
+// logged: the Lease's 15 s duration bounds it from below.
+func TestMultiNode_ControllerLeaderKilled(t *testing.T) {
+	e := setupMulti(t)
+	ctx := testContext(t)
+	leader, other := e.controllerReplicas(ctx, t)
+	if leader.Spec.NodeName == other.Spec.NodeName {
+		t.Errorf("hwnet-controller's replicas %s and %s both run on %s, want them on different nodes",
+			leader.Name, other.Name, leader.Spec.NodeName)
+	}
+	cp, _, _ := e.multiNodes(t)
+	pod := onNode(referencingPod("mn-gated", `[{"name":"dataplane","interfaceName":"net1"}]`), cp.NodeName())
+	e.cleanupPods(t, pod.Name)
+	e.createPod(ctx, t, pod)
+	e.waitGated(ctx, t, pod.Name)
+	killed := time.Now()
+	if err := syscall.Kill(e.containerPID(ctx, t, leader), syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	e.multinet(ctx, t)
+	running, err := e.waitRunning(ctx, pod.Name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("leader %s on %s killed: pod %s scheduled on %s and running %.1fs later", leader.Name, leader.Spec.NodeName,
+		pod.Name, running.Spec.NodeName, time.Since(killed).Seconds())
+}
+
+// controllerReplicas returns the hwnet-controller pod holding the Lease and
+// the other one, both running.
+func (e *env) controllerReplicas(ctx context.Context, t *testing.T) (leader, other *corev1.Pod) {
+	t.Helper()
+	mustPoll(ctx, t, "hwnet-controller's two replicas running, one leading", func(ctx context.Context) error {
+		lease, err := e.client.CoordinationV1().Leases(AgentNamespace).Get(ctx, "hwnet-controller", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: "app=hwnet-controller"})
+		if err != nil {
+			return err
+		}
+		leader, other = nil, nil
+		for i := range pods.Items {
+			p := &pods.Items[i]
+			switch {
+			case p.Status.Phase != corev1.PodRunning || p.DeletionTimestamp != nil:
+			case lease.Spec.HolderIdentity != nil && *lease.Spec.HolderIdentity == p.Name:
+				leader = p
+			default:
+				other = p
+			}
+		}
+		if leader == nil || other == nil {
+			return fmt.Errorf("leader %v, other %v of %d pods", leader != nil, other != nil, len(pods.Items))
+		}
+		return nil
+	})
+	return leader, other
+}
+
+// waitGated waits until the pod carries the multi-network scheduling gate.
+func (e *env) waitGated(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	mustPoll(ctx, t, "pod "+name+" gated", func(ctx context.Context) error {
+		p, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, g := range p.Spec.SchedulingGates {
+			if g.Name == mnv1.SchedulingGate {
+				return nil
+			}
+		}
+		return fmt.Errorf("gates %v", p.Spec.SchedulingGates)
+	})
 }

@@ -103,6 +103,10 @@ func (c *Cluster) Node() *virtualnode.Node { return c.node }
 // NodeName is the Kubernetes node's name, also the virtual node's.
 func (c *Cluster) NodeName() string { return c.st.Name }
 
+// Index is the node's place in its cluster: 0 for the control plane's,
+// from 1 for the workers'.
+func (c *Cluster) Index() int { return c.st.Index }
+
 // NodeIP is the node's InternalIP, inside the cluster's network namespace.
 func (c *Cluster) NodeIP() string { return c.st.NodeIP }
 
