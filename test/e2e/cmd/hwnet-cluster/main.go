@@ -8,7 +8,7 @@
 //	hwnet-cluster [flags] down        stop and remove everything
 //	hwnet-cluster [flags] status      processes, kube-apiserver and node readiness
 //	hwnet-cluster [flags] kubectl -- ARGS
-//	hwnet-cluster [flags] exec -- COMMAND [ARGS]
+//	hwnet-cluster [flags] exec -- COMMAND [ARGS]    (--node NAME: in a worker's namespaces)
 package main
 
 import (
@@ -20,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -49,6 +50,7 @@ type options struct {
 	imageDir  string
 	specFile  string
 	nodes     int
+	node      string
 	skipBuild bool
 	repo      string
 }
@@ -65,6 +67,7 @@ func run(ctx context.Context, args []string) error {
 		cluster.LegacyContainerdVersion+"; default $"+cluster.ContainerdVersionEnv+" or "+cluster.DefaultContainerdVersion)
 	fs.IntVar(&o.nodes, "nodes", 1, "up: the number of nodes: a control plane and N-1 workers, each with its own virtual node "+
 		"(the default hardware; from 3 nodes, the last has no SR-IOV hardware at all)")
+	fs.StringVar(&o.node, "node", "", "exec: the node whose namespaces the command runs in; default the control plane's")
 	fs.BoolVar(&o.skipBuild, "no-images", false, "up: do not build or import images")
 	fs.StringVar(&o.repo, "repo", ".", "up: the hwnet repository the images are built from")
 	ref := fs.String("ref", "hwnet:dev", "image: the tag of hwnet's image")
@@ -93,9 +96,9 @@ func run(ctx context.Context, args []string) error {
 		}
 		return err
 	case "kubectl":
-		return inside(ctx, o.cfg, append([]string{"kubectl"}, rest...))
+		return inside(ctx, o.cfg, "", append([]string{"kubectl"}, rest...))
 	case "exec":
-		return inside(ctx, o.cfg, rest)
+		return inside(ctx, o.cfg, o.node, rest)
 	default:
 		fs.Usage()
 		return fmt.Errorf("unknown command %q", cmd)
@@ -180,8 +183,9 @@ func status(ctx context.Context, cfg cluster.Config) error {
 	return nil
 }
 
-// inside runs argv in the cluster's namespaces with the terminal attached.
-func inside(ctx context.Context, cfg cluster.Config, argv []string) error {
+// inside runs argv in the namespaces of the named node ("" for the
+// control plane's) with the terminal attached.
+func inside(ctx context.Context, cfg cluster.Config, node string, argv []string) error {
 	if len(argv) == 0 {
 		return errors.New("exec: no command given")
 	}
@@ -189,7 +193,11 @@ func inside(ctx context.Context, cfg cluster.Config, argv []string) error {
 	if err != nil {
 		return fmt.Errorf("no cluster in %s: %w", cfg.StateDir, err)
 	}
-	cmd := c.Command(ctx, argv[0], argv[1:]...)
+	i := slices.IndexFunc(c.Nodes(), func(n *cluster.Cluster) bool { return node == "" || n.NodeName() == node })
+	if i < 0 {
+		return fmt.Errorf("--node %q: the cluster in %s has no such node", node, cfg.StateDir)
+	}
+	cmd := c.Nodes()[i].Command(ctx, argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	return cmd.Run()
 }
