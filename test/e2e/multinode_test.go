@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -349,6 +350,97 @@ func (e *env) rollAgents(ctx context.Context, t *testing.T) {
 	t.Logf("%s", strings.TrimSpace(string(out)))
 }
 
+// TestMultiNode_ControllerLeaderKilled: hwnet-controller's two replicas
+// run on different nodes. Twice a pod waits behind the scheduling gate for
+// a PodNetwork that does not exist yet while the leader fails; the network
+// is then created and the pod must run:
+//   - killed (SIGKILL): kubelet restarts the container, whose identity in
+//     the Lease is its pod's name, so it leads again at once;
+//   - hung (SIGSTOP, as a frozen node): the other replica takes the Lease
+//     once it expires (15 s) and lifts the gate.
+//
+// Each time from the failure to the pod running is logged.
+func TestMultiNode_ControllerLeaderKilled(t *testing.T) {
+	e := setupMulti(t)
+	ctx := testContext(t)
+	cp, _, _ := e.multiNodes(t)
+	leader, other := e.controllerReplicas(ctx, t)
+	if leader.Spec.NodeName == other.Spec.NodeName {
+		t.Errorf("hwnet-controller's replicas %s and %s both run on %s, want them on different nodes",
+			leader.Name, other.Name, leader.Spec.NodeName)
+	}
+	gated := func(name, network string) *corev1.Pod {
+		pod := onNode(referencingPod(name, fmt.Sprintf(`[{"name":%q,"interfaceName":"net1"}]`, network)), cp.NodeName())
+		e.cleanupPods(t, pod.Name)
+		e.createPod(ctx, t, pod)
+		e.waitGated(ctx, t, pod.Name)
+		return pod
+	}
+	killed := gated("mn-gated-killed", "dataplane")
+	e.signalController(ctx, t, leader, syscall.SIGKILL)
+	e.multinet(ctx, t)
+	e.waitLifted(ctx, t, killed, "leader "+leader.Name+" killed")
+
+	leader, other = e.controllerReplicas(ctx, t)
+	hung := gated("mn-gated-hung", "dataplane-late")
+	e.signalController(ctx, t, leader, syscall.SIGSTOP)
+	t.Cleanup(func() { e.signalController(context.Background(), t, leader, syscall.SIGCONT) })
+	e.applyLatePodNetwork(ctx, t, "dataplane-late")
+	e.waitLifted(ctx, t, hung, "leader "+leader.Name+" hung")
+	lease, err := e.client.CoordinationV1().Leases(AgentNamespace).Get(ctx, "hwnet-controller", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if holder := lease.Spec.HolderIdentity; holder == nil || *holder != other.Name {
+		t.Errorf("the Lease is held by %v, want the other replica %s", holder, other.Name)
+	}
+}
+
+// signalController signals the controller container of pod, wherever it
+// runs: every node's processes are on this machine.
+func (e *env) signalController(ctx context.Context, t *testing.T, pod *corev1.Pod, sig syscall.Signal) {
+	t.Helper()
+	now, err := e.client.CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(e.containerPID(ctx, t, now), sig); err != nil {
+		t.Fatalf("%v to %s: %v", sig, pod.Name, err)
+	}
+}
+
+// waitLifted waits until pod runs with its network and logs how long that
+// took since what happened.
+func (e *env) waitLifted(ctx context.Context, t *testing.T, pod *corev1.Pod, what string) {
+	t.Helper()
+	since := time.Now()
+	running, err := e.waitRunning(ctx, pod.Name, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%s: pod %s running on %s %.1fs after its network was created", what, pod.Name, running.Spec.NodeName,
+		time.Since(since).Seconds())
+}
+
+// applyLatePodNetwork creates a PodNetwork on the scenario's NAD.
+func (e *env) applyLatePodNetwork(ctx context.Context, t *testing.T, name string) {
+	t.Helper()
+	pn := fmt.Sprintf(`apiVersion: multinetwork.hwnet.io/v1alpha1
+kind: PodNetwork
+metadata: {name: %s}
+spec:
+  provider: hwnet.io/cni
+  parametersRefs:
+    - {group: k8s.cni.cncf.io, kind: NetworkAttachmentDefinition, namespace: default, name: sriov-dataplane}
+`, name)
+	if _, err := Kubectl(ctx, e.c, []byte(pn), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		Kubectl(context.Background(), e.c, []byte(pn), "delete", "--ignore-not-found", "--wait=false", "-f", "-")
+	})
+}
+
 // TestMultiNode_ZNodeDrainedAndDeleted: worker w1 is drained, its kubelet
 // stopped and its Node deleted, as an operator retires a node: its pods'
 // attachment records and its ResourceSlices go; the other nodes' slices
@@ -424,52 +516,6 @@ func (e *env) nodeSlices(ctx context.Context, t *testing.T, node string) []strin
 	}
 	slices.Sort(names)
 	return names
-}
-
-// TestMultiNode_ControllerLeaderKilled: with hwnet-controller's two
-// replicas on different nodes, the leader's pod is deleted at once (grace
-// period 0: its process is killed, as when its node dies) while a pod waits
-// behind the scheduling gate for a PodNetwork that does not exist yet; the
-// network is then created, and another replica takes the Lease, makes
-// the network Ready and lifts the gate. The time from the kill to the
-// pod's running is logged: the Lease's 15 s duration bounds it from below.
-// (A SIGKILLed container that kubelet restarts keeps its pod's name, the
-// Lease identity, and leads again at once: that is no failover.)
-func TestMultiNode_ControllerLeaderKilled(t *testing.T) {
-	e := setupMulti(t)
-	ctx := testContext(t)
-	leader, other := e.controllerReplicas(ctx, t)
-	if leader.Spec.NodeName == other.Spec.NodeName {
-		t.Errorf("hwnet-controller's replicas %s and %s both run on %s, want them on different nodes",
-			leader.Name, other.Name, leader.Spec.NodeName)
-	}
-	cp, _, _ := e.multiNodes(t)
-	pod := onNode(referencingPod("mn-gated", `[{"name":"dataplane","interfaceName":"net1"}]`), cp.NodeName())
-	e.cleanupPods(t, pod.Name)
-	e.createPod(ctx, t, pod)
-	e.waitGated(ctx, t, pod.Name)
-	killed := time.Now()
-	now := metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))}
-	if err := e.client.CoreV1().Pods(AgentNamespace).Delete(ctx, leader.Name, now); err != nil {
-		t.Fatal(err)
-	}
-	e.multinet(ctx, t)
-	running, err := e.waitRunning(ctx, pod.Name, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("leader %s on %s killed: pod %s scheduled on %s and running %.1fs later", leader.Name, leader.Spec.NodeName,
-		pod.Name, running.Spec.NodeName, time.Since(killed).Seconds())
-	lease, err := e.client.CoordinationV1().Leases(AgentNamespace).Get(ctx, "hwnet-controller", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The other replica, or the one the Deployment made anew: both wait.
-	if holder := lease.Spec.HolderIdentity; holder == nil || *holder == leader.Name {
-		t.Errorf("the Lease is held by %v, want a replica other than the killed %s", holder, leader.Name)
-	} else {
-		t.Logf("the Lease is now %s's (the other replica was %s)", *holder, other.Name)
-	}
 }
 
 // controllerReplicas returns the hwnet-controller pod holding the Lease and
