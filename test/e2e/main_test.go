@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -170,6 +171,7 @@ func (s *shared) tearDown() error {
 	start := time.Now()
 	err := s.env.c.Down(context.Background())
 	fmt.Printf("e2e: cluster down in %.1fs; the suite took %.1fs\n", time.Since(start).Seconds(), time.Since(s.env.started).Seconds())
+	s.env, s.err = nil, errors.New("the cluster was torn down by an earlier test")
 	return err
 }
 

@@ -444,9 +444,15 @@ spec:
 // TestMultiNode_ZNodeDrainedAndDeleted: worker w1 is drained, its kubelet
 // stopped and its Node deleted, as an operator retires a node: its pods'
 // attachment records and its ResourceSlices go; the other nodes' slices
-// and pods are untouched. It runs last: the node does not come back.
+// and pods are untouched. It runs last and takes the cluster down: the node
+// does not come back, and the single-node tests after it run alone.
 func TestMultiNode_ZNodeDrainedAndDeleted(t *testing.T) {
 	e := setupMulti(t)
+	t.Cleanup(func() {
+		if err := multi.tearDown(); err != nil {
+			t.Error(err)
+		}
+	})
 	ctx := testContext(t)
 	cp, sriov, _ := e.multiNodes(t)
 	e.usePools(ctx, t, draPoolsConfig(t, e.repo))
