@@ -78,9 +78,11 @@ fuzz:
 
 # The main job: a real single-node Kubernetes on a virtual SR-IOV node
 # (test/e2e/cluster), hwnet deployed from deploy/, a CNF pod with SR-IOV,
-# DPDK and InfiniBand attachments. The cluster keeps running.
+# DPDK and InfiniBand attachments. The cluster keeps running. NODES=3 makes
+# a control plane and two workers, the last without SR-IOV hardware.
+NODES ?= 1
 demo: build kube-bins containerd-cdi
-	$(BIN)/hwnet-cluster --repo . demo
+	$(BIN)/hwnet-cluster --repo . --nodes $(NODES) demo
 
 # The virtual SR-IOV node alone: its inventory and pools, no Kubernetes.
 demo-node: build

@@ -83,9 +83,10 @@ func (p Pools) String() string {
 // DeployHwnet deploys hwnet on c as a user does, from repo's deploy/
 // directory: it installs the CRDs of deploy/crds, applies
 // deploy/hwnet-agent.yaml with its hwnet-pools ConfigMap carrying
-// deploy/pools.yaml, hwnet-controller and the pod admission policies. It returns once hwnet is ready (see WaitHwnetReady),
-// with the pools the node offers. Progress lines go to progress (nil
-// discards them).
+// deploy/pools.yaml, hwnet-controller and the pod admission policies. It
+// returns once hwnet is ready on every node (see WaitHwnetReady), with the
+// pools the control plane's node offers. Progress lines go to progress
+// (nil discards them).
 func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress io.Writer) (Pools, error) {
 	start := time.Now()
 	crds, err := readManifests(repo, CRDDir)
@@ -119,11 +120,20 @@ func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress 
 	if err != nil {
 		return nil, err
 	}
-	want, err := ExpectedPools(ctx, c, poolsConfig)
-	if err != nil {
-		return nil, err
+	var cpPools Pools
+	for i, n := range c.Nodes() {
+		want, err := ExpectedPools(ctx, n, poolsConfig)
+		if err != nil {
+			return nil, err
+		}
+		if err := WaitHwnetReady(ctx, n, want, progress); err != nil {
+			return nil, err
+		}
+		if i == 0 {
+			cpPools = want
+		}
 	}
-	return want, WaitHwnetReady(ctx, c, want, progress)
+	return cpPools, nil
 }
 
 // readManifests joins the YAML files, and those of directories, under repo
@@ -354,8 +364,8 @@ func ApplyNADs(ctx context.Context, c *cluster.Cluster, file string) error {
 	return err
 }
 
-// InstallCNIPlugin copies a CNI plugin binary from the host into the
-// cluster's /opt/cni/bin under its own name, replacing it atomically, for
+// InstallCNIPlugin copies a CNI plugin binary from the host into every
+// node's /opt/cni/bin under its own name, replacing it atomically, for
 // NADs whose plugin the cluster lacks (NADsFile's ib-net uses
 // hwnet-test-plugin, built from test/cniplugins/recorder with
 // CGO_ENABLED=0, since hwnet-agent's image has no C library).
@@ -365,8 +375,13 @@ func InstallCNIPlugin(ctx context.Context, c *cluster.Cluster, binary string) er
 		return err
 	}
 	dst := path.Join(cniBinDir, filepath.Base(binary))
-	_, err = Exec(ctx, c, data, "sh", "-c", `cat >"$1.tmp" && chmod 0755 "$1.tmp" && mv -f "$1.tmp" "$1"`, "sh", dst)
-	return err
+	for _, n := range c.Nodes() {
+		_, err = Exec(ctx, n, data, "sh", "-c", `cat >"$1.tmp" && chmod 0755 "$1.tmp" && mv -f "$1.tmp" "$1"`, "sh", dst)
+		if err != nil {
+			return fmt.Errorf("node %s: %w", n.NodeName(), err)
+		}
+	}
+	return nil
 }
 
 // Kubectl runs kubectl with args inside c's namespaces as the cluster's

@@ -54,13 +54,25 @@ func draPoolsConfig(t *testing.T, repo string) []byte {
 func (e *env) usePools(ctx context.Context, t *testing.T, config []byte) {
 	t.Helper()
 	e.switchPools(ctx, t, config)
-	want, err := ExpectedPools(ctx, e.c, config)
+	for _, n := range e.c.Nodes() {
+		want, err := ExpectedPools(ctx, n, config)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := WaitHwnetReady(ctx, n, want, testWriter{t}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// defaultPools is deploy/pools.yaml, the configuration DeployHwnet uses.
+func (e *env) defaultPools(t *testing.T) []byte {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(e.repo, PoolsFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := WaitHwnetReady(ctx, e.c, want, testWriter{t}); err != nil {
-		t.Fatal(err)
-	}
+	return data
 }
 
 // restartAgent deletes the hwnet-agent pods, ready or not, and waits until
@@ -79,11 +91,16 @@ func (e *env) restartAgent(ctx context.Context, t *testing.T) {
 		}
 	}
 	err = cluster.Poll(ctx, podTimeout, "hwnet-agent pods replaced", func(ctx context.Context) error {
-		now, err := runningAgent(ctx, e.client, e.c.NodeName())
-		if err == nil && gone[now] {
-			return fmt.Errorf("%s still runs", now)
+		for _, n := range e.c.Nodes() {
+			now, err := runningAgent(ctx, e.client, n.NodeName())
+			if err != nil {
+				return fmt.Errorf("node %s: %w", n.NodeName(), err)
+			}
+			if gone[now] {
+				return fmt.Errorf("%s still runs", now)
+			}
 		}
-		return err
+		return nil
 	})
 	if err != nil {
 		t.Fatal(err)

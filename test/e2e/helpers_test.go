@@ -272,7 +272,7 @@ func (e *env) containerPID(ctx context.Context, t *testing.T, pod *corev1.Pod) i
 		t.Fatalf("pod %s has no container status", pod.Name)
 	}
 	id := strings.TrimPrefix(pod.Status.ContainerStatuses[0].ContainerID, "containerd://")
-	out, err := Exec(ctx, e.c, nil, "ctr", "-n", "k8s.io", "task", "ls")
+	out, err := Exec(ctx, e.nodeOf(t, pod.Spec.NodeName), nil, "ctr", "-n", "k8s.io", "task", "ls")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +288,18 @@ func (e *env) containerPID(ctx context.Context, t *testing.T, pod *corev1.Pod) i
 	}
 	t.Fatalf("containerd runs no task %s of pod %s:\n%s", id, pod.Name, out)
 	return 0
+}
+
+// nodeOf is the cluster's node named name.
+func (e *env) nodeOf(t *testing.T, name string) *cluster.Cluster {
+	t.Helper()
+	for _, n := range e.c.Nodes() {
+		if n.NodeName() == name {
+			return n
+		}
+	}
+	t.Fatalf("the cluster has no node %q", name)
+	return nil
 }
 
 // podLink is what the tests check of a link in a pod's netns.

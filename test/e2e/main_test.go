@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -60,41 +61,56 @@ type shared struct {
 	err  error
 }
 
-// suite is the package's one cluster, as TestMain and sync.Once share
-// expensive fixtures between tests.
-var suite shared
+// suite is the package's one-node cluster and multi its cluster of
+// multiNodes nodes (TestMultiNode_*), brought up by the first test that
+// needs each, as TestMain and sync.Once share expensive fixtures between
+// tests.
+var suite, multi shared
+
+// multiNodes makes the multi-node cluster: a control plane and a worker
+// with SR-IOV hardware, and a worker with none (cluster.WorkerSpecs).
+const multiNodes = 3
 
 func TestMain(m *testing.M) {
 	flag.Parse()
 	code := m.Run()
-	if err := suite.tearDown(); err != nil {
-		fmt.Fprintln(os.Stderr, "e2e:", err)
-		code = 1
+	for _, s := range []*shared{&multi, &suite} {
+		if err := s.tearDown(); err != nil {
+			fmt.Fprintln(os.Stderr, "e2e:", err)
+			code = 1
+		}
 	}
 	os.Exit(code)
 }
 
 // setup returns the shared environment, bringing it up on first use. It
 // skips with -short and without root.
-func setup(t *testing.T) *env {
+func setup(t *testing.T) *env { return suite.get(t, 1) }
+
+// setupMulti returns the multi-node environment, bringing it up on first
+// use; its c is the control plane's Cluster, whose Nodes are the nodes.
+func setupMulti(t *testing.T) *env { return multi.get(t, multiNodes) }
+
+func (s *shared) get(t *testing.T, nodes int) *env {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("e2e: brings up a Kubernetes cluster; skipped with -short")
 	}
 	vnodetest.RequireRoot(t)
-	suite.once.Do(func() {
-		suite.env = &env{}
-		suite.err = suite.env.bringUp(t)
+	s.once.Do(func() {
+		s.env = &env{}
+		s.err = s.env.bringUp(t, nodes)
 	})
-	if suite.err != nil {
-		t.Fatalf("e2e cluster: %v", suite.err)
+	if s.err != nil {
+		t.Fatalf("e2e cluster of %d nodes: %v", nodes, s.err)
 	}
-	return suite.env
+	return s.env
 }
 
-// bringUp brings the cluster up (or reuses the one in stateDir), deploys
-// hwnet and applies the NADs. The test's log gets the progress lines.
-func (e *env) bringUp(t *testing.T) error {
+// bringUp brings a cluster of nodes up (or reuses the one in its state
+// directory), deploys hwnet and applies the NADs. The test's log gets the
+// progress lines.
+func (e *env) bringUp(t *testing.T, nodes int) error {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
 	e.started = time.Now()
@@ -107,11 +123,16 @@ func (e *env) bringUp(t *testing.T) error {
 		return err
 	}
 	spec := virtualnode.DefaultSpec()
+	dir := stateDir()
 	spec.Name = nodeName()
+	if nodes > 1 {
+		// Names and a state directory of its own: both clusters may run.
+		spec.Name, dir = spec.Name+"-m", dir+"-m"
+	}
 	progress := testWriter{t}
 	// A half-up cluster is kept too, for TestMain's tearDown to remove.
-	e.c, err = cluster.Up(ctx, cluster.Config{StateDir: stateDir(), Spec: spec, Repo: e.repo,
-		Images: images, SandboxImage: image.Pause, Progress: progress})
+	e.c, err = cluster.Up(ctx, cluster.Config{StateDir: dir, Spec: spec, Workers: cluster.WorkerSpecs(spec.Name, nodes),
+		Repo: e.repo, Images: images, SandboxImage: image.Pause, Progress: progress})
 	if err != nil {
 		return fmt.Errorf("%w (logs in %s)", err, logDir(e.c))
 	}
@@ -175,6 +196,7 @@ func (s *shared) tearDown() error {
 	start := time.Now()
 	err := s.env.c.Down(context.Background())
 	fmt.Printf("e2e: cluster down in %.1fs; the suite took %.1fs\n", time.Since(start).Seconds(), time.Since(s.env.started).Seconds())
+	s.env, s.err = nil, errors.New("the cluster was torn down by an earlier test")
 	return err
 }
 

@@ -34,7 +34,17 @@ const elsewhere = "hwnet-sec-elsewhere"
 // out of the container, whose image has no shell.
 func (e *env) podToken(ctx context.Context, t *testing.T, namespace, selector string) *rest.Config {
 	t.Helper()
-	pods, err := e.client.CoreV1().Pods(namespace).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	return e.podTokenOn(ctx, t, namespace, selector, "")
+}
+
+// podTokenOn is podToken for a pod on node ("" for any node).
+func (e *env) podTokenOn(ctx context.Context, t *testing.T, namespace, selector, node string) *rest.Config {
+	t.Helper()
+	opts := metav1.ListOptions{LabelSelector: selector}
+	if node != "" {
+		opts.FieldSelector = "spec.nodeName=" + node
+	}
+	pods, err := e.client.CoreV1().Pods(namespace).List(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -21,13 +21,16 @@ import (
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
-// Cluster is a running single-node cluster. Command, RESTConfig, Status
-// and ImportImage may be called from several goroutines at once; Down,
-// RestartKubelet, SyncDevices and SetProgress must run alone, and only one
-// process at a time may change a cluster.
+// Cluster is a running cluster, or one node of it: the control plane's
+// Cluster is the cluster's, and Nodes gives each node's, whose Command,
+// Node, SyncDevices and RestartKubelet are that node's. Command,
+// RESTConfig, Status and ImportImage may be called from several goroutines
+// at once; Down, RestartKubelet, SyncDevices and SetProgress must run
+// alone, and only one process at a time may change a cluster.
 type Cluster struct {
 	p        paths
 	st       *state
+	workers  []*Cluster // the control plane's, in index order
 	node     *virtualnode.Node
 	nodeErr  error // why node is nil
 	progress io.Writer
@@ -53,6 +56,16 @@ func Open(stateDir string) (*Cluster, error) {
 	}
 	c := newCluster(p, st, io.Discard)
 	c.node, c.nodeErr = virtualnode.Open(p.node())
+	for _, name := range st.Workers {
+		w, err := Open(p.worker(name).dir)
+		if isNotExist(err) {
+			continue // Up failed before the worker's state was saved
+		}
+		if err != nil {
+			return nil, fmt.Errorf("worker %s: %w", name, err)
+		}
+		c.workers = append(c.workers, w)
+	}
 	return c, nil
 }
 
@@ -69,7 +82,16 @@ func absDir(dir string) (string, error) {
 
 // SetProgress makes the cluster's later steps (Down, RestartKubelet,
 // imports) print their progress lines to w.
-func (c *Cluster) SetProgress(w io.Writer) { c.progress = w }
+func (c *Cluster) SetProgress(w io.Writer) {
+	c.progress = w
+	for _, n := range c.workers {
+		n.progress = w
+	}
+}
+
+// Nodes are the cluster's nodes, the control plane first: one for a
+// one-node cluster.
+func (c *Cluster) Nodes() []*Cluster { return append([]*Cluster{c}, c.workers...) }
 
 // StateDir is the cluster's state directory.
 func (c *Cluster) StateDir() string { return c.p.dir }
@@ -80,6 +102,10 @@ func (c *Cluster) Node() *virtualnode.Node { return c.node }
 
 // NodeName is the Kubernetes node's name, also the virtual node's.
 func (c *Cluster) NodeName() string { return c.st.Name }
+
+// Index is the node's place in its cluster: 0 for the control plane's,
+// from 1 for the workers'.
+func (c *Cluster) Index() int { return c.st.Index }
 
 // NodeIP is the node's InternalIP, inside the cluster's network namespace.
 func (c *Cluster) NodeIP() string { return c.st.NodeIP }

@@ -24,8 +24,12 @@ const (
 	vnodeKernel       = "hwnet-vnode-kernel"
 )
 
-// daemons are the cluster's processes besides the holder, in start order.
-func daemons() []string {
+// daemons are the node's processes besides the holder, in start order:
+// a worker runs only those of a node.
+func (c *Cluster) daemons() []string {
+	if c.st.worker() {
+		return []string{vnodeKernel, containerd, kubelet}
+	}
 	return []string{vnodeKernel, etcd, containerd, kubeAPIServer, controllerManager, scheduler, kubelet}
 }
 
@@ -35,7 +39,6 @@ const (
 	etcdPeerURL    = "http://127.0.0.1:2380"
 	kubeletHealthz = "127.0.0.1:10248"
 	schedulerPort  = "127.0.0.1:10259"
-	podSubnet      = "10.244.0.0/24"
 )
 
 // settings are what the components' arguments and configuration files
@@ -46,6 +49,8 @@ type settings struct {
 	// containerd is the containerd binary; "" is Debian's 1.6 from PATH,
 	// which knows no CDI. containerdVersion is its version ("v2.4.2").
 	containerd, containerdVersion string
+	// podSubnet is the node's pod subnet, from which host-local assigns.
+	podSubnet string
 }
 
 func (s settings) bin(name string) string { return filepath.Join(s.kubeBinDir, name) }
@@ -344,7 +349,7 @@ func (s settings) podNetworkVersion() string {
 func (s settings) writePodNetwork() error {
 	list := conflist{CNIVersion: s.podNetworkVersion(), Name: "podnet", Plugins: []bridgeConfig{{
 		Type: "bridge", Bridge: "cni0", IsDefaultGateway: true, HairpinMode: true,
-		IPAM: hostLocalConfig{Type: "host-local", Ranges: [][]ipRange{{{Subnet: podSubnet}}}},
+		IPAM: hostLocalConfig{Type: "host-local", Ranges: [][]ipRange{{{Subnet: s.podSubnet}}}},
 	}}}
 	data, err := json.MarshalIndent(list, "", "  ")
 	if err != nil {

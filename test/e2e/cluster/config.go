@@ -66,6 +66,11 @@ type Config struct {
 	// Default virtualnode.DefaultSpec() named DefaultNodeName. A spec
 	// without a NIC holding the default route gets the default spec's.
 	Spec *virtualnode.Spec
+	// Workers are the virtual nodes of the cluster's other nodes, each
+	// with its own kubelet, containerd and kernel emulation; the node of
+	// Spec is the control plane. None (the default) is a one-node
+	// cluster. WorkerSpecs makes the usual ones.
+	Workers []*virtualnode.Spec
 	// Images are docker-archive tarballs imported into containerd's k8s.io
 	// namespace, also when Up finds the cluster already running.
 	Images []string
@@ -107,6 +112,13 @@ func (cfg Config) withDefaults() (Config, error) {
 		cfg.Spec.Name = DefaultNodeName
 	}
 	cfg.Spec = withManagementNIC(cfg.Spec)
+	if err := checkWorkers(cfg.Spec, cfg.Workers); err != nil {
+		return cfg, err
+	}
+	cfg.Workers = slices.Clone(cfg.Workers)
+	for i, spec := range cfg.Workers {
+		cfg.Workers[i] = withManagementNIC(spec)
+	}
 	for _, dir := range []*string{&cfg.StateDir, &cfg.KubeBinDir, &cfg.CNIBinDir} {
 		abs, err := filepath.Abs(*dir)
 		if err != nil {
@@ -135,4 +147,44 @@ func withManagementNIC(spec *virtualnode.Spec) *virtualnode.Spec {
 		}
 	}
 	return &out
+}
+
+// checkWorkers refuses workers that would not fit the fabric or whose
+// names, which name their namespaces and cgroups too, are not unique.
+func checkWorkers(cp *virtualnode.Spec, workers []*virtualnode.Spec) error {
+	if len(workers)+1 > maxNodes {
+		return fmt.Errorf("cluster: %d nodes: at most %d", len(workers)+1, maxNodes)
+	}
+	seen := map[string]bool{cp.Name: true}
+	for i, spec := range workers {
+		if spec == nil {
+			return fmt.Errorf("cluster: workers[%d]: no spec", i)
+		}
+		if err := spec.Validate(); err != nil {
+			return fmt.Errorf("cluster: workers[%d]: %w", i, err)
+		}
+		if seen[spec.Name] {
+			return fmt.Errorf("cluster: workers[%d]: node name %q is taken", i, spec.Name)
+		}
+		seen[spec.Name] = true
+	}
+	return nil
+}
+
+// WorkerSpecs are the virtual nodes of a cluster of n nodes whose control
+// plane is named cpName: workers named cpName-w1, cpName-w2 and so on,
+// each with the default SR-IOV hardware, except that the last of three or
+// more nodes has none at all (only its management NIC): a node where
+// hwnet's pools are empty and its CNI side still attaches pods.
+func WorkerSpecs(cpName string, n int) []*virtualnode.Spec {
+	var specs []*virtualnode.Spec
+	for i := 1; i < n; i++ {
+		spec := virtualnode.DefaultSpec()
+		if n >= 3 && i == n-1 {
+			spec = &virtualnode.Spec{}
+		}
+		spec.Name = fmt.Sprintf("%s-w%d", cpName, i)
+		specs = append(specs, spec)
+	}
+	return specs
 }

@@ -42,6 +42,12 @@ func TestConfigErrors(t *testing.T) {
 		{"state dir /", Config{StateDir: "/"}, `StateDir "/"`},
 		{"bad spec name", Config{Spec: &virtualnode.Spec{Name: "Bad_Name"}}, "Bad_Name"},
 		{"containerd not built", Config{ContainerdVersion: "v0.0.0-none"}, "make containerd-cdi CONTAINERD_VERSION=v0.0.0-none"},
+		{"worker named as the control plane", Config{Workers: []*virtualnode.Spec{{Name: DefaultNodeName}}},
+			`workers[0]: node name "` + DefaultNodeName + `" is taken`},
+		{"two workers of one name", Config{Workers: []*virtualnode.Spec{{Name: "w"}, {Name: "w"}}}, `workers[1]: node name "w" is taken`},
+		{"bad worker name", Config{Workers: []*virtualnode.Spec{{Name: "W!"}}}, "workers[0]"},
+		{"nil worker", Config{Workers: []*virtualnode.Spec{nil}}, "workers[0]: no spec"},
+		{"too many nodes", Config{Workers: make([]*virtualnode.Spec, maxNodes)}, "at most 200"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -50,6 +56,51 @@ func TestConfigErrors(t *testing.T) {
 				t.Errorf("withDefaults: error %v, want one naming %s", err, tt.want)
 			}
 		})
+	}
+}
+
+// TestWorkerSpecs: the workers of a cluster of n nodes are named after the
+// control plane's node and have the default SR-IOV hardware, except the
+// last of three or more, which has none.
+func TestWorkerSpecs(t *testing.T) {
+	tests := []struct {
+		nodes     int
+		names     []string
+		withSRIOV []bool
+	}{
+		{1, nil, nil},
+		{2, []string{"cp-w1"}, []bool{true}},
+		{3, []string{"cp-w1", "cp-w2"}, []bool{true, false}},
+		{4, []string{"cp-w1", "cp-w2", "cp-w3"}, []bool{true, true, false}},
+	}
+	for _, tt := range tests {
+		specs := WorkerSpecs("cp", tt.nodes)
+		var names []string
+		var withSRIOV []bool
+		for _, s := range specs {
+			names = append(names, s.Name)
+			withSRIOV = append(withSRIOV, len(s.PFs) > 0)
+		}
+		if !slices.Equal(names, tt.names) || !slices.Equal(withSRIOV, tt.withSRIOV) {
+			t.Errorf("WorkerSpecs(cp, %d): names %v with SR-IOV %v, want %v and %v", tt.nodes, names, withSRIOV, tt.names, tt.withSRIOV)
+		}
+		cfg := Config{Spec: &virtualnode.Spec{Name: "cp"}, Workers: specs, Containerd: "/bin/true"}
+		if _, err := cfg.withDefaults(); err != nil {
+			t.Errorf("WorkerSpecs(cp, %d): %v", tt.nodes, err)
+		}
+	}
+}
+
+// TestFabricAddresses: node i's fabric address and pod subnet are its own.
+func TestFabricAddresses(t *testing.T) {
+	for i, want := range []struct{ ip, subnet string }{{"10.250.0.1", "10.244.0.0/24"}, {"10.250.0.2", "10.244.1.0/24"}, {"10.250.0.200", "10.244.199.0/24"}} {
+		n := i
+		if i == 2 {
+			n = maxNodes - 1
+		}
+		if ip, subnet := fabricIP(n).String(), podSubnetOf(n).String(); ip != want.ip || subnet != want.subnet {
+			t.Errorf("node %d: fabric %s, pod subnet %s, want %s and %s", n, ip, subnet, want.ip, want.subnet)
+		}
 	}
 }
 
@@ -104,7 +155,7 @@ func TestStateRoundTrip(t *testing.T) {
 func testSettings(t *testing.T) settings {
 	dir := t.TempDir()
 	return settings{paths: paths{dir: dir}, name: "n", nodeIP: "10.255.0.2", kubeBinDir: "/bin",
-		cgroupRoot: "/hwnet-e2e/n", sandboxImage: "hwnet.local/pause:e2e"}
+		cgroupRoot: "/hwnet-e2e/n", sandboxImage: "hwnet.local/pause:e2e", podSubnet: "10.244.2.0/24"}
 }
 
 // TestKubeletConfig checks the settings this machine needs under the names
@@ -144,7 +195,7 @@ func TestPodNetwork(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "bridge" || !strings.Contains(string(data), podSubnet) {
+	if len(list.Plugins) != 1 || list.Plugins[0].Network.Type != "bridge" || !strings.Contains(string(data), `"10.244.2.0/24"`) {
 		t.Errorf("pod network: %s", data)
 	}
 }

@@ -1,9 +1,10 @@
-// Package cluster runs a real single-node Kubernetes (etcd, kube-apiserver,
+// Package cluster runs a real Kubernetes (etcd, kube-apiserver,
 // kube-controller-manager, kube-scheduler, containerd with runc, kubelet and
 // the reference CNI plugins) on this machine, inside private namespaces
 // that also hold a virtual SR-IOV node (node/virtualnode), so that kubelet,
 // containerd, CNI plugins and pods such as hwnet-agent all see the same
-// virtual hardware.
+// virtual hardware. A cluster is one node by default; Config.Workers adds
+// nodes (see Several nodes below).
 //
 // Up starts everything detached (own session, no parent-death signal): a
 // cluster outlives the process that brought it up. Its state file records
@@ -71,6 +72,22 @@
 // with hostNetwork, and pods on the bridge) reach it as they would through
 // kube-proxy. Processes outside the namespaces use RESTConfig, which dials
 // from inside the network namespace.
+//
+// # Several nodes
+//
+// With Config.Workers, the node described above is the control plane and
+// each worker is a node of its own: its own virtual node and network
+// namespace, holder and mount namespace, cgroups, hwnet-vnode-kernel,
+// containerd and kubelet, with its state under StateDir/nodes/NAME (so
+// Down of the control plane takes the workers down first). The fabric
+// (fabric.go) joins them: a bridge in the control plane's namespace and a
+// veth to each worker. Node i has the fabric address 10.250.0.<i+1>, its
+// InternalIP, and the pod subnet 10.244.<i>.0/24; every node routes the
+// other nodes' pod subnets through their fabric addresses, so pods reach
+// each other across nodes without encapsulation. On a worker the
+// kubernetes Service's address leads to the control plane's kube-apiserver
+// by DNAT (iptables in the worker's namespace), as kube-proxy would do.
+// The workers' kubelet credentials come from the control plane's CA.
 //
 // # Cgroups
 //

@@ -12,8 +12,25 @@ import (
 // ImportImage imports a docker-archive tarball into containerd's k8s.io
 // namespace, where kubelet finds its images; pods must use
 // imagePullPolicy Never or IfNotPresent, as no registry is reachable.
-// Importing an image again replaces it.
+// Importing an image again replaces it. The control plane's Cluster
+// imports into every node's containerd.
 func (c *Cluster) ImportImage(ctx context.Context, tarball string) error {
+	return c.importEverywhere(ctx, []string{tarball})
+}
+
+// importEverywhere imports the tarballs into each node's containerd, the
+// nodes at once.
+func (c *Cluster) importEverywhere(ctx context.Context, tarballs []string) error {
+	nodes := c.Nodes()
+	runs := make([]func() error, len(nodes))
+	for i, n := range nodes {
+		runs[i] = func() error { return n.importImages(ctx, tarballs) }
+	}
+	return parallel(runs...)
+}
+
+// importInto imports one tarball into this node's containerd.
+func (c *Cluster) importInto(ctx context.Context, tarball string) error {
 	f, err := os.Open(tarball)
 	if err != nil {
 		return fmt.Errorf("import image: %w", err)
@@ -33,13 +50,13 @@ func (c *Cluster) importImages(ctx context.Context, tarballs []string) error {
 	start := time.Now()
 	names := make([]string, len(tarballs))
 	for i, tarball := range tarballs {
-		if err := c.ImportImage(ctx, tarball); err != nil {
+		if err := c.importInto(ctx, tarball); err != nil {
 			return err
 		}
 		names[i] = filepath.Base(tarball)
 	}
 	if len(tarballs) > 0 {
-		c.say("imported %s (%.1fs)", strings.Join(names, ", "), time.Since(start).Seconds())
+		c.say("%s: imported %s (%.1fs)", c.st.Name, strings.Join(names, ", "), time.Since(start).Seconds())
 	}
 	return nil
 }

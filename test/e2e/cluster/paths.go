@@ -22,6 +22,9 @@ func (p paths) cniBin() string     { return filepath.Join(p.dir, "cni", "bin") }
 func (p paths) dev() string        { return filepath.Join(p.dir, "dev") }
 func (p paths) sysStaging() string { return filepath.Join(p.dir, "sys") }
 
+// worker is the state directory of the control plane's worker name.
+func (p paths) worker(name string) paths { return paths{dir: filepath.Join(p.dir, "nodes", name)} }
+
 // overlayUpper and overlayWork are the upper and work directories of the
 // writable overlay Up lays over the host's dir (/dev, /etc, /opt).
 func (p paths) overlayUpper(dir string) string {
@@ -43,6 +46,12 @@ func (p paths) pkiFile(name string) string { return filepath.Join(p.pki(), name)
 
 func (p paths) kubeconfig(user string) string {
 	return filepath.Join(p.config(), user+".kubeconfig")
+}
+
+// workerKubeconfig is the kubelet kubeconfig of worker name, made with the
+// control plane's PKI.
+func (p paths) workerKubeconfig(name string) string {
+	return filepath.Join(p.config(), "kubelet-"+name+".kubeconfig")
 }
 
 func (p paths) configFile(name string) string { return filepath.Join(p.config(), name) }

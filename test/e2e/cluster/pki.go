@@ -33,8 +33,9 @@ const apiserverPort = 443
 
 // writePKI generates the cluster's CA, the certificates of kube-apiserver
 // (serving, and as kubelet's client), the service account signing key, and
-// the admin's and kubelet's kubeconfigs.
-func writePKI(p paths, nodeName string, nodeIP net.IP) error {
+// the admin's and kubelet's kubeconfigs, the latter also for each of the
+// workers (see workerKubeconfig), whose nodes copy theirs.
+func writePKI(p paths, nodeName string, nodeIP net.IP, workers []string) error {
 	ca, err := pki.NewCA("hwnet-e2e-ca", certLifetime)
 	if err != nil {
 		return err
@@ -55,6 +56,10 @@ func writePKI(p paths, nodeName string, nodeIP net.IP) error {
 	users := []struct{ file, user, group string }{
 		{p.kubeconfig("admin"), "hwnet-e2e-admin", "system:masters"},
 		{p.kubeconfig("kubelet"), "system:node:" + nodeName, "system:nodes"},
+	}
+	for _, name := range workers {
+		users = append(users, struct{ file, user, group string }{
+			p.workerKubeconfig(name), "system:node:" + name, "system:nodes"})
 	}
 	for _, u := range users {
 		pair, err := ca.Issue(clientTemplate(u.user, u.group))

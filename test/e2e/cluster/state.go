@@ -36,7 +36,19 @@ type state struct {
 	MountNS string `json:"mountNS,omitempty"`
 	// Processes are the daemons in start order.
 	Processes []*process `json:"processes,omitempty"`
+	// PodSubnet is the node's pod subnet, 10.244.<index>.0/24.
+	PodSubnet string `json:"podSubnet,omitempty"`
+	// Index is the node's place in the cluster: 0 for the control plane,
+	// from 1 for its workers.
+	Index int `json:"index,omitempty"`
+	// Workers name the control plane's workers, each with its own state
+	// under nodes/NAME (see paths.worker), in index order.
+	Workers []string `json:"workers,omitempty"`
 }
+
+// worker tells whether the state is a worker's: it runs only a node's
+// daemons, and the control plane's kube-apiserver.
+func (st *state) worker() bool { return st.Index > 0 }
 
 // process is one process the cluster started, identified by PID and start
 // time, so that a reused PID is never taken for it.

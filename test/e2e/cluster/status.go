@@ -21,6 +21,8 @@ type Status struct {
 	APIServerReady error
 	// NodeReady is nil when the node is Ready.
 	NodeReady error
+	// Workers are the statuses of the control plane's workers.
+	Workers []Status
 }
 
 // ProcessStatus is one process of the cluster.
@@ -46,6 +48,9 @@ func (c *Cluster) Status(ctx context.Context) Status {
 	if s.APIServerReady = c.apiserverReady(ctx); s.APIServerReady == nil {
 		s.NodeReady = c.nodeReady(time.Time{})(ctx)
 	}
+	for _, w := range c.workers {
+		s.Workers = append(s.Workers, w.Status(ctx))
+	}
 	return s
 }
 
@@ -65,6 +70,9 @@ func (s Status) Print(w io.Writer) {
 	}
 	fmt.Fprintf(w, "  kube-apiserver ready: %s\n", okOr(s.APIServerReady))
 	fmt.Fprintf(w, "  node Ready:           %s\n", okOr(s.NodeReady))
+	for _, ws := range s.Workers {
+		ws.Print(w)
+	}
 }
 
 func okOr(err error) string {
@@ -72,6 +80,18 @@ func okOr(err error) string {
 		return "yes"
 	}
 	return "no: " + err.Error()
+}
+
+// StopKubelet stops the node's kubelet by PID, as when a node is shut
+// down: its pods' containers keep running until Down.
+func (c *Cluster) StopKubelet(ctx context.Context) error {
+	p := c.st.process(kubelet)
+	if p == nil {
+		return fmt.Errorf("stop kubelet: the cluster in %s has none", c.p.dir)
+	}
+	return c.step(c.st.Name+": kubelet stopped", func() error {
+		return stopProcesses(ctx, []*process{p}, stopGrace)
+	})
 }
 
 // RestartKubelet stops kubelet by PID, starts it again with the same

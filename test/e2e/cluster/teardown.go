@@ -30,6 +30,9 @@ func (c *Cluster) Down(ctx context.Context) error {
 		return nil // already down
 	}
 	return c.step("down, nothing left in "+c.p.dir, func() error {
+		if err := c.downWorkers(ctx); err != nil {
+			return err
+		}
 		if err := c.stopAll(ctx); err != nil {
 			return err
 		}
@@ -38,6 +41,20 @@ func (c *Cluster) Down(ctx context.Context) error {
 		}
 		return c.removeStateDir()
 	})
+}
+
+// downWorkers takes the workers down, at once, before the control plane:
+// each removes its own state directory, which lies in the control plane's.
+func (c *Cluster) downWorkers(ctx context.Context) error {
+	runs := make([]func() error, len(c.workers))
+	for i, w := range c.workers {
+		runs[i] = func() error { return w.Down(ctx) }
+	}
+	if err := parallel(runs...); err != nil {
+		return err
+	}
+	c.workers = nil
+	return nil
 }
 
 // stopAll stops the cluster in stages, each SIGTERM then SIGKILL after a

@@ -1,12 +1,15 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -44,8 +47,11 @@ func Up(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err := c.bringUp(ctx, cfg); err != nil {
 		return c, fmt.Errorf("cluster %s: %w", c.p.dir, err)
 	}
-	c.say("up in %.1fs: node %s Ready at %s, containerd %s, state in %s", time.Since(start).Seconds(), c.st.Name,
-		c.st.NodeIP, c.st.ContainerdVersion, c.p.dir)
+	if err := c.bringUpWorkers(ctx, cfg); err != nil {
+		return c, fmt.Errorf("cluster %s: %w", c.p.dir, err)
+	}
+	c.say("up in %.1fs: %s Ready, containerd %s, state in %s", time.Since(start).Seconds(), c.nodeList(),
+		c.st.ContainerdVersion, c.p.dir)
 	return c, nil
 }
 
@@ -59,13 +65,38 @@ func reuse(ctx context.Context, cfg Config) (*Cluster, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.progress = cfg.Progress
+	c.SetProgress(cfg.Progress)
+	if err := c.sameNodes(cfg); err != nil {
+		c.say("the cluster in %s is another (%v): removing it", c.p.dir, err)
+		return nil, c.Down(ctx)
+	}
 	if err := c.healthy(ctx); err != nil {
 		c.say("the cluster in %s is broken (%v): removing it", c.p.dir, err)
 		return nil, c.Down(ctx)
 	}
 	c.say("reusing the cluster running in %s", c.p.dir)
-	return c, c.importImages(ctx, cfg.Images)
+	return c, c.importEverywhere(ctx, cfg.Images)
+}
+
+// sameNodes checks that the running cluster has the nodes cfg asks for.
+func (c *Cluster) sameNodes(cfg Config) error {
+	want := []string{cfg.Spec.Name}
+	for _, spec := range cfg.Workers {
+		want = append(want, spec.Name)
+	}
+	if have := append([]string{c.st.Name}, c.st.Workers...); !slices.Equal(have, want) {
+		return fmt.Errorf("nodes %v, not %v", have, want)
+	}
+	return nil
+}
+
+// nodeList names the nodes with their IPs.
+func (c *Cluster) nodeList() string {
+	var names []string
+	for _, n := range c.Nodes() {
+		names = append(names, fmt.Sprintf("node %s at %s", n.st.Name, n.st.NodeIP))
+	}
+	return strings.Join(names, ", ")
 }
 
 func prerequisites(ctx context.Context, cfg Config) error {
@@ -101,6 +132,10 @@ func prepare(cfg Config, runtimeVersion string) (*Cluster, error) {
 		KubeBinDir:        cfg.KubeBinDir,
 		Containerd:        cfg.Containerd,
 		ContainerdVersion: runtimeVersion,
+		PodSubnet:         podSubnetOf(0).String(),
+	}
+	for _, spec := range cfg.Workers {
+		st.Workers = append(st.Workers, spec.Name)
 	}
 	c := newCluster(paths{dir: cfg.StateDir}, st, cfg.Progress)
 	return c, c.saveState()
@@ -155,7 +190,7 @@ func (c *Cluster) buildNode(ctx context.Context, spec *virtualnode.Spec) error {
 func (c *Cluster) settings(sandboxImage string) settings {
 	return settings{paths: c.p, name: c.st.Name, nodeIP: c.st.NodeIP, kubeBinDir: c.st.KubeBinDir,
 		cgroupRoot: c.st.CgroupRoot, sandboxImage: sandboxImage, containerd: c.st.Containerd,
-		containerdVersion: c.st.ContainerdVersion}
+		containerdVersion: c.st.ContainerdVersion, podSubnet: cmp.Or(c.st.PodSubnet, podSubnetOf(0).String())}
 }
 
 // setUpNamespaces makes the cgroups, the node IP, every file the
@@ -164,14 +199,34 @@ func (c *Cluster) setUpNamespaces(ctx context.Context, cfg Config) error {
 	if err := createCgroups(c.st.CgroupRoot); err != nil {
 		return err
 	}
-	ip, err := setUpNetwork(c.st.Netns)
+	ip, err := c.controlPlaneNetwork()
 	if err != nil {
 		return err
 	}
 	c.st.NodeIP = ip.String()
-	if err := c.writeFiles(cfg); err != nil {
+	pki := func() error { return writePKI(c.p, c.st.Name, ip, c.st.Workers) }
+	if err := c.writeFiles(cfg, pki); err != nil {
 		return err
 	}
+	return c.enterNamespaces(ctx)
+}
+
+// controlPlaneNetwork sets up the control plane's network and returns its
+// node IP: the management NIC's address alone, the fabric's with workers.
+func (c *Cluster) controlPlaneNetwork() (net.IP, error) {
+	ip, err := setUpNetwork(c.st.Netns)
+	if err != nil || len(c.st.Workers) == 0 {
+		return ip, err
+	}
+	if ip, err = setUpFabricBridge(c.st.Netns); err != nil {
+		return nil, err
+	}
+	return ip, routePodSubnets(c.st.Netns, 0, len(c.st.Workers)+1)
+}
+
+// enterNamespaces starts the holder and sets up its mount namespace.
+func (c *Cluster) enterNamespaces(ctx context.Context) error {
+	var err error
 	if c.st.Holder, err = startHolder(ctx, c.p, c.st.Netns); c.st.Holder == nil {
 		return err
 	}
@@ -185,7 +240,9 @@ func (c *Cluster) setUpNamespaces(ctx context.Context, cfg Config) error {
 	return inNamespaces(c.st.Holder.PID, func() error { return setUpMounts(c.p, c.node.SysRoot()) })
 }
 
-func (c *Cluster) writeFiles(cfg Config) error {
+// writeFiles writes every file the node's components read; credentials
+// writes the node's certificates and kubeconfigs.
+func (c *Cluster) writeFiles(cfg Config, credentials func() error) error {
 	dirs := []string{c.p.logs(), c.p.pki(), c.p.config(), c.p.varLib(), c.p.varLog(), c.p.cniConf(), c.p.cniBin(), c.p.sysStaging()}
 	for _, dir := range overlaid() {
 		dirs = append(dirs, c.p.overlayUpper(dir), c.p.overlayWork(dir))
@@ -197,7 +254,7 @@ func (c *Cluster) writeFiles(cfg Config) error {
 	}
 	s := c.settings(cfg.SandboxImage)
 	writers := []func() error{
-		func() error { return writePKI(c.p, c.st.Name, net.ParseIP(c.st.NodeIP)) },
+		credentials,
 		s.writeContainerdConfig, s.writeKubeletConfig, s.writePodNetwork,
 		func() error { return writeKernelTunables(c.p.configFile("sysctl")) },
 		func() error { return syncDevices(c.node.DevRoot(), c.p.dev()) },
@@ -280,10 +337,18 @@ func (c *Cluster) healthy(ctx context.Context) error {
 	if !c.st.Holder.running() {
 		return errors.New("its namespace holder is not running")
 	}
-	for _, name := range daemons() {
+	for _, name := range c.daemons() {
 		if p := c.st.process(name); !p.running() {
 			return fmt.Errorf("%s is not running; logs in %s", name, c.p.logs())
 		}
+	}
+	for _, w := range c.workers {
+		if err := w.healthy(ctx); err != nil {
+			return fmt.Errorf("node %s: %w", w.st.Name, err)
+		}
+	}
+	if c.st.worker() {
+		return nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()

@@ -8,17 +8,27 @@
 //
 // Usage:
 //
-//	workload       wait
-//	workload env   print the environment as sorted KEY=VALUE lines, then wait
+//	workload             wait
+//	workload env         print the environment as sorted KEY=VALUE lines, then wait
+//	workload serve PORT  answer each TCP connection on PORT with the pod's
+//	                     hostname and a newline, while it waits
+//	workload dial ADDR   connect to ADDR (host:port), print the answer and
+//	                     exit 0; exit 1 when it cannot, within dialTimeout
+//
+// serve and dial show that pods reach each other on the default network,
+// across nodes too, with nothing but what the image already holds.
 package main
 
 import (
+	"bufio"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"slices"
 	"syscall"
+	"time"
 )
 
 func main() {
@@ -37,8 +47,22 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 			fmt.Fprintf(stderr, "workload: %v\n", err)
 			return 1
 		}
+	case len(args) == 2 && args[0] == "serve":
+		ln, err := net.Listen("tcp", net.JoinHostPort("", args[1]))
+		if err != nil {
+			fmt.Fprintf(stderr, "workload: serve: %v\n", err)
+			return 1
+		}
+		defer ln.Close()
+		go serve(ln, stderr)
+	case len(args) == 2 && args[0] == "dial":
+		if err := dial(args[1], stdout); err != nil {
+			fmt.Fprintf(stderr, "workload: dial: %v\n", err)
+			return 1
+		}
+		return 0
 	default:
-		fmt.Fprintf(stderr, "workload: unknown arguments %q\nusage: workload [env]\n", args)
+		fmt.Fprintf(stderr, "workload: unknown arguments %q\nusage: workload [env | serve PORT | dial HOST:PORT]\n", args)
 		return 2
 	}
 	for sig := range signals {
@@ -48,6 +72,45 @@ func run(args, environ []string, stdout, stderr io.Writer) int {
 		reapChildren()
 	}
 	return 0
+}
+
+// dialTimeout bounds dial: a pod network that cannot carry a connection
+// fails it rather than hanging the pod.
+const dialTimeout = 30 * time.Second
+
+// serve answers every connection with the hostname until ln is closed.
+func serve(ln net.Listener, stderr io.Writer) {
+	name, err := os.Hostname()
+	if err != nil {
+		fmt.Fprintf(stderr, "workload: serve: %v\n", err)
+	}
+	for {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		fmt.Fprintln(conn, name)
+		conn.Close()
+	}
+}
+
+// dial connects to addr, copies the answer to w and checks it ends the
+// line serve writes.
+func dial(addr string, w io.Writer) error {
+	conn, err := net.DialTimeout("tcp", addr, dialTimeout)
+	if err != nil {
+		return err
+	}
+	defer conn.Close()
+	if err := conn.SetDeadline(time.Now().Add(dialTimeout)); err != nil {
+		return err
+	}
+	answer, err := bufio.NewReader(conn).ReadString('\n')
+	if err != nil {
+		return fmt.Errorf("read the answer of %s: %w", addr, err)
+	}
+	_, err = fmt.Fprint(w, answer)
+	return err
 }
 
 func printEnv(w io.Writer, environ []string) error {

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"errors"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -205,4 +206,47 @@ func countChildren(t *testing.T, pid int) int {
 		}
 	}
 	return n
+}
+
+// TestServeAndDial runs `workload serve` and `workload dial` as two
+// processes on loopback: dial prints the hostname serve answers with and
+// exits 0; dialling a port nothing serves exits 1.
+func TestServeAndDial(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close() // free for serve; nothing else here takes it
+	startWorkload(t, nil, "serve", port)
+	host, err := os.Hostname()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var answer []string
+	// serve listens a moment after it starts: dial until it answers.
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		d := startWorkload(t, nil, "dial", "127.0.0.1:"+port)
+		for line := range d.stdout {
+			answer = append(answer, line)
+		}
+		if d.wait(t, 40*time.Second) == nil || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !slices.Equal(answer, []string{host}) {
+		t.Errorf("workload dial printed %q, want the server's hostname %q", answer, host)
+	}
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := closed.Addr().String()
+	closed.Close()
+	d := startWorkload(t, nil, "dial", addr)
+	var exit *exec.ExitError
+	if err := d.wait(t, 40*time.Second); !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Errorf("workload dial %s with nothing serving: %v, want exit status 1", addr, err)
+	}
 }

@@ -74,12 +74,21 @@ func showDemo(ctx context.Context, c *cluster.Cluster, o options) error {
 		return err
 	}
 	hwnetctl := filepath.Join(repo, "bin", "hwnetctl")
-	section("hwnetctl inventory, inside the node (the virtual SR-IOV hardware kubelet and hwnet-agent see)")
-	if err := show(ctx, c, hwnetctl, "inventory"); err != nil {
+	node, err := cnfNode(ctx, c)
+	if err != nil {
 		return err
 	}
-	section("pool capacities: node " + c.NodeName() + " allocatable, from hwnet-agent's device plugins")
-	if err := showPools(ctx, c); err != nil {
+	if len(c.Nodes()) > 1 {
+		if err := showCluster(ctx, c); err != nil {
+			return err
+		}
+	}
+	section("hwnetctl inventory, inside node " + node.NodeName() + " (the virtual SR-IOV hardware kubelet and hwnet-agent see)")
+	if err := show(ctx, node, hwnetctl, "inventory"); err != nil {
+		return err
+	}
+	section("pool capacities: node " + node.NodeName() + " allocatable, from hwnet-agent's device plugins")
+	if err := showPools(ctx, c, node.NodeName()); err != nil {
 		return err
 	}
 	section("pod " + cnfPodName + ": its networks annotation, as hwnet-agent fulfilled it (network-status)")
@@ -97,7 +106,12 @@ func showDemo(ctx context.Context, c *cluster.Cluster, o options) error {
 		}
 	}
 	section("hwnetctl devices, in the agent pod: who holds each pooled device (pod " + cnfPodName + "'s container, its sandbox, claims) since when")
-	devices, err := e2e.Kubectl(ctx, c, nil, "-n", e2e.AgentNamespace, "exec", "ds/hwnet-agent", "--",
+	agent, err := e2e.Kubectl(ctx, c, nil, "-n", e2e.AgentNamespace, "get", "pods", "-l", e2e.AgentSelector,
+		"--field-selector", "spec.nodeName="+node.NodeName(), "-o", "jsonpath={.items[0].metadata.name}")
+	if err != nil {
+		return err
+	}
+	devices, err := e2e.Kubectl(ctx, c, nil, "-n", e2e.AgentNamespace, "exec", string(agent), "--",
 		"hwnetctl", "devices", "--config", "/etc/hwnet/config.yaml")
 	if err != nil {
 		return err
@@ -115,8 +129,36 @@ func show(ctx context.Context, c *cluster.Cluster, name string, args ...string) 
 	return cmd.Run()
 }
 
-func showPools(ctx context.Context, c *cluster.Cluster) error {
-	out, err := e2e.Kubectl(ctx, c, nil, "get", "node", c.NodeName(), "-o", "jsonpath={.status.allocatable}")
+// cnfNode is the node the scheduler put the demo pod on.
+func cnfNode(ctx context.Context, c *cluster.Cluster) (*cluster.Cluster, error) {
+	name, err := e2e.Kubectl(ctx, c, nil, "get", "pod", cnfPodName, "-o", "jsonpath={.spec.nodeName}")
+	if err != nil {
+		return nil, err
+	}
+	for _, n := range c.Nodes() {
+		if n.NodeName() == string(name) {
+			return n, nil
+		}
+	}
+	return nil, fmt.Errorf("pod %s runs on %q, not a node of the cluster", cnfPodName, name)
+}
+
+// showCluster shows a cluster of several nodes: the nodes, and hwnet's
+// pods on each.
+func showCluster(ctx context.Context, c *cluster.Cluster) error {
+	section("the cluster's nodes: each its own virtual node, kubelet and containerd; the last has no SR-IOV hardware")
+	for _, args := range [][]string{{"get", "nodes", "-o", "wide"}, {"-n", e2e.AgentNamespace, "get", "pods", "-o", "wide"}} {
+		out, err := e2e.Kubectl(ctx, c, nil, args...)
+		if err != nil {
+			return err
+		}
+		fmt.Print(string(out))
+	}
+	return nil
+}
+
+func showPools(ctx context.Context, c *cluster.Cluster, node string) error {
+	out, err := e2e.Kubectl(ctx, c, nil, "get", "node", node, "-o", "jsonpath={.status.allocatable}")
 	if err != nil {
 		return err
 	}
@@ -160,7 +202,7 @@ func usage(c *cluster.Cluster) {
 The cluster keeps running. Use it with:
   bin/hwnet-cluster --state-dir %[1]s kubectl -- get pods -A -o wide
   bin/hwnet-cluster --state-dir %[1]s kubectl -- get pod %[4]s -o yaml
-  bin/hwnet-cluster --state-dir %[1]s exec -- COMMAND      (inside the node's mount and network namespaces)
+  bin/hwnet-cluster --state-dir %[1]s exec -- COMMAND      (inside a node's mount and network namespaces: the control plane's, or --node NAME's)
   bin/hwnet-cluster --state-dir %[1]s status
 Tear it down with:
   bin/hwnet-cluster --state-dir %[1]s down

@@ -2,15 +2,17 @@
 // (test/e2e/cluster), shows it, runs commands inside its namespaces and
 // tears it down.
 //
-//	hwnet-cluster [flags] up          build the images, bring the cluster up (or reuse it)
+//	hwnet-cluster [flags] up          build the images, bring the cluster up (or reuse it);
+//	                                  --nodes N for a control plane and N-1 workers
 //	hwnet-cluster [flags] demo        up, then deploy hwnet and run a CNF pod (make demo)
 //	hwnet-cluster [flags] down        stop and remove everything
 //	hwnet-cluster [flags] status      processes, kube-apiserver and node readiness
 //	hwnet-cluster [flags] kubectl -- ARGS
-//	hwnet-cluster [flags] exec -- COMMAND [ARGS]
+//	hwnet-cluster [flags] exec -- COMMAND [ARGS]    (--node NAME: in a worker's namespaces)
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -18,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"slices"
 	"syscall"
 	"time"
 
@@ -46,6 +49,8 @@ type options struct {
 	cfg       cluster.Config
 	imageDir  string
 	specFile  string
+	nodes     int
+	node      string
 	skipBuild bool
 	repo      string
 }
@@ -60,6 +65,9 @@ func run(ctx context.Context, args []string) error {
 	fs.StringVar(&o.specFile, "spec", "", "up: virtual node spec (YAML or JSON); default: the default node named "+cluster.DefaultNodeName)
 	fs.StringVar(&o.cfg.ContainerdVersion, "containerd", "", "up: the containerd `release` (built by make containerd-cdi), e.g. "+
 		cluster.LegacyContainerdVersion+"; default $"+cluster.ContainerdVersionEnv+" or "+cluster.DefaultContainerdVersion)
+	fs.IntVar(&o.nodes, "nodes", 1, "up: the number of nodes: a control plane and N-1 workers, each with its own virtual node "+
+		"(the default hardware; from 3 nodes, the last has no SR-IOV hardware at all)")
+	fs.StringVar(&o.node, "node", "", "exec: the node whose namespaces the command runs in; default the control plane's")
 	fs.BoolVar(&o.skipBuild, "no-images", false, "up: do not build or import images")
 	fs.StringVar(&o.repo, "repo", ".", "up: the hwnet repository the images are built from")
 	ref := fs.String("ref", "hwnet:dev", "image: the tag of hwnet's image")
@@ -88,9 +96,9 @@ func run(ctx context.Context, args []string) error {
 		}
 		return err
 	case "kubectl":
-		return inside(ctx, o.cfg, append([]string{"kubectl"}, rest...))
+		return inside(ctx, o.cfg, "", append([]string{"kubectl"}, rest...))
 	case "exec":
-		return inside(ctx, o.cfg, rest)
+		return inside(ctx, o.cfg, o.node, rest)
 	default:
 		fs.Usage()
 		return fmt.Errorf("unknown command %q", cmd)
@@ -129,6 +137,10 @@ func upCluster(ctx context.Context, o options) (*cluster.Cluster, error) {
 			return nil, err
 		}
 	}
+	if o.nodes < 1 {
+		return nil, fmt.Errorf("--nodes %d: a cluster has at least 1 node", o.nodes)
+	}
+	o.cfg.Workers = cluster.WorkerSpecs(cmp.Or(specName(o.cfg.Spec), cluster.DefaultNodeName), o.nodes)
 	if !o.skipBuild {
 		start := time.Now()
 		images, err := image.Images(ctx, o.repo, o.imageDir)
@@ -143,6 +155,14 @@ func upCluster(ctx context.Context, o options) (*cluster.Cluster, error) {
 		err = fmt.Errorf("%w\nlogs: %s; remove the half-up cluster with: hwnet-cluster --state-dir %s down", err, c.LogDir(), c.StateDir())
 	}
 	return c, err
+}
+
+// specName is the spec's node name, "" for none.
+func specName(spec *virtualnode.Spec) string {
+	if spec == nil {
+		return ""
+	}
+	return spec.Name
 }
 
 func down(ctx context.Context, cfg cluster.Config) error {
@@ -163,8 +183,9 @@ func status(ctx context.Context, cfg cluster.Config) error {
 	return nil
 }
 
-// inside runs argv in the cluster's namespaces with the terminal attached.
-func inside(ctx context.Context, cfg cluster.Config, argv []string) error {
+// inside runs argv in the namespaces of the named node ("" for the
+// control plane's) with the terminal attached.
+func inside(ctx context.Context, cfg cluster.Config, node string, argv []string) error {
 	if len(argv) == 0 {
 		return errors.New("exec: no command given")
 	}
@@ -172,7 +193,11 @@ func inside(ctx context.Context, cfg cluster.Config, argv []string) error {
 	if err != nil {
 		return fmt.Errorf("no cluster in %s: %w", cfg.StateDir, err)
 	}
-	cmd := c.Command(ctx, argv[0], argv[1:]...)
+	i := slices.IndexFunc(c.Nodes(), func(n *cluster.Cluster) bool { return node == "" || n.NodeName() == node })
+	if i < 0 {
+		return fmt.Errorf("--node %q: the cluster in %s has no such node", node, cfg.StateDir)
+	}
+	cmd := c.Nodes()[i].Command(ctx, argv[0], argv[1:]...)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stdout, os.Stderr
 	return cmd.Run()
 }
