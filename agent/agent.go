@@ -90,20 +90,33 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hwdb models: %w", err)
 	}
-	cfg, rejected, err := pools.StartConfig(opts.ConfigFile, opts.LastGoodConfig, db)
+	st, err := pools.StartConfig(opts.ConfigFile, opts.LastGoodConfig, db)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
 	a.ledger, a.fresh = ledger.NewReader(a.ledgerSources()), ledger.NewReader(a.ledgerSources())
 	a.ledgerNudge = make(chan struct{}, 1)
-	if rejected != nil {
-		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
-		a.setRejected(rejected)
+	if st.Rejected != nil {
+		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", st.Rejected)
+		a.setRejected(st.Rejected)
 	}
-	a.logWarnings(cfg)
+	a.keptLastGood(st.Unkept)
+	a.logWarnings(st.Config)
 	return a, nil
+}
+
+// keptLastGood reports whether the configuration served was kept for the
+// next start; err nil says it was. A copy that cannot be written (its
+// directory missing or read-only) takes no device away: the configuration
+// is served all the same, the log and hwnet_config_last_good_unkept say
+// that a restart with an invalid file would find an older copy or none.
+func (a *Agent) keptLastGood(err error) {
+	a.metrics.SetLastGoodUnkept(err != nil)
+	if err != nil {
+		a.log.Warn("configuration served but not kept for the next start", "lastGood", a.opts.LastGoodConfig, "err", err)
+	}
 }
 
 func (a *Agent) logWarnings(cfg *pools.Config) {
@@ -415,9 +428,7 @@ func (a *Agent) reloadConfig(ctx context.Context) {
 		return
 	}
 	a.setRejected(nil)
-	if err := pools.KeepLastGood(a.opts.LastGoodConfig, data); err != nil {
-		a.log.Warn("configuration accepted but not kept for the next start", "err", err)
-	}
+	a.keptLastGood(pools.KeepLastGood(a.opts.LastGoodConfig, data))
 	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
 	a.logWarnings(cfg)
 	a.cfg = cfg
