@@ -145,7 +145,8 @@ type discovered struct {
 }
 
 // Run serves until ctx ends, then stops every plugin and removes its
-// socket and the device-info files of devices no pod holds.
+// socket and the device-info files of devices no pod holds. A start that
+// fails leaves nothing registered with kubelet.
 func (a *Agent) Run(ctx context.Context) error {
 	ev := signals{
 		links: make(chan linkEvent, linkBurst), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
@@ -155,6 +156,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
+	// The probe and metrics ports are bound before anything registers: a
+	// taken port fails the start with nothing to undo.
+	if err := a.serveObservability(wctx, &wg); err != nil {
+		return err
+	}
 	// Watchers subscribe while the first discovery runs: both take tens
 	// of milliseconds on a large node. Netlink and uevent sockets queue
 	// what happens meanwhile; the PCI poller's baseline may miss a change
@@ -172,19 +178,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	discovered := time.Since(start)
 	a.readHolders(ctx)
-	if err := a.startDRA(wctx); err != nil {
+	if err := a.startFrontEnds(wctx, &wg, inv, start); err != nil {
+		// Device plugin sockets, the DRA driver's registration and the
+		// CNI side would outlive the failed start, naming pools and a
+		// driver no one serves.
+		stopWatchers()
+		a.shutdown()
 		return err
-	}
-	a.applyInventory(ctx, inv, start)
-	if err := a.serveObservability(wctx, &wg); err != nil {
-		return err
-	}
-	if a.opts.CNI != nil {
-		if err := a.runCNI(wctx, &wg); err != nil {
-			stopWatchers()
-			a.shutdown()
-			return err
-		}
 	}
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
@@ -194,6 +194,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.loop(ctx, ev)
 	a.shutdown()
+	return nil
+}
+
+// startFrontEnds registers the DRA driver, the pools' device plugins and
+// the CNI side, which serve until ctx ends or shutdown stops them.
+func (a *Agent) startFrontEnds(ctx context.Context, wg *sync.WaitGroup, inv *discovery.Inventory, start time.Time) error {
+	if err := a.startDRA(ctx); err != nil {
+		return err
+	}
+	a.applyInventory(ctx, inv, start)
+	if a.opts.CNI != nil {
+		return a.runCNI(ctx, wg)
+	}
 	return nil
 }
 
