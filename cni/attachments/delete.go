@@ -28,6 +28,25 @@ func Delegate(a attachment.Attachment) (*netconf.Delegate, error) {
 	return dl, nil
 }
 
+// Doubtful says why DEL cannot be trusted to run from the record as it
+// stands, nil when it can: a format newer than this hwnet writes (after a
+// rollback), whose fields it may misread, or an attachment whose
+// configuration list does not parse (an empty plugin type). Such a record
+// fails its DEL at every retry, the pod Terminating for good: its teardown
+// takes the best-effort path an unreadable record takes.
+func Doubtful(rec *attachment.Record) error {
+	var errs []error
+	if rec.Version > attachment.Version {
+		errs = append(errs, fmt.Errorf("attachment record of format version %d, newer than the %d this hwnet writes", rec.Version, attachment.Version))
+	}
+	for _, a := range rec.Attachments {
+		if _, err := Delegate(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // DeleteAll runs DEL for every attachment in reverse order. A failure does
 // not stop the rest (NPWG 7.2); the returned error lists every failure.
 // Device-info files of attachments whose DEL succeeded are removed.
