@@ -104,8 +104,15 @@ func deleteOne(ctx context.Context, ch *chain.Chain, rec *attachment.Record, a a
 // more without a namespace, the CNI form of "release what you hold
 // outside it" (IPAM, devices) that plugins such as host-device and tuning
 // honour. Teardown converges instead of failing the same way at every
-// retry. Any other failure stands.
+// retry. Any other failure stands, and so does a plugin the plugin timeout
+// killed: a plugin that creates no interface (a meta plugin) finds none
+// either way, and run again it would hang as long once more, past
+// kubelet's teardown deadline, whose error names neither network nor
+// plugin.
 func delAlreadyGone(ctx context.Context, ch *chain.Chain, dl *netconf.Delegate, rt chain.Runtime, a attachment.Attachment, cause error, warn func(error)) error {
+	if errors.Is(cause, chain.ErrPluginTimeout) {
+		return cause
+	}
 	gone, why := interfaceGone(rt.Netns, rt.IfName)
 	if !gone {
 		return cause

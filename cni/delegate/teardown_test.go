@@ -216,3 +216,39 @@ func TestSpec7_2_HungPluginTimesOut(t *testing.T) {
 	}
 	n.assertNoRecords(t)
 }
+
+// A DEL that hangs in a plugin that creates no interface (a meta plugin)
+// is killed at the plugin timeout and not run again without the namespace:
+// twice the timeout ran past kubelet's 2-minute teardown deadline, whose
+// Event named neither network nor plugin. The DEL fails once, naming both,
+// and the record stays for the runtime's retry.
+func TestSpec7_2_HungDelIsNotRetried(t *testing.T) {
+	n := newTestNode(t, "cni-hangdel")
+	n.d.opts.PluginTimeout = time.Second
+	record := filepath.Join(t.TempDir(), "calls.jsonl")
+	n.createNAD(podNS, "meta", "", `{"cniVersion":"1.0.0","name":"meta","type":"hwnet-test-plugin","personality":"plain",
+  "stateDir":"`+t.TempDir()+`","hangOn":["DEL"],"recordFile":"`+record+`"}`)
+	pod := n.createPod("hangdel", `meta`, nil)
+	podNetns := n.podNetns("hwnet-hangdel")
+	waitPod(t, n, podNS, "hangdel")
+	ctx := context.Background()
+	t.Cleanup(func() { dropLeases(t, n, "hangdel") })
+	if _, err := n.call(ctx, "ADD", "hangdel", podNetns, pod); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	_, err := n.call(ctx, "DEL", "hangdel", podNetns, pod)
+	for _, want := range []string{"cnf/meta", `type="hwnet-test-plugin"`, "plugin timeout of 1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("DEL err = %v, want one naming %s", err, want)
+		}
+	}
+	dels := 0
+	for _, c := range cniplugins.ReadRecords(t, record) {
+		if c.Command == "DEL" {
+			dels++
+		}
+	}
+	if dels != 1 {
+		t.Errorf("the hanging plugin's DEL ran %d times, want once", dels)
+	}
+}
