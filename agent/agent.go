@@ -90,20 +90,33 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hwdb models: %w", err)
 	}
-	cfg, rejected, err := pools.StartConfig(opts.ConfigFile, opts.LastGoodConfig, db)
+	st, err := pools.StartConfig(opts.ConfigFile, opts.LastGoodConfig, db)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: cfg, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
 	a.ledger, a.fresh = ledger.NewReader(a.ledgerSources()), ledger.NewReader(a.ledgerSources())
 	a.ledgerNudge = make(chan struct{}, 1)
-	if rejected != nil {
-		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", rejected)
-		a.setRejected(rejected)
+	if st.Rejected != nil {
+		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", st.Rejected)
+		a.setRejected(st.Rejected)
 	}
-	a.logWarnings(cfg)
+	a.keptLastGood(st.Unkept)
+	a.logWarnings(st.Config)
 	return a, nil
+}
+
+// keptLastGood reports whether the configuration served was kept for the
+// next start; err nil says it was. A copy that cannot be written (its
+// directory missing or read-only) takes no device away: the configuration
+// is served all the same, the log and hwnet_config_last_good_unkept say
+// that a restart with an invalid file would find an older copy or none.
+func (a *Agent) keptLastGood(err error) {
+	a.metrics.SetLastGoodUnkept(err != nil)
+	if err != nil {
+		a.log.Warn("configuration served but not kept for the next start", "lastGood", a.opts.LastGoodConfig, "err", err)
+	}
 }
 
 func (a *Agent) logWarnings(cfg *pools.Config) {
@@ -132,7 +145,8 @@ type discovered struct {
 }
 
 // Run serves until ctx ends, then stops every plugin and removes its
-// socket and the device-info files of devices no pod holds.
+// socket and the device-info files of devices no pod holds. A start that
+// fails leaves nothing registered with kubelet.
 func (a *Agent) Run(ctx context.Context) error {
 	ev := signals{
 		links: make(chan linkEvent, linkBurst), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
@@ -142,6 +156,11 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer wg.Wait()
 	wctx, stopWatchers := context.WithCancel(ctx)
 	defer stopWatchers()
+	// The probe and metrics ports are bound before anything registers: a
+	// taken port fails the start with nothing to undo.
+	if err := a.serveObservability(wctx, &wg); err != nil {
+		return err
+	}
 	// Watchers subscribe while the first discovery runs: both take tens
 	// of milliseconds on a large node. Netlink and uevent sockets queue
 	// what happens meanwhile; the PCI poller's baseline may miss a change
@@ -159,19 +178,13 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	discovered := time.Since(start)
 	a.readHolders(ctx)
-	if err := a.startDRA(wctx); err != nil {
+	if err := a.startFrontEnds(wctx, &wg, inv, start); err != nil {
+		// Device plugin sockets, the DRA driver's registration and the
+		// CNI side would outlive the failed start, naming pools and a
+		// driver no one serves.
+		stopWatchers()
+		a.shutdown()
 		return err
-	}
-	a.applyInventory(ctx, inv, start)
-	if err := a.serveObservability(wctx, &wg); err != nil {
-		return err
-	}
-	if a.opts.CNI != nil {
-		if err := a.runCNI(wctx, &wg); err != nil {
-			stopWatchers()
-			a.shutdown()
-			return err
-		}
 	}
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
@@ -181,6 +194,19 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.loop(ctx, ev)
 	a.shutdown()
+	return nil
+}
+
+// startFrontEnds registers the DRA driver, the pools' device plugins and
+// the CNI side, which serve until ctx ends or shutdown stops them.
+func (a *Agent) startFrontEnds(ctx context.Context, wg *sync.WaitGroup, inv *discovery.Inventory, start time.Time) error {
+	if err := a.startDRA(ctx); err != nil {
+		return err
+	}
+	a.applyInventory(ctx, inv, start)
+	if a.opts.CNI != nil {
+		return a.runCNI(ctx, wg)
+	}
 	return nil
 }
 
@@ -415,9 +441,7 @@ func (a *Agent) reloadConfig(ctx context.Context) {
 		return
 	}
 	a.setRejected(nil)
-	if err := pools.KeepLastGood(a.opts.LastGoodConfig, data); err != nil {
-		a.log.Warn("configuration accepted but not kept for the next start", "err", err)
-	}
+	a.keptLastGood(pools.KeepLastGood(a.opts.LastGoodConfig, data))
 	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
 	a.logWarnings(cfg)
 	a.cfg = cfg

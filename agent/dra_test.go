@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -199,5 +200,38 @@ func writeClaim(t *testing.T, path string, devices ...string) {
 	}
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestAgentTakenProbePortLeavesNothing: a start that fails (here the probe
+// port is taken) leaves nothing registered with kubelet: no device plugin
+// socket, no plugin registration, no DRA driver socket. Left behind, they
+// named pools and a driver no agent serves until the next start.
+func TestAgentTakenProbePortLeavesNothing(t *testing.T) {
+	api := kubeapi.Start(t)
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	f.withDRA(t, api, "dra-node")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { taken.Close() })
+	f.opts.ProbeAddr = taken.Addr().String()
+	a, err := agent.New(f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := a.Run(ctx); err == nil || !strings.Contains(err.Error(), "probes") {
+		t.Fatalf("Run with the probe port taken: %v, want an error naming the probes", err)
+	}
+	for _, dir := range []string{f.opts.PluginDir, f.opts.DRA.RegistrarDir, f.opts.DRA.PluginDir} {
+		entries, _ := os.ReadDir(dir)
+		for _, e := range entries {
+			if e.Type()&os.ModeSocket != 0 && e.Name() != filepath.Base(pluginapi.KubeletSocket) {
+				t.Errorf("socket %s left in %s after the failed start", e.Name(), dir)
+			}
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/internal/events"
+	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
@@ -171,4 +173,34 @@ func TestAgentBadConfigAndRestart(t *testing.T) {
 
 	f.writeConfig(t, defaultConfig)
 	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
+}
+
+// TestAgentServesWhenLastGoodCannotBeKept: a valid pool configuration is
+// served even when its last good copy cannot be written (a missing
+// directory, an unwritable /var/lib/hwnet: the agent exited at start, a
+// crash loop with every pool at 0). The log says why with the error, and
+// hwnet_config_last_good_unkept says so to whoever watches the metrics, at
+// start and at each reload that cannot keep its copy.
+func TestAgentServesWhenLastGoodCannotBeKept(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	f.opts.LastGoodConfig = filepath.Join(t.TempDir(), "missing", "last-good")
+	f.opts.Metrics = metrics.New()
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	f.waitLog(t, `msg="configuration served but not kept for the next start"`)
+	if !f.logs.contains("err=") || !f.logs.contains("no such file or directory") {
+		t.Errorf("the warning does not carry the error under err; logs:\n%s", f.logs)
+	}
+	scrape := httptest.NewServer(f.opts.Metrics.Handler(false))
+	t.Cleanup(scrape.Close)
+	waitHTTP(t, scrape.URL+"/metrics", http.StatusOK, "hwnet_config_last_good_unkept 1")
+
+	if err := os.MkdirAll(filepath.Dir(f.opts.LastGoodConfig), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f.writeConfig(t, strings.Replace(defaultConfig, "resourceName: empty", "resourceName: empty2", 1))
+	waitHTTP(t, scrape.URL+"/metrics", http.StatusOK, "hwnet_config_last_good_unkept 0")
+	if kept, err := os.ReadFile(f.opts.LastGoodConfig); err != nil || !strings.Contains(string(kept), "empty2") {
+		t.Errorf("the reloaded configuration was not kept: %q, %v", kept, err)
+	}
 }

@@ -28,6 +28,25 @@ func Delegate(a attachment.Attachment) (*netconf.Delegate, error) {
 	return dl, nil
 }
 
+// Doubtful says why DEL cannot be trusted to run from the record as it
+// stands, nil when it can: a format newer than this hwnet writes (after a
+// rollback), whose fields it may misread, or an attachment whose
+// configuration list does not parse (an empty plugin type). Such a record
+// fails its DEL at every retry, the pod Terminating for good: its teardown
+// takes the best-effort path an unreadable record takes.
+func Doubtful(rec *attachment.Record) error {
+	var errs []error
+	if rec.Version > attachment.Version {
+		errs = append(errs, fmt.Errorf("attachment record of format version %d, newer than the %d this hwnet writes", rec.Version, attachment.Version))
+	}
+	for _, a := range rec.Attachments {
+		if _, err := Delegate(a); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // DeleteAll runs DEL for every attachment in reverse order. A failure does
 // not stop the rest (NPWG 7.2); the returned error lists every failure.
 // Device-info files of attachments whose DEL succeeded are removed.
@@ -85,8 +104,15 @@ func deleteOne(ctx context.Context, ch *chain.Chain, rec *attachment.Record, a a
 // more without a namespace, the CNI form of "release what you hold
 // outside it" (IPAM, devices) that plugins such as host-device and tuning
 // honour. Teardown converges instead of failing the same way at every
-// retry. Any other failure stands.
+// retry. Any other failure stands, and so does a plugin the plugin timeout
+// killed: a plugin that creates no interface (a meta plugin) finds none
+// either way, and run again it would hang as long once more, past
+// kubelet's teardown deadline, whose error names neither network nor
+// plugin.
 func delAlreadyGone(ctx context.Context, ch *chain.Chain, dl *netconf.Delegate, rt chain.Runtime, a attachment.Attachment, cause error, warn func(error)) error {
+	if errors.Is(cause, chain.ErrPluginTimeout) {
+		return cause
+	}
 	gone, why := interfaceGone(rt.Netns, rt.IfName)
 	if !gone {
 		return cause

@@ -9,6 +9,9 @@ import (
 	"github.com/containernetworking/cni/pkg/invoke"
 )
 
+// ErrPluginTimeout marks a plugin execution killed at the plugin timeout.
+var ErrPluginTimeout = errors.New("no answer within the plugin timeout")
+
 // WithPluginTimeout returns a Chain whose every plugin execution is
 // killed after d, with an error saying so: a plugin stuck on a dead
 // device or API would otherwise hold the sandbox until the runtime's own
@@ -34,7 +37,7 @@ func (e timeoutExec) ExecPlugin(ctx context.Context, path string, stdin []byte, 
 	defer cancel()
 	out, err := e.Exec.ExecPlugin(ctx, path, stdin, environ)
 	if err != nil && errors.Is(ctx.Err(), context.DeadlineExceeded) {
-		return out, fmt.Errorf("no answer within the plugin timeout of %s: %w", e.timeout, err)
+		return out, fmt.Errorf("%w of %s: %w", ErrPluginTimeout, e.timeout, err)
 	}
 	return out, err
 }

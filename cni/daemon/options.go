@@ -88,8 +88,9 @@ const (
 	DefaultNetworkAPISocket = "/run/hwnet/cri-network.sock"
 	DefaultNetworkDir       = "/var/lib/hwnet/networks"
 	shutdownFlushTimeout    = 10 * time.Second
-	// DefaultPluginTimeout is well inside kubelet's 4-minute sandbox
-	// deadline, so a hung plugin fails with its name while retries remain.
+	// DefaultPluginTimeout is well inside kubelet's 4-minute deadline for
+	// a sandbox's ADD and inside its 2-minute one for teardown, so a hung
+	// plugin fails with its name while retries remain.
 	DefaultPluginTimeout = time.Minute
 )
 

@@ -341,10 +341,7 @@ func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachmentapi.Re
 // deleteRecord runs DEL for every attachment of a record, in reverse, and
 // forgets the container once all succeeded.
 func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachmentapi.Record) error {
-	warn := func(err error) {
-		d.opts.Logger.Warn("teardown passed over what is gone or not installed", "container", rec.ContainerID, "pod", rec.PodNamespace+"/"+rec.PodName, "err", err)
-	}
-	if err := attachments.DeleteAll(ctx, c.chain, rec, warn); err != nil {
+	if err := attachments.DeleteAll(ctx, c.chain, rec, d.passedOver(rec)); err != nil {
 		return err
 	}
 	if err := c.store.Remove(rec.ContainerID); err != nil {
@@ -352,6 +349,14 @@ func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachmentap
 	}
 	d.devices.forget(rec.PodUID)
 	return nil
+}
+
+// passedOver logs what a teardown of rec passed over: gone, not
+// installed or left out of the record.
+func (d *Delegator) passedOver(rec *attachmentapi.Record) func(error) {
+	return func(err error) {
+		d.opts.Logger.Warn("teardown passed over what is gone or not installed", "container", rec.ContainerID, "pod", rec.PodNamespace+"/"+rec.PodName, "err", err)
+	}
 }
 
 // defaultResult is the default network's result, which kubelet reads for

@@ -34,43 +34,65 @@ func (d *Delegator) del(ctx context.Context, c *call) error {
 		return nil
 	}
 	if errors.Is(err, attachments.ErrUnreadable) {
-		return d.delUnreadable(ctx, c, err)
+		return d.delUntrusted(ctx, c, nil, err)
 	}
 	if err != nil {
 		return err
 	}
+	if doubt := attachments.Doubtful(rec); doubt != nil {
+		return d.delUntrusted(ctx, c, rec, doubt)
+	}
 	return d.deleteRecord(ctx, c, rec)
 }
 
-// delUnreadable tears down what can be known when the container's record
-// cannot be read: the default network, from the current configuration,
-// and the CNI device-info files named after the container. The record
-// goes, so the pod terminates instead of waiting on a DEL that fails the
-// same way at every retry; what only the record knew (the secondary
-// networks' plugins, IPAM leases and device moves) is said, not undone.
-func (d *Delegator) delUnreadable(ctx context.Context, c *call, cause error) error {
-	def, err := d.defaultAttachment(c)
-	if err != nil {
-		return errors.Join(cause, err)
+// delUntrusted tears down what can be known when the container's record
+// cannot be trusted: unreadable (rec nil), of a newer format or invalid
+// (attachments.Doubtful). It runs the DEL of whatever attachments of rec
+// parse, then the default network's, from the current configuration, and
+// releases the devices named in the container's CNI device-info files.
+// The record goes, so the pod terminates instead of waiting on a DEL
+// that fails the same way at every retry (a rollback would wedge every pod
+// the newer agent attached); what could not be undone (the unparsed
+// networks' plugins, their IPAM leases) is logged. Only a failed DEL of the
+// default network fails the call, and keeps the record for a retry.
+func (d *Delegator) delUntrusted(ctx context.Context, c *call, rec *attachmentapi.Record, cause error) error {
+	var left []error
+	def := &attachmentapi.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns}
+	if rec != nil {
+		if err := attachments.DeleteAll(ctx, c.chain, rec, d.passedOver(rec)); err != nil {
+			left = append(left, err)
+		}
+		def.PodNamespace, def.PodName, def.PodUID = rec.PodNamespace, rec.PodName, rec.PodUID
 	}
-	entry, _, err := d.prepareEntry(c, def)
-	if err != nil {
-		return errors.Join(cause, err)
-	}
-	rec := &attachmentapi.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns, Attachments: []attachmentapi.Attachment{entry}}
-	if err := d.deleteRecord(ctx, c, rec); err != nil {
+	if err := d.deleteDefault(ctx, c, def); err != nil {
 		return errors.Join(cause, err)
 	}
 	files, _ := filepath.Glob(filepath.Join(d.opts.CNIDevinfoDir, "*-"+c.req.ContainerID+"_*"))
 	for _, f := range files {
 		if err := d.releaseDevice(ctx, c, f); err != nil {
-			d.opts.Logger.Warn("attachment record unreadable: device not released", "container", c.req.ContainerID, "err", err)
+			left = append(left, err)
 		}
 		os.Remove(f) // best effort: what is left is said below
 	}
-	d.opts.Logger.Warn("attachment record unreadable: tore down the default network, released the devices its device-info files name "+
-		"and removed the record and those files; secondary networks' IPAM leases could not be undone from it", "container", c.req.ContainerID, "err", cause)
+	d.opts.Logger.Warn("attachment record not trusted: tore down what it could, the default network from the current configuration, "+
+		"released the devices its device-info files name and removed the record and those files; what it could not undo is in left",
+		"container", c.req.ContainerID, "err", cause, "left", errors.Join(left...))
 	return nil
+}
+
+// deleteDefault runs the default network's DEL, from the current
+// configuration, as the only attachment of rec, which then goes.
+func (d *Delegator) deleteDefault(ctx context.Context, c *call, rec *attachmentapi.Record) error {
+	def, err := d.defaultAttachment(c)
+	if err != nil {
+		return err
+	}
+	entry, _, err := d.prepareEntry(c, def)
+	if err != nil {
+		return err
+	}
+	rec.Attachments = []attachmentapi.Attachment{entry}
+	return d.deleteRecord(ctx, c, rec)
 }
 
 // releaseDevice gives the PCI device a device-info file of the container

@@ -2,13 +2,17 @@ package delegate
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 
@@ -57,39 +61,109 @@ func TestSpec7_2_TeardownConvergesOnAlreadyGone(t *testing.T) {
 	})
 }
 
-// A record truncated on disk never wedges the pod (issue: a garbled record
-// kept a pod Terminating with 8 devices allocated): DEL tears down the
-// default network from the current configuration, gives the VFs the
-// device-info files name back to the node under their own names, removes
-// the record and the files, and succeeds.
-func TestSpec7_2_UnreadableRecordDoesNotWedge(t *testing.T) {
+// A record DEL cannot trust never wedges the pod (issues 12 and 30: a
+// garbled record kept a pod Terminating with 8 devices allocated; a record
+// with an invalid attachment, or a newer agent's after a rollback, failed
+// DEL forever, the latter leaking the default network's lease too). DEL
+// tears down what of the record it can, the default network from the
+// current configuration, gives the VFs the device-info files name back to
+// the node under their own names, removes the record and the files, and
+// succeeds.
+func TestSpec7_2_UntrustedRecordDoesNotWedge(t *testing.T) {
 	n := newTestNode(t, "cni-garbled")
 	n.createNAD(podNS, "sriov-a", sriovRes, sriovNAD)
 	iavf := n.vfs("iavf", "0000:3e:00.0")
-	pod := n.createPod("garbled", `[{"name":"sriov-a","ips":["10.56.0.32/24"]}]`, map[string][]string{sriovRes: {iavf[5].Addr}})
-	podNetns := n.podNetns("hwnet-garbled")
-	waitPod(t, n, podNS, "garbled")
-	ctx := context.Background()
-	if _, err := n.call(ctx, "ADD", "garbled", podNetns, pod); err != nil {
-		t.Fatalf("ADD: %v", err)
+	for i, tt := range []struct {
+		name  string
+		spoil func(t *testing.T, record string)
+	}{
+		{"truncated", func(t *testing.T, record string) {
+			if err := os.Truncate(record, 17); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{"invalid attachment", func(t *testing.T, record string) {
+			formattest.RewriteJSON(t, record, func(rec map[string]any) {
+				plugins(rec, 1)[0].(map[string]any)["type"] = ""
+			})
+		}},
+		{"newer format", func(t *testing.T, record string) {
+			// A newer agent's record, its delegates on a CNI version this
+			// one cannot run.
+			formattest.RewriteJSON(t, record, func(rec map[string]any) {
+				rec["version"] = 2
+				for i := range rec["attachments"].([]any) {
+					confList(rec, i)["cniVersion"] = "2.0.0"
+				}
+			})
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id, vf := fmt.Sprintf("untrusted-%d", i), iavf[5-i]
+			pod := n.createPod(id, `[{"name":"sriov-a","ips":["10.56.0.3`+strconv.Itoa(2+i)+`/24"]}]`, map[string][]string{sriovRes: {vf.Addr}})
+			podNetns := n.podNetns("hwnet-" + id)
+			waitPod(t, n, podNS, id)
+			ctx := context.Background()
+			// host-local's leases outlive the virtual node: a run that
+			// fails must not fail the next one's ADD.
+			t.Cleanup(func() { dropLeases(t, n, id) })
+			if _, err := n.call(ctx, "ADD", id, podNetns, pod); err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			tt.spoil(t, filepath.Join(n.dir, "cache", "containers", id+".json"))
+			if _, err := n.call(ctx, "DEL", id, podNetns, pod); err != nil {
+				t.Fatalf("DEL with the record %s: %v", tt.name, err)
+			}
+			n.assertNoRecords(t)
+			if _, ok := linksIn(t, podNetns)["eth0"]; ok {
+				t.Error("the default network's eth0 is still in the pod")
+			}
+			if slices.Contains(leaseHolders(t, n), id) {
+				t.Error("the default network's IP lease is still held")
+			}
+			if _, ok := linksIn(t, "/var/run/netns/"+n.node.NetnsName())[vf.Netdev.Name]; !ok {
+				t.Errorf("VF %s's netdev %s is not back in the node", vf.Addr, vf.Netdev.Name)
+			}
+			if _, err := n.call(ctx, "DEL", id, podNetns, pod); err != nil {
+				t.Errorf("a second DEL: %v", err)
+			}
+		})
 	}
-	record := filepath.Join(n.dir, "cache", "containers", "garbled.json")
-	if err := os.Truncate(record, 17); err != nil {
-		t.Fatal(err)
+}
+
+// dropLeases removes the default network's host-local leases container
+// holds inside the node.
+func dropLeases(t *testing.T, n *testNode, container string) {
+	t.Helper()
+	dir := "/var/lib/cni/networks/podnet"
+	err := n.node.Run(context.Background(), func() error {
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			return err
+		}
+		for _, e := range entries {
+			path := filepath.Join(dir, e.Name())
+			data, _ := os.ReadFile(path)
+			if f := strings.Fields(string(data)); len(f) > 0 && f[0] == container {
+				os.Remove(path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Error(err)
 	}
-	if _, err := n.call(ctx, "DEL", "garbled", podNetns, pod); err != nil {
-		t.Fatalf("DEL with the record truncated: %v", err)
-	}
-	n.assertNoRecords(t)
-	if _, ok := linksIn(t, podNetns)["eth0"]; ok {
-		t.Error("the default network's eth0 is still in the pod")
-	}
-	if _, ok := linksIn(t, "/var/run/netns/"+n.node.NetnsName())[iavf[5].Netdev.Name]; !ok {
-		t.Errorf("VF %s's netdev %s is not back in the node", iavf[5].Addr, iavf[5].Netdev.Name)
-	}
-	if _, err := n.call(ctx, "DEL", "garbled", podNetns, pod); err != nil {
-		t.Errorf("a second DEL: %v", err)
-	}
+}
+
+// confList is the configuration list of a record's attachment i, as
+// formattest.RewriteJSON gives it.
+func confList(rec map[string]any, i int) map[string]any {
+	return rec["attachments"].([]any)[i].(map[string]any)["confList"].(map[string]any)
+}
+
+// plugins is the plugin list of a record's attachment i.
+func plugins(rec map[string]any, i int) []any {
+	return confList(rec, i)["plugins"].([]any)
 }
 
 // assertNoRecords checks hwnet keeps no attachment record and no CNI
@@ -141,4 +215,40 @@ func TestSpec7_2_HungPluginTimesOut(t *testing.T) {
 		}
 	}
 	n.assertNoRecords(t)
+}
+
+// A DEL that hangs in a plugin that creates no interface (a meta plugin)
+// is killed at the plugin timeout and not run again without the namespace:
+// twice the timeout ran past kubelet's 2-minute teardown deadline, whose
+// Event named neither network nor plugin. The DEL fails once, naming both,
+// and the record stays for the runtime's retry.
+func TestSpec7_2_HungDelIsNotRetried(t *testing.T) {
+	n := newTestNode(t, "cni-hangdel")
+	n.d.opts.PluginTimeout = time.Second
+	record := filepath.Join(t.TempDir(), "calls.jsonl")
+	n.createNAD(podNS, "meta", "", `{"cniVersion":"1.0.0","name":"meta","type":"hwnet-test-plugin","personality":"plain",
+  "stateDir":"`+t.TempDir()+`","hangOn":["DEL"],"recordFile":"`+record+`"}`)
+	pod := n.createPod("hangdel", `meta`, nil)
+	podNetns := n.podNetns("hwnet-hangdel")
+	waitPod(t, n, podNS, "hangdel")
+	ctx := context.Background()
+	t.Cleanup(func() { dropLeases(t, n, "hangdel") })
+	if _, err := n.call(ctx, "ADD", "hangdel", podNetns, pod); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	_, err := n.call(ctx, "DEL", "hangdel", podNetns, pod)
+	for _, want := range []string{"cnf/meta", `type="hwnet-test-plugin"`, "plugin timeout of 1s"} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Fatalf("DEL err = %v, want one naming %s", err, want)
+		}
+	}
+	dels := 0
+	for _, c := range cniplugins.ReadRecords(t, record) {
+		if c.Command == "DEL" {
+			dels++
+		}
+	}
+	if dels != 1 {
+		t.Errorf("the hanging plugin's DEL ran %d times, want once", dels)
+	}
 }

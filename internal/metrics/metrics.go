@@ -1,7 +1,8 @@
 // Package metrics is hwnet-agent's Prometheus instrumentation: CNI request
 // latency, attach failures, pool sizes, discovery and refresh durations,
 // kubelet PodResources and API server requests, connections its node
-// sockets refused, and build information, on a registry of its own served
+// sockets refused, a pool configuration not kept for the next start, and
+// build information, on a registry of its own served
 // by Handler.
 package metrics
 
@@ -38,6 +39,7 @@ type Metrics struct {
 	podResourcesRequests *prometheus.CounterVec
 	apiRequests          *prometheus.CounterVec
 	socketRefused        *prometheus.CounterVec
+	lastGoodUnkept       prometheus.Gauge
 }
 
 // CNI requests take from a millisecond (DEL of nothing) to tens of
@@ -70,13 +72,15 @@ func New() *Metrics {
 		socketRefused: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "socket",
 			Name: "refused_connections_total", Help: "Connections to the agent's node sockets refused by the peer's credentials, by socket."},
 			[]string{"socket"}),
+		lastGoodUnkept: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "config", Name: "last_good_unkept",
+			Help: "1 when the pool configuration served could not be kept as the last good copy (--last-good-config) for the next start, else 0."}),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "The running hwnet release; always 1."}, []string{"version", "revision", "goversion"})
 	v := version.Get()
 	buildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
 	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolHeld,
-		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, buildInfo,
+		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -205,6 +209,19 @@ func (m *Metrics) PodResourcesRequest(err error) {
 		result = "error"
 	}
 	m.podResourcesRequests.WithLabelValues(result).Inc()
+}
+
+// SetLastGoodUnkept records whether the configuration served failed to be
+// kept as the last good copy.
+func (m *Metrics) SetLastGoodUnkept(unkept bool) {
+	if m == nil {
+		return
+	}
+	v := 0.0
+	if unkept {
+		v = 1
+	}
+	m.lastGoodUnkept.Set(v)
 }
 
 // RefusedConnection counts a connection to a node socket ("cni",

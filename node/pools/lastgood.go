@@ -23,23 +23,36 @@ func ReadChecked(path string, db *hwdb.DB) (*Config, []byte, error) {
 	return cfg, data, nil
 }
 
+// Started is the configuration an agent starts with, and what became of
+// the file it was asked to serve.
+type Started struct {
+	Config *Config
+	// Rejected says why the file was not taken; nil when it was.
+	Rejected error
+	// Unkept says why the file, taken, could not be kept as the last good
+	// copy; nil when it was. The file is served all the same.
+	Unkept error
+}
+
 // StartConfig is the configuration an agent starts with: file's, or, when file
 // is invalid, the last good one kept at lastGood, so that a bad ConfigMap
-// and any restart do not take the node's pools away. rejected says why
-// file was not taken. lastGood "" keeps no copy and falls back to none.
-func StartConfig(file, lastGood string, db *hwdb.DB) (cfg *Config, rejected, err error) {
+// and any restart do not take the node's pools away. lastGood "" keeps no
+// copy and falls back to none. A copy that cannot be written is no reason
+// to serve nothing (Started.Unkept): only a configuration that cannot be
+// had at all is an error.
+func StartConfig(file, lastGood string, db *hwdb.DB) (Started, error) {
 	cfg, data, err := ReadChecked(file, db)
 	if err == nil {
-		return cfg, nil, KeepLastGood(lastGood, data)
+		return Started{Config: cfg, Unkept: KeepLastGood(lastGood, data)}, nil
 	}
 	if lastGood == "" {
-		return nil, nil, err
+		return Started{}, err
 	}
 	good, _, lerr := ReadChecked(lastGood, db)
 	if lerr != nil {
-		return nil, nil, errors.Join(err, fmt.Errorf("no last good configuration to fall back to: %w", lerr))
+		return Started{}, errors.Join(err, fmt.Errorf("no last good configuration to fall back to: %w", lerr))
 	}
-	return good, err, nil
+	return Started{Config: good, Rejected: err}, nil
 }
 
 // KeepLastGood stores an accepted configuration's bytes at path for the

@@ -17,7 +17,9 @@ const (
 
 // TestStartConfig: a valid file is served and kept; an invalid one falls
 // back to the last good copy, saying why, and without a copy it is an
-// error.
+// error. A valid file whose copy cannot be written is served all the same
+// (a DaemonSet's unwritable /var/lib/hwnet was a crash loop with every
+// pool at 0), saying why it is not kept.
 func TestStartConfig(t *testing.T) {
 	db, err := hwdb.Open()
 	if err != nil {
@@ -27,17 +29,20 @@ func TestStartConfig(t *testing.T) {
 		name           string
 		file, lastGood string // "" writes no file
 		keep           bool   // a last good path is given
+		unwritable     bool   // the last good path's parent is a file
 		want           string // the resource served; "" an error
 		rejected       bool
 		kept           string // the last good copy's content after
+		unkept         bool
 	}{
-		{"valid", goodConfig, "", true, "sriov_net", false, goodConfig},
-		{"valid replaces the copy", goodConfig, otherConfig, true, "sriov_net", false, goodConfig},
-		{"valid, no copy kept", goodConfig, "", false, "sriov_net", false, ""},
-		{"invalid, copy served", badConfig, otherConfig, true, "other", true, otherConfig},
-		{"invalid, no copy", badConfig, "", true, "", false, ""},
-		{"invalid, copies off", badConfig, "", false, "", false, ""},
-		{"missing, copy served", "", otherConfig, true, "other", true, otherConfig},
+		{"valid", goodConfig, "", true, false, "sriov_net", false, goodConfig, false},
+		{"valid replaces the copy", goodConfig, otherConfig, true, false, "sriov_net", false, goodConfig, false},
+		{"valid, no copy kept", goodConfig, "", false, false, "sriov_net", false, "", false},
+		{"valid, copy cannot be written", goodConfig, "", true, true, "sriov_net", false, "", true},
+		{"invalid, copy served", badConfig, otherConfig, true, false, "other", true, otherConfig, false},
+		{"invalid, no copy", badConfig, "", true, false, "", false, "", false},
+		{"invalid, copies off", badConfig, "", false, false, "", false, "", false},
+		{"missing, copy served", "", otherConfig, true, false, "other", true, otherConfig, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -45,20 +50,26 @@ func TestStartConfig(t *testing.T) {
 			writeIf(t, file, tt.file)
 			if tt.keep {
 				lastGood = filepath.Join(dir, "last-good")
+				if tt.unwritable {
+					lastGood = filepath.Join(file, "last-good")
+				}
 				writeIf(t, lastGood, tt.lastGood)
 			}
-			cfg, rejected, err := StartConfig(file, lastGood, db)
+			st, err := StartConfig(file, lastGood, db)
 			if tt.want == "" {
 				if err == nil {
-					t.Fatalf("StartConfig: %v, want an error", cfg)
+					t.Fatalf("StartConfig: %v, want an error", st.Config)
 				}
 				return
 			}
 			if err != nil {
 				t.Fatal(err)
 			}
-			if got := cfg.Resources[0].Name; got != tt.want || (rejected != nil) != tt.rejected {
-				t.Errorf("serves %s, rejected %v; want %s, rejected %t", got, rejected, tt.want, tt.rejected)
+			if got := st.Config.Resources[0].Name; got != tt.want || (st.Rejected != nil) != tt.rejected {
+				t.Errorf("serves %s, rejected %v; want %s, rejected %t", got, st.Rejected, tt.want, tt.rejected)
+			}
+			if (st.Unkept != nil) != tt.unkept {
+				t.Errorf("unkept %v, want an error %t", st.Unkept, tt.unkept)
 			}
 			if kept, _ := os.ReadFile(lastGood); tt.keep && string(kept) != tt.kept {
 				t.Errorf("last good copy %q, want %q", kept, tt.kept)
