@@ -59,8 +59,8 @@ func (a *assembler) complete(sc *scanned) {
 	fn.LinkType = linkType(fn, sc.class)
 	fn.VDPA = a.vdpa.byParent[fn.Address]
 	switch {
-	case sc.class>>8 == classWireless:
-		fn.Excluded = append(fn.Excluded, "a wireless (Wi-Fi, class 0x0280) function, which pods are not given")
+	case fn.Netdev != nil && fn.Netdev.Wireless:
+		fn.Excluded = append(fn.Excluded, fmt.Sprintf("its netdev %s is wireless (Wi-Fi, phy80211), which pods are not given", fn.Netdev.Name))
 	case fn.Driver == "":
 		fn.Excluded = append(fn.Excluded, "no driver is bound")
 	}

@@ -18,7 +18,6 @@ const (
 	classNetwork    = 0x02
 	classInfiniBand = 0x0207
 	classEthernet   = 0x0200
-	classWireless   = 0x0280
 )
 
 // scanned is what one function's sysfs directory says, before VFs are

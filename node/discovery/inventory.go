@@ -132,6 +132,9 @@ type Netdev struct {
 	Elsewhere bool `json:"elsewhere,omitempty"`
 	// DefaultRoute is true when the node's default route goes through it.
 	DefaultRoute bool `json:"defaultRoute,omitempty"`
+	// Wireless is true for a Wi-Fi interface (phy80211 or wireless in
+	// its sysfs directory).
+	Wireless bool `json:"wireless,omitempty"`
 }
 
 // RDMA is the RDMA device of a function and its first port.

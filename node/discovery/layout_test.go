@@ -127,14 +127,34 @@ func TestDiscoverForeignTreeAsksNotThisHost(t *testing.T) {
 	}
 }
 
-// TestDiscoverWirelessExcluded: a Wi-Fi function (class 0x0280) has a
-// netdev but is no NIC to hand a pod; it is listed with the reason.
+// TestDiscoverWirelessExcluded: Wi-Fi is a property of the netdev
+// (phy80211), not of class 0x0280, which ConnectX-3 reports too (lspci in
+// the SR-IOV network device plugin's issue #260): a Wi-Fi function is
+// listed with the reason, while a ConnectX-3 PF and its VFs, class 0x0280
+// with plain netdevs, are offered.
 func TestDiscoverWirelessExcluded(t *testing.T) {
 	db := vnodetest.OpenDB(t)
-	spec := &virtualnode.Spec{Name: "wifi", NICs: []virtualnode.NICSpec{{Name: "wlp1s0", Vendor: "8086", Device: "2723", Driver: "iwlwifi", Class: "028000"}}}
-	fn := nicByDevice(t, discover(t, db, buildTree(t, db, spec), discovery.Options{}), "2723")
-	if len(fn.Excluded) != 1 || !strings.Contains(fn.Excluded[0], "wireless") {
-		t.Errorf("Wi-Fi function excluded %q, want excluded as wireless", fn.Excluded)
+	spec := &virtualnode.Spec{Name: "wifi",
+		NICs: []virtualnode.NICSpec{{Name: "wlp1s0", Vendor: "8086", Device: "2723", Driver: "iwlwifi", Class: "028000", Wireless: true}},
+		PFs:  []virtualnode.PFSpec{{Model: "ConnectX-3", VFs: 2, LinkType: "ethernet"}, {Model: "ConnectX-3 Pro", VFs: 1, LinkType: "infiniband"}},
+	}
+	inv := discover(t, db, buildTree(t, db, spec), discovery.Options{})
+	fn := nicByDevice(t, inv, "2723")
+	if len(fn.Excluded) != 1 || !strings.Contains(fn.Excluded[0], "wireless") || !strings.Contains(fn.Excluded[0], "wlp1s0") {
+		t.Errorf("Wi-Fi function excluded %q, want excluded as wireless, naming wlp1s0", fn.Excluded)
+	}
+	if len(inv.PFs) != 2 {
+		t.Fatalf("inventory has %d PFs, want the 2 ConnectX-3", len(inv.PFs))
+	}
+	for _, pf := range inv.PFs {
+		if pf.Class != "0x028000" || len(pf.VFs) == 0 {
+			t.Errorf("PF %s (%s) class %s with %d VFs, want class 0x028000 with VFs", pf.Address, pf.Model, pf.Class, len(pf.VFs))
+		}
+		for _, vf := range pf.VFs {
+			if vf.Class != "0x028000" || vf.Device != 0x1004 || len(vf.Excluded) > 0 {
+				t.Errorf("VF %s class %s device %s excluded %q, want a 0x028000 1004 VF that is offered", vf.Address, vf.Class, vf.Device, vf.Excluded)
+			}
+		}
 	}
 }
 

@@ -57,7 +57,16 @@ func (s *functionScanner) readNetdev(sc *scanned, hasNetDir bool) {
 	if v, err := s.r.readInt(path.Join(dir, "speed")); err == nil && v > 0 {
 		nd.Speed = v
 	}
+	nd.Wireless = s.isWireless(dir)
 	sc.fn.Netdev = nd
+}
+
+// isWireless reports whether the netdev is a Wi-Fi interface: cfg80211
+// links every wireless netdev to its phy (phy80211), and wireless
+// extensions add a wireless directory. The PCI class cannot say it:
+// ConnectX-3 reports 0x0280, "other network controller", as Wi-Fi cards do.
+func (s *functionScanner) isWireless(dir string) bool {
+	return s.r.exists(path.Join(dir, "phy80211")) || s.r.exists(path.Join(dir, "wireless"))
 }
 
 // netdevDirs lists the function's netdev directories relative to its own:

@@ -55,6 +55,8 @@ type Function struct {
 	// RDMACapable says the function has an RDMA device while a netdev
 	// driver binds it.
 	RDMACapable bool `json:"rdmaCapable,omitempty"`
+	// Wireless says the netdev is a Wi-Fi interface (phy80211).
+	Wireless bool `json:"wireless,omitempty"`
 
 	// SRIOV is set on PFs.
 	SRIOV *SRIOV `json:"sriov,omitempty"`

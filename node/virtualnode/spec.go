@@ -85,6 +85,10 @@ type NICSpec struct {
 	// LinkType is "ethernet" (the default) or "infiniband", which gives
 	// the netdev 20-byte IPoIB addresses.
 	LinkType hwdb.LinkType `json:"linkType,omitempty"`
+	// Wireless makes the netdev a Wi-Fi interface as cfg80211 registers
+	// one: a phy80211 link to the function's ieee80211/phy0 and a
+	// wireless directory.
+	Wireless bool `json:"wireless,omitempty"`
 }
 
 // VFIndices is a list of indices and inclusive ranges, "0,2-3". It also reads

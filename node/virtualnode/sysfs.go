@@ -281,6 +281,9 @@ func (l layout) removeBinding(f *Function) {
 	if f.Netdev != nil {
 		l.remove("class/net/" + f.Netdev.Name)
 		l.remove(f.netdevParent() + "/net")
+		if f.Wireless {
+			l.remove(f.netdevParent() + "/ieee80211")
+		}
 		if f.NetdevUnder != "" {
 			l.remove(f.netdevParent())
 		}
@@ -330,6 +333,12 @@ func (l layout) writeNetdev(f *Function) {
 		if f.Card != "" {
 			l.file(dir+"/phys_port_name", "p"+strconv.Itoa(f.Port)+"\n")
 		}
+	}
+	if f.Wireless {
+		l.dir(f.netdevParent() + "/ieee80211")
+		l.dir(f.netdevParent() + "/ieee80211/phy0")
+		l.link(dir+"/phy80211", f.netdevParent()+"/ieee80211/phy0")
+		l.dir(dir + "/wireless")
 	}
 	if nd.Type == arphrdInfiniBand {
 		l.file(dir+"/mode", "datagram\n")
