@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -237,5 +238,34 @@ func TestDiscoverHostSysfsElsewhereIsLive(t *testing.T) {
 	}
 	if !strings.HasPrefix(inv.LinkFacts, "netlink") {
 		t.Errorf("link facts %q, want netlink for this host's own sysfs", inv.LinkFacts)
+	}
+}
+
+// TestDiscoverMlx4DualPort: mlx4 registers both ports of a ConnectX-3 on
+// one function, dev_port 0 and 1 (ib0 and ib1, or two Ethernet
+// netdevs); the inventory lists both, in port order, with no problem.
+func TestDiscoverMlx4DualPort(t *testing.T) {
+	db := vnodetest.OpenDB(t)
+	spec := &virtualnode.Spec{Name: "mlx4", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib0"}, DualPort: true},
+		{Model: "ConnectX-3 Pro", LinkType: "ethernet", Names: []string{"ens1"}, DualPort: true, VFs: 1},
+	}}
+	inv := discover(t, db, buildTree(t, db, spec), discovery.Options{})
+	for _, tc := range []struct {
+		pf    int
+		names []string
+		addr  int
+	}{{0, []string{"ib0", "ib0d1"}, 20}, {1, []string{"ens1", "ens1d1"}, 6}} {
+		pf := inv.PFs[tc.pf]
+		var names []string
+		for i, nd := range pf.Ports {
+			names = append(names, nd.Name)
+			if nd.Port != i || nd.AddrLen != tc.addr {
+				t.Errorf("%s port %s: dev_port %d address length %d, want %d and %d", pf.Address, nd.Name, nd.Port, nd.AddrLen, i, tc.addr)
+			}
+		}
+		if !slices.Equal(names, tc.names) || pf.Netdev == nil || pf.Netdev.Name != tc.names[0] || len(pf.Problems) > 0 {
+			t.Errorf("%s: ports %q netdev %+v problems %q, want ports %q, the first as netdev, no problem", pf.Address, names, pf.Netdev, pf.Problems, tc.names)
+		}
 	}
 }

@@ -178,13 +178,18 @@ func (p *planner) addPF(ps *PFSpec, m *hwdb.Model, k int) (*Function, error) {
 		Vendor: m.Vendor, Device: m.PFDevice, SubsystemVendor: m.Vendor, SubsystemDevice: 0x0001,
 		Class: classOf(m, linkType), Revision: 2, Driver: m.PFDrivers[0], NUMA: numa,
 		IOMMUGroup: p.st.allocIOMMUGroup(), LinkType: linkType, Ifname: pciIfname(linkType, rid),
-		Speed: speed, RDMACapable: m.RDMA || linkType == hwdb.InfiniBand, SRIOV: sr,
+		Speed: speed, RDMACapable: m.RDMA || linkType == hwdb.InfiniBand, SRIOV: sr, DualPort: ps.DualPort,
 	}
 	if k < len(ps.Names) {
 		if err := checkIfname(ps.Names[k]); err != nil {
 			return nil, &SpecError{Field: "names", Err: err}
 		}
 		pf.Ifname = ps.Names[k]
+	}
+	if ps.DualPort {
+		if err := checkIfname(port2Name(pf.Ifname)); err != nil {
+			return nil, &SpecError{Field: "dualPort", Err: fmt.Errorf("the second port's netdev name gets too long: %w", err)}
+		}
 	}
 	if sr.TotalVFs > 0 {
 		if err := checkIfname(vfIfname(pf, sr.TotalVFs-1)); err != nil {
@@ -231,6 +236,12 @@ func (p *planner) add(f *Function) error {
 		return &SpecError{Field: "name", Err: fmt.Errorf("%q is already the netdev name of %s", f.Ifname, other)}
 	}
 	p.names[f.Ifname] = f.Addr
+	if f.DualPort {
+		if other, ok := p.names[port2Name(f.Ifname)]; ok {
+			return &SpecError{Field: "dualPort", Err: fmt.Errorf("%q is already the netdev name of %s", port2Name(f.Ifname), other)}
+		}
+		p.names[port2Name(f.Ifname)] = f.Addr
+	}
 	p.st.attachDriver(f)
 	p.st.Functions = append(p.st.Functions, f)
 	return nil

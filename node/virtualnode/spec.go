@@ -57,6 +57,10 @@ type PFSpec struct {
 	// Speed is the netdevs' speed in Mb/s; 0 means 100000 (200000 for
 	// InfiniBand).
 	Speed int `json:"speed,omitempty"`
+	// DualPort puts both ports of the card on each PF's one function, as
+	// mlx4 does for ConnectX-3: a second netdev, named as systemd names
+	// it (<name>d1), with dev_port 1 beside the first's 0.
+	DualPort bool `json:"dualPort,omitempty"`
 }
 
 // NICSpec declares one standalone NIC without SR-IOV.
