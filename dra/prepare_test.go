@@ -196,6 +196,33 @@ func TestPrepareUnprepare(t *testing.T) {
 	}
 }
 
+// TestUnprepare_KilledBeforeCheckpoint: an agent killed after a claim's
+// CDI spec was written and before the checkpoint was saved leaves a spec
+// the checkpoint does not know; kubelet's unprepare of the claim removes
+// it by the claim's UID.
+func TestUnprepare_KilledBeforeCheckpoint(t *testing.T) {
+	n := newTestNode(t)
+	dir := t.TempDir()
+	p := newPreparer(t, n, dir)
+	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	if res := p.prepare(t, claim("k", alloc("r", "pci-0000-3b-01-6"))); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	// The state the kill leaves: the spec, and no checkpoint saved.
+	if err := os.Remove(filepath.Join(p.opts.PluginDir, "checkpoint.json")); err != nil {
+		t.Fatal(err)
+	}
+	restarted := newPreparer(t, n, dir)
+	if err := restarted.unprepare(t, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(p.opts.CDIDir); len(left) != 0 {
+		t.Errorf("CDI specs left behind: %v", left)
+	}
+}
+
 // TestUnprepare_CheckpointVersions: a checkpoint an older hwnet wrote,
 // or a newer one (the agent rolled back), still unprepares; a torn one
 // fails by name.
