@@ -117,6 +117,9 @@ func (d *Driver) claimDevices(cp *checkpoint.Checkpoint, cur *published, c *reso
 		if r.Driver != d.opts.DriverName {
 			continue
 		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			return nil, fmt.Errorf("request %q: device %s: adminAccess is not supported by %s: a network device has one holder, and handing it to an admin pod as well would take it from that pod", r.Request, r.Device, d.opts.DriverName)
+		}
 		e, ok := cur.devices[r.Device]
 		if !ok || r.Pool != d.opts.NodeName {
 			return nil, fmt.Errorf("request %q: device %s of pool %s is not one this node publishes", r.Request, r.Device, r.Pool)

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hwnet-io/hwnet/dra"
@@ -166,11 +167,14 @@ func TestPrepareUnprepare(t *testing.T) {
 	if again := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6"))); !reflect.DeepEqual(again, first) {
 		t.Errorf("second prepare %+v, want %+v", again, first)
 	}
+	admin := alloc("r", "pci-0000-3b-01-5")
+	admin.AdminAccess = ptr.To(true)
 	for _, tt := range []struct {
 		claim *resourceapi.ResourceClaim
 		want  string
 	}{
 		{claim("b", alloc("r", "pci-0000-3b-01-6")), `request "r": device pci-0000-3b-01-6 is already prepared for claim ns/claim-a`},
+		{claim("e", admin), `request "r": device pci-0000-3b-01-5: adminAccess is not supported by hwnet.io: a network device has one holder, and handing it to an admin pod as well would take it from that pod`},
 		{claim("c", alloc("r", "pci-0000-3e-01-0")), `request "r": device pci-0000-3e-01-0 of pool node-a is not one this node publishes`},
 		{&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{UID: "d"}}, "not allocated"},
 	} {
