@@ -108,13 +108,28 @@ func (n *pooledNode) healthView(held *ledger.Ledger, unknown []string) devhealth
 func (n *pooledNode) functions() []pools.Device {
 	var out []pools.Device
 	for _, pf := range n.inv.PFs {
-		out = append(out, pools.Device{ID: pf.Address, Function: pf.Function, VFIndex: -1})
+		out = withPorts(out, pools.Device{ID: pf.Address, Function: pf.Function, VFIndex: -1})
 		for _, vf := range pf.VFs {
-			out = append(out, pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF, VFIndex: vf.Index})
+			out = withPorts(out, pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF, VFIndex: vf.Index})
 		}
 	}
 	for _, nic := range n.inv.NICs {
-		out = append(out, pools.Device{ID: nic.Address, Function: nic, VFIndex: -1})
+		out = withPorts(out, pools.Device{ID: nic.Address, Function: nic, VFIndex: -1})
+	}
+	return out
+}
+
+// withPorts appends dev or, for a function with several ports (mlx4),
+// one device per port, as pools makes them.
+func withPorts(out []pools.Device, dev pools.Device) []pools.Device {
+	fn := &dev.Function
+	if len(fn.Ports) == 0 {
+		return append(out, dev)
+	}
+	for i := range fn.Ports {
+		d := dev
+		d.ID, d.Function.Netdev = pools.PortID(fn.Address, fn.Ports[i].Port), &fn.Ports[i]
+		out = append(out, d)
 	}
 	return out
 }

@@ -52,13 +52,19 @@ type candidate struct {
 	port *discovery.Netdev
 }
 
-// id is cand's device ID: its PCI address, with ":p<dev_port>" for one
-// port of a multi-port function.
+// id is cand's device ID: its PCI address, or PortID for one port of a
+// multi-port function.
 func (cand *candidate) id() string {
 	if cand.port != nil {
-		return cand.fn.Address + ":p" + strconv.Itoa(cand.port.Port)
+		return PortID(cand.fn.Address, cand.port.Port)
 	}
 	return cand.fn.Address
+}
+
+// PortID is the device ID of one port of a multi-port function (mlx4):
+// its PCI address and ":p<dev_port>", 0000:03:00.0:p1.
+func PortID(address string, devPort int) string {
+	return address + ":p" + strconv.Itoa(devPort)
 }
 
 // pfName is the netdev name of cand's PF, "" when it has none; for one
