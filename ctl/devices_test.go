@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -291,7 +292,8 @@ func TestDevicesUsage(t *testing.T) {
 }
 
 // TestDevicesMlx4Ports: each port of an mlx4 function is a device of its
-// own, listed with the pool its port's netdev put it in.
+// own, listed once with the pool its port's netdev put it in, a held one
+// too.
 func TestDevicesMlx4Ports(t *testing.T) {
 	db, err := hwdb.Open()
 	if err != nil {
@@ -305,18 +307,26 @@ resourceList:
   - {resourceName: first, selectors: {pfNames: [ib0]}}
   - {resourceName: second, selectors: {pfNames: [ib0d1]}}
 `)
-	none := filepath.Join(t.TempDir(), "none")
+	dir := t.TempDir()
+	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(podres.Close)
+	podres.SetPod("default", "ib", "intel.com/second", "0000:3b:00.0:p1")
+	none := filepath.Join(dir, "none")
 	_, out, _ := run(t, "devices", "--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--config", config, "-o", "json",
-		"--pod-resources-socket", none, "--devinfo-dir", none, "--dra-checkpoint", filepath.Join(none, "checkpoint.json"), "--cni-cache-dir", none)
+		"--pod-resources-socket", filepath.Join(dir, "kubelet.sock"), "--devinfo-dir", none,
+		"--dra-checkpoint", filepath.Join(none, "checkpoint.json"), "--cni-cache-dir", none)
 	var listed listedDevices
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		t.Fatalf("%v: %s", err, out)
 	}
-	got := map[string]string{}
+	var got []string
 	for _, d := range listed.Devices {
-		got[d.Device] = d.Pool
+		got = append(got, d.Device+" "+d.Pool+" "+strconv.Itoa(len(d.Holders)))
 	}
-	if want := map[string]string{"0000:3b:00.0:p0": "intel.com/first", "0000:3b:00.0:p1": "intel.com/second"}; !reflect.DeepEqual(got, want) {
-		t.Errorf("devices %v, want %v", got, want)
+	if want := []string{"0000:3b:00.0:p0 intel.com/first 0", "0000:3b:00.0:p1 intel.com/second 1"}; !slices.Equal(got, want) {
+		t.Errorf("devices %q, want %q", got, want)
 	}
 }

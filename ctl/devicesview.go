@@ -68,7 +68,9 @@ func (n *pooledNode) devices(held *ledger.Ledger, unknown []string, all bool) de
 	}
 	view := n.healthView(held, unknown)
 	out := devicesOutput{Devices: []deviceView{}, UnknownSources: unknown}
+	onNode := map[string]bool{}
 	for _, d := range n.functions() {
+		onNode[d.ID] = true
 		p, pooled := placed[d.ID]
 		if pooled {
 			d = p.dev
@@ -78,7 +80,7 @@ func (n *pooledNode) devices(held *ledger.Ledger, unknown []string, all bool) de
 		}
 	}
 	for _, id := range held.Devices() {
-		if _, ok := n.inv.Function(id); !ok {
+		if !onNode[id] {
 			out.Devices = append(out.Devices, deviceView{Device: id, Reason: "not on the node", Holders: holders(held.Holders(id))})
 		}
 	}
