@@ -58,7 +58,7 @@ func lostDevices(lost []deviceplugin.DeviceState) []pools.Device {
 // lostReason says why a device the pool no longer matches stays listed,
 // or keep=false when it should go.
 func lostReason(d *pools.Device, inv *discovery.Inventory) (reason string, keep bool) {
-	if f, ok := inv.Function(d.ID); ok {
+	if f, ok := inv.Function(d.Function.Address); ok {
 		if len(f.Excluded) > 0 {
 			return fmt.Sprintf("no longer offered: %s", f.Excluded[0]), true
 		}

@@ -3,15 +3,19 @@ package agent_test
 import (
 	"context"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
@@ -234,4 +238,38 @@ func TestAgentTakenProbePortLeavesNothing(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestAgentReadyWaitsForDRARegistration: with the DRA driver on, /readyz
+// says not ready, naming the driver, until kubelet accepts the driver's
+// registration; here the test plays kubelet's plugin watcher on the
+// registration socket.
+func TestAgentReadyWaitsForDRARegistration(t *testing.T) {
+	api := kubeapi.Start(t)
+	spec := virtualnode.DefaultSpec()
+	spec.Name = "draready" // its own netns: other tests' default node may be up
+	f := newFixture(t, spec, draConfig)
+	f.withDRA(t, api, "dra-node")
+	probes := "http://" + freeAddr(t)
+	f.opts.ProbeAddr = strings.TrimPrefix(probes, "http://")
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	waitHTTP(t, probes+"/readyz", http.StatusServiceUnavailable, "DRA driver hwnet.io not registered with kubelet")
+
+	sock := filepath.Join(f.opts.DRA.RegistrarDir, dra.DefaultDriverName+"-reg.sock")
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	reg := registerapi.NewRegistrationClient(conn)
+	ctx, cancel := context.WithTimeout(context.Background(), react)
+	defer cancel()
+	if _, err := reg.GetInfo(ctx, &registerapi.InfoRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := reg.NotifyRegistrationStatus(ctx, &registerapi.RegistrationStatus{PluginRegistered: true}); err != nil {
+		t.Fatal(err)
+	}
+	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
 }

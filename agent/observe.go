@@ -26,8 +26,9 @@ func (a *Agent) serveObservability(ctx context.Context, wg *sync.WaitGroup) erro
 	return nil
 }
 
-// notReady is nil once every pool is registered with kubelet and, when
-// the agent serves CNI, its socket answers; else it says what is missing.
+// notReady is nil once every pool is registered with kubelet, kubelet
+// accepted the DRA driver's registration when it runs and, when the agent
+// serves CNI, its socket answers; else it says what is missing.
 func (a *Agent) notReady(ctx context.Context) error {
 	if r := a.rejected.Load(); r != nil {
 		return fmt.Errorf("pool configuration %s rejected, serving the last good one: %s", a.opts.ConfigFile, *r)
@@ -44,6 +45,9 @@ func (a *Agent) notReady(ctx context.Context) error {
 	}
 	if len(waiting) > 0 {
 		return fmt.Errorf("pools not registered with kubelet: %s", strings.Join(waiting, ", "))
+	}
+	if a.dra != nil && !a.dra.Registered() {
+		return fmt.Errorf("DRA driver %s not registered with kubelet", a.dra.Name())
 	}
 	if a.opts.CNI == nil {
 		return nil

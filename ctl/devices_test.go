@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +18,11 @@ import (
 	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/cni/attachments"
+	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // The holds of heldNode: the times each source gives.
@@ -284,5 +288,45 @@ func TestDevicesUsage(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.inStderr) {
 			t.Errorf("hwnetctl %q: exit %d, stderr %q; want exit %d and %q", tc.args, code, errOut, tc.code, tc.inStderr)
 		}
+	}
+}
+
+// TestDevicesMlx4Ports: each port of an mlx4 function is a device of its
+// own, listed once with the pool its port's netdev put it in, a held one
+// too.
+func TestDevicesMlx4Ports(t *testing.T) {
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "mlx4", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib0"}, DualPort: true},
+	}}, db, false)
+	config := writeConfig(t, "pools.yaml", `
+resourceList:
+  - {resourceName: first, selectors: {pfNames: [ib0]}}
+  - {resourceName: second, selectors: {pfNames: [ib0d1]}}
+`)
+	dir := t.TempDir()
+	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "kubelet.sock"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(podres.Close)
+	podres.SetPod("default", "ib", "intel.com/second", "0000:3b:00.0:p1")
+	none := filepath.Join(dir, "none")
+	_, out, _ := run(t, "devices", "--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--config", config, "-o", "json",
+		"--pod-resources-socket", filepath.Join(dir, "kubelet.sock"), "--devinfo-dir", none,
+		"--dra-checkpoint", filepath.Join(none, "checkpoint.json"), "--cni-cache-dir", none)
+	var listed listedDevices
+	if err := json.Unmarshal([]byte(out), &listed); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got []string
+	for _, d := range listed.Devices {
+		got = append(got, d.Device+" "+d.Pool+" "+strconv.Itoa(len(d.Holders)))
+	}
+	if want := []string{"0000:3b:00.0:p0 intel.com/first 0", "0000:3b:00.0:p1 intel.com/second 1"}; !slices.Equal(got, want) {
+		t.Errorf("devices %q, want %q", got, want)
 	}
 }

@@ -68,7 +68,9 @@ func (n *pooledNode) devices(held *ledger.Ledger, unknown []string, all bool) de
 	}
 	view := n.healthView(held, unknown)
 	out := devicesOutput{Devices: []deviceView{}, UnknownSources: unknown}
+	onNode := map[string]bool{}
 	for _, d := range n.functions() {
+		onNode[d.ID] = true
 		p, pooled := placed[d.ID]
 		if pooled {
 			d = p.dev
@@ -78,7 +80,7 @@ func (n *pooledNode) devices(held *ledger.Ledger, unknown []string, all bool) de
 		}
 	}
 	for _, id := range held.Devices() {
-		if _, ok := n.inv.Function(id); !ok {
+		if !onNode[id] {
 			out.Devices = append(out.Devices, deviceView{Device: id, Reason: "not on the node", Holders: holders(held.Holders(id))})
 		}
 	}
@@ -108,13 +110,28 @@ func (n *pooledNode) healthView(held *ledger.Ledger, unknown []string) devhealth
 func (n *pooledNode) functions() []pools.Device {
 	var out []pools.Device
 	for _, pf := range n.inv.PFs {
-		out = append(out, pools.Device{ID: pf.Address, Function: pf.Function, VFIndex: -1})
+		out = withPorts(out, pools.Device{ID: pf.Address, Function: pf.Function, VFIndex: -1})
 		for _, vf := range pf.VFs {
-			out = append(out, pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF, VFIndex: vf.Index})
+			out = withPorts(out, pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF, VFIndex: vf.Index})
 		}
 	}
 	for _, nic := range n.inv.NICs {
-		out = append(out, pools.Device{ID: nic.Address, Function: nic, VFIndex: -1})
+		out = withPorts(out, pools.Device{ID: nic.Address, Function: nic, VFIndex: -1})
+	}
+	return out
+}
+
+// withPorts appends dev or, for a function with several ports (mlx4),
+// one device per port, as pools makes them.
+func withPorts(out []pools.Device, dev pools.Device) []pools.Device {
+	fn := &dev.Function
+	if len(fn.Ports) == 0 {
+		return append(out, dev)
+	}
+	for i := range fn.Ports {
+		d := dev
+		d.ID, d.Function.Netdev = pools.PortID(fn.Address, fn.Ports[i].Port), &fn.Ports[i]
+		out = append(out, d)
 	}
 	return out
 }

@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"slices"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -59,7 +61,9 @@ type inventoryView struct {
 }
 
 // placement is what a pool config says of each function, by PCI address:
-// its admin tags and the full resource name of the pool it is in.
+// its admin tags and the full resource name of the pool it is in; the
+// ports of a multi-port function (mlx4) may be in different pools, comma
+// separated in config order.
 type placement struct {
 	tags  map[string][]string
 	pools map[string]string
@@ -69,10 +73,19 @@ func newPlacement(cfg *pools.Config, inv *discovery.Inventory) *placement {
 	p := &placement{tags: cfg.FunctionTags(inv), pools: map[string]string{}}
 	for _, pool := range cfg.Match(inv).Pools {
 		for _, d := range pool.Devices {
-			p.pools[d.ID] = pool.Resource.FullName()
+			p.add(d.Function.Address, pool.Resource.FullName())
 		}
 	}
 	return p
+}
+
+func (p *placement) add(addr, pool string) {
+	switch prev := p.pools[addr]; {
+	case prev == "":
+		p.pools[addr] = pool
+	case !slices.Contains(strings.Split(prev, ","), pool):
+		p.pools[addr] = prev + "," + pool
+	}
 }
 
 // of returns the placement of the function at addr; none without a config.

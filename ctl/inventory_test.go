@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,8 @@ import (
 
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // placements are where poolConfig puts functions of the default node:
@@ -198,5 +201,27 @@ func TestInventoryTableDeviceNodes(t *testing.T) {
 		if fields := rowOf(out, addr); len(fields) == 0 || fields[len(fields)-1] != want {
 			t.Errorf("row of %s is %q, want DEVICE %s", addr, fields, want)
 		}
+	}
+}
+
+// TestInventoryTableMlx4Ports: the table lists both ports of an mlx4
+// function, and the pools each port is in.
+func TestInventoryTableMlx4Ports(t *testing.T) {
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "mlx4", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib0"}, DualPort: true},
+	}}, db, false)
+	config := writeConfig(t, "pools.yaml", `
+resourceList:
+  - {resourceName: first, selectors: {pfNames: [ib0]}}
+  - {resourceName: second, selectors: {pfNames: [ib0d1]}}
+`)
+	out := mustRun(t, inventoryArgs(node, "--config", config)...)
+	fields := rowOf(out, "0000:3b:00.0")
+	if !slices.Contains(fields, "ib0,ib0d1") || len(fields) == 0 || fields[len(fields)-1] != "intel.com/first,intel.com/second" {
+		t.Errorf("row of the mlx4 PF is %q, want netdevs ib0,ib0d1 and pools intel.com/first,intel.com/second", fields)
 	}
 }

@@ -20,7 +20,7 @@ func renderTable(w io.Writer, v *inventoryView) error {
 	for _, pf := range inv.PFs {
 		v.row(tw, pf.Address, pf.Address, dash(pf.Model), dash(pf.Driver),
 			fmt.Sprintf("%d/%d", pf.SRIOV.NumVFs, pf.SRIOV.TotalVFs), numa(pf.NUMANode), dash(string(pf.LinkType)),
-			netdevName(pf.Netdev), state(pf.Netdev), pf.ESwitch.Mode)
+			netdevNames(&pf.Function), state(pf.Netdev), pf.ESwitch.Mode)
 	}
 	for _, pf := range inv.PFs {
 		if len(pf.VFs) == 0 {
@@ -30,7 +30,7 @@ func renderTable(w io.Writer, v *inventoryView) error {
 		v.heading(tw, "  VF", "PCI ADDRESS", "DRIVER", "NETDEV", "HW ADDRESS", "STATE", "NUMA", "IOMMU", "DEVICE")
 		for _, vf := range pf.VFs {
 			v.row(tw, vf.Address, "  "+strconv.Itoa(vf.Index), vf.Address, dash(vf.Driver),
-				netdevName(vf.Netdev), hwAddr(vf.Netdev), state(vf.Netdev), numa(vf.NUMANode),
+				netdevNames(&vf.Function), hwAddr(vf.Netdev), state(vf.Netdev), numa(vf.NUMANode),
 				dash(vf.IOMMUGroup), deviceFiles(&vf.Function))
 		}
 	}
@@ -39,7 +39,7 @@ func renderTable(w io.Writer, v *inventoryView) error {
 		v.heading(tw, "NIC", "VENDOR:DEVICE", "MODEL", "DRIVER", "NUMA", "LINK", "NETDEV", "STATE", "NAME")
 		for _, n := range inv.NICs {
 			v.row(tw, n.Address, n.Address, n.Vendor.String()+":"+n.Device.String(), dash(n.Model),
-				dash(n.Driver), numa(n.NUMANode), dash(string(n.LinkType)), netdevName(n.Netdev), state(n.Netdev),
+				dash(n.Driver), numa(n.NUMANode), dash(string(n.LinkType)), netdevNames(&n), state(n.Netdev),
 				dash(strings.TrimSpace(n.VendorName+" "+n.DeviceName)))
 		}
 	}
@@ -124,6 +124,19 @@ func netdevName(nd *discovery.Netdev) string {
 		return "-"
 	}
 	return nd.Name
+}
+
+// netdevNames names the function's netdev, or every port's, comma
+// separated, on a function with several (mlx4: ib0,ib1).
+func netdevNames(fn *discovery.Function) string {
+	if len(fn.Ports) == 0 {
+		return netdevName(fn.Netdev)
+	}
+	names := make([]string, len(fn.Ports))
+	for i := range fn.Ports {
+		names[i] = fn.Ports[i].Name
+	}
+	return strings.Join(names, ",")
 }
 
 func hwAddr(nd *discovery.Netdev) string {

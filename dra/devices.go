@@ -38,6 +38,10 @@ const (
 	AttrESwitchMode resourceapi.QualifiedName = "eswitchMode"
 	AttrTags        resourceapi.QualifiedName = "tags"
 	AttrPool        resourceapi.QualifiedName = "pool"
+	// AttrNetdev is the netdev of one port of a multi-port function
+	// (mlx4), whose two ports are two devices; AttrPort is its dev_port.
+	AttrNetdev resourceapi.QualifiedName = "netdev"
+	AttrPort   resourceapi.QualifiedName = "port"
 )
 
 // TaintKey marks an unhealthy device; its value says why.
@@ -74,11 +78,12 @@ type Node struct {
 	SysfsRoot string
 }
 
-// DeviceName is the name of a PCI function's device in a ResourceSlice:
-// a DNS label, "pci-" and the address with ':' and '.' as '-'
-// (0000:3b:01.6 is pci-0000-3b-01-6).
-func DeviceName(pciAddress string) string {
-	return "pci-" + strings.NewReplacer(":", "-", ".", "-").Replace(strings.ToLower(pciAddress))
+// DeviceName is the name of a device in a ResourceSlice: a DNS label,
+// "pci-" and its ID with ':' and '.' as '-' (0000:3b:01.6 is
+// pci-0000-3b-01-6, port 1 of 0000:03:00.0, 0000:03:00.0:p1, is
+// pci-0000-03-00-0-p1).
+func DeviceName(id string) string {
+	return "pci-" + strings.NewReplacer(":", "-", ".", "-").Replace(strings.ToLower(id))
 }
 
 // Devices maps the pools' devices to ResourceSlice devices, sorted by
@@ -147,6 +152,10 @@ func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[r
 		a[AttrVFIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(d.VFIndex))}
 	}
 	a[AttrRDMA] = resourceapi.DeviceAttribute{BoolValue: ptr.To(fn.RDMA != nil)}
+	if len(fn.Ports) > 0 && fn.Netdev != nil {
+		str(AttrNetdev, fn.Netdev.Name)
+		a[AttrPort] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(fn.Netdev.Port))}
+	}
 	return a
 }
 
@@ -159,12 +168,12 @@ func standard(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node 
 			a[attr.Name] = attr.Value
 		}
 	}
-	add(deviceattribute.GetPCIBusIDAttribute(d.ID))
+	add(deviceattribute.GetPCIBusIDAttribute(d.Function.Address))
 	root := node.SysfsRoot
 	if root == "" {
 		root = "/sys"
 	}
-	add(deviceattribute.GetPCIeRootAttributeByPCIBusID(d.ID, deviceattribute.WithFSFromRoot(root)))
+	add(deviceattribute.GetPCIeRootAttributeByPCIBusID(d.Function.Address, deviceattribute.WithFSFromRoot(root)))
 	if d.Function.NUMANode >= 0 {
 		add(deviceattribute.GetNUMANodeAttribute(d.Function.NUMANode, deviceattribute.ScalarAttribute))
 	}

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/go-logr/logr"
@@ -88,10 +89,14 @@ type Driver struct {
 	log     *slog.Logger
 	helper  atomic.Pointer[kubeletplugin.Helper]
 	current atomic.Pointer[published]
+	// publishing serializes Publish and republish: a republish that read
+	// last before a Publish and gave it to the library after would put
+	// the older devices back.
+	publishing sync.Mutex
 	// last is what Publish last gave the library, published again when
 	// kubelet registers the driver and when someone else deletes a slice
-	// (see restorer).
-	last  atomic.Pointer[resourceslice.DriverResources]
+	// (see restorer). publishing guards it.
+	last  *resourceslice.DriverResources
 	store *checkpointStore
 	// stopWatch ends the restorer's watch.
 	stopWatch func()
@@ -182,11 +187,13 @@ func (d *Driver) Registered() bool {
 // Publish replaces the node's devices: the ResourceSlices follow within
 // moments, and prepare hands out devices as they are now.
 func (d *Driver) Publish(ctx context.Context, node Node, ps []Pool) error {
+	d.publishing.Lock()
+	defer d.publishing.Unlock()
 	res, err := d.update(node, ps)
 	if err != nil {
 		return err
 	}
-	d.last.Store(&res)
+	d.last = &res
 	if err := d.helper.Load().PublishResources(ctx, res); err != nil {
 		return fmt.Errorf("DRA driver: publish: %w", err)
 	}
@@ -212,7 +219,9 @@ func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.Unar
 // republish gives the library the last published devices again, which
 // makes it sync the slices at once.
 func (d *Driver) republish(ctx context.Context) {
-	h, res := d.helper.Load(), d.last.Load()
+	d.publishing.Lock()
+	defer d.publishing.Unlock()
+	h, res := d.helper.Load(), d.last
 	if h == nil || res == nil {
 		return
 	}

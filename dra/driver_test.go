@@ -4,6 +4,8 @@ import (
 	"context"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -80,6 +82,49 @@ func TestDriverRestoresDeletedSlices(t *testing.T) {
 	start := time.Now()
 	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 2*time.Second, "slices restored", all)
 	t.Logf("slices restored %v after their deletion", time.Since(start).Round(time.Millisecond))
+}
+
+// TestDriverRepublishRacesNoPublish: a republish (kubelet registered the
+// driver, someone deleted a slice) that runs while Publish does must not
+// give the library an older device list after Publish gave it a newer
+// one: the slices end as the last Publish left them.
+func TestDriverRepublishRacesNoPublish(t *testing.T) {
+	api, n, drv := startDriver(t)
+	ctx := context.Background()
+	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
+	const vf = "pci-0000-3b-01-6"
+	tainted := slices.Clone(n.pools)
+	for i := range tainted {
+		tainted[i].Devices = slices.Clone(tainted[i].Devices)
+	}
+	setHealth(tainted, "0000:3b:01.6", false, "link down")
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for {
+			select {
+			case <-done:
+				return
+			default:
+				drv.Republish(ctx)
+			}
+		}
+	})
+	for i := range 400 {
+		ps := tainted
+		if i%2 == 1 {
+			ps = n.pools
+		}
+		if err := drv.Publish(ctx, node, ps); err != nil {
+			t.Fatal(err)
+		}
+	}
+	close(done)
+	wg.Wait()
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 10*time.Second, "the last Publish's untainted device", func(d kubeapi.SliceDevices) bool {
+		return len(d) == 14 && len(d[vf].Taints) == 0
+	})
 }
 
 // startDriver runs the driver, until the test ends, for a virtual node's

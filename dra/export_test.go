@@ -1,5 +1,7 @@
 package dra
 
+import "context"
+
 // NewUnregistered is a driver that kubelet does not know, for calling
 // prepare and unprepare directly.
 func NewUnregistered(opts Options) (*Driver, error) { return newDriver(opts) }
@@ -9,3 +11,6 @@ func (d *Driver) SetDevices(node Node, ps []Pool) error {
 	_, err := d.update(node, ps)
 	return err
 }
+
+// Republish is what kubelet's registration and a deleted slice trigger.
+func (d *Driver) Republish(ctx context.Context) { d.republish(ctx) }

@@ -93,15 +93,18 @@ func reservedPods(c *resourceapi.ResourceClaim) []string {
 
 // PodDevices lists the devices of the claims prepared for the pod, from
 // the checkpoint alone: claims ordered by namespace and name, each
-// claim's devices in allocation order.
-func (d *Driver) PodDevices(_ context.Context, podUID string) ([]netclaim.Device, error) {
+// claim's devices in allocation order. A claim is the pod's when prepare
+// saw it reserved for the pod or when the pod names it: kubelet prepares
+// a shared claim once, for its first pod, so prepare never hears of the
+// second.
+func (d *Driver) PodDevices(_ context.Context, pod netclaim.Pod) ([]netclaim.Device, error) {
 	cp, err := d.store.load()
 	if err != nil {
 		return nil, err
 	}
 	var claims []netclaim.ClaimRef
 	for uid, pc := range cp.Claims {
-		if slices.Contains(pc.Pods, podUID) {
+		if slices.Contains(pc.Pods, pod.UID) || (pc.Namespace == pod.Namespace && slices.Contains(pod.Claims, pc.Name)) {
 			claims = append(claims, netclaim.ClaimRef{Namespace: pc.Namespace, Name: pc.Name, UID: string(uid)})
 		}
 	}

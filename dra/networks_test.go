@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	k8stypes "k8s.io/apimachinery/pkg/types"
 
+	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/dra"
 )
 
@@ -78,7 +79,7 @@ func TestKEP4817_PrepareNetworkConfig(t *testing.T) {
 			if res.Err != nil {
 				t.Fatal(res.Err)
 			}
-			devs, err := p.drv.PodDevices(context.Background(), "pod-1")
+			devs, err := p.drv.PodDevices(context.Background(), netclaim.Pod{UID: "pod-1"})
 			if err != nil || len(devs) != len(tt.want) {
 				t.Fatalf("devices %+v (%v), want %d", devs, err, len(tt.want))
 			}
@@ -87,7 +88,7 @@ func TestKEP4817_PrepareNetworkConfig(t *testing.T) {
 					t.Errorf("device %d: %+v network %s, want %s", i, d, got, tt.want[i])
 				}
 			}
-			if other, _ := p.drv.PodDevices(context.Background(), "pod-2"); len(other) != 0 {
+			if other, _ := p.drv.PodDevices(context.Background(), netclaim.Pod{UID: "pod-2", Namespace: "ns"}); len(other) != 0 {
 				t.Errorf("pod-2 gets %+v", other)
 			}
 		})
@@ -104,4 +105,34 @@ func compact(t *testing.T, raw json.RawMessage) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// TestPodDevices_SharedClaim: kubelet prepares a claim once, for its first
+// pod; a second pod the claim is reserved for later is never prepared for,
+// yet gets the claim's devices, as the pod names the claim. A pod of
+// another namespace naming a claim of the same name gets nothing.
+func TestPodDevices_SharedClaim(t *testing.T) {
+	n := newTestNode(t)
+	p := newPreparer(t, n, t.TempDir())
+	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	shared := claim("s", alloc("vfs", "pci-0000-3b-01-1"), alloc("vfs", "pci-0000-3b-01-2"))
+	if res := p.prepare(t, forPod(shared, "pod-1")); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	for _, tt := range []struct {
+		pod  netclaim.Pod
+		want int
+	}{
+		{netclaim.Pod{UID: "pod-1", Namespace: "ns", Claims: []string{"claim-s"}}, 2},
+		{netclaim.Pod{UID: "pod-2", Namespace: "ns", Claims: []string{"other", "claim-s"}}, 2},
+		{netclaim.Pod{UID: "pod-3", Namespace: "ns2", Claims: []string{"claim-s"}}, 0},
+		{netclaim.Pod{UID: "pod-4", Namespace: "ns"}, 0},
+	} {
+		devs, err := p.drv.PodDevices(context.Background(), tt.pod)
+		if err != nil || len(devs) != tt.want {
+			t.Errorf("pod %+v: devices %+v (%v), want %d", tt.pod, devs, err, tt.want)
+		}
+	}
 }

@@ -85,7 +85,7 @@ func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *reso
 		return nil, err
 	}
 	pc := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name, Prepared: time.Now().UTC().Truncate(time.Second),
-		CDISpec: filepath.Join(d.opts.CDIDir, d.opts.DriverName+"-"+string(c.UID)+".json")}
+		CDISpec: d.specPath(c.UID)}
 	spec := &cdispec.Spec{Version: cdiVersion, Kind: d.opts.DriverName + "/" + cdiClass}
 	for i, cd := range devs {
 		h := cd.entry.handout
@@ -116,6 +116,9 @@ func (d *Driver) claimDevices(cp *checkpoint.Checkpoint, cur *published, c *reso
 	for _, r := range c.Status.Allocation.Devices.Results {
 		if r.Driver != d.opts.DriverName {
 			continue
+		}
+		if r.AdminAccess != nil && *r.AdminAccess {
+			return nil, fmt.Errorf("request %q: device %s: adminAccess is not supported by %s: a network device has one holder, and handing it to an admin pod as well would take it from that pod", r.Request, r.Device, d.opts.DriverName)
 		}
 		e, ok := cur.devices[r.Device]
 		if !ok || r.Pool != d.opts.NodeName {
@@ -213,9 +216,16 @@ func addresses(pc *checkpoint.Claim) string {
 	return strings.Join(ids, ",")
 }
 
+// specPath is the claim's CDI spec file, named by its UID.
+func (d *Driver) specPath(uid types.UID) string {
+	return filepath.Join(d.opts.CDIDir, d.opts.DriverName+"-"+string(uid)+".json")
+}
+
 // UnprepareResourceClaims removes what prepare made for each claim, from
-// the checkpoint: a claim it does not hold was never prepared here or is
-// already unprepared, which is no error.
+// the checkpoint. A claim it does not hold was never prepared here, is
+// already unprepared, or was being prepared when the agent died, after
+// its CDI spec was written and before the checkpoint was saved: its spec
+// is removed by its UID's name, and that is no error.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	cp, err := d.store.load()
 	if err != nil {
@@ -225,7 +235,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	for _, c := range claims {
 		pc, ok := cp.Claims[c.UID]
 		if !ok {
-			out[c.UID] = nil
+			out[c.UID] = removeSpec(d.specPath(c.UID))
 			continue
 		}
 		if out[c.UID] = d.unprepareClaim(pc); out[c.UID] == nil {
@@ -249,8 +259,16 @@ func (d *Driver) unprepareClaim(pc *checkpoint.Claim) error {
 			errs = append(errs, err)
 		}
 	}
-	if err := os.Remove(pc.CDISpec); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		errs = append(errs, fmt.Errorf("CDI spec: %w", err))
+	if err := removeSpec(pc.CDISpec); err != nil {
+		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// removeSpec removes a CDI spec; one already gone is no error.
+func removeSpec(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("CDI spec: %w", err)
+	}
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/utils/ptr"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hwnet-io/hwnet/dra"
@@ -166,11 +167,14 @@ func TestPrepareUnprepare(t *testing.T) {
 	if again := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6"))); !reflect.DeepEqual(again, first) {
 		t.Errorf("second prepare %+v, want %+v", again, first)
 	}
+	admin := alloc("r", "pci-0000-3b-01-5")
+	admin.AdminAccess = ptr.To(true)
 	for _, tt := range []struct {
 		claim *resourceapi.ResourceClaim
 		want  string
 	}{
 		{claim("b", alloc("r", "pci-0000-3b-01-6")), `request "r": device pci-0000-3b-01-6 is already prepared for claim ns/claim-a`},
+		{claim("e", admin), `request "r": device pci-0000-3b-01-5: adminAccess is not supported by hwnet.io: a network device has one holder, and handing it to an admin pod as well would take it from that pod`},
 		{claim("c", alloc("r", "pci-0000-3e-01-0")), `request "r": device pci-0000-3e-01-0 of pool node-a is not one this node publishes`},
 		{&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{UID: "d"}}, "not allocated"},
 	} {
@@ -193,6 +197,33 @@ func TestPrepareUnprepare(t *testing.T) {
 	data, _ := os.ReadFile(filepath.Join(p.opts.PluginDir, "checkpoint.json"))
 	if strings.Contains(string(data), "claim-a") {
 		t.Errorf("checkpoint still holds claim a: %s", data)
+	}
+}
+
+// TestUnprepare_KilledBeforeCheckpoint: an agent killed after a claim's
+// CDI spec was written and before the checkpoint was saved leaves a spec
+// the checkpoint does not know; kubelet's unprepare of the claim removes
+// it by the claim's UID.
+func TestUnprepare_KilledBeforeCheckpoint(t *testing.T) {
+	n := newTestNode(t)
+	dir := t.TempDir()
+	p := newPreparer(t, n, dir)
+	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	if res := p.prepare(t, claim("k", alloc("r", "pci-0000-3b-01-6"))); res.Err != nil {
+		t.Fatal(res.Err)
+	}
+	// The state the kill leaves: the spec, and no checkpoint saved.
+	if err := os.Remove(filepath.Join(p.opts.PluginDir, "checkpoint.json")); err != nil {
+		t.Fatal(err)
+	}
+	restarted := newPreparer(t, n, dir)
+	if err := restarted.unprepare(t, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if left, _ := os.ReadDir(p.opts.CDIDir); len(left) != 0 {
+		t.Errorf("CDI specs left behind: %v", left)
 	}
 }
 

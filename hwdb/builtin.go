@@ -172,9 +172,11 @@ func mlx5(m Model) Model {
 
 // mlx4 completes a ConnectX-3 model: mlx4_core drives PF and VF (1004
 // for both models), mlx4_ib gives VFs RDMA, and mlx4 caps a PF at 126 VFs
-// (MLX4_MAX_NUM_VF). There is no switchdev mode.
+// (MLX4_MAX_NUM_VF). There is no switchdev mode. PF and VFs report PCI
+// class 0280, "Network controller" (lspci in the SR-IOV network device
+// plugin's issue #260), not Ethernet or InfiniBand.
 func mlx4(m Model) Model {
-	m.Family, m.Vendor, m.VFDevice = "NVIDIA "+m.Name, vendorNVIDIA, 0x1004
+	m.Family, m.Vendor, m.VFDevice, m.Class = "NVIDIA "+m.Name, vendorNVIDIA, 0x1004, 0x0280
 	m.PFDrivers, m.VFDrivers, m.MaxVFs = []string{"mlx4_core"}, []string{"mlx4_core"}, 126
 	m.LinkTypes, m.RDMA, m.DPDK = slices.Clone(m.LinkTypes), true, Bifurcated
 	return m

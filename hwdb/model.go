@@ -54,6 +54,11 @@ type Model struct {
 	VDPA bool `json:"vdpa"`
 	// DPDK says how DPDK applications take a VF.
 	DPDK DPDKBinding `json:"dpdk"`
+	// Class is the PCI class and subclass PF and VFs report, four hex
+	// digits as lspci -n prints them, when it is not their link type's
+	// (0200 Ethernet, 0207 InfiniBand): ConnectX-3 reports 0280, "other
+	// network controller". 0 means the link type's.
+	Class PCIID `json:"class,omitempty"`
 }
 
 // PCIID is a 16-bit PCI vendor or device ID. It reads and writes as four

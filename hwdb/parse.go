@@ -115,6 +115,7 @@ func (m *Model) jsonFields() map[string]any {
 		"switchdev": &m.Switchdev,
 		"vdpa":      &m.VDPA,
 		"dpdk":      &m.DPDK,
+		"class":     &m.Class,
 	}
 }
 

@@ -126,7 +126,7 @@ func TestJSONFieldsMatchModel(t *testing.T) {
 	}
 	for i := range typ.NumField() {
 		f := typ.Field(i)
-		tag := f.Tag.Get("json")
+		tag, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 		target, ok := fields[tag]
 		if !ok {
 			t.Errorf("jsonFields lacks %q (Model.%s)", tag, f.Name)

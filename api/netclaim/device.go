@@ -33,11 +33,20 @@ type Device struct {
 	Network json.RawMessage `json:"network,omitempty"`
 }
 
+// Pod is what a Source needs of a pod: its UID, and its namespace and
+// ResourceClaim names, since kubelet prepares a shared claim once, for
+// its first pod, and never tells the driver of the others.
+type Pod struct {
+	UID       string
+	Namespace string
+	Claims    []string
+}
+
 // Source lists the devices of the claims prepared for a pod, from local
 // state only: the CNI side asks it on every ADD and must not read the API
 // server.
 type Source interface {
-	PodDevices(ctx context.Context, podUID string) ([]Device, error)
+	PodDevices(ctx context.Context, pod Pod) ([]Device, error)
 }
 
 // Selections parses the network elements of devs, all together so that

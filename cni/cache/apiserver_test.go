@@ -82,6 +82,34 @@ func TestAPIServer(t *testing.T) {
 	t.Run("InformerPods", func(t *testing.T) { testInformerPods(t, s, ns) })
 	t.Run("StartPodsFallsBackToInformer", func(t *testing.T) { testStartPodsFallback(t, s, ns) })
 	t.Run("Spec3_2_NAD", func(t *testing.T) { testNADInformer(t, s, ns) })
+	t.Run("InformerPodClaims", func(t *testing.T) { testInformerPodClaims(t, s, ns) })
+}
+
+// testInformerPodClaims: the cached pod names its ResourceClaims, the
+// shared one its spec names and the one made from a template that its
+// status names, so that the DRA driver can find a shared claim kubelet
+// prepared for another pod.
+func testInformerPodClaims(t *testing.T, s *kubeapi.Server, ns string) {
+	client := kubernetes.NewForConfigOrDie(s.Config())
+	p := cache.NewInformerPods(client, "node-a", discard())
+	run(t, p)
+	shared, tmpl, made := "shared-vfs", "vf-template", "du-2-vfs-x7k2p"
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "du-2"}, Spec: corev1.PodSpec{NodeName: "node-a",
+		Containers:     []corev1.Container{{Name: "main", Image: "registry.invalid/pause"}},
+		ResourceClaims: []corev1.PodResourceClaim{{Name: "shared", ResourceClaimName: &shared}, {Name: "own", ResourceClaimTemplateName: &tmpl}}}}
+	created, err := client.CoreV1().Pods(ns).Create(ctxFor(t, 30*time.Second), pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "own", ResourceClaimName: &made}}
+	if _, err := client.CoreV1().Pods(ns).UpdateStatus(ctxFor(t, 30*time.Second), created, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{shared, made}
+	kubeapi.WaitFor(t, "the cached pod names both claims", func() bool {
+		got, err := lookup(p, ref(created), time.Second)
+		return err == nil && reflect.DeepEqual(got.Claims, want)
+	})
 }
 
 func testInformerPods(t *testing.T, s *kubeapi.Server, ns string) {

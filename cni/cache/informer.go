@@ -112,5 +112,8 @@ func stripPod(obj any) (any, error) {
 		UID:             pod.UID,
 		ResourceVersion: pod.ResourceVersion,
 		Annotations:     pod.Annotations,
-	}}, nil
+	},
+		Spec:   corev1.PodSpec{ResourceClaims: pod.Spec.ResourceClaims},
+		Status: corev1.PodStatus{ResourceClaimStatuses: pod.Status.ResourceClaimStatuses},
+	}, nil
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -26,6 +27,10 @@ type Pod struct {
 	Name        string
 	UID         string
 	Annotations map[string]string
+	// Claims are the names of the pod's ResourceClaims in its namespace:
+	// those its spec names (resourceClaimName) and those made for it from
+	// a template (status.resourceClaimStatuses).
+	Claims []string
 }
 
 // PodRef names a pod as the runtime does in CNI_ARGS (K8S_POD_NAMESPACE,
@@ -149,10 +154,27 @@ func (c *podCache) describeMiss(ref PodRef) string {
 
 func (p Pod) clone() Pod {
 	p.Annotations = maps.Clone(p.Annotations)
+	p.Claims = slices.Clone(p.Claims)
 	return p
 }
 
 // podFrom keeps what the CNI side needs of a Kubernetes pod.
 func podFrom(p *corev1.Pod) Pod {
-	return Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Annotations: p.Annotations}
+	return Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Annotations: p.Annotations, Claims: claimNames(p)}
+}
+
+// claimNames lists the names of the pod's ResourceClaims.
+func claimNames(p *corev1.Pod) []string {
+	var names []string
+	for _, c := range p.Spec.ResourceClaims {
+		if c.ResourceClaimName != nil {
+			names = append(names, *c.ResourceClaimName)
+		}
+	}
+	for _, s := range p.Status.ResourceClaimStatuses {
+		if s.ResourceClaimName != nil {
+			names = append(names, *s.ResourceClaimName)
+		}
+	}
+	return names
 }

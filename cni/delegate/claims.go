@@ -18,7 +18,7 @@ func (d *Delegator) podClaims(ctx context.Context, pod cache.Pod) ([]netclaim.De
 	if d.opts.Claims == nil || pod.UID == "" {
 		return nil, nil
 	}
-	devs, err := d.opts.Claims.PodDevices(ctx, pod.UID)
+	devs, err := d.opts.Claims.PodDevices(ctx, netclaim.Pod{UID: pod.UID, Namespace: pod.Namespace, Claims: pod.Claims})
 	if err != nil {
 		return nil, fmt.Errorf("DRA claims of pod %s/%s: %w", pod.Namespace, pod.Name, err)
 	}

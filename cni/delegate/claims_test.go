@@ -24,8 +24,8 @@ type podClaimDevices map[string][]netclaim.Device
 // it writes: hwnet's default.
 const claimDriver = "hwnet.io"
 
-func (p podClaimDevices) PodDevices(_ context.Context, uid string) ([]netclaim.Device, error) {
-	return p[uid], nil
+func (p podClaimDevices) PodDevices(_ context.Context, pod netclaim.Pod) ([]netclaim.Device, error) {
+	return p[pod.UID], nil
 }
 
 // withClaims gives the node's Delegator claims and the claim status

@@ -184,15 +184,23 @@ func (q *statusQueue) publish(pod cache.PodRef, p publication) {
 		q.logger.Error("network-status", "pod", pod.String(), "err", err)
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
-	defer cancel()
-	if err := q.sink.SetNetworkStatus(ctx, pod, annotations); err != nil {
-		q.logger.Error("writing network-status", "pod", pod.String(), "err", err)
-	}
+	q.bounded(func(ctx context.Context) {
+		if err := q.sink.SetNetworkStatus(ctx, pod, annotations); err != nil {
+			q.logger.Error("writing network-status", "pod", pod.String(), "err", err)
+		}
+	})
 	if q.claims != nil {
-		q.claims(ctx, p)
+		q.bounded(func(ctx context.Context) { q.claims(ctx, p) })
 	}
 	q.sink.Event(pod, "Normal", "AddedInterfaces", event)
+}
+
+// bounded runs one write with its own timeout: a network-status write
+// that took all of its time must not leave the claims' status write none.
+func (q *statusQueue) bounded(write func(context.Context)) {
+	ctx, cancel := context.WithTimeout(context.Background(), q.timeout)
+	defer cancel()
+	write(ctx)
 }
 
 func (q *statusQueue) next(pod cache.PodRef) (publication, bool) {

@@ -56,17 +56,37 @@ func (a *assembler) complete(sc *scanned) {
 	if fn.Netdev != nil {
 		a.links.apply(fn.Netdev)
 	}
+	for i := 1; i < len(fn.Ports); i++ {
+		a.links.apply(&fn.Ports[i])
+	}
 	fn.LinkType = linkType(fn, sc.class)
 	fn.VDPA = a.vdpa.byParent[fn.Address]
 	switch {
-	case sc.class>>8 == classWireless:
-		fn.Excluded = append(fn.Excluded, "a wireless (Wi-Fi, class 0x0280) function, which pods are not given")
+	case fn.Netdev != nil && fn.Netdev.Wireless:
+		fn.Excluded = append(fn.Excluded, fmt.Sprintf("its netdev %s is wireless (Wi-Fi, phy80211), which pods are not given", fn.Netdev.Name))
 	case fn.Driver == "":
 		fn.Excluded = append(fn.Excluded, "no driver is bound")
 	}
-	if fn.Netdev != nil && fn.Netdev.DefaultRoute {
-		fn.Excluded = append(fn.Excluded, fmt.Sprintf("its netdev %s carries the node's default route", fn.Netdev.Name))
+	for _, nd := range fn.netdevs() {
+		if nd.DefaultRoute {
+			fn.Excluded = append(fn.Excluded, fmt.Sprintf("its netdev %s carries the node's default route", nd.Name))
+		}
 	}
+}
+
+// netdevs lists every port's netdev of the function.
+func (fn *Function) netdevs() []*Netdev {
+	if len(fn.Ports) == 0 {
+		if fn.Netdev == nil {
+			return nil
+		}
+		return []*Netdev{fn.Netdev}
+	}
+	out := make([]*Netdev, len(fn.Ports))
+	for i := range fn.Ports {
+		out[i] = &fn.Ports[i]
+	}
+	return out
 }
 
 // linkType prefers what the netdev says, then the RDMA port, then the class.

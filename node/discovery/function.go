@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -18,7 +17,6 @@ const (
 	classNetwork    = 0x02
 	classInfiniBand = 0x0207
 	classEthernet   = 0x0200
-	classWireless   = 0x0280
 )
 
 // scanned is what one function's sysfs directory says, before VFs are
@@ -245,17 +243,4 @@ func (s *functionScanner) readSRIOV(sc *scanned, virtfns []string) {
 func exists(path string) bool {
 	_, err := os.Lstat(path)
 	return err == nil
-}
-
-// firstNetdev picks the netdev directory of a function; functions with
-// several (one per port, as mlx4 has) are reported, not hidden.
-func firstNetdev(sc *scanned, dirs []string) string {
-	if len(dirs) > 1 {
-		names := make([]string, len(dirs))
-		for i, d := range dirs {
-			names[i] = filepath.Base(d)
-		}
-		sc.problem(fmt.Errorf("function has %d netdevs (%s); the inventory shows %s", len(names), strings.Join(names, ", "), names[0]))
-	}
-	return dirs[0]
 }

@@ -98,8 +98,13 @@ type Function struct {
 	UIODevice  string        `json:"uioDevice,omitempty"`
 	LinkType   hwdb.LinkType `json:"linkType,omitempty"`
 	Netdev     *Netdev       `json:"netdev,omitempty"`
-	RDMA       *RDMA         `json:"rdma,omitempty"`
-	VDPA       []VDPADevice  `json:"vdpa,omitempty"`
+	// Ports are the netdevs of a function with several ports, one per
+	// dev_port (mlx4 puts both ports of a ConnectX-3 on one function);
+	// Netdev is the first. Empty for a function with one netdev. Pools
+	// offer each port as a device of its own.
+	Ports []Netdev     `json:"ports,omitempty"`
+	RDMA  *RDMA        `json:"rdma,omitempty"`
+	VDPA  []VDPADevice `json:"vdpa,omitempty"`
 	// Excluded gives the reasons the function must not be offered to pods;
 	// empty means it can be.
 	Excluded []string `json:"excluded,omitempty"`
@@ -132,6 +137,12 @@ type Netdev struct {
 	Elsewhere bool `json:"elsewhere,omitempty"`
 	// DefaultRoute is true when the node's default route goes through it.
 	DefaultRoute bool `json:"defaultRoute,omitempty"`
+	// Port is the netdev's dev_port on a function with several ports
+	// (mlx4: 0 and 1); 0 otherwise.
+	Port int `json:"port,omitempty"`
+	// Wireless is true for a Wi-Fi interface (phy80211 or wireless in
+	// its sysfs directory).
+	Wireless bool `json:"wireless,omitempty"`
 }
 
 // RDMA is the RDMA device of a function and its first port.

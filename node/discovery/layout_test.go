@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -127,14 +128,34 @@ func TestDiscoverForeignTreeAsksNotThisHost(t *testing.T) {
 	}
 }
 
-// TestDiscoverWirelessExcluded: a Wi-Fi function (class 0x0280) has a
-// netdev but is no NIC to hand a pod; it is listed with the reason.
+// TestDiscoverWirelessExcluded: Wi-Fi is a property of the netdev
+// (phy80211), not of class 0x0280, which ConnectX-3 reports too (lspci in
+// the SR-IOV network device plugin's issue #260): a Wi-Fi function is
+// listed with the reason, while a ConnectX-3 PF and its VFs, class 0x0280
+// with plain netdevs, are offered.
 func TestDiscoverWirelessExcluded(t *testing.T) {
 	db := vnodetest.OpenDB(t)
-	spec := &virtualnode.Spec{Name: "wifi", NICs: []virtualnode.NICSpec{{Name: "wlp1s0", Vendor: "8086", Device: "2723", Driver: "iwlwifi", Class: "028000"}}}
-	fn := nicByDevice(t, discover(t, db, buildTree(t, db, spec), discovery.Options{}), "2723")
-	if len(fn.Excluded) != 1 || !strings.Contains(fn.Excluded[0], "wireless") {
-		t.Errorf("Wi-Fi function excluded %q, want excluded as wireless", fn.Excluded)
+	spec := &virtualnode.Spec{Name: "wifi",
+		NICs: []virtualnode.NICSpec{{Name: "wlp1s0", Vendor: "8086", Device: "2723", Driver: "iwlwifi", Class: "028000", Wireless: true}},
+		PFs:  []virtualnode.PFSpec{{Model: "ConnectX-3", VFs: 2, LinkType: "ethernet"}, {Model: "ConnectX-3 Pro", VFs: 1, LinkType: "infiniband"}},
+	}
+	inv := discover(t, db, buildTree(t, db, spec), discovery.Options{})
+	fn := nicByDevice(t, inv, "2723")
+	if len(fn.Excluded) != 1 || !strings.Contains(fn.Excluded[0], "wireless") || !strings.Contains(fn.Excluded[0], "wlp1s0") {
+		t.Errorf("Wi-Fi function excluded %q, want excluded as wireless, naming wlp1s0", fn.Excluded)
+	}
+	if len(inv.PFs) != 2 {
+		t.Fatalf("inventory has %d PFs, want the 2 ConnectX-3", len(inv.PFs))
+	}
+	for _, pf := range inv.PFs {
+		if pf.Class != "0x028000" || len(pf.VFs) == 0 {
+			t.Errorf("PF %s (%s) class %s with %d VFs, want class 0x028000 with VFs", pf.Address, pf.Model, pf.Class, len(pf.VFs))
+		}
+		for _, vf := range pf.VFs {
+			if vf.Class != "0x028000" || vf.Device != 0x1004 || len(vf.Excluded) > 0 {
+				t.Errorf("VF %s class %s device %s excluded %q, want a 0x028000 1004 VF that is offered", vf.Address, vf.Class, vf.Device, vf.Excluded)
+			}
+		}
 	}
 }
 
@@ -217,5 +238,34 @@ func TestDiscoverHostSysfsElsewhereIsLive(t *testing.T) {
 	}
 	if !strings.HasPrefix(inv.LinkFacts, "netlink") {
 		t.Errorf("link facts %q, want netlink for this host's own sysfs", inv.LinkFacts)
+	}
+}
+
+// TestDiscoverMlx4DualPort: mlx4 registers both ports of a ConnectX-3 on
+// one function, dev_port 0 and 1 (ib0 and ib1, or two Ethernet
+// netdevs); the inventory lists both, in port order, with no problem.
+func TestDiscoverMlx4DualPort(t *testing.T) {
+	db := vnodetest.OpenDB(t)
+	spec := &virtualnode.Spec{Name: "mlx4", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib0"}, DualPort: true},
+		{Model: "ConnectX-3 Pro", LinkType: "ethernet", Names: []string{"ens1"}, DualPort: true, VFs: 1},
+	}}
+	inv := discover(t, db, buildTree(t, db, spec), discovery.Options{})
+	for _, tc := range []struct {
+		pf    int
+		names []string
+		addr  int
+	}{{0, []string{"ib0", "ib0d1"}, 20}, {1, []string{"ens1", "ens1d1"}, 6}} {
+		pf := inv.PFs[tc.pf]
+		var names []string
+		for i, nd := range pf.Ports {
+			names = append(names, nd.Name)
+			if nd.Port != i || nd.AddrLen != tc.addr {
+				t.Errorf("%s port %s: dev_port %d address length %d, want %d and %d", pf.Address, nd.Name, nd.Port, nd.AddrLen, i, tc.addr)
+			}
+		}
+		if !slices.Equal(names, tc.names) || pf.Netdev == nil || pf.Netdev.Name != tc.names[0] || len(pf.Problems) > 0 {
+			t.Errorf("%s: ports %q netdev %+v problems %q, want ports %q, the first as netdev, no problem", pf.Address, names, pf.Netdev, pf.Problems, tc.names)
+		}
 	}
 }

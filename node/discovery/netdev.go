@@ -31,10 +31,50 @@ func (s *functionScanner) readNetdev(sc *scanned, hasNetDir bool) {
 	if len(dirs) > 1 {
 		dirs = s.uplinksOnly(dirs)
 	}
-	if len(dirs) == 0 {
+	switch len(dirs) {
+	case 0:
+	case 1:
+		sc.fn.Netdev = s.readPort(sc, dirs[0])
+	default:
+		s.readPorts(sc, dirs)
+	}
+}
+
+// readPorts reads the netdevs of a function with several ports, one per
+// dev_port (mlx4 registers both ports of a ConnectX-3 on one function,
+// dev_port 0 and 1), in dev_port order. Netdevs that share a port (an
+// IPoIB parent and its P_Key children) are reported and the first by
+// name kept.
+func (s *functionScanner) readPorts(sc *scanned, dirs []string) {
+	byPort := map[int]string{}
+	var order []int
+	for _, d := range dirs {
+		port, err := s.r.readInt(path.Join(d, "dev_port"))
+		if err != nil && !notExist(err) {
+			sc.problem(fmt.Errorf("netdev %s: %w", path.Base(d), err))
+		}
+		if first, dup := byPort[port]; dup {
+			sc.problem(fmt.Errorf("netdev %s shares dev_port %d with %s; the inventory shows %s", path.Base(d), port, path.Base(first), path.Base(first)))
+			continue
+		}
+		byPort[port] = d
+		order = append(order, port)
+	}
+	slices.Sort(order)
+	if len(order) == 1 {
+		sc.fn.Netdev = s.readPort(sc, byPort[order[0]])
 		return
 	}
-	dir := firstNetdev(sc, dirs)
+	sc.fn.Ports = make([]Netdev, len(order))
+	for i, port := range order {
+		sc.fn.Ports[i] = *s.readPort(sc, byPort[port])
+		sc.fn.Ports[i].Port = port
+	}
+	sc.fn.Netdev = &sc.fn.Ports[0]
+}
+
+// readPort reads one netdev directory.
+func (s *functionScanner) readPort(sc *scanned, dir string) *Netdev {
 	name := path.Base(dir)
 	nd := &Netdev{Name: name, Speed: -1, StateFrom: "sysfs"}
 	if addr, err := s.r.read(path.Join(dir, "address")); err != nil {
@@ -48,6 +88,7 @@ func (s *functionScanner) readNetdev(sc *scanned, hasNetDir bool) {
 	// from it; reading them here as well would be wasted.
 	if !s.links.has(name, nd.Ifindex) {
 		nd.MTU = s.readNetdevInt(sc, dir, "mtu")
+		var err error
 		if nd.OperState, err = s.r.read(path.Join(dir, "operstate")); err != nil {
 			sc.problem(fmt.Errorf("netdev %s: %w", name, err))
 		}
@@ -57,7 +98,16 @@ func (s *functionScanner) readNetdev(sc *scanned, hasNetDir bool) {
 	if v, err := s.r.readInt(path.Join(dir, "speed")); err == nil && v > 0 {
 		nd.Speed = v
 	}
-	sc.fn.Netdev = nd
+	nd.Wireless = s.isWireless(dir)
+	return nd
+}
+
+// isWireless reports whether the netdev is a Wi-Fi interface: cfg80211
+// links every wireless netdev to its phy (phy80211), and wireless
+// extensions add a wireless directory. The PCI class cannot say it:
+// ConnectX-3 reports 0x0280, "other network controller", as Wi-Fi cards do.
+func (s *functionScanner) isWireless(dir string) bool {
+	return s.r.exists(path.Join(dir, "phy80211")) || s.r.exists(path.Join(dir, "wireless"))
 }
 
 // netdevDirs lists the function's netdev directories relative to its own:

@@ -76,6 +76,13 @@ func (r *attrReader) linkBase(rel string) (string, error) {
 	return path.Base(string(r.buf[:n])), nil
 }
 
+// exists reports whether rel names an entry, without following a final
+// symlink: a dangling link still says what the driver registered.
+func (r *attrReader) exists(rel string) bool {
+	var st unix.Stat_t
+	return unix.Fstatat(r.dirfd, rel, &st, unix.AT_SYMLINK_NOFOLLOW) == nil
+}
+
 // dirNames lists the directory at rel without sorting or stat-ing entries.
 func (r *attrReader) dirNames(rel string) ([]string, error) {
 	fd, err := openat(r.dirfd, rel, unix.O_RDONLY|unix.O_DIRECTORY)

@@ -270,12 +270,12 @@ func (m *Maker) deviceInfo(dev *pools.Device, vdpa *discovery.VDPADevice) *devin
 			ParentDevice:      vdpa.Name,
 			Driver:            m.res.VDPAType,
 			Path:              m.vdpaPath(vdpa),
-			PCIAddress:        dev.ID,
+			PCIAddress:        dev.Function.Address,
 			PFPCIAddress:      dev.PF,
 			RepresentorDevice: dev.Representor,
 		})
 	}
-	info := devinfo.PCI{PCIAddress: dev.ID, PFPCIAddress: dev.PF, RepresentorDevice: dev.Representor}
+	info := devinfo.PCI{PCIAddress: dev.Function.Address, PFPCIAddress: dev.PF, RepresentorDevice: dev.Representor}
 	if rdma := m.rdma(&dev.Function); rdma != nil {
 		info.RDMADevice = rdma.Device
 	}

@@ -17,6 +17,10 @@ func TestMake(t *testing.T) {
 	ib := pools.Device{ID: "0000:41:01.0", PF: "0000:41:00.0", Function: discovery.Function{
 		Address: "0000:41:01.0", Driver: "mlx5_core", RDMA: &discovery.RDMA{Device: "mlx5_1",
 			CharDevices: []string{"/dev/infiniband/uverbs1", "/dev/infiniband/umad1", "/dev/infiniband/issm1", "/dev/infiniband/rdma_cm"}}}}
+	// One port of an mlx4 function: its device-info names the function's
+	// PCI address, not the port's device ID.
+	port := pools.Device{ID: "0000:03:00.0:p1", VFIndex: -1, Function: discovery.Function{
+		Address: "0000:03:00.0", Driver: "mlx4_core", Netdev: &discovery.Netdev{Name: "ib1", Port: 1}}}
 	tests := []struct {
 		name      string
 		res       pools.Resource
@@ -34,6 +38,8 @@ func TestMake(t *testing.T) {
 			devinfo.NewPCI(devinfo.PCI{PCIAddress: ib.ID, PFPCIAddress: ib.PF})},
 		{"vhost-net", pools.Resource{Name: "v", NeedVhostNet: true}, ib, []string{handout.VhostNet, handout.Tun},
 			devinfo.NewPCI(devinfo.PCI{PCIAddress: ib.ID, PFPCIAddress: ib.PF, VhostNet: handout.VhostNet})},
+		{"one port of an mlx4 function", pools.Resource{Name: "ib"}, port, nil,
+			devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:03:00.0"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/hwnet-io/hwnet/node/discovery"
@@ -46,13 +47,35 @@ type candidate struct {
 	tags []string
 	// offered is false for the PFs whose VFs are offered instead.
 	offered bool
+	// port is the one port of a multi-port function (mlx4) cand stands
+	// for; nil for a function with one netdev.
+	port *discovery.Netdev
 }
 
-// pfName is the netdev name of cand's PF, "" when it has none.
+// id is cand's device ID: its PCI address, or PortID for one port of a
+// multi-port function.
+func (cand *candidate) id() string {
+	if cand.port != nil {
+		return PortID(cand.fn.Address, cand.port.Port)
+	}
+	return cand.fn.Address
+}
+
+// PortID is the device ID of one port of a multi-port function (mlx4):
+// its PCI address and ":p<dev_port>", 0000:03:00.0:p1.
+func PortID(address string, devPort int) string {
+	return address + ":p" + strconv.Itoa(devPort)
+}
+
+// pfName is the netdev name of cand's PF, "" when it has none; for one
+// port of a standalone multi-port function, that port's.
 func (cand *candidate) pfName() string {
 	nd := cand.fn.Netdev
-	if cand.pf != nil {
+	switch {
+	case cand.pf != nil:
 		nd = cand.pf.Netdev
+	case cand.port != nil:
+		nd = cand.port
 	}
 	if nd == nil {
 		return ""
@@ -91,8 +114,11 @@ func (c *Config) Match(inv *discovery.Inventory) *Result {
 		m.names[i] = c.Resources[i].FullName()
 	}
 	for cand := range c.candidates(inv) {
-		if cand.offered {
-			m.assign(cand)
+		if !cand.offered {
+			continue
+		}
+		for pc := range ports(cand) {
+			m.assign(pc)
 		}
 	}
 	fillPools(m.res.Pools, m.pooled)
@@ -121,11 +147,11 @@ func (m *matching) assign(cand candidate) {
 	case len(m.matched) == 0:
 	case len(cand.fn.Excluded) > 0:
 		m.res.Warnings = append(m.res.Warnings, fmt.Sprintf("%s matches %s but is not offered: %s",
-			cand.fn.Address, m.names[m.matched[0]], strings.Join(cand.fn.Excluded, "; ")))
+			cand.id(), m.names[m.matched[0]], strings.Join(cand.fn.Excluded, "; ")))
 	default:
 		m.pooled = append(m.pooled, assignment{pool: m.matched[0], cand: cand})
 		if len(m.matched) > 1 {
-			m.res.Conflicts = append(m.res.Conflicts, conflict(cand.fn.Address, m.matched, m.names))
+			m.res.Conflicts = append(m.res.Conflicts, conflict(cand.id(), m.matched, m.names))
 			for _, p := range m.matched[1:] {
 				m.outbid[p] = true
 			}
@@ -204,6 +230,25 @@ func (c *Config) candidates(inv *discovery.Inventory) iter.Seq[candidate] {
 			nc := c.standalone(&inv.NICs[i])
 			nc.offered = true
 			if !yield(nc) {
+				return
+			}
+		}
+	}
+}
+
+// ports yields cand, or one candidate per port when its function has
+// several (mlx4): each port is a device, which selectors pick by its
+// netdev name (pfNames).
+func ports(cand candidate) iter.Seq[candidate] {
+	return func(yield func(candidate) bool) {
+		if len(cand.fn.Ports) == 0 {
+			yield(cand)
+			return
+		}
+		for i := range cand.fn.Ports {
+			pc := cand
+			pc.port = &cand.fn.Ports[i]
+			if !yield(pc) {
 				return
 			}
 		}
@@ -356,7 +401,10 @@ func hasVDPA(fn *discovery.Function, driver string) bool {
 
 // device is cand as a pool's device.
 func (cand *candidate) device() Device {
-	d := Device{ID: cand.fn.Address, Function: *cand.fn, VFIndex: -1, Tags: cand.tags}
+	d := Device{ID: cand.id(), Function: *cand.fn, VFIndex: -1, Tags: cand.tags}
+	if cand.port != nil {
+		d.Function.Netdev = cand.port
+	}
 	if cand.vf != nil {
 		d.PF, d.PFName, d.VFIndex, d.Representor = cand.pf.Address, cand.pfName(), cand.vf.Index, cand.vf.Representor
 	}

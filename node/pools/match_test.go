@@ -287,3 +287,47 @@ func TestMatchSortsDevices(t *testing.T) {
 		t.Errorf("devices %+v, want VF 1 (0000:3b:01.0) then VF 0", devs)
 	}
 }
+
+// TestMatchMlx4Ports: mlx4 puts both ports of a ConnectX-3 on one
+// function; each port is a device of its own (ID <address>:p<dev_port>,
+// Netdev the port's), and pfNames picks either port by its netdev.
+func TestMatchMlx4Ports(t *testing.T) {
+	inv := discoverNode(t, vnodetest.OpenDB(t), &virtualnode.Spec{Name: "mlx4", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib0"}, DualPort: true},
+	}}, nil)
+	addr := inv.PFs[0].Address
+	for _, tc := range []struct {
+		name, config string
+		pools        []namedIDs
+		netdevs      []string
+	}{
+		{"both ports", `
+resourceList:
+  - {resourceName: ib, selectors: {vendors: ["15b3"]}}`,
+			[]namedIDs{{"intel.com/ib", []string{addr + ":p0", addr + ":p1"}}}, []string{"ib0", "ib0d1"}},
+		{"one port each by pfNames", `
+resourceList:
+  - {resourceName: second, selectors: {pfNames: [ib0d1]}}
+  - {resourceName: first, selectors: {pfNames: [ib0]}}`,
+			[]namedIDs{{"intel.com/second", []string{addr + ":p1"}}, {"intel.com/first", []string{addr + ":p0"}}}, []string{"ib0d1", "ib0"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			res := mustParse(t, tc.config).Match(inv)
+			if got := poolIDs(res); !reflect.DeepEqual(got, tc.pools) {
+				t.Errorf("pools %v, want %v", got, tc.pools)
+			}
+			var netdevs []string
+			for _, p := range res.Pools {
+				for _, d := range p.Devices {
+					netdevs = append(netdevs, d.Function.Netdev.Name)
+					if d.Function.Address != addr {
+						t.Errorf("device %s: function %s, want %s", d.ID, d.Function.Address, addr)
+					}
+				}
+			}
+			if !slices.Equal(netdevs, tc.netdevs) || len(res.Conflicts) > 0 {
+				t.Errorf("netdevs %q conflicts %v, want %q and none", netdevs, res.Conflicts, tc.netdevs)
+			}
+		})
+	}
+}

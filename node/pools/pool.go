@@ -89,10 +89,12 @@ func (r *Resource) EnvName() string {
 // Device is one device of a pool: a kubelet device ID and what Allocate
 // needs to hand it to a container.
 type Device struct {
-	// ID is the kubelet device ID: the PCI address.
+	// ID is the kubelet device ID: the PCI address, and for one port of a
+	// function with several (mlx4) "<PCI address>:p<dev_port>".
 	ID string
 	// Function is the discovered function (a copy; the inventory it came
-	// from is immutable).
+	// from is immutable). For one port of a multi-port function its
+	// Netdev is that port's.
 	Function discovery.Function
 	// PF is the PCI address of the device's PF, "" for a standalone NIC
 	// or a PF without VFs.

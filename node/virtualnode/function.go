@@ -55,6 +55,10 @@ type Function struct {
 	// RDMACapable says the function has an RDMA device while a netdev
 	// driver binds it.
 	RDMACapable bool `json:"rdmaCapable,omitempty"`
+	// Wireless says the netdev is a Wi-Fi interface (phy80211).
+	Wireless bool `json:"wireless,omitempty"`
+	// DualPort says the function carries a second port's netdev (mlx4).
+	DualPort bool `json:"dualPort,omitempty"`
 
 	// SRIOV is set on PFs.
 	SRIOV *SRIOV `json:"sriov,omitempty"`
@@ -66,6 +70,11 @@ type Function struct {
 	// Representor is the other end of the netdev's veth pair, which plays
 	// the function's representor; nil when Netdev is.
 	Representor *Netdev `json:"representor,omitempty"`
+	// Port2 is the second port's netdev of a DualPort function (dev_port
+	// 1) and Port2Peer the other end of its veth pair; nil otherwise. Link
+	// mutations act on the first port only.
+	Port2     *Netdev `json:"port2,omitempty"`
+	Port2Peer *Netdev `json:"port2Peer,omitempty"`
 	// RDMA is the function's RDMA device, when it has one.
 	RDMA *RDMADevice `json:"rdma,omitempty"`
 	// UIO is the function's UIO device while a UIO driver binds it.
@@ -140,6 +149,22 @@ func (f *Function) IsVF() bool { return f.PF != "" }
 // one of the root ports the tree puts above each NIC.
 func (f *Function) IsNetwork() bool { return f.Class>>16 == 0x02 }
 
+// linkEnds lists the function's netdevs that are veth ends: each port's
+// netdev and its peer.
+func (f *Function) linkEnds() []*Netdev {
+	var out []*Netdev
+	for _, nd := range []*Netdev{f.Netdev, f.Representor, f.Port2, f.Port2Peer} {
+		if nd != nil {
+			out = append(out, nd)
+		}
+	}
+	return out
+}
+
+// port2Name is systemd's name for a function's second port: the first
+// port's name with d<dev_port> appended.
+func port2Name(ifname string) string { return ifname + "d1" }
+
 // clone returns a deep copy.
 func (f *Function) clone() Function {
 	c := *f
@@ -147,6 +172,8 @@ func (f *Function) clone() Function {
 	c.Bridge = clonePtr(f.Bridge)
 	c.Netdev = clonePtr(f.Netdev)
 	c.Representor = clonePtr(f.Representor)
+	c.Port2 = clonePtr(f.Port2)
+	c.Port2Peer = clonePtr(f.Port2Peer)
 	c.RDMA = clonePtr(f.RDMA)
 	c.UIO = clonePtr(f.UIO)
 	return c

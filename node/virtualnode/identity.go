@@ -25,6 +25,8 @@ const (
 const (
 	roleFunction    = 0
 	roleRepresentor = 1
+	rolePort2       = 2
+	rolePort2Peer   = 3
 )
 
 // mellanoxGUIDBase is the upper half of the GUIDs given to InfiniBand ports:
@@ -36,7 +38,7 @@ const mellanoxGUIDBase = 0x0c42a103 << 32
 // driver its UIO device; other functions lose them, as when the kernel
 // unbinds a driver.
 func (st *state) attachDriver(f *Function) {
-	f.Netdev, f.Representor, f.RDMA, f.UIO = nil, nil, nil, nil
+	f.Netdev, f.Representor, f.Port2, f.Port2Peer, f.RDMA, f.UIO = nil, nil, nil, nil, nil, nil
 	if isUIODriver(f.Driver) {
 		f.UIO = &UIODevice{Number: st.Next.UIO}
 		st.Next.UIO++
@@ -56,6 +58,15 @@ func (st *state) attachDriver(f *Function) {
 	f.Representor = &Netdev{
 		Name: representorName(rid), Index: st.allocIfindex(), Address: st.linkMAC(rid, roleRepresentor).String(),
 		Type: arphrdEther, MTU: f.Netdev.MTU, Up: true, OperState: "up",
+	}
+	if f.DualPort {
+		f.Port2 = &Netdev{Name: port2Name(f.Ifname), Index: st.allocIfindex(), Address: st.linkMAC(rid, rolePort2).String(),
+			Type: f.Netdev.Type, MTU: f.Netdev.MTU, Up: true, OperState: "up"}
+		if f.LinkType == hwdb.InfiniBand {
+			f.Port2.Address = ipoibAddress(st.portGUID(f, rid) + 1)
+		}
+		f.Port2Peer = &Netdev{Name: representorName(rid) + "d1", Index: st.allocIfindex(), Address: st.linkMAC(rid, rolePort2Peer).String(),
+			Type: arphrdEther, MTU: f.Netdev.MTU, Up: true, OperState: "up"}
 	}
 	if f.RDMACapable {
 		f.RDMA = st.newRDMA(f, rid)

@@ -185,8 +185,13 @@ func (l *links) add(ctx context.Context, st *state, fs []*Function) error {
 		if f.Representor == nil {
 			continue
 		}
-		if err := l.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: f.Representor.Index}}); err != nil {
-			return fmt.Errorf("set %s up: %w", f.Representor.Name, err)
+		for _, peer := range []*Netdev{f.Representor, f.Port2Peer} {
+			if peer == nil {
+				continue
+			}
+			if err := l.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: peer.Index}}); err != nil {
+				return fmt.Errorf("set %s up: %w", peer.Name, err)
+			}
 		}
 		if f.Ifname == st.RouteDev {
 			if err := l.addDefaultRoute(f); err != nil {
@@ -229,8 +234,8 @@ func (l *links) notYetUp(fs []*Function) ([]string, error) {
 	}
 	var pending []string
 	for _, f := range fs {
-		for _, nd := range []*Netdev{f.Netdev, f.Representor} {
-			if nd != nil && nd.OperState == "up" && oper[nd.Name] != netlink.OperUp {
+		for _, nd := range f.linkEnds() {
+			if nd.OperState == "up" && oper[nd.Name] != netlink.OperUp {
 				pending = append(pending, nd.Name)
 			}
 		}
@@ -238,26 +243,38 @@ func (l *links) notYetUp(fs []*Function) ([]string, error) {
 	return pending, nil
 }
 
+// addPair adds the function's veth pair and, for a DualPort function,
+// its second port's.
 func (l *links) addPair(st *state, f *Function) error {
 	rid, err := parseRoutingID(f.Addr)
 	if err != nil {
 		return err
 	}
+	if err := l.addVeth(f.Netdev, f.Representor, st.linkMAC(rid, roleFunction), st.linkMAC(rid, roleRepresentor)); err != nil {
+		return err
+	}
+	if f.Port2 == nil {
+		return nil
+	}
+	return l.addVeth(f.Port2, f.Port2Peer, st.linkMAC(rid, rolePort2), st.linkMAC(rid, rolePort2Peer))
+}
+
+func (l *links) addVeth(nd, peer *Netdev, mac, peerMAC net.HardwareAddr) error {
 	flags := net.Flags(0)
-	if f.Netdev.Up {
+	if nd.Up {
 		flags = net.FlagUp
 	}
 	veth := &netlink.Veth{
 		LinkAttrs: netlink.LinkAttrs{
-			Name: f.Netdev.Name, HardwareAddr: st.linkMAC(rid, roleFunction),
-			MTU: f.Netdev.MTU, Flags: flags, TxQLen: -1,
+			Name: nd.Name, HardwareAddr: mac,
+			MTU: nd.MTU, Flags: flags, TxQLen: -1,
 		},
-		PeerName:         f.Representor.Name,
-		PeerHardwareAddr: st.linkMAC(rid, roleRepresentor),
+		PeerName:         peer.Name,
+		PeerHardwareAddr: peerMAC,
 		PeerTxQLen:       -1,
 	}
 	if err := l.h.LinkAdd(veth); err != nil {
-		return fmt.Errorf("add veth %s/%s: %w", f.Netdev.Name, f.Representor.Name, err)
+		return fmt.Errorf("add veth %s/%s: %w", nd.Name, peer.Name, err)
 	}
 	return nil
 }
@@ -274,10 +291,7 @@ func (l *links) refresh(fs []*Function) error {
 		byName[link.Attrs().Name] = link.Attrs()
 	}
 	for _, f := range fs {
-		for _, nd := range []*Netdev{f.Netdev, f.Representor} {
-			if nd == nil {
-				continue
-			}
+		for _, nd := range f.linkEnds() {
 			a, ok := byName[nd.Name]
 			if !ok {
 				return fmt.Errorf("link %s: %w", nd.Name, os.ErrNotExist)
@@ -295,15 +309,20 @@ func (l *links) refresh(fs []*Function) error {
 // A netdev that is no longer in the netns, e.g. moved into a pod by a CNI
 // plugin, is left alone.
 func (l *links) del(f *Function) error {
-	link, err := l.h.LinkByName(f.Netdev.Name)
-	if _, gone := errors.AsType[netlink.LinkNotFoundError](err); gone {
-		return nil
-	}
-	if err == nil {
-		err = l.h.LinkDel(link)
-	}
-	if err != nil {
-		return fmt.Errorf("delete veth %s: %w", f.Netdev.Name, err)
+	for _, nd := range []*Netdev{f.Netdev, f.Port2} {
+		if nd == nil {
+			continue
+		}
+		link, err := l.h.LinkByName(nd.Name)
+		if _, gone := errors.AsType[netlink.LinkNotFoundError](err); gone {
+			continue
+		}
+		if err == nil {
+			err = l.h.LinkDel(link)
+		}
+		if err != nil {
+			return fmt.Errorf("delete veth %s: %w", nd.Name, err)
+		}
 	}
 	return nil
 }

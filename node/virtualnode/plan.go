@@ -176,15 +176,20 @@ func (p *planner) addPF(ps *PFSpec, m *hwdb.Model, k int) (*Function, error) {
 	pf := &Function{
 		Addr: rid.addr(), SysPath: rp.SysPath + "/" + rid.addr(), Model: m.Name,
 		Vendor: m.Vendor, Device: m.PFDevice, SubsystemVendor: m.Vendor, SubsystemDevice: 0x0001,
-		Class: classOf(linkType), Revision: 2, Driver: m.PFDrivers[0], NUMA: numa,
+		Class: classOf(m, linkType), Revision: 2, Driver: m.PFDrivers[0], NUMA: numa,
 		IOMMUGroup: p.st.allocIOMMUGroup(), LinkType: linkType, Ifname: pciIfname(linkType, rid),
-		Speed: speed, RDMACapable: m.RDMA || linkType == hwdb.InfiniBand, SRIOV: sr,
+		Speed: speed, RDMACapable: m.RDMA || linkType == hwdb.InfiniBand, SRIOV: sr, DualPort: ps.DualPort,
 	}
 	if k < len(ps.Names) {
 		if err := checkIfname(ps.Names[k]); err != nil {
 			return nil, &SpecError{Field: "names", Err: err}
 		}
 		pf.Ifname = ps.Names[k]
+	}
+	if ps.DualPort {
+		if err := checkIfname(port2Name(pf.Ifname)); err != nil {
+			return nil, &SpecError{Field: "dualPort", Err: fmt.Errorf("the second port's netdev name gets too long: %w", err)}
+		}
 	}
 	if sr.TotalVFs > 0 {
 		if err := checkIfname(vfIfname(pf, sr.TotalVFs-1)); err != nil {
@@ -213,7 +218,7 @@ func (p *planner) addNIC(ns *NICSpec) error {
 		Class: class, Revision: 1, Driver: ns.Driver, NUMA: ns.NUMA,
 		IOMMUGroup: p.st.allocIOMMUGroup(), LinkType: linkType, NetdevUnder: ns.NetdevUnder,
 		Ifname: cmp.Or(ns.Name, nicIfname(linkType, rid)), Speed: cmp.Or(ns.Speed, 1000),
-		RDMACapable: linkType == hwdb.InfiniBand,
+		RDMACapable: linkType == hwdb.InfiniBand, Wireless: ns.Wireless,
 	}
 	if m, ok := p.db.ModelByPF(vendor, device); ok {
 		nic.Model = m.Name // an SR-IOV capable part with SR-IOV off (I350)
@@ -231,6 +236,12 @@ func (p *planner) add(f *Function) error {
 		return &SpecError{Field: "name", Err: fmt.Errorf("%q is already the netdev name of %s", f.Ifname, other)}
 	}
 	p.names[f.Ifname] = f.Addr
+	if f.DualPort {
+		if other, ok := p.names[port2Name(f.Ifname)]; ok {
+			return &SpecError{Field: "dualPort", Err: fmt.Errorf("%q is already the netdev name of %s", port2Name(f.Ifname), other)}
+		}
+		p.names[port2Name(f.Ifname)] = f.Addr
+	}
 	p.st.attachDriver(f)
 	p.st.Functions = append(p.st.Functions, f)
 	return nil
@@ -281,7 +292,12 @@ func (st *state) allocIOMMUGroup() int {
 	return g
 }
 
-func classOf(lt hwdb.LinkType) uint32 {
+// classOf is the PCI class a model's PF reports: the model's own when
+// hwdb gives one (ConnectX-3's 0x0280), else its link type's.
+func classOf(m *hwdb.Model, lt hwdb.LinkType) uint32 {
+	if m.Class != 0 {
+		return uint32(m.Class) << 8
+	}
 	if lt == hwdb.InfiniBand {
 		return classInfiniBand
 	}

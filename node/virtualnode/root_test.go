@@ -69,6 +69,14 @@ func checkLinksMatchTree(t *testing.T, n *virtualnode.Node, h *netlink.Handle) {
 		}
 		rep := filepath.Join(n.SysRoot(), "class/net", f.Representor.Name)
 		checkLink(t, h, f.Representor, readAttr(t, rep+"/ifindex"), readAttr(t, rep+"/address"))
+		for _, nd := range []*virtualnode.Netdev{f.Port2, f.Port2Peer} {
+			if nd == nil {
+				continue
+			}
+			want++
+			dir := filepath.Join(n.SysRoot(), "class/net", nd.Name)
+			checkLink(t, h, nd, readAttr(t, dir+"/ifindex"), readAttr(t, dir+"/address"))
+		}
 	}
 	links, err := h.LinkList()
 	if err != nil {
@@ -113,6 +121,21 @@ func waitOperState(t *testing.T, h *netlink.Handle, nd *virtualnode.Netdev) {
 		}
 	}
 	t.Errorf("%s: operstate %s, tree says %s", nd.Name, got, nd.OperState)
+}
+
+// TestLinksDualPort: a DualPort function's second port is a real link
+// too, beside the first, with dev_port 0 and 1 in the tree as mlx4 gives.
+func TestLinksDualPort(t *testing.T) {
+	vnodetest.RequireRoot(t)
+	spec := rootSpec(t)
+	spec.PFs, spec.NICs = []virtualnode.PFSpec{{Model: "ConnectX-3", LinkType: "ethernet", Names: []string{"ens1"}, DualPort: true, VFs: 1}}, nil
+	n := build(t, spec, true)
+	checkLinksMatchTree(t, n, netlinkIn(t, n))
+	for name, port := range map[string]string{"ens1": "0", "ens1d1": "1"} {
+		if got := readAttr(t, filepath.Join(n.SysRoot(), "class/net", name, "dev_port")); got != port {
+			t.Errorf("%s: dev_port %q, want %q", name, got, port)
+		}
+	}
 }
 
 func TestLinks(t *testing.T) {

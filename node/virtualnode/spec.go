@@ -57,6 +57,10 @@ type PFSpec struct {
 	// Speed is the netdevs' speed in Mb/s; 0 means 100000 (200000 for
 	// InfiniBand).
 	Speed int `json:"speed,omitempty"`
+	// DualPort puts both ports of the card on each PF's one function, as
+	// mlx4 does for ConnectX-3: a second netdev, named as systemd names
+	// it (<name>d1), with dev_port 1 beside the first's 0.
+	DualPort bool `json:"dualPort,omitempty"`
 }
 
 // NICSpec declares one standalone NIC without SR-IOV.
@@ -85,6 +89,10 @@ type NICSpec struct {
 	// LinkType is "ethernet" (the default) or "infiniband", which gives
 	// the netdev 20-byte IPoIB addresses.
 	LinkType hwdb.LinkType `json:"linkType,omitempty"`
+	// Wireless makes the netdev a Wi-Fi interface as cfg80211 registers
+	// one: a phy80211 link to the function's ieee80211/phy0 and a
+	// wireless directory.
+	Wireless bool `json:"wireless,omitempty"`
 }
 
 // VFIndices is a list of indices and inclusive ranges, "0,2-3". It also reads

@@ -261,6 +261,9 @@ func (l layout) writeBinding(f *Function) {
 		l.writeNetdev(f)
 		l.writeRepresentor(f)
 	}
+	if f.Port2 != nil {
+		l.writePort2(f)
+	}
 	if f.RDMA != nil {
 		l.writeRDMA(f)
 	}
@@ -281,11 +284,19 @@ func (l layout) removeBinding(f *Function) {
 	if f.Netdev != nil {
 		l.remove("class/net/" + f.Netdev.Name)
 		l.remove(f.netdevParent() + "/net")
+		if f.Wireless {
+			l.remove(f.netdevParent() + "/ieee80211")
+		}
 		if f.NetdevUnder != "" {
 			l.remove(f.netdevParent())
 		}
 		l.remove("class/net/" + f.Representor.Name)
 		l.remove(representorDir(f.Representor))
+	}
+	if f.Port2 != nil {
+		l.remove("class/net/" + f.Port2.Name)
+		l.remove("class/net/" + f.Port2Peer.Name)
+		l.remove(representorDir(f.Port2Peer))
 	}
 	if f.RDMA != nil {
 		l.removeRDMA(f)
@@ -331,6 +342,21 @@ func (l layout) writeNetdev(f *Function) {
 			l.file(dir+"/phys_port_name", "p"+strconv.Itoa(f.Port)+"\n")
 		}
 	}
+	if f.Wireless {
+		l.dir(f.netdevParent() + "/ieee80211")
+		l.dir(f.netdevParent() + "/ieee80211/phy0")
+		l.link(dir+"/phy80211", f.netdevParent()+"/ieee80211/phy0")
+		l.dir(dir + "/wireless")
+	}
+	l.writePortLinks(f, dir, nd)
+	if f.DualPort {
+		l.file(dir+"/dev_port", "0\n")
+	}
+}
+
+// writePortLinks writes what every port's netdev directory has: IPoIB's
+// attributes and the links to its device and class.
+func (l layout) writePortLinks(f *Function, dir string, nd *Netdev) {
 	if nd.Type == arphrdInfiniBand {
 		l.file(dir+"/mode", "datagram\n")
 		l.file(dir+"/pkey", "0xffff\n")
@@ -338,6 +364,26 @@ func (l layout) writeNetdev(f *Function) {
 	l.link(dir+"/device", f.netdevParent())
 	l.link(dir+"/subsystem", "class/net")
 	l.link("class/net/"+nd.Name, dir)
+}
+
+// writePort2 writes a DualPort function's second netdev beside the first,
+// with dev_port 1 as mlx4 gives its second port, and its veth peer as a
+// virtual netdev.
+func (l layout) writePort2(f *Function) {
+	dir := f.netdevParent() + "/net/" + f.Port2.Name
+	l.dir(dir)
+	l.writeNetdevAttrs(dir, f.Port2, f.Speed)
+	l.file(dir+"/dev_port", "1\n")
+	l.writePortLinks(f, dir, f.Port2)
+	peer := representorDir(f.Port2Peer)
+	l.dir(peer)
+	l.file(peer+"/address", f.Port2Peer.Address+"\n")
+	l.file(peer+"/ifindex", strconv.Itoa(f.Port2Peer.Index)+"\n")
+	l.file(peer+"/iflink", strconv.Itoa(f.Port2.Index)+"\n")
+	l.file(peer+"/type", strconv.Itoa(f.Port2Peer.Type)+"\n")
+	l.file(peer+"/operstate", f.Port2Peer.OperState+"\n")
+	l.link(peer+"/subsystem", "class/net")
+	l.link("class/net/"+f.Port2Peer.Name, peer)
 }
 
 // writeRepresentor writes the veth peer as a virtual netdev with the few
