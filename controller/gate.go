@@ -36,19 +36,26 @@ func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) e
 		return nil
 	}
 	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
+	if err != nil {
+		c.tell(pod, podKey, err.Error())
+		return nil
+	}
 	// The caches first; then, since a lifted gate cannot be put back, the
 	// API server: the informers may not yet have delivered a change made
 	// just before the pod was created (a network disabled), and the cache
 	// would then show a Ready of the generation before. A change still on
-	// its way to the informers enqueues the pod again when it lands.
-	if err == nil {
-		err = c.waitingFor(pod.Namespace, nets, c.cached())
-	}
-	if err == nil {
-		err = c.waitingFor(pod.Namespace, nets, c.fromAPIServer(ctx))
+	// its way to the informers enqueues the pod again when it lands. A
+	// failed read is no answer: it is retried with backoff, since no
+	// informer event may ever come to enqueue the pod again.
+	why, err := c.waitingFor(pod.Namespace, nets, c.cached())
+	if err == nil && why == "" {
+		why, err = c.waitingFor(pod.Namespace, nets, c.fromAPIServer(ctx))
 	}
 	if err != nil {
-		c.tell(pod, podKey, err.Error())
+		return fmt.Errorf("pod %s: check its networks: %w", podKey, err)
+	}
+	if why != "" {
+		c.tell(pod, podKey, why)
 		return nil
 	}
 	if err := c.liftGate(ctx, pod); err != nil {
@@ -105,8 +112,9 @@ func getNow[T mnv1.Object](ctx context.Context, client dynamic.ResourceInterface
 }
 
 // waitingFor names the first referenced network that is not usable yet,
-// as find has them.
-func (c *Controller) waitingFor(namespace string, nets []mnv1.Network, find lookup) error {
+// as find has them: "" when all are. An error is a lookup that failed,
+// which says nothing of the networks.
+func (c *Controller) waitingFor(namespace string, nets []mnv1.Network, find lookup) (string, error) {
 	networkOf := map[string]string{} // PodNetwork -> who references it
 	for i, n := range nets {
 		pnName, who := n.Name, fmt.Sprintf("networks[%d] (PodNetwork %s)", i, n.Name)
@@ -114,31 +122,31 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network, find look
 			pna, err := find.attachment(namespace, n.AttachmentName)
 			switch {
 			case err != nil:
-				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s: %w", i, namespace, n.AttachmentName, err)
+				return "", fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s: %w", i, namespace, n.AttachmentName, err)
 			case pna == nil:
-				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName)
+				return fmt.Sprintf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName), nil
 			}
 			if err := mnv1.NotReadyNow(pna.Generation, pna.Status.Conditions); err != nil {
-				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %w", i, namespace, n.AttachmentName, err)
+				return fmt.Sprintf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %v", i, namespace, n.AttachmentName, err), nil
 			}
 			pnName, who = pna.Spec.PodNetworkName, fmt.Sprintf("networks[%d] (PodNetworkAttachment %s)", i, n.AttachmentName)
 		}
 		if prev, dup := networkOf[pnName]; dup {
-			return fmt.Errorf("%s and %s both attach PodNetwork %s; a pod references a PodNetwork once", prev, who, pnName)
+			return fmt.Sprintf("%s and %s both attach PodNetwork %s; a pod references a PodNetwork once", prev, who, pnName), nil
 		}
 		networkOf[pnName] = who
 		pn, err := find.podNetwork(pnName)
 		switch {
 		case err != nil:
-			return fmt.Errorf("%s: PodNetwork %s: %w", who, pnName, err)
+			return "", fmt.Errorf("%s: PodNetwork %s: %w", who, pnName, err)
 		case pn == nil:
-			return fmt.Errorf("%s: PodNetwork %s does not exist or is being deleted", who, pnName)
+			return fmt.Sprintf("%s: PodNetwork %s does not exist or is being deleted", who, pnName), nil
 		}
 		if err := mnv1.NotReadyNow(pn.Generation, pn.Status.Conditions); err != nil {
-			return fmt.Errorf("%s: PodNetwork %s is not Ready: %w", who, pnName, err)
+			return fmt.Sprintf("%s: PodNetwork %s is not Ready: %v", who, pnName, err), nil
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // liftGate removes hwnet's scheduling gate, and only it, from the pod.
