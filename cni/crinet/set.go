@@ -56,6 +56,13 @@ func (s *Store) Set(cfg *crinetapi.NetworkConfig) (Network, error) {
 	if err != nil {
 		return Network{}, err
 	}
+	// Room is checked and taken in one step for all networks, or two Sets
+	// of different networks could each fit alone and overflow together.
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	if err := s.checkRoom(n); err != nil {
+		return Network{}, err
+	}
 	return n, s.put(n)
 }
 

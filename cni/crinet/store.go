@@ -39,6 +39,8 @@ type Store struct {
 	dir       string
 	validator Validator
 	locks     *keyedLocks
+	// roomMu serialises the Sets' checks of MaxTotalBytes with their puts.
+	roomMu sync.Mutex
 
 	mu   sync.RWMutex
 	nets map[Key]Network
@@ -63,6 +65,11 @@ func OpenStore(dir string, v Validator) (*Store, error) {
 		n, err := s.load(p)
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		// A file written before the limits, or copied in, may not fit.
+		if err := s.checkRoom(n); err != nil {
+			errs = append(errs, fmt.Errorf("CRI network file %s: %w", p, err))
 			continue
 		}
 		s.nets[n.Key] = n
