@@ -37,8 +37,7 @@ func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) e
 	}
 	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
 	if err != nil {
-		c.tell(pod, podKey, err.Error())
-		return nil
+		return c.waiting(ctx, pod, podKey, err.Error())
 	}
 	// The caches first; then, since a lifted gate cannot be put back, the
 	// API server: the informers may not yet have delivered a change made
@@ -55,8 +54,7 @@ func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) e
 		return fmt.Errorf("pod %s: check its networks: %w", podKey, err)
 	}
 	if why != "" {
-		c.tell(pod, podKey, why)
-		return nil
+		return c.waiting(ctx, pod, podKey, why)
 	}
 	if err := c.liftGate(ctx, pod); err != nil {
 		return err
@@ -159,6 +157,48 @@ func (c *Controller) liftGate(ctx context.Context, pod *corev1.Pod) error {
 	_, err = c.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("lift scheduling gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// waiting tells the pod why it waits: an Event, and its PodScheduled
+// condition.
+func (c *Controller) waiting(ctx context.Context, pod *corev1.Pod, podKey, why string) error {
+	c.tell(pod, podKey, why)
+	return c.showWaiting(ctx, pod, why)
+}
+
+// showWaiting puts why on the pod's PodScheduled condition, as KEP-3698
+// has the scheduler do when a network fails its checks ("Scheduler
+// changes"), through the status subresource. The reason stays the API
+// server's SchedulingGated, which kubectl shows and the scheduler leaves
+// alone while a gate stands; the message names the network and why.
+func (c *Controller) showWaiting(ctx context.Context, pod *corev1.Pod, why string) error {
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated,
+		Message: fmt.Sprintf("scheduling gate %s waits for the pod's networks: %s", mnv1.SchedulingGate, why)}
+	old := podScheduled(pod)
+	if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+		return nil
+	}
+	if old == nil || old.Status != cond.Status {
+		cond.LastTransitionTime = metav1.Now()
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("pod %s/%s: set its %s condition: %w", pod.Namespace, pod.Name, corev1.PodScheduled, err)
+	}
+	return nil
+}
+
+func podScheduled(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodScheduled {
+			return &pod.Status.Conditions[i]
+		}
 	}
 	return nil
 }

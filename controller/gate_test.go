@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
@@ -104,4 +105,62 @@ func TestKEP3698_GateCheckRetriedAfterError(t *testing.T) {
 		gates := c.gates(t, "cnf")
 		return len(gates) == 0, fmt.Sprint(gates)
 	})
+}
+
+// podScheduled waits until the pod's PodScheduled condition is False
+// with reason SchedulingGated and a message holding want.
+func (c *cluster) podScheduled(t *testing.T, pod, want string) {
+	t.Helper()
+	waitFor(t, fmt.Sprintf("pod %s PodScheduled=False (SchedulingGated) saying %q", pod, want), func() (bool, string) {
+		p, err := c.kube.CoreV1().Pods("default").Get(context.Background(), pod, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled {
+				return cond.Status == corev1.ConditionFalse && cond.Reason == corev1.PodReasonSchedulingGated && strings.Contains(cond.Message, want),
+					fmt.Sprintf("%+v", cond)
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", p.Status.Conditions)
+	})
+}
+
+// TestKEP3698_PodScheduledSaysWhy: a pod held for its networks says on
+// its PodScheduled condition which network it waits for and why (KEP
+// "Scheduler changes"), each new reason in turn, while the real
+// kube-scheduler runs and would write the condition of a pod it could
+// not place: it leaves a gated pod's alone.
+func TestKEP3698_PodScheduledSaysWhy(t *testing.T) {
+	c := newCluster(t)
+	c.api.StartScheduler(t)
+	c.run(t, c.api.Config(), "a", controller.Options{CreateDefault: true})
+	c.createNAD(t, "sriov-net", sriovConfig)
+	c.createPodNetwork(t, "dataplane", false, "sriov-net")
+	c.waitCondition(t, "dataplane", mnv1.ConditionReady, metav1.ConditionFalse, mnv1.ReasonAdministrativelyDisabled)
+
+	c.createPod(t, "cnf", `[{"name":"dataplane"}]`)
+	c.podScheduled(t, "cnf", "networks[0] (PodNetwork dataplane): PodNetwork dataplane is not Ready: AdministrativelyDisabled")
+	c.createPod(t, "via-pna", `[{"attachmentName":"fast"}]`)
+	c.podScheduled(t, "via-pna", "networks[0]: PodNetworkAttachment default/fast does not exist")
+	c.createAttachment(t, "fast", "dataplane")
+	c.podScheduled(t, "via-pna", "PodNetworkAttachment default/fast is not Ready")
+
+	// The scheduler is at work: an ungated pod, with no node to go to, gets
+	// its verdict; the gated pods keep the controller's.
+	c.createPod(t, "ungated", "")
+	waitFor(t, "the scheduler to find no node for pod ungated", func() (bool, string) {
+		p, err := c.kube.CoreV1().Pods("default").Get(context.Background(), "ungated", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, cond := range p.Status.Conditions {
+			if cond.Type == corev1.PodScheduled && cond.Reason == corev1.PodReasonUnschedulable {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("conditions %+v", p.Status.Conditions)
+	})
+	c.podScheduled(t, "cnf", "PodNetwork dataplane is not Ready: AdministrativelyDisabled")
+	c.podScheduled(t, "via-pna", "PodNetworkAttachment default/fast is not Ready")
 }
