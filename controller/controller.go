@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 )
 
 // Options configure a Controller.
@@ -33,6 +34,10 @@ type Options struct {
 	// CreateDefault creates the "default" PodNetwork and recreates it when
 	// deleted; false is the KEP's disable-default-podnetwork-creation.
 	CreateDefault bool
+	// AllowedNamespaces is the agents' --cni-allowed-namespaces: the
+	// namespaces whose NetworkAttachmentDefinitions a PodNetworkAttachment
+	// may name besides its own (nil: "default").
+	AllowedNamespaces netconf.AllowedNamespaces
 	// Workers reconcile in parallel; 0 means 2.
 	Workers int
 	Logger  *slog.Logger

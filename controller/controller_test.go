@@ -167,8 +167,12 @@ func (c *cluster) createPodNetwork(t *testing.T, name string, enabled bool, nads
 		ObjectMeta: metav1.ObjectMeta{Name: name},
 		Spec:       mnv1.PodNetworkSpec{Enabled: &enabled, Provider: mnv1.Provider},
 	}
-	for _, nad := range nads {
-		pn.Spec.ParametersRefs = append(pn.Spec.ParametersRefs, mnv1.ParametersRef{Group: "k8s.cni.cncf.io", Kind: "NetworkAttachmentDefinition", Name: nad, Namespace: "default"})
+	for _, nad := range nads { // NAME in namespace default, or NAMESPACE/NAME
+		ns, name, ok := strings.Cut(nad, "/")
+		if !ok {
+			ns, name = "default", nad
+		}
+		pn.Spec.ParametersRefs = append(pn.Spec.ParametersRefs, mnv1.ParametersRef{Group: "k8s.cni.cncf.io", Kind: "NetworkAttachmentDefinition", Name: name, Namespace: ns})
 	}
 	u, err := mnv1.ToUnstructured(pn)
 	if err != nil {
@@ -352,12 +356,14 @@ func TestKEP3698_ActiveValidations(t *testing.T) {
 	}
 }
 
-func (c *cluster) createAttachment(t *testing.T, name, network string) {
+// createAttachment creates PodNetworkAttachment name in namespace default,
+// with its own parameters when refs are given.
+func (c *cluster) createAttachment(t *testing.T, name, network string, refs ...mnv1.ParametersRef) {
 	t.Helper()
 	u, err := mnv1.ToUnstructured(&mnv1.PodNetworkAttachment{
 		TypeMeta:   metav1.TypeMeta{APIVersion: mnv1.Group + "/" + mnv1.Version, Kind: "PodNetworkAttachment"},
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec:       mnv1.PodNetworkAttachmentSpec{PodNetworkName: network},
+		Spec:       mnv1.PodNetworkAttachmentSpec{PodNetworkName: network, ParametersRefs: refs},
 	})
 	if err != nil {
 		t.Fatal(err)

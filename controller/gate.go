@@ -36,20 +36,25 @@ func (c *Controller) syncGatedPod(ctx context.Context, namespace, name string) e
 		return nil
 	}
 	nets, err := mnv1.ParseNetworks(pod.Annotations[mnv1.NetworksAnnotation])
+	if err != nil {
+		return c.waiting(ctx, pod, podKey, err.Error())
+	}
 	// The caches first; then, since a lifted gate cannot be put back, the
 	// API server: the informers may not yet have delivered a change made
 	// just before the pod was created (a network disabled), and the cache
 	// would then show a Ready of the generation before. A change still on
-	// its way to the informers enqueues the pod again when it lands.
-	if err == nil {
-		err = c.waitingFor(pod.Namespace, nets, c.cached())
-	}
-	if err == nil {
-		err = c.waitingFor(pod.Namespace, nets, c.fromAPIServer(ctx))
+	// its way to the informers enqueues the pod again when it lands. A
+	// failed read is no answer: it is retried with backoff, since no
+	// informer event may ever come to enqueue the pod again.
+	why, err := c.waitingFor(pod.Namespace, nets, c.cached())
+	if err == nil && why == "" {
+		why, err = c.waitingFor(pod.Namespace, nets, c.fromAPIServer(ctx))
 	}
 	if err != nil {
-		c.tell(pod, podKey, err.Error())
-		return nil
+		return fmt.Errorf("pod %s: check its networks: %w", podKey, err)
+	}
+	if why != "" {
+		return c.waiting(ctx, pod, podKey, why)
 	}
 	if err := c.liftGate(ctx, pod); err != nil {
 		return err
@@ -105,8 +110,9 @@ func getNow[T mnv1.Object](ctx context.Context, client dynamic.ResourceInterface
 }
 
 // waitingFor names the first referenced network that is not usable yet,
-// as find has them.
-func (c *Controller) waitingFor(namespace string, nets []mnv1.Network, find lookup) error {
+// as find has them: "" when all are. An error is a lookup that failed,
+// which says nothing of the networks.
+func (c *Controller) waitingFor(namespace string, nets []mnv1.Network, find lookup) (string, error) {
 	networkOf := map[string]string{} // PodNetwork -> who references it
 	for i, n := range nets {
 		pnName, who := n.Name, fmt.Sprintf("networks[%d] (PodNetwork %s)", i, n.Name)
@@ -114,31 +120,31 @@ func (c *Controller) waitingFor(namespace string, nets []mnv1.Network, find look
 			pna, err := find.attachment(namespace, n.AttachmentName)
 			switch {
 			case err != nil:
-				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s: %w", i, namespace, n.AttachmentName, err)
+				return "", fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s: %w", i, namespace, n.AttachmentName, err)
 			case pna == nil:
-				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName)
+				return fmt.Sprintf("networks[%d]: PodNetworkAttachment %s/%s does not exist", i, namespace, n.AttachmentName), nil
 			}
 			if err := mnv1.NotReadyNow(pna.Generation, pna.Status.Conditions); err != nil {
-				return fmt.Errorf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %w", i, namespace, n.AttachmentName, err)
+				return fmt.Sprintf("networks[%d]: PodNetworkAttachment %s/%s is not Ready: %v", i, namespace, n.AttachmentName, err), nil
 			}
 			pnName, who = pna.Spec.PodNetworkName, fmt.Sprintf("networks[%d] (PodNetworkAttachment %s)", i, n.AttachmentName)
 		}
 		if prev, dup := networkOf[pnName]; dup {
-			return fmt.Errorf("%s and %s both attach PodNetwork %s; a pod references a PodNetwork once", prev, who, pnName)
+			return fmt.Sprintf("%s and %s both attach PodNetwork %s; a pod references a PodNetwork once", prev, who, pnName), nil
 		}
 		networkOf[pnName] = who
 		pn, err := find.podNetwork(pnName)
 		switch {
 		case err != nil:
-			return fmt.Errorf("%s: PodNetwork %s: %w", who, pnName, err)
+			return "", fmt.Errorf("%s: PodNetwork %s: %w", who, pnName, err)
 		case pn == nil:
-			return fmt.Errorf("%s: PodNetwork %s does not exist or is being deleted", who, pnName)
+			return fmt.Sprintf("%s: PodNetwork %s does not exist or is being deleted", who, pnName), nil
 		}
 		if err := mnv1.NotReadyNow(pn.Generation, pn.Status.Conditions); err != nil {
-			return fmt.Errorf("%s: PodNetwork %s is not Ready: %w", who, pnName, err)
+			return fmt.Sprintf("%s: PodNetwork %s is not Ready: %v", who, pnName, err), nil
 		}
 	}
-	return nil
+	return "", nil
 }
 
 // liftGate removes hwnet's scheduling gate, and only it, from the pod.
@@ -151,6 +157,48 @@ func (c *Controller) liftGate(ctx context.Context, pod *corev1.Pod) error {
 	_, err = c.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{})
 	if err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("lift scheduling gate of pod %s/%s: %w", pod.Namespace, pod.Name, err)
+	}
+	return nil
+}
+
+// waiting tells the pod why it waits: an Event, and its PodScheduled
+// condition.
+func (c *Controller) waiting(ctx context.Context, pod *corev1.Pod, podKey, why string) error {
+	c.tell(pod, podKey, why)
+	return c.showWaiting(ctx, pod, why)
+}
+
+// showWaiting puts why on the pod's PodScheduled condition, as KEP-3698
+// has the scheduler do when a network fails its checks ("Scheduler
+// changes"), through the status subresource. The reason stays the API
+// server's SchedulingGated, which kubectl shows and the scheduler leaves
+// alone while a gate stands; the message names the network and why.
+func (c *Controller) showWaiting(ctx context.Context, pod *corev1.Pod, why string) error {
+	cond := corev1.PodCondition{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonSchedulingGated,
+		Message: fmt.Sprintf("scheduling gate %s waits for the pod's networks: %s", mnv1.SchedulingGate, why)}
+	old := podScheduled(pod)
+	if old != nil && old.Status == cond.Status && old.Reason == cond.Reason && old.Message == cond.Message {
+		return nil
+	}
+	if old == nil || old.Status != cond.Status {
+		cond.LastTransitionTime = metav1.Now()
+	}
+	patch, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.PodCondition{cond}}})
+	if err != nil {
+		return err
+	}
+	_, err = c.opts.Kube.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("pod %s/%s: set its %s condition: %w", pod.Namespace, pod.Name, corev1.PodScheduled, err)
+	}
+	return nil
+}
+
+func podScheduled(pod *corev1.Pod) *corev1.PodCondition {
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == corev1.PodScheduled {
+			return &pod.Status.Conditions[i]
+		}
 	}
 	return nil
 }

@@ -15,7 +15,9 @@ import (
 // network through exactly one NetworkAttachmentDefinition, which must
 // exist and hold a CNI configuration that parses. defaultNamespace is
 // where a reference without a namespace points: a PodNetworkAttachment's
-// own; none for a cluster-scoped PodNetwork.
+// own, whose author (an application developer, as a pod's) is held to
+// --cni-allowed-namespaces by the agent, so here too; none for a
+// cluster-scoped PodNetwork, an administrator's, which may name any.
 func (c *Controller) paramsReady(refs []mnv1.ParametersRef, defaultNamespace string) verdict {
 	if len(refs) != 1 {
 		return invalid("hwnet attaches a network through exactly one NetworkAttachmentDefinition; parametersRefs has %d", len(refs))
@@ -30,6 +32,11 @@ func (c *Controller) paramsReady(refs []mnv1.ParametersRef, defaultNamespace str
 	}
 	if ns == "" {
 		return invalid("parametersRefs[0].namespace: required for a PodNetwork, which has no namespace of its own")
+	}
+	if defaultNamespace != "" {
+		if err := c.opts.AllowedNamespaces.Check(defaultNamespace, ns); err != nil {
+			return verdict{metav1.ConditionFalse, mnv1.ReasonNamespaceNotAllowed, fmt.Sprintf("parametersRefs[0]: NetworkAttachmentDefinition %s/%s: %v", ns, ref.Name, err)}
+		}
 	}
 	nad, err := c.nads.NetworkAttachmentDefinitions(ns).Get(ref.Name)
 	if apierrors.IsNotFound(err) {

@@ -70,9 +70,15 @@ func stripPod(obj any) (any, error) {
 	if v, ok := pod.Annotations[mnv1.NetworksAnnotation]; ok {
 		meta.Annotations = map[string]string{mnv1.NetworksAnnotation: v}
 	}
+	status := corev1.PodStatus{Phase: pod.Status.Phase}
+	if gated(pod) { // what the controller said on it, so it says it once
+		if cond := podScheduled(pod); cond != nil {
+			status.Conditions = []corev1.PodCondition{*cond}
+		}
+	}
 	return &corev1.Pod{
 		ObjectMeta: meta,
 		Spec:       corev1.PodSpec{HostNetwork: pod.Spec.HostNetwork, SchedulingGates: pod.Spec.SchedulingGates},
-		Status:     corev1.PodStatus{Phase: pod.Status.Phase},
+		Status:     status,
 	}, nil
 }

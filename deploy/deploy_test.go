@@ -201,11 +201,18 @@ func grants(rules []map[string]any, group, resource, verb string) bool {
 // agentArgs are the hwnet-agent container's arguments.
 func agentArgs(t *testing.T, objs map[string]*unstructured.Unstructured) []string {
 	t.Helper()
-	ds := objs["DaemonSet/hwnet-agent"]
-	if ds == nil {
-		t.Fatal("no DaemonSet hwnet-agent")
+	return containerArgs(t, objs, "DaemonSet/hwnet-agent")
+}
+
+// containerArgs are the arguments of the first container of the workload
+// at key (kind/name).
+func containerArgs(t *testing.T, objs map[string]*unstructured.Unstructured, key string) []string {
+	t.Helper()
+	w := objs[key]
+	if w == nil {
+		t.Fatalf("no %s", key)
 	}
-	containers, _, _ := unstructured.NestedSlice(ds.Object, "spec", "template", "spec", "containers")
+	containers, _, _ := unstructured.NestedSlice(w.Object, "spec", "template", "spec", "containers")
 	var args []string
 	for _, a := range containers[0].(map[string]any)["args"].([]any) {
 		args = append(args, a.(string))
@@ -332,5 +339,28 @@ func TestKustomizeDRAComponent(t *testing.T) {
 	if !grants(agentRules(t, with), "resource.k8s.io", "resourceslices", "create") || !slices.Contains(agentArgs(t, with), "--dra") ||
 		with["ValidatingAdmissionPolicy/hwnet-agent-own-node-slices"] == nil {
 		t.Error("deploy/ with its dra component: want the slice RBAC, --dra and the slice policy")
+	}
+}
+
+// TestAllowedNamespacesAgentAndController: hwnet-controller judges a
+// PodNetworkAttachment's parameters by the agents' --cni-allowed-namespaces,
+// so both get the same value from either install.
+func TestAllowedNamespacesAgentAndController(t *testing.T) {
+	helm := tool(t, "HWNET_HELM", "helm", defaultHelm)
+	kubectl := tool(t, "HWNET_KUBECTL", "kubectl", filepath.Join(kubeapi.Binaries(t), "kubectl"))
+	for name, tc := range map[string]struct {
+		objs map[string]*unstructured.Unstructured
+		want string
+	}{
+		"kustomize base": {objects(t, command(t, kubectl, "kustomize", ".")), "default"},
+		"chart":          {helmTemplate(t, helm), "default"},
+		"chart with two": {helmTemplate(t, helm, "allowedNamespaces={default,net}"), "default,net"},
+	} {
+		want := "--cni-allowed-namespaces=" + tc.want
+		for _, key := range []string{"DaemonSet/hwnet-agent", "Deployment/hwnet-controller"} {
+			if args := containerArgs(t, tc.objs, key); !slices.Contains(args, want) {
+				t.Errorf("%s: %s args %v, want %s", name, key, args, want)
+			}
+		}
 	}
 }

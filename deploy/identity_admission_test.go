@@ -145,6 +145,20 @@ func patchPod(ctx context.Context, client kubernetes.Interface, name, body strin
 	return err
 }
 
+// podStatusRefused is the refusal of a pod status write the controller
+// does not make.
+const podStatusRefused = "hwnet-controller may only set the PodScheduled condition of a pod its gate"
+
+func patchPodStatus(ctx context.Context, client kubernetes.Interface, name, body string) error {
+	_, err := client.CoreV1().Pods("default").Patch(ctx, name, types.StrategicMergePatchType, []byte(body), metav1.PatchOptions{}, "status")
+	return err
+}
+
+// scheduledPatch sets the PodScheduled condition, as the controller does.
+func scheduledPatch(status, message string) string {
+	return fmt.Sprintf(`{"status":{"conditions":[{"type":"PodScheduled","status":%q,"reason":"SchedulingGated","message":%q}]}}`, status, message)
+}
+
 func createEvent(ctx context.Context, client kubernetes.Interface, ns string, about corev1.ObjectReference, component, host string) error {
 	ev := &corev1.Event{
 		ObjectMeta:     metav1.ObjectMeta{GenerateName: "hwnet-", Namespace: ns},
@@ -395,6 +409,24 @@ func TestControllerWritesOnlyItsGateAndStatus(t *testing.T) {
 		}},
 		{"a pod's finalizer", "may not change a pod's labels, annotations, finalizers or ownerReferences", func(ctx context.Context) error {
 			return patchPod(ctx, e.controller, "plain", `{"metadata":{"finalizers":["example.com/hold"]}}`)
+		}},
+		{"why a gated pod waits", "", func(ctx context.Context) error {
+			return patchPodStatus(ctx, e.controller, "other-gate", scheduledPatch("False", "waiting for networks: PodNetwork dataplane is not Ready"))
+		}},
+		{"a gated pod scheduled", podStatusRefused, func(ctx context.Context) error {
+			return patchPodStatus(ctx, e.controller, "other-gate", scheduledPatch("True", ""))
+		}},
+		{"an ungated pod's PodScheduled", podStatusRefused, func(ctx context.Context) error {
+			return patchPodStatus(ctx, e.controller, "plain", scheduledPatch("False", "evil"))
+		}},
+		{"a pod's Ready condition", podStatusRefused, func(ctx context.Context) error {
+			return patchPodStatus(ctx, e.controller, "other-gate", `{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`)
+		}},
+		{"a pod's phase", podStatusRefused, func(ctx context.Context) error {
+			return patchPodStatus(ctx, e.controller, "other-gate", `{"status":{"phase":"Failed"}}`)
+		}},
+		{"a pod's IP", podStatusRefused, func(ctx context.Context) error {
+			return patchPodStatus(ctx, e.controller, "other-gate", `{"status":{"podIP":"10.0.0.1","podIPs":[{"ip":"10.0.0.1"}]}}`)
 		}},
 		{"the default PodNetwork", "", func(ctx context.Context) error { return createPodNetwork(ctx, e.ctrlDyn, mnv1.DefaultPodNetwork) }},
 		{"another PodNetwork", "may create only the default PodNetwork", func(ctx context.Context) error {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/cni/daemon"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/logging"
 	"github.com/hwnet-io/hwnet/node/podresources"
@@ -112,7 +112,8 @@ func cniFlags(fs *flag.FlagSet) func() *daemon.Options {
 	fs.StringVar(&o.SocketPath, "cni-socket", daemon.DefaultSocketPath, "socket the hwnet CNI shim forwards requests to")
 	fs.StringVar(&o.CacheDir, "cni-cache-dir", daemon.DefaultCacheDir, "attachment records, shared with the shim for DEL without the agent")
 	fs.StringVar(&o.DevinfoDir, "cni-devinfo-dir", daemon.DefaultDevinfoDir, "directory of the device-info files written for CNI delegates")
-	allowed := fs.String("cni-allowed-namespaces", "default", "comma-separated namespaces whose NetworkAttachmentDefinitions any pod may select besides its own; * for all")
+	o.AllowedNamespaces = netconf.AllowedNamespaces{"default"}
+	fs.Var(&o.AllowedNamespaces, netconf.AllowedNamespacesFlag, netconf.AllowedNamespacesUsage)
 	fs.DurationVar(&o.AgentWait, "cni-agent-wait", daemon.DefaultAgentWait, "how long the shim's ADD waits for an agent that is not running")
 	fs.StringVar(&o.CRISocket, "cri-socket", daemon.DefaultCRISocket, "the container runtime's CRI socket, asked which pod sandboxes exist (\"\": no reconcile of leftover attachments)")
 	fs.DurationVar(&o.ReconcileInterval, "cni-reconcile-interval", daemon.DefaultReconcileInterval, "how often attachments of sandboxes the runtime no longer has are torn down (0: never)")
@@ -130,19 +131,8 @@ func cniFlags(fs *flag.FlagSet) func() *daemon.Options {
 		if !*enabled {
 			return nil
 		}
-		o.AllowedNamespaces = splitList(*allowed)
 		return &o
 	}
-}
-
-func splitList(s string) []string {
-	out := []string{}
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 // errVersion is parseFlags' answer to --version.

@@ -102,6 +102,8 @@ func (s *Server) grpcError(call string, err error) error {
 		code = codes.PermissionDenied
 	case errors.Is(err, ErrInUse):
 		code = codes.FailedPrecondition
+	case errors.Is(err, ErrTooMuch):
+		code = codes.ResourceExhausted
 	}
 	s.opts.Logger.Warn("CRI network request refused", "call", call, "code", code.String(), "err", err)
 	return grpcstatus.Error(code, err.Error())

@@ -56,6 +56,13 @@ func (s *Store) Set(cfg *crinetapi.NetworkConfig) (Network, error) {
 	if err != nil {
 		return Network{}, err
 	}
+	// Room is checked and taken in one step for all networks, or two Sets
+	// of different networks could each fit alone and overflow together.
+	s.roomMu.Lock()
+	defer s.roomMu.Unlock()
+	if err := s.checkRoom(n); err != nil {
+		return Network{}, err
+	}
 	return n, s.put(n)
 }
 
@@ -97,19 +104,18 @@ func (s *Store) Remove(md *crinetapi.NetworkMetadata, inUse func(Key) ([]string,
 	if err := checkPreconditions(k, md, cur, exists); err != nil {
 		return err
 	}
-	// Hidden first, so no ADD starts attaching a pod to it while the
-	// records are read; ADDs that already did hold it or left a record.
-	if err := s.hide(k); err != nil {
+	// An ADD looks the network up under the same lock (getHeld): none
+	// starts attaching a pod to it while the records are read, and every
+	// other reader goes on seeing it until it is decided to go.
+	if err := s.checkUnheld(k); err != nil {
 		return err
 	}
 	pods, err := inUse(k)
 	if err != nil {
-		s.unhide(cur)
 		return fmt.Errorf("network %s: cannot tell whether pods use it: %w", k, err)
 	}
 	if len(pods) > 0 {
-		s.unhide(cur)
 		return fmt.Errorf("%w: network %s is attached to %d pod(s) on this node: %v; remove it once they are gone", ErrInUse, k, len(pods), pods)
 	}
-	return s.deleteFile(k)
+	return s.delete(k)
 }

@@ -39,6 +39,8 @@ type Store struct {
 	dir       string
 	validator Validator
 	locks     *keyedLocks
+	// roomMu serialises the Sets' checks of MaxTotalBytes with their puts.
+	roomMu sync.Mutex
 
 	mu   sync.RWMutex
 	nets map[Key]Network
@@ -63,6 +65,11 @@ func OpenStore(dir string, v Validator) (*Store, error) {
 		n, err := s.load(p)
 		if err != nil {
 			errs = append(errs, err)
+			continue
+		}
+		// A file written before the limits, or copied in, may not fit.
+		if err := s.checkRoom(n); err != nil {
+			errs = append(errs, fmt.Errorf("CRI network file %s: %w", p, err))
 			continue
 		}
 		s.nets[n.Key] = n
@@ -111,12 +118,16 @@ func (s *Store) Get(k Key) (Network, bool) {
 }
 
 // getHeld is Get, holding the network for the request of ctx, if any, so
-// that Remove refuses it until the request is done.
+// that Remove refuses it until the request is done. It waits for a Set or
+// Remove of the network under way: a Remove then either goes first, and
+// the network is gone, or finds it held.
 func (s *Store) getHeld(ctx context.Context, k Key) (Network, bool) {
 	h := holdsOf(ctx)
 	if h == nil {
 		return s.Get(k)
 	}
+	unlock := s.locks.lock(k)
+	defer unlock()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	n, ok := s.nets[k]
@@ -162,31 +173,30 @@ func (s *Store) put(n Network) error {
 	return nil
 }
 
-// hide makes the network invisible to lookups, unless a request holds
-// it: that request's pod is being attached to it.
-func (s *Store) hide(k Key) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+// checkUnheld refuses a network a request holds: that request's pod is
+// being attached to it.
+func (s *Store) checkUnheld(k Key) error {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
 	if n := s.held[k]; n > 0 {
 		return fmt.Errorf("%w: network %s: %d CNI ADD(s) are attaching pods to it; try again once they are done", ErrInUse, k, n)
 	}
-	delete(s.nets, k)
 	return nil
 }
 
-// unhide makes a hidden network visible again.
-func (s *Store) unhide(n Network) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.nets[n.Key] = n
-}
-
-// deleteFile forgets a hidden network for good.
-func (s *Store) deleteFile(k Key) error {
+// delete removes the network's file, then forgets it: once the file is
+// gone, so is the network at the next start.
+func (s *Store) delete(k Key) error {
 	if err := os.Remove(s.path(k)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("CRI network %s: %w", k, err)
 	}
-	return syncDir(s.dir)
+	s.mu.Lock()
+	delete(s.nets, k)
+	s.mu.Unlock()
+	if err := syncDir(s.dir); err != nil {
+		return fmt.Errorf("CRI network %s: %w", k, err)
+	}
+	return nil
 }
 
 // path is the network's file: namespace and name are DNS labels, which

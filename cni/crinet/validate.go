@@ -116,6 +116,9 @@ func (v Validator) validate(cfg *crinetapi.NetworkConfig, installed bool) (Key, 
 	if cfg == nil {
 		return Key{}, nil, invalid("config", "missing")
 	}
+	if err := checkNetworkSize(cfg); err != nil {
+		return Key{}, nil, err
+	}
 	k, err := checkMetadata(cfg.GetMetadata())
 	if err != nil {
 		return Key{}, nil, err

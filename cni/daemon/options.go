@@ -10,6 +10,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
@@ -38,7 +39,7 @@ type Options struct {
 	DevinfoDir string
 	// AllowedNamespaces may hold NetworkAttachmentDefinitions any pod
 	// selects besides its own namespace; "*" allows all.
-	AllowedNamespaces []string
+	AllowedNamespaces netconf.AllowedNamespaces
 	// AgentWait is how long the shim's ADD waits for an agent that is down.
 	AgentWait time.Duration
 	// PluginTimeout bounds each delegate plugin's execution; 0 leaves it

@@ -20,6 +20,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/chain"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/pluginexec"
 	"github.com/hwnet-io/hwnet/cni/wire"
@@ -55,9 +56,8 @@ type Options struct {
 	DPDevinfoDir  string
 	CNIDevinfoDir string
 	// AllowedNamespaces may hold NetworkAttachmentDefinitions any pod
-	// selects, besides the pod's own namespace; "*" allows every one.
-	// nil means "default" only (NPWG 7.4).
-	AllowedNamespaces []string
+	// selects, besides the pod's own namespace (nil: "default" only).
+	AllowedNamespaces netconf.AllowedNamespaces
 	// PodWait bounds the wait for a pod the caches do not hold yet.
 	PodWait time.Duration
 	// PluginTimeout bounds each delegate plugin's execution; 0 leaves it
@@ -104,9 +104,6 @@ func New(o Options) *Delegator {
 	o.ConfDir = cmp.Or(o.ConfDir, "/etc/cni/net.d")
 	o.DPDevinfoDir = cmp.Or(o.DPDevinfoDir, devinfo.DPDir)
 	o.CNIDevinfoDir = cmp.Or(o.CNIDevinfoDir, devinfo.CNIDir)
-	if o.AllowedNamespaces == nil {
-		o.AllowedNamespaces = []string{"default"}
-	}
 	o.PodWait = cmp.Or(o.PodWait, 30*time.Second)
 	o.StatusTimeout = cmp.Or(o.StatusTimeout, 2*time.Minute)
 	if o.Logger == nil {

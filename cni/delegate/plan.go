@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -170,10 +169,10 @@ func interfaceNames(sels []selection.Selection, defaultIfName string) ([]string,
 func (d *Delegator) resolve(ctx context.Context, pod cache.Pod, r request) (attachment, error) {
 	s := r.sel
 	ref := s.Ref()
-	if !r.adminChosen && !d.namespaceAllowed(pod.Namespace, s.Namespace) {
-		return attachment{}, podFailure("NetworkNotAllowed", fmt.Errorf(
-			"network %s: pods in namespace %q may not select NetworkAttachmentDefinitions in namespace %q (allowed: their own and %s; see the agent's --cni-allowed-namespaces)",
-			ref, pod.Namespace, s.Namespace, strings.Join(d.opts.AllowedNamespaces, ", ")))
+	if !r.adminChosen {
+		if err := d.opts.AllowedNamespaces.Check(pod.Namespace, s.Namespace); err != nil {
+			return attachment{}, podFailure("NetworkNotAllowed", fmt.Errorf("network %s: pod %s/%s: %w", ref, pod.Namespace, pod.Name, err))
+		}
 	}
 	nad, err := d.opts.NADs.NAD(ctx, s.Namespace, s.Name)
 	if err != nil {
@@ -194,12 +193,6 @@ func (d *Delegator) resolve(ctx context.Context, pod cache.Pod, r request) (atta
 
 func (d *Delegator) skipOwnConf(path string) bool {
 	return d.opts.OwnConfFile != "" && filepath.Base(path) == filepath.Base(d.opts.OwnConfFile)
-}
-
-func (d *Delegator) namespaceAllowed(podNamespace, nadNamespace string) bool {
-	return nadNamespace == podNamespace ||
-		slices.Contains(d.opts.AllowedNamespaces, nadNamespace) ||
-		slices.Contains(d.opts.AllowedNamespaces, "*")
 }
 
 // requiredCapabilities are the capabilities a selection's keys need some

@@ -241,29 +241,6 @@ func waitIdle(t *testing.T, c *deviceCache) {
 	t.Fatal("a PodResources Get never finished")
 }
 
-func TestNamespaceAllowed(t *testing.T) {
-	tests := []struct {
-		name    string
-		allowed []string
-		nadNS   string
-		want    bool
-	}{
-		{"7.4 own namespace", nil, "pods", true},
-		{"7.4 default namespace allowed by default", nil, "default", true},
-		{"7.4 other namespace refused by default", nil, "other-ns", false},
-		{"7.4 admin allows a namespace", []string{"other-ns"}, "other-ns", true},
-		{"7.4 admin allows every namespace", []string{"*"}, "anything", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			d := New(Options{AllowedNamespaces: tt.allowed})
-			if got := d.namespaceAllowed("pods", tt.nadNS); got != tt.want {
-				t.Fatalf("namespaceAllowed(pods, %s) = %v, want %v", tt.nadNS, got, tt.want)
-			}
-		})
-	}
-}
-
 func TestParsePodArgs(t *testing.T) {
 	p, err := parsePodArgs("IgnoreUnknown=1;K8S_POD_NAMESPACE=ns;K8S_POD_NAME=p;K8S_POD_INFRA_CONTAINER_ID=abc;K8S_POD_UID=u")
 	if err != nil {

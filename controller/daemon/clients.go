@@ -31,7 +31,8 @@ func newController(cfg *rest.Config, kc kubernetes.Interface, o options) (*contr
 	if err != nil {
 		return nil, fmt.Errorf("NetworkAttachmentDefinition client: %w", err)
 	}
-	return controller.New(controller.Options{Kube: kc, Dynamic: dyn, NADs: nads, CreateDefault: !o.disableDefault, Logger: o.logger})
+	return controller.New(controller.Options{Kube: kc, Dynamic: dyn, NADs: nads, CreateDefault: !o.disableDefault,
+		AllowedNamespaces: o.allowed, Logger: o.logger})
 }
 
 // serveProbes answers /healthz and /readyz while the process runs: a

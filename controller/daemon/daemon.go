@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/controller"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/logging"
@@ -24,6 +25,7 @@ import (
 type options struct {
 	kubeconfig       string
 	disableDefault   bool
+	allowed          netconf.AllowedNamespaces
 	election         controller.Election
 	probeAddr        string
 	logger           *slog.Logger
@@ -63,6 +65,8 @@ func parseFlags(args []string, errOut io.Writer) (options, error) {
 	hostname, _ := os.Hostname()
 	fs.StringVar(&o.kubeconfig, "kubeconfig", "", "kubeconfig file (default: the pod's service account)")
 	fs.BoolVar(&o.disableDefault, "disable-default-podnetwork-creation", false, "do not create the \"default\" PodNetwork, nor recreate it when deleted (KEP-3698)")
+	o.allowed = netconf.AllowedNamespaces{"default"}
+	fs.Var(&o.allowed, netconf.AllowedNamespacesFlag, netconf.AllowedNamespacesUsage+" (give it the agents' value)")
 	fs.BoolVar(&o.leaderElectionOn, "leader-elect", true, "run only while holding the Lease, so replicas take over from each other")
 	fs.StringVar(&o.election.Namespace, "leader-elect-namespace", envOr("POD_NAMESPACE", "kube-system"), "namespace of the Lease")
 	fs.StringVar(&o.election.Name, "leader-elect-name", "hwnet-controller", "name of the Lease")

@@ -185,6 +185,21 @@ func TestKEP3698_DisabledNetworkKeepsPodsPending(t *testing.T) {
 		}
 		return fmt.Errorf("events %v", events)
 	})
+	// The controller's own token and policies let it say so on the pod's
+	// PodScheduled condition, which the cluster's scheduler leaves alone.
+	mustPoll(ctx, t, "pod kep-waits's PodScheduled condition saying why", func(ctx context.Context) error {
+		got, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonSchedulingGated &&
+				strings.Contains(c.Message, "PodNetwork dataplane is not Ready: AdministrativelyDisabled") {
+				return nil
+			}
+		}
+		return fmt.Errorf("conditions %+v", got.Status.Conditions)
+	})
 	got, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, pod.Name, metav1.GetOptions{})
 	if err != nil || got.Status.Phase != corev1.PodPending || len(got.Spec.SchedulingGates) != 1 || got.Spec.NodeName != "" {
 		t.Fatalf("pod while its network is disabled: %v, %+v; want Pending, gated, unscheduled", err, got.Status)

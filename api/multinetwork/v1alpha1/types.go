@@ -43,6 +43,9 @@ const (
 	// reasons, which the KEP leaves to the implementation.
 	ReasonParamsValid   = "ParametersValid"
 	ReasonParamsInvalid = "ParametersInvalid"
+	// ReasonNamespaceNotAllowed: a PodNetworkAttachment's parameters are in
+	// a namespace --cni-allowed-namespaces refuses it, as the agent would.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
 )
 
 // InUseFinalizer blocks deleting a PodNetwork or PodNetworkAttachment while
