@@ -18,11 +18,8 @@ import (
 	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/cni/attachments"
-	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/devinfo"
-	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
-	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // The holds of heldNode: the times each source gives.
@@ -295,18 +292,7 @@ func TestDevicesUsage(t *testing.T) {
 // own, listed once with the pool its port's netdev put it in, a held one
 // too.
 func TestDevicesMlx4Ports(t *testing.T) {
-	db, err := hwdb.Open()
-	if err != nil {
-		t.Fatal(err)
-	}
-	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "mlx4", PFs: []virtualnode.PFSpec{
-		{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib0"}, DualPort: true},
-	}}, db, false)
-	config := writeConfig(t, "pools.yaml", `
-resourceList:
-  - {resourceName: first, selectors: {pfNames: [ib0]}}
-  - {resourceName: second, selectors: {pfNames: [ib0d1]}}
-`)
+	node, config := mlx4Node(t)
 	dir := t.TempDir()
 	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "kubelet.sock"))
 	if err != nil {

@@ -204,9 +204,10 @@ func TestInventoryTableDeviceNodes(t *testing.T) {
 	}
 }
 
-// TestInventoryTableMlx4Ports: the table lists both ports of an mlx4
-// function, and the pools each port is in.
-func TestInventoryTableMlx4Ports(t *testing.T) {
+// mlx4Node builds a node with one dual-port ConnectX-3 function (ib0 and
+// ib0d1) and a pools file putting each port in a pool of its own.
+func mlx4Node(t *testing.T) (*virtualnode.Node, string) {
+	t.Helper()
 	db, err := hwdb.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -214,11 +215,17 @@ func TestInventoryTableMlx4Ports(t *testing.T) {
 	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "mlx4", PFs: []virtualnode.PFSpec{
 		{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib0"}, DualPort: true},
 	}}, db, false)
-	config := writeConfig(t, "pools.yaml", `
+	return node, writeConfig(t, "pools.yaml", `
 resourceList:
   - {resourceName: first, selectors: {pfNames: [ib0]}}
   - {resourceName: second, selectors: {pfNames: [ib0d1]}}
 `)
+}
+
+// TestInventoryTableMlx4Ports: the table lists both ports of an mlx4
+// function, and the pools each port is in.
+func TestInventoryTableMlx4Ports(t *testing.T) {
+	node, config := mlx4Node(t)
 	out := mustRun(t, inventoryArgs(node, "--config", config)...)
 	fields := rowOf(out, "0000:3b:00.0")
 	if !slices.Contains(fields, "ib0,ib0d1") || len(fields) == 0 || fields[len(fields)-1] != "intel.com/first,intel.com/second" {

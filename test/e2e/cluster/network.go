@@ -6,21 +6,15 @@ import (
 	"net"
 
 	"github.com/vishvananda/netlink"
-	"github.com/vishvananda/netns"
 )
 
 // setUpNetwork finds the node IP, the IPv4 address of the link holding the
 // default route in the network namespace nsName, and puts the kubernetes
 // Service's address on the namespace's loopback.
 func setUpNetwork(nsName string) (net.IP, error) {
-	ns, err := netns.GetFromPath(netnsPath(nsName))
+	h, err := openNetlink(nsName)
 	if err != nil {
-		return nil, fmt.Errorf("open netns %s: %w", nsName, err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		return nil, fmt.Errorf("netlink in %s: %w", nsName, err)
+		return nil, err
 	}
 	defer h.Close()
 	ip, err := defaultRouteAddress(h)
