@@ -90,6 +90,11 @@ func (d *Delegator) collect(ctx context.Context, c *call, id string) (bool, erro
 		return true, nil
 	}
 	d.opts.Logger.Info("GC: deleting the attachments of a container the runtime no longer has", "container", id)
+	if doubt := attachments.Doubtful(rec); doubt != nil {
+		// As its DEL would: a record no DEL can run from as it stands
+		// would fail every round for good.
+		return true, d.delUntrusted(ctx, c.forContainer(rec), rec, doubt)
+	}
 	if err := d.deleteRecord(ctx, c, rec); err != nil {
 		return true, fmt.Errorf("GC container %s: %w", id, err)
 	}
@@ -169,4 +174,24 @@ func validAttachments(recs []*attachmentapi.Record, listName string) []types.GCA
 		}
 	}
 	return out
+}
+
+// kubeletIfName is the interface kubelet gives a pod's default network,
+// for a record that names no default attachment.
+const kubeletIfName = "eth0"
+
+// forContainer is c as the DEL of rec's container, which a GC request,
+// naming no container, is not: the default network's DEL and the
+// device-info files of an untrusted record are the container's.
+func (c *call) forContainer(rec *attachmentapi.Record) *call {
+	req := *c.req
+	req.Command, req.ContainerID, req.Netns, req.IfName = "DEL", rec.ContainerID, rec.Netns, kubeletIfName
+	for _, a := range rec.Attachments {
+		if a.Default {
+			req.IfName = a.IfName
+		}
+	}
+	cc := *c
+	cc.req = &req
+	return &cc
 }

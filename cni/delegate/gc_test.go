@@ -10,6 +10,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -140,4 +141,50 @@ func TestSpecCNI11_GCKeepsABusyContainer(t *testing.T) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// TestSpecCNI11_GCCollectsAnUntrustedRecord: a container the runtime no
+// longer has, whose record no DEL can run from as it stands (an empty
+// plugin type, or a newer format after a rollback), is collected as its
+// DEL would: the default network's DEL from the current configuration,
+// then the record goes, instead of failing every GC round for good.
+func TestSpecCNI11_GCCollectsAnUntrustedRecord(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		spoil func(rec map[string]any)
+	}{
+		{"invalid attachment", func(rec map[string]any) { plugins(rec, 0)[0].(map[string]any)["type"] = "" }},
+		{"newer format", func(rec map[string]any) { rec["version"] = 2 }},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newHarness(t)
+			state := t.TempDir()
+			def := filepath.Join(n.dir, "net.d", "10-podnet.conflist")
+			writeFile(t, def, `{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","stateDir":"`+state+`"}]}`)
+			cache := filepath.Join(n.dir, "cache")
+			n.conf, _ = json.Marshal(pluginconf.Conf{CNIVersion: "1.1.0", Name: "hwnet", Type: "hwnet", CacheDir: cache, DefaultNetwork: def})
+			ctx := context.Background()
+			for _, id := range []string{"kept", "stale"} {
+				if _, err := n.d.Handle(ctx, n.request("ADD", id, nil)); err != nil {
+					t.Fatalf("ADD %s: %v", id, err)
+				}
+			}
+			formattest.RewriteJSON(t, filepath.Join(cache, "containers", "stale.json"), tt.spoil)
+			gc := n.request("GC", "", nil)
+			gc.Config, _ = json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "hwnet", "type": "hwnet",
+				"cacheDir": cache, "defaultNetwork": def,
+				"cni.dev/valid-attachments": []map[string]string{{"containerID": "kept", "ifname": "eth0"}}})
+			if _, err := n.d.Handle(ctx, gc); err != nil {
+				t.Fatalf("GC: %v", err)
+			}
+			ids, _ := attachments.NewStore(cache).List()
+			if len(ids) != 1 || ids[0] != "kept" {
+				t.Errorf("records after GC = %v, want only kept", ids)
+			}
+			entries, _ := os.ReadDir(state)
+			if len(entries) != 1 || entries[0].Name() != "kept-eth0" {
+				t.Errorf("default network's plugin state after GC = %v, want only kept-eth0", entries)
+			}
+		})
+	}
 }
