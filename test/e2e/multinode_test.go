@@ -28,6 +28,9 @@ import (
 const (
 	hostnameLabel = "kubernetes.io/hostname"
 	servePort     = "8080"
+	// drainedWait bounds the wait for a drained node's sandboxes to be
+	// torn down: two rounds of kubelet's sandbox garbage collection.
+	drainedWait = 150 * time.Second
 )
 
 // multiNodes names the cluster's nodes: the control plane's, the worker
@@ -476,9 +479,11 @@ func TestMultiNode_ZNodeDrainedAndDeleted(t *testing.T) {
 		}
 		return errors.Join(err, errors.New("still there"))
 	})
-	// The evicted pods' DELs may still be running when their pods are gone.
+	// An evicted pod is gone once its containers are; its sandbox's DEL
+	// may still run, and one that failed (the agent restarting, say) runs
+	// again at kubelet's next sandbox garbage collection, every minute.
 	drained := &env{c: sriov}
-	err := cluster.Poll(ctx, leakTimeout, "the drained node's attachment files gone", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, drainedWait, "the drained node's attachment files gone", func(ctx context.Context) error {
 		files, err := drained.attachmentFiles(ctx)
 		if err == nil && len(files) > 0 {
 			err = fmt.Errorf("left: %v", files)
