@@ -21,12 +21,7 @@ func (c *Cluster) ImportImage(ctx context.Context, tarball string) error {
 // importEverywhere imports the tarballs into each node's containerd, the
 // nodes at once.
 func (c *Cluster) importEverywhere(ctx context.Context, tarballs []string) error {
-	nodes := c.Nodes()
-	runs := make([]func() error, len(nodes))
-	for i, n := range nodes {
-		runs[i] = func() error { return n.importImages(ctx, tarballs) }
-	}
-	return parallel(runs...)
+	return atOnce(c.Nodes(), func(n *Cluster) error { return n.importImages(ctx, tarballs) })
 }
 
 // importInto imports one tarball into this node's containerd.

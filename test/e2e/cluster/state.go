@@ -36,10 +36,9 @@ type state struct {
 	MountNS string `json:"mountNS,omitempty"`
 	// Processes are the daemons in start order.
 	Processes []*process `json:"processes,omitempty"`
-	// PodSubnet is the node's pod subnet, 10.244.<index>.0/24.
-	PodSubnet string `json:"podSubnet,omitempty"`
 	// Index is the node's place in the cluster: 0 for the control plane,
-	// from 1 for its workers.
+	// from 1 for its workers. Its fabric address and pod subnet follow
+	// from it (fabric.go).
 	Index int `json:"index,omitempty"`
 	// Workers name the control plane's workers, each with its own state
 	// under nodes/NAME (see paths.worker), in index order.

@@ -46,11 +46,7 @@ func (c *Cluster) Down(ctx context.Context) error {
 // downWorkers takes the workers down, at once, before the control plane:
 // each removes its own state directory, which lies in the control plane's.
 func (c *Cluster) downWorkers(ctx context.Context) error {
-	runs := make([]func() error, len(c.workers))
-	for i, w := range c.workers {
-		runs[i] = func() error { return w.Down(ctx) }
-	}
-	if err := parallel(runs...); err != nil {
+	if err := atOnce(c.workers, func(w *Cluster) error { return w.Down(ctx) }); err != nil {
 		return err
 	}
 	c.workers = nil

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -132,7 +131,6 @@ func prepare(cfg Config, runtimeVersion string) (*Cluster, error) {
 		KubeBinDir:        cfg.KubeBinDir,
 		Containerd:        cfg.Containerd,
 		ContainerdVersion: runtimeVersion,
-		PodSubnet:         podSubnetOf(0).String(),
 	}
 	for _, spec := range cfg.Workers {
 		st.Workers = append(st.Workers, spec.Name)
@@ -190,7 +188,7 @@ func (c *Cluster) buildNode(ctx context.Context, spec *virtualnode.Spec) error {
 func (c *Cluster) settings(sandboxImage string) settings {
 	return settings{paths: c.p, name: c.st.Name, nodeIP: c.st.NodeIP, kubeBinDir: c.st.KubeBinDir,
 		cgroupRoot: c.st.CgroupRoot, sandboxImage: sandboxImage, containerd: c.st.Containerd,
-		containerdVersion: c.st.ContainerdVersion, podSubnet: cmp.Or(c.st.PodSubnet, podSubnetOf(0).String())}
+		containerdVersion: c.st.ContainerdVersion, podSubnet: podSubnetOf(c.st.Index).String()}
 }
 
 // setUpNamespaces makes the cgroups, the node IP, every file the
@@ -353,6 +351,15 @@ func (c *Cluster) healthy(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	return c.apiserverReady(ctx)
+}
+
+// atOnce runs fn for each node at once and returns their errors joined.
+func atOnce(nodes []*Cluster, fn func(*Cluster) error) error {
+	runs := make([]func() error, len(nodes))
+	for i, n := range nodes {
+		runs[i] = func() error { return fn(n) }
+	}
+	return parallel(runs...)
 }
 
 // parallel runs fns at once and returns their errors joined.

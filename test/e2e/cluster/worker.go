@@ -27,11 +27,8 @@ func (c *Cluster) bringUpWorkers(ctx context.Context, cfg Config) error {
 		}
 		c.workers = append(c.workers, w)
 	}
-	runs := make([]func() error, len(cfg.Workers))
-	for i, w := range c.workers {
-		runs[i] = func() error { return w.bringUpWorker(ctx, cfg, c, cfg.Workers[i]) }
-	}
-	if err := parallel(runs...); err != nil {
+	err := atOnce(c.workers, func(w *Cluster) error { return w.bringUpWorker(ctx, cfg, c, cfg.Workers[w.st.Index-1]) })
+	if err != nil {
 		return err
 	}
 	c.say("%d workers Ready (%.1fs)", len(c.workers), time.Since(start).Seconds())
@@ -52,7 +49,6 @@ func (c *Cluster) prepareWorker(index int, name string) (*Cluster, error) {
 		KubeBinDir:        c.st.KubeBinDir,
 		Containerd:        c.st.Containerd,
 		ContainerdVersion: c.st.ContainerdVersion,
-		PodSubnet:         podSubnetOf(index).String(),
 		Index:             index,
 	}
 	w := newCluster(p, st, c.progress)
