@@ -69,10 +69,24 @@ type Attachment struct {
 	Resource string `json:"resource,omitempty"`
 	// DeviceInfoFile is the CNI device-info file hwnet wrote for it.
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
+	// PodNetwork is the KEP-3698 PodNetwork the attachment serves, and
+	// DefaultRoute is set when the pod's selection gave it the default
+	// route: with the result, all the pod's network-status needs, so an
+	// agent killed before writing it can write it from the record.
+	PodNetwork   string        `json:"podNetwork,omitempty"`
+	DefaultRoute *DefaultRoute `json:"defaultRoute,omitempty"`
 	// Result is the ADD's result, which DEL and CHECK give the delegate
 	// as prevResult; absent until the ADD succeeded. EncodeResults
 	// writes it on the file's results line.
 	Result json.RawMessage `json:"result,omitempty"`
+}
+
+// DefaultRoute is the default route an attachment holds (NPWG
+// 4.1.2.1.9 "default-route", KEP-3698 isDefaultGW).
+type DefaultRoute struct {
+	// Gateways are those the selection named; none for KEP-3698, whose
+	// gateways are the result's.
+	Gateways []string `json:"gateways,omitempty"`
 }
 
 // AddResult is the ADD's result, nil when the ADD did not finish or the

@@ -9,28 +9,43 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
+
+	"github.com/hwnet-io/hwnet/cni/status"
 )
 
 // podsTimeout bounds the listing of the node's pods: an API server that
 // does not answer skips a reconcile round.
 const podsTimeout = 30 * time.Second
 
+// nodePods are the API server's pods of the node whose sandbox must exist
+// (sandboxMustExist), and the UIDs of those among them that have no
+// network-status.
+type nodePods struct {
+	running    map[podKey]bool
+	unreported map[string]bool
+}
+
 // sandboxedPods lists the pods the API server has on node whose sandbox
-// must exist (sandboxMustExist). It reads the API server's watch cache
-// (resourceVersion 0), as the pod informers do: a pod that changed an
-// instant ago may be seen as it was, which only keeps more.
-func sandboxedPods(ctx context.Context, client kubernetes.Interface, node string) (map[podKey]bool, error) {
+// must exist. It reads the API server's watch cache (resourceVersion 0),
+// as the pod informers do: a pod that changed an instant ago may be seen
+// as it was, which only keeps more, or writes a network-status again.
+func sandboxedPods(ctx context.Context, client kubernetes.Interface, node string) (nodePods, error) {
 	ctx, cancel := context.WithTimeout(ctx, podsTimeout)
 	defer cancel()
 	list, err := client.CoreV1().Pods(metav1.NamespaceAll).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("spec.nodeName", node).String(), ResourceVersion: "0"})
 	if err != nil {
-		return nil, fmt.Errorf("pods of node %s: %w", node, err)
+		return nodePods{}, fmt.Errorf("pods of node %s: %w", node, err)
 	}
-	pods := map[podKey]bool{}
+	pods := nodePods{running: map[podKey]bool{}, unreported: map[string]bool{}}
 	for i := range list.Items {
-		if p := &list.Items[i]; sandboxMustExist(p) {
-			pods[podKey{p.Namespace, p.Name}] = true
+		p := &list.Items[i]
+		if !sandboxMustExist(p) {
+			continue
+		}
+		pods.running[podKey{p.Namespace, p.Name}] = true
+		if _, ok := p.Annotations[status.Annotation]; !ok && !p.Spec.HostNetwork {
+			pods.unreported[string(p.UID)] = true
 		}
 	}
 	return pods, nil

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"os"
+	"slices"
 	"time"
 
 	"k8s.io/client-go/kubernetes"
@@ -75,15 +76,27 @@ func (r *reconciler) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	live, ok, err := r.believe(ctx, answer)
+	j, ok, err := r.believe(ctx, answer)
 	if err != nil || !ok {
 		return err
 	}
-	collected, err := r.d.Reconcile(ctx, conf, r.o.BinDir, live, reconcileGrace)
+	collected, err := r.d.Reconcile(ctx, conf, r.o.BinDir, j.live, reconcileGrace)
 	if len(collected) > 0 {
 		r.log.Info("tore down the attachments of sandboxes the runtime no longer has", "containers", collected)
 	}
-	return err
+	republished, rerr := r.d.Republish(ctx, conf, r.o.BinDir, j.unreported)
+	if len(republished) > 0 {
+		r.log.Info("writing again the network-status of running pods that have none", "containers", republished)
+	}
+	return errors.Join(err, rerr)
+}
+
+// judgement is what a believed runtime answer and the API server's pods
+// say: the containers to keep, and those of running pods without
+// network-status, to write it again.
+type judgement struct {
+	live       map[string]bool
+	unreported []string
 }
 
 // believe checks the runtime's answer against the API server's pods of
@@ -93,25 +106,25 @@ func (r *reconciler) once(ctx context.Context) error {
 // answer is not believed at all: a runtime that lists none of the node's
 // running pods is not the one that runs them (a second containerd beside
 // CRI-O, say), and its answer would tear every pod's networks down.
-func (r *reconciler) believe(ctx context.Context, a runtimeAnswer) (map[string]bool, bool, error) {
+func (r *reconciler) believe(ctx context.Context, a runtimeAnswer) (judgement, bool, error) {
 	recs, err := r.records()
 	if err != nil {
-		return nil, false, err
+		return judgement{}, false, err
 	}
 	if r.client == nil {
-		return a.sandboxes, r.believeAlone(a, len(recs)), nil
+		return judgement{live: a.sandboxes}, r.believeAlone(a, len(recs)), nil
 	}
-	running, err := sandboxedPods(ctx, r.client, r.o.NodeName)
+	pods, err := sandboxedPods(ctx, r.client, r.o.NodeName)
 	if err != nil {
-		return nil, false, err
+		return judgement{}, false, err
 	}
-	if len(running) > 0 && !listsAny(a, running) {
+	if len(pods.running) > 0 && !listsAny(a, pods.running) {
 		r.distrust(fmt.Sprintf("the runtime at %s lists %d sandboxes, none of the %d running pods of this node; runtime GC skipped",
-			a.socket, len(a.sandboxes), len(running)))
-		return nil, false, nil
+			a.socket, len(a.sandboxes), len(pods.running)))
+		return judgement{}, false, nil
 	}
 	r.trust()
-	return keepRunning(a, running, recs), true, nil
+	return judgement{live: keepRunning(a, pods.running, recs), unreported: unreported(a, pods.unreported, recs)}, true, nil
 }
 
 // believeAlone judges an answer with nothing to check it against: one
@@ -179,4 +192,24 @@ func keepRunning(a runtimeAnswer, running map[podKey]bool, recs []*attachmentapi
 		}
 	}
 	return live
+}
+
+// unreported are the containers whose pod runs without network-status:
+// the runtime's sandboxes with the record of such a pod, when the pod has
+// no other (an older sandbox's may be left until GC).
+func unreported(a runtimeAnswer, uids map[string]bool, recs []*attachmentapi.Record) []string {
+	byPod := map[string][]string{}
+	for _, rec := range recs {
+		if uids[rec.PodUID] && a.sandboxes[rec.ContainerID] {
+			byPod[rec.PodUID] = append(byPod[rec.PodUID], rec.ContainerID)
+		}
+	}
+	var out []string
+	for _, ids := range byPod {
+		if len(ids) == 1 {
+			out = append(out, ids[0])
+		}
+	}
+	slices.Sort(out)
+	return out
 }

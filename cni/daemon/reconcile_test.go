@@ -19,6 +19,8 @@ import (
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/delegate"
+	"github.com/hwnet-io/hwnet/cni/report"
+	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
@@ -49,8 +51,13 @@ func newGCNode(t *testing.T, api *kubeapi.Server, name string, bin string, clien
 	n := &gcNode{name: name, api: api, cri: testcri.Start(t), store: attachments.NewStore(o.CacheDir), def: []byte(def)}
 	o.CRISocket = n.cri.Socket
 	log := slog.New(slog.DiscardHandler)
-	n.r = &reconciler{d: delegate.New(delegate.Options{ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, Logger: log}),
-		o: o, log: log, client: client}
+	dopts := delegate.Options{ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, Logger: log}
+	if client != nil {
+		status := report.NewStatusWriter(client, "hwnet", log)
+		t.Cleanup(status.Shutdown)
+		dopts.Status = status
+	}
+	n.r = &reconciler{d: delegate.New(dopts), o: o, log: log, client: client}
 	if client != nil {
 		n.r.events = events.Start(t.Context(), client, name)
 	}
@@ -70,8 +77,8 @@ func (n *gcNode) runningPod(t *testing.T, name string) *corev1.Pod {
 
 // record leaves the attachment record an ADD of the pod's sandbox left, as
 // old as a sandbox the runtime would long have listed; pod nil for a
-// sandbox of no pod.
-func (n *gcNode) record(t *testing.T, sandbox string, pod *corev1.Pod) {
+// sandbox of no pod. A record with results is of an ADD that finished.
+func (n *gcNode) record(t *testing.T, sandbox string, pod *corev1.Pod, results ...string) {
 	rec := &attachmentapi.Record{ContainerID: sandbox, Netns: "/var/run/netns/" + sandbox,
 		Attachments: []attachmentapi.Attachment{{Network: "podnet", IfName: "eth0", Default: true, ConfList: json.RawMessage(n.def)}}}
 	if pod != nil {
@@ -79,6 +86,14 @@ func (n *gcNode) record(t *testing.T, sandbox string, pod *corev1.Pod) {
 	}
 	if err := n.store.Save(rec); err != nil {
 		t.Fatal(err)
+	}
+	for i, r := range results {
+		rec.Attachments[i].Result = json.RawMessage(r)
+	}
+	if len(results) > 0 {
+		if err := n.store.AppendResults(rec); err != nil {
+			t.Fatal(err)
+		}
 	}
 	old := time.Now().Add(-10 * time.Minute)
 	if err := os.Chtimes(filepath.Join(n.store.Dir(), "containers", sandbox+".json"), old, old); err != nil {
@@ -167,6 +182,57 @@ func TestRuntimeGCActsOnlyOnABelievedAnswer(t *testing.T) {
 				n.waitEvent(t, tt.event)
 			}
 		})
+	}
+}
+
+// TestReconcileWritesTheNetworkStatusAKilledAgentDidNot: the agent writes
+// a pod's network-status after answering its ADD; killed in between, it
+// left a running pod with none. The reconcile writes it from the finished
+// ADD's record, for the sandbox the runtime runs; it leaves be a pod that
+// has one, and a pod whose ADD has not finished (no result recorded).
+func TestReconcileWritesTheNetworkStatusAKilledAgentDidNot(t *testing.T) {
+	kubeapi.Binaries(t)
+	api := kubeapi.Start(t)
+	api.CreateNamespace(t, gcNS)
+	n := newGCNode(t, api, "node-status", cniplugins.Dir(t), api.Client())
+	killed, reported, unfinished := n.runningPod(t, "killed"), n.runningPod(t, "reported"), n.runningPod(t, "unfinished")
+	const result = `{"cniVersion":"1.1.0","interfaces":[{"name":"eth0","mac":"0a:58:0a:f4:00:05","sandbox":"/var/run/netns/sandbox-killed"}],` +
+		`"ips":[{"address":"10.244.0.5/24","gateway":"10.244.0.1","interface":0}]}`
+	n.record(t, "sandbox-killed", killed, result)
+	n.record(t, "sandbox-reported", reported, result)
+	n.record(t, "sandbox-unfinished", unfinished)
+	reported.Annotations = map[string]string{status.Annotation: "[]"}
+	if _, err := api.Client().CoreV1().Pods(gcNS).Update(t.Context(), reported, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.cri.Set(testcri.Sandbox("sandbox-killed", gcNS, killed.Name, string(killed.UID)),
+		testcri.Sandbox("sandbox-reported", gcNS, reported.Name, string(reported.UID)),
+		testcri.Sandbox("sandbox-unfinished", gcNS, unfinished.Name, string(unfinished.UID)))
+	if err := n.r.once(t.Context()); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if err := n.r.d.Close(t.Context()); err != nil { // the queued writes are done
+		t.Fatal(err)
+	}
+	p, err := api.Client().CoreV1().Pods(gcNS).Get(t.Context(), killed.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []status.NetworkStatus
+	if err := json.Unmarshal([]byte(p.Annotations[status.Annotation]), &got); err != nil {
+		t.Fatalf("pod killed's network-status %q: %v", p.Annotations[status.Annotation], err)
+	}
+	if len(got) != 1 || got[0].Name != "podnet" || got[0].Interface != "eth0" || !slices.Equal(got[0].IPs, []string{"10.244.0.5/24"}) || !got[0].Default {
+		t.Errorf("network-status %+v, want podnet's eth0 with 10.244.0.5/24, the default network", got)
+	}
+	for name, want := range map[string]string{reported.Name: "[]", unfinished.Name: ""} {
+		p, err := api.Client().CoreV1().Pods(gcNS).Get(t.Context(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Annotations[status.Annotation] != want {
+			t.Errorf("pod %s network-status %q, want %q", name, p.Annotations[status.Annotation], want)
+		}
 	}
 }
 

@@ -202,7 +202,10 @@ func (d *Delegator) attach(ctx context.Context, c *call, rec *attachmentapi.Reco
 // runtimeConfig chosen.
 func (d *Delegator) prepareEntry(c *call, a attachment) (attachmentapi.Attachment, *netconf.Delegate, error) {
 	entry := attachmentapi.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
-		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource}
+		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource, PodNetwork: a.podNetwork}
+	if a.sel.HasDefaultRoute {
+		entry.DefaultRoute = &attachmentapi.DefaultRoute{Gateways: a.sel.DefaultRoute}
+	}
 	inj := netconf.Injection{DeviceID: a.deviceID, CNIArgs: a.sel.CNIArgs}
 	if a.deviceID != "" {
 		entry.DeviceInfoFile = filepath.Join(d.opts.CNIDevinfoDir, devinfo.CNIFileName(a.network, c.req.ContainerID, a.ifName))

@@ -167,6 +167,13 @@ func (q *statusQueue) enqueue(pod cache.PodRef, p publication) {
 	go q.drain(pod)
 }
 
+// busy tells whether the pod's status is queued or being written.
+func (q *statusQueue) busy(pod cache.PodRef) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.running[pod]
+}
+
 func (q *statusQueue) drain(pod cache.PodRef) {
 	defer q.wg.Done()
 	for {
