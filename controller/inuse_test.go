@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
 
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/controller"
@@ -138,15 +139,20 @@ func TestKEP3698_ControllerTakeover(t *testing.T) {
 func (c *cluster) stealLease(t *testing.T, holder string) {
 	t.Helper()
 	leases := c.kube.CoordinationV1().Leases("default")
-	lease, err := leases.Get(context.Background(), "hwnet-controller", metav1.GetOptions{})
+	// The leader may renew between the read and the write: read again.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		lease, err := leases.Get(context.Background(), "hwnet-controller", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		now := metav1.NowMicro()
+		lease.Spec.HolderIdentity = &holder
+		lease.Spec.RenewTime = &now
+		lease.Spec.AcquireTime = &now
+		_, err = leases.Update(context.Background(), lease, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	now := metav1.NowMicro()
-	lease.Spec.HolderIdentity = &holder
-	lease.Spec.RenewTime = &now
-	lease.Spec.AcquireTime = &now
-	if _, err := leases.Update(context.Background(), lease, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

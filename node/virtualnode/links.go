@@ -22,7 +22,7 @@ const netnsDir = "/run/netns"
 
 // settleTimeout bounds the wait for new links' operstate: the kernel
 // settles it within milliseconds, even under load.
-const settleTimeout = 10 * time.Second
+const settleTimeout = time.Minute
 
 // The management network of the NIC that holds the default route.
 var (

@@ -18,7 +18,7 @@ import (
 
 // eventTimeout bounds every wait for an event, so that a missing one
 // fails its test instead of hanging it; none of these tests measures time.
-const eventTimeout = 10 * time.Second
+const eventTimeout = 60 * time.Second
 
 // newNetns makes a network namespace for one test and returns its path
 // and a netlink handle in it.
