@@ -454,6 +454,18 @@ func saveHeapProfile(tb testing.TB, metricsURL, name string) {
 	}
 }
 
+// saveSmaps saves a daemon's /proc/PID/smaps under -profile-dir: which
+// mappings its resident pages are in.
+func saveSmaps(tb testing.TB, pid int, name string) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := writeFile(*profiles, name, string(data)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
 // waitFile waits for a daemon to write path; a daemon that exits fails
 // the benchmark.
 func waitFile(tb testing.TB, p *proc, path string) {

@@ -43,6 +43,7 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 			t.add("  Go stacks in use, 100 pods attached", "MiB", tool.name, stacks)
 			if *profiles != "" {
 				saveHeapProfile(b, tool.metrics, tool.name+"-heap-100pods.pb.gz")
+				saveSmaps(b, tool.daemon.cmd.Process.Pid, tool.name+"-smaps-100pods.txt")
 			}
 		}
 		e.burst(b, t, tool, rts[tool.name])
