@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -99,11 +100,31 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 		tb.Fatalf("hwnet-agent --dra with %d VFs: %v\nlog:\n%s", vfs, err, p.tail())
 	}
 	t.add(fmt.Sprintf("start to ResourceSlices of every VF (DRA) at %d VFs", vfs), "ms", "hwnet", ms(time.Since(p.started)))
-	conn, err := grpc.NewClient("unix://"+filepath.Join(plugin, "dra.sock"), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	// The slices may come before the plugin socket: kubelet calls a
+	// driver only once it registered, which it does after serving it.
+	socket := filepath.Join(plugin, "dra.sock")
+	if err := waitSocket(ctx, socket); err != nil {
+		tb.Fatalf("hwnet-agent --dra: %v\nlog:\n%s", err, p.tail())
+	}
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		tb.Fatal(err)
 	}
 	return &draRun{p: p, client: drapb.NewDRAPluginClient(conn), conn: conn, devices: devices}
+}
+
+// waitSocket waits for a unix socket to be there.
+func waitSocket(ctx context.Context, path string) error {
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no socket %s: %w", path, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // waitSlices polls the node's ResourceSlices until they list want
