@@ -68,6 +68,13 @@ type draRun struct {
 func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins string, vfs int) *draRun {
 	tb.Helper()
 	e.start(tb)
+	// The last round's agent left its slices, as a stopped agent does;
+	// kubelet deletes a node's slices when it starts, and so does this.
+	err := e.api.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "spec.nodeName=" + benchNode})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	dir := sockdir.New(tb)
 	config, err := writeFile(dir, "pools.json", draConfig)
 	if err != nil {
