@@ -66,8 +66,8 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 }
 
 // roundTrip speaks HTTP/1.0 by hand: the request is one fixed header and
-// the answer, which an HTTP/1.0 request gets unchunked, ends when the
-// agent closes the connection. net/http would link TLS, HTTP/2 and their
+// the answer, which an HTTP/1.0 request gets unchunked, ends at its
+// Content-Length or when the agent closes the connection. net/http would link TLS, HTTP/2 and their
 // initialisation into the shim, which the runtime executes twice per pod.
 func roundTrip(conn net.Conn, body []byte) (*Response, error) {
 	head := fmt.Sprintf("POST %s HTTP/1.0\r\nHost: hwnet-agent\r\nContent-Type: application/json\r\n%s: %s\r\nContent-Length: %d\r\n\r\n",
@@ -84,14 +84,30 @@ func roundTrip(conn net.Conn, body []byte) (*Response, error) {
 	if err != nil {
 		return nil, err
 	}
-	if _, err := r.ReadMIMEHeader(); err != nil {
+	header, err := r.ReadMIMEHeader()
+	if err != nil {
 		return nil, fmt.Errorf("reading hwnet-agent response header: %w", err)
 	}
-	data, err := io.ReadAll(io.LimitReader(r.R, MaxRequestBytes))
+	data, err := readBody(r.R, header.Get("Content-Length"))
 	if err != nil {
 		return nil, fmt.Errorf("reading hwnet-agent response: %w", err)
 	}
 	return decodeResponse(code, data)
+}
+
+// readBody reads the answer's body: as long as its Content-Length says,
+// else up to the close, and never more than MaxRequestBytes.
+func readBody(r io.Reader, contentLength string) ([]byte, error) {
+	if contentLength == "" {
+		return io.ReadAll(io.LimitReader(r, MaxRequestBytes))
+	}
+	n, err := strconv.ParseInt(contentLength, 10, 64)
+	if err != nil || n < 0 || n > MaxRequestBytes {
+		return nil, fmt.Errorf("its Content-Length %q is not a length up to %d", contentLength, MaxRequestBytes)
+	}
+	data := make([]byte, n)
+	_, err = io.ReadFull(r, data)
+	return data, err
 }
 
 // statusCode reads the code of an HTTP status line ("HTTP/1.1 200 OK").
