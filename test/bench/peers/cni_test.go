@@ -438,9 +438,10 @@ func goMemory(tb testing.TB, url string) (heap, stacks float64) {
 	return heap, stacks
 }
 
-// saveHeapProfile saves a Go daemon's heap profile under -profile-dir.
-func saveHeapProfile(tb testing.TB, metricsURL, name string) {
-	resp, err := http.Get(strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/heap")
+// saveProfile saves a Go daemon's pprof profile (a path under
+// /debug/pprof/) under -profile-dir.
+func saveProfile(tb testing.TB, metricsURL, profile, name string) {
+	resp, err := http.Get(strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/" + profile)
 	if err != nil {
 		tb.Fatal(err)
 	}

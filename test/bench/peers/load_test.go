@@ -52,7 +52,8 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 				// smaps first: writing the profile symbolizes its stacks,
 				// which faults in much of the binary's line tables.
 				saveSmaps(b, tool.daemon.cmd.Process.Pid, tool.name+"-smaps-100pods.txt")
-				saveHeapProfile(b, tool.metrics, tool.name+"-heap-100pods.pb.gz")
+				saveProfile(b, tool.metrics, "heap", tool.name+"-heap-100pods.pb.gz")
+				saveProfile(b, tool.metrics, "goroutine?debug=1", tool.name+"-goroutines-100pods.txt")
 			}
 		}
 		e.burst(b, t, tool, rts[tool.name])
