@@ -2,11 +2,13 @@ package hwdb
 
 import (
 	"bytes"
+	"cmp"
 	"compress/gzip"
 	_ "embed"
 	"encoding/binary"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 )
 
@@ -17,12 +19,30 @@ import (
 //go:embed data/pci.ids.gz
 var pciIDsGz []byte
 
-// names holds the PCI vendor and device names. Every name is a substring of
-// text, so the maps hold no copies and a lookup allocates nothing.
+// names holds the PCI vendor and device names: the text, and per table the
+// sorted keys with the offset of each name in it, which ends at its line's
+// end. The tables hold no pointers and no copies, so the agent's heap and
+// its collector pay for 8 bytes a name (a map of strings took about 2 MiB
+// for pci.ids's 20000), and a lookup allocates nothing.
 type names struct {
 	text    string
-	vendors map[uint32]string // key: vendor
-	devices map[uint32]string // key: deviceKey(vendor, device)
+	vendors []nameAt // key: vendor
+	devices []nameAt // key: deviceKey(vendor, device)
+}
+
+// nameAt is one name: its key and where it starts in the text.
+type nameAt struct{ key, off uint32 }
+
+func (n *names) lookup(table []nameAt, key uint32) string {
+	i, ok := slices.BinarySearchFunc(table, key, func(e nameAt, key uint32) int { return cmp.Compare(e.key, key) })
+	if !ok {
+		return ""
+	}
+	name := n.text[table[i].off:]
+	if end := strings.IndexByte(name, '\n'); end >= 0 {
+		name = name[:end]
+	}
+	return name
 }
 
 func deviceKey(vendor, device PCIID) uint32 {
@@ -55,32 +75,52 @@ func parseNames(text string) (names, error) {
 	n := names{
 		text: text,
 		// Vendors are about a tenth of the lines; a close first guess
-		// spares the maps most of their growing.
-		vendors: make(map[uint32]string, strings.Count(text, "\n")/8),
-		devices: make(map[uint32]string, strings.Count(text, "\n\t")),
+		// spares the tables most of their growing.
+		vendors: make([]nameAt, 0, strings.Count(text, "\n")/8),
+		devices: make([]nameAt, 0, strings.Count(text, "\n\t")),
 	}
 	var vendor PCIID
 	haveVendor := false
-	lineNo := 0
+	lineNo, off := 0, 0
 	for line := range strings.Lines(text) {
 		lineNo++
+		start := off
+		off += len(line)
 		line = strings.TrimSuffix(line, "\n")
 		if line == "" || line[0] == '#' {
 			continue
 		}
 		device := line[0] == '\t'
 		id, name, ok := parseEntry(strings.TrimPrefix(line, "\t"))
+		at := uint32(start + len(line) - len(name))
 		switch {
 		case !ok || device && !haveVendor:
 			return names{}, fmt.Errorf("line %d: %q is not a pci.ids vendor or device line", lineNo, line)
 		case device:
-			n.devices[deviceKey(vendor, id)] = name
+			n.devices = append(n.devices, nameAt{deviceKey(vendor, id), at})
 		default:
 			vendor, haveVendor = id, true
-			n.vendors[uint32(id)] = name
+			n.vendors = append(n.vendors, nameAt{uint32(id), at})
 		}
 	}
+	// pci.ids is sorted, but a later line wins over an earlier one of the
+	// same key, as a map would have it: stable sort, then keep the last.
+	n.vendors, n.devices = lastOfEachKey(n.vendors), lastOfEachKey(n.devices)
 	return n, nil
+}
+
+// lastOfEachKey sorts the table by key and keeps one entry per key: the
+// last of the text.
+func lastOfEachKey(table []nameAt) []nameAt {
+	slices.SortStableFunc(table, func(a, b nameAt) int { return cmp.Compare(a.key, b.key) })
+	out := table[:0]
+	for i, e := range table {
+		if i+1 < len(table) && table[i+1].key == e.key {
+			continue
+		}
+		out = append(out, e)
+	}
+	return slices.Clip(out)
 }
 
 // parseEntry splits "hhhh  name" into its ID and name.
@@ -94,12 +134,12 @@ func parseEntry(s string) (PCIID, string, bool) {
 
 // VendorName returns the vendor's name from pci.ids, or "" if unknown.
 func (db *DB) VendorName(vendor PCIID) string {
-	return db.names.vendors[uint32(vendor)]
+	return db.names.lookup(db.names.vendors, uint32(vendor))
 }
 
 // DeviceName returns the device's name from pci.ids, or "" if unknown.
 func (db *DB) DeviceName(vendor, device PCIID) string {
-	return db.names.devices[deviceKey(vendor, device)]
+	return db.names.lookup(db.names.devices, deviceKey(vendor, device))
 }
 
 // WritePCIIDs writes the embedded names in pci.ids syntax: the source's

@@ -3,6 +3,7 @@ package hwdb
 import (
 	"bytes"
 	"compress/gzip"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -112,15 +113,29 @@ func TestWritePCIIDs(t *testing.T) {
 }
 
 func TestParseNames(t *testing.T) {
-	n, err := parseNames("# comment\n\n8086  Intel\n\t1592  E810-C QSFP\n15b3  Mellanox\n\t101e  mlx5 VF")
+	// Out of order, and 15b3 named twice: the later line wins.
+	n, err := parseNames("# comment\n\n8086  Intel\n\t1592  E810-C QSFP\n15b3  Mellanox\n\t101e  mlx5 VF\n10de  NVIDIA\n15b3  Mellanox Technologies\n\t1021  CX-7")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if n.vendors[0x8086] != "Intel" || n.vendors[0x15b3] != "Mellanox" {
-		t.Errorf("vendors = %v", n.vendors)
+	tests := []struct {
+		table []nameAt
+		key   uint32
+		want  string
+	}{
+		{n.vendors, 0x8086, "Intel"},
+		{n.vendors, 0x15b3, "Mellanox Technologies"},
+		{n.vendors, 0x10de, "NVIDIA"},
+		{n.vendors, 0x1234, ""},
+		{n.devices, deviceKey(0x8086, 0x1592), "E810-C QSFP"},
+		{n.devices, deviceKey(0x15b3, 0x101e), "mlx5 VF"},
+		{n.devices, deviceKey(0x15b3, 0x1021), "CX-7"},
+		{n.devices, deviceKey(0x8086, 0x101e), ""},
 	}
-	if n.devices[deviceKey(0x8086, 0x1592)] != "E810-C QSFP" || n.devices[deviceKey(0x15b3, 0x101e)] != "mlx5 VF" {
-		t.Errorf("devices = %v", n.devices)
+	for _, tc := range tests {
+		if got := n.lookup(tc.table, tc.key); got != tc.want {
+			t.Errorf("lookup(%#x) = %q, want %q", tc.key, got, tc.want)
+		}
 	}
 }
 
@@ -139,6 +154,26 @@ func TestParseNamesRejects(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
 			t.Errorf("parseNames(%q) error = %v; want one containing %q", tt.text, err, tt.wantErr)
 		}
+	}
+}
+
+// TestNamesHeap bounds what the names keep on the heap, which the agent
+// carries for its whole life: the text and 8 bytes per name.
+func TestNamesHeap(t *testing.T) {
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	n, err := loadNames(pciIDsGz)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	kept := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	limit := int64(len(n.text)) + 8*int64(len(n.vendors)+len(n.devices)) + 64<<10
+	runtime.KeepAlive(n)
+	if kept > limit {
+		t.Errorf("the names keep %d KiB on the heap; want at most %d KiB (the text and 8 bytes a name)", kept>>10, limit>>10)
 	}
 }
 
@@ -205,13 +240,13 @@ func FuzzParseNames(f *testing.F) {
 		if err != nil {
 			return
 		}
-		for key, name := range n.devices {
-			if _, ok := n.vendors[key>>16]; !ok {
-				t.Fatalf("device %08x %q has no vendor", key, name)
+		for _, d := range n.devices {
+			if n.lookup(n.vendors, d.key>>16) == "" {
+				t.Fatalf("device %08x %q has no vendor", d.key, n.lookup(n.devices, d.key))
 			}
 		}
-		for _, name := range n.vendors {
-			if !strings.Contains(text, "  "+name) {
+		for _, v := range n.vendors {
+			if name := n.lookup(n.vendors, v.key); !strings.Contains(text, "  "+name) {
 				t.Fatalf("vendor name %q is not in the text", name)
 			}
 		}

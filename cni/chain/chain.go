@@ -28,7 +28,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
 	"github.com/containernetworking/cni/pkg/utils"
@@ -51,9 +50,19 @@ type Runtime struct {
 	CapabilityArgs map[string]json.RawMessage
 }
 
+// Exec runs plugins: libcni's invoke.Exec, whose implementations it
+// takes. It is declared here because importing libcni's invoke package
+// links OpenTelemetry and net/http into the CNI shim, whose every exec
+// pays for their initialisation.
+type Exec interface {
+	ExecPlugin(ctx context.Context, pluginPath string, stdinData []byte, environ []string) ([]byte, error)
+	FindInPath(plugin string, paths []string) (string, error)
+	Decode(jsonBytes []byte) (version.PluginInfo, error)
+}
+
 // Chain runs configuration lists with one plugin search path and executor.
 type Chain struct {
-	exec    invoke.Exec
+	exec    Exec
 	path    []string
 	environ []string
 }
@@ -61,7 +70,7 @@ type Chain struct {
 // New returns a Chain. exec nil runs plugins as processes that die with
 // the caller (package pluginexec); environ is the environment plugins
 // inherit, CNI_* variables dropped from it.
-func New(exec invoke.Exec, path []string, environ []string) *Chain {
+func New(exec Exec, path []string, environ []string) *Chain {
 	if exec == nil {
 		exec = pluginexec.New(os.Stderr)
 	}
@@ -101,7 +110,7 @@ func (c *Chain) Add(ctx context.Context, list *netconf.Delegate, rt Runtime) (ty
 // not decode the plugin's configuration again to learn that version, nor
 // the result into a map to learn the result's. It returns the result also
 // as JSON: as the plugin printed it, when that states its version.
-func (c *Chain) execAdd(ctx context.Context, path string, stdin []byte, env envList, confVersion string) (types.Result, []byte, error) {
+func (c *Chain) execAdd(ctx context.Context, path string, stdin []byte, env []string, confVersion string) (types.Result, []byte, error) {
 	out, err := c.exec.ExecPlugin(ctx, path, stdin, env)
 	if err != nil {
 		return nil, nil, err
@@ -190,7 +199,7 @@ func (c *Chain) Del(ctx context.Context, list *netconf.Delegate, rt Runtime, add
 		}
 		stdin, err := PluginConfig(list, p, prev, rt.CapabilityArgs)
 		if err == nil {
-			err = invoke.ExecPluginWithoutResult(ctx, path, stdin, env, c.exec)
+			_, err = c.exec.ExecPlugin(ctx, path, stdin, env)
 		}
 		if err != nil {
 			return fmt.Errorf("plugin type=%q failed (delete): %w", p.Type, err)
@@ -222,7 +231,7 @@ func (c *Chain) Check(ctx context.Context, list *netconf.Delegate, rt Runtime, a
 	for _, p := range list.Plugins {
 		path, stdin, err := c.prepare(list, p, prev, rt)
 		if err == nil {
-			err = invoke.ExecPluginWithoutResult(ctx, path, stdin, env, c.exec)
+			_, err = c.exec.ExecPlugin(ctx, path, stdin, env)
 		}
 		if err != nil {
 			return fmt.Errorf("plugin type=%q failed (check): %w", p.Type, err)
@@ -324,12 +333,7 @@ func runtimeConfig(declared map[string]bool, values map[string]json.RawMessage) 
 	return rc
 }
 
-// envList is a ready environment; invoke asks for it through CNIArgs.
-type envList []string
-
-func (e envList) AsEnv() []string { return e }
-
-func (c *Chain) env(command string, rt Runtime) envList {
+func (c *Chain) env(command string, rt Runtime) []string {
 	pairs := make([]string, len(rt.Args))
 	for i, kv := range rt.Args {
 		pairs[i] = kv[0] + "=" + kv[1]

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -31,7 +30,7 @@ func (c *Chain) Status(ctx context.Context, list *netconf.Delegate) error {
 	for _, p := range list.Plugins {
 		path, stdin, err := c.prepare(list, p, nil, Runtime{})
 		if err == nil {
-			err = invoke.ExecPluginWithoutResult(ctx, path, stdin, env, c.exec)
+			_, err = c.exec.ExecPlugin(ctx, path, stdin, env)
 		}
 		if err != nil {
 			return fmt.Errorf("plugin type=%q failed (status): %w", p.Type, err)
@@ -63,7 +62,7 @@ func (c *Chain) GC(ctx context.Context, list *netconf.Delegate, valid []types.GC
 	return errors.Join(errs...)
 }
 
-func (c *Chain) gcOne(ctx context.Context, list *netconf.Delegate, p netconf.Plugin, attachments json.RawMessage, env envList) error {
+func (c *Chain) gcOne(ctx context.Context, list *netconf.Delegate, p netconf.Plugin, attachments json.RawMessage, env []string) error {
 	path, err := c.exec.FindInPath(p.Type, c.path)
 	if err != nil {
 		return err
@@ -80,5 +79,6 @@ func (c *Chain) gcOne(ctx context.Context, list *netconf.Delegate, p netconf.Plu
 	if err != nil {
 		return err
 	}
-	return invoke.ExecPluginWithoutResult(ctx, path, stdin, env, c.exec)
+	_, err = c.exec.ExecPlugin(ctx, path, stdin, env)
+	return err
 }

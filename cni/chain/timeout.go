@@ -5,8 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/containernetworking/cni/pkg/invoke"
 )
 
 // ErrPluginTimeout marks a plugin execution killed at the plugin timeout.
@@ -28,7 +26,7 @@ func (c *Chain) WithPluginTimeout(d time.Duration) *Chain {
 // timeoutExec bounds each plugin execution; finding and decoding stay
 // the wrapped Exec's.
 type timeoutExec struct {
-	invoke.Exec
+	Exec
 	timeout time.Duration
 }
 

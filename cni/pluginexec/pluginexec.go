@@ -17,26 +17,28 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 )
 
-// Exec implements invoke.Exec as libcni's DefaultExec does, but for the
-// plugins' lifetime.
+// Exec implements libcni's invoke.Exec as its DefaultExec does, but for
+// the plugins' lifetime. It does not import the invoke package, which
+// links OpenTelemetry and net/http into the CNI shim (pluginexec_test.go
+// holds it to the interface).
 type Exec struct {
 	version.PluginDecoder
 	// Stderr gets what a plugin that succeeded printed on stderr; nil
 	// drops it.
 	Stderr io.Writer
 }
-
-var _ invoke.Exec = (*Exec)(nil)
 
 // New returns an Exec passing plugins' stderr to stderr.
 func New(stderr io.Writer) *Exec { return &Exec{Stderr: stderr} }
@@ -109,7 +111,22 @@ func pluginError(err error, stdout, stderr []byte) error {
 	return &e
 }
 
-// FindInPath finds a plugin as libcni does.
+// FindInPath finds a plugin as libcni's invoke.FindInPath does on Linux:
+// the first regular file of that name in paths, in order.
 func (e *Exec) FindInPath(plugin string, paths []string) (string, error) {
-	return invoke.FindInPath(plugin, paths)
+	switch {
+	case plugin == "":
+		return "", errors.New("no plugin name provided")
+	case strings.ContainsRune(plugin, os.PathSeparator):
+		return "", fmt.Errorf("invalid plugin name: %s", plugin)
+	case len(paths) == 0:
+		return "", errors.New("no paths provided")
+	}
+	for _, dir := range paths {
+		full := filepath.Join(dir, plugin)
+		if fi, err := os.Stat(full); err == nil && fi.Mode().IsRegular() {
+			return full, nil
+		}
+	}
+	return "", fmt.Errorf("failed to find plugin %q in path %s", plugin, paths)
 }

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -58,5 +59,22 @@ func TestBinaryEndToEnd(t *testing.T) {
 				t.Fatalf("exit %d stdout %q stderr %q; want exit 0 stdout %q", exit, stdout.String(), stderr.String(), tc.wantStdout)
 			}
 		})
+	}
+}
+
+// TestBinaryLinksLittle keeps cmd/hwnet free of the packages whose
+// initialisation and pages made up most of its CPU per exec beyond a bare
+// Go program's: the runtime executes it twice per pod, on a node that is
+// busy starting pods (docs/performance.md, "The shim's CPU").
+func TestBinaryLinksLittle(t *testing.T) {
+	out, err := exec.CommandContext(t.Context(), "go", "list", "-deps", "github.com/hwnet-io/hwnet/cmd/hwnet").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for pkg := range strings.Lines(string(out)) {
+		pkg = strings.TrimSpace(pkg)
+		if pkg == "net/http" || pkg == "crypto/tls" || strings.HasPrefix(pkg, "go.opentelemetry.io/") || strings.HasPrefix(pkg, "k8s.io/") {
+			t.Errorf("cmd/hwnet links %s", pkg)
+		}
 	}
 }

@@ -2,14 +2,15 @@ package wire
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
+	"net/textproto"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -18,8 +19,7 @@ import (
 var ErrUnreachable = errors.New("not reachable")
 
 // Client sends requests to the agent's socket, one connection each: a
-// shim process makes one request, so net/http's pooling Transport (and its
-// goroutines) would only add latency.
+// shim process makes one request.
 type Client struct {
 	socketPath string
 }
@@ -47,13 +47,6 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	if err != nil {
 		return nil, fmt.Errorf("encoding hwnet request: %w", err)
 	}
-	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://hwnet-agent"+Path, bytes.NewReader(body))
-	if err != nil {
-		return nil, fmt.Errorf("hwnet request: %w", err)
-	}
-	hreq.Header.Set("Content-Type", "application/json")
-	hreq.Header.Set(VersionHeader, Version)
-	hreq.Close = true
 	conn, err := c.dial(ctx) // its errors name the socket
 	if err != nil {
 		return nil, err
@@ -62,7 +55,7 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	// Closing the connection is how the agent learns the shim gave up.
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
-	resp, err := roundTrip(conn, hreq)
+	resp, err := roundTrip(conn, body)
 	if err != nil && ctx.Err() != nil {
 		err = ctx.Err()
 	}
@@ -72,29 +65,72 @@ func (c *Client) Do(ctx context.Context, req *Request) (*Response, error) {
 	return resp, nil
 }
 
-func roundTrip(conn net.Conn, hreq *http.Request) (*Response, error) {
-	if err := hreq.Write(conn); err != nil {
+// roundTrip speaks HTTP/1.0 by hand: the request is one fixed header and
+// the answer, which an HTTP/1.0 request gets unchunked, ends at its
+// Content-Length or when the agent closes the connection. net/http would link TLS, HTTP/2 and their
+// initialisation into the shim, which the runtime executes twice per pod.
+func roundTrip(conn net.Conn, body []byte) (*Response, error) {
+	head := fmt.Sprintf("POST %s HTTP/1.0\r\nHost: hwnet-agent\r\nContent-Type: application/json\r\n%s: %s\r\nContent-Length: %d\r\n\r\n",
+		Path, VersionHeader, Version, len(body))
+	if _, err := conn.Write(append([]byte(head), body...)); err != nil {
 		return nil, err
 	}
-	hresp, err := http.ReadResponse(bufio.NewReader(conn), hreq)
-	if err != nil {
-		return nil, err
-	}
-	defer hresp.Body.Close()
-	return decodeResponse(hresp)
-}
-
-func decodeResponse(hresp *http.Response) (*Response, error) {
-	data, err := io.ReadAll(io.LimitReader(hresp.Body, MaxRequestBytes))
+	r := textproto.NewReader(bufio.NewReader(conn))
+	line, err := r.ReadLine()
 	if err != nil {
 		return nil, fmt.Errorf("reading hwnet-agent response: %w", err)
 	}
+	code, err := statusCode(line)
+	if err != nil {
+		return nil, err
+	}
+	header, err := r.ReadMIMEHeader()
+	if err != nil {
+		return nil, fmt.Errorf("reading hwnet-agent response header: %w", err)
+	}
+	data, err := readBody(r.R, header.Get("Content-Length"))
+	if err != nil {
+		return nil, fmt.Errorf("reading hwnet-agent response: %w", err)
+	}
+	return decodeResponse(code, data)
+}
+
+// readBody reads the answer's body: as long as its Content-Length says,
+// else up to the close, and never more than MaxRequestBytes.
+func readBody(r io.Reader, contentLength string) ([]byte, error) {
+	if contentLength == "" {
+		return io.ReadAll(io.LimitReader(r, MaxRequestBytes))
+	}
+	n, err := strconv.ParseInt(contentLength, 10, 64)
+	if err != nil || n < 0 || n > MaxRequestBytes {
+		return nil, fmt.Errorf("its Content-Length %q is not a length up to %d", contentLength, MaxRequestBytes)
+	}
+	data := make([]byte, n)
+	_, err = io.ReadFull(r, data)
+	return data, err
+}
+
+// statusCode reads the code of an HTTP status line ("HTTP/1.1 200 OK").
+func statusCode(line string) (int, error) {
+	proto, rest, _ := strings.Cut(line, " ")
+	codeText, _, _ := strings.Cut(rest, " ")
+	code, err := strconv.Atoi(codeText)
+	if !strings.HasPrefix(proto, "HTTP/1.") || err != nil || len(codeText) != 3 {
+		return 0, fmt.Errorf("hwnet-agent answered %.100q, not an HTTP status line", line)
+	}
+	return code, nil
+}
+
+func decodeResponse(code int, data []byte) (*Response, error) {
 	var resp Response
 	if err := json.Unmarshal(data, &resp); err != nil {
-		return nil, fmt.Errorf("hwnet-agent answered HTTP %d with an unreadable body %.200q: %w", hresp.StatusCode, data, err)
+		return nil, fmt.Errorf("hwnet-agent answered HTTP %d with an unreadable body %.200q: %w", code, data, err)
 	}
-	if hresp.StatusCode != http.StatusOK && resp.Error == nil {
-		return nil, fmt.Errorf("hwnet-agent answered HTTP %d without an error: %.200q", hresp.StatusCode, data)
+	if code != statusOK && resp.Error == nil {
+		return nil, fmt.Errorf("hwnet-agent answered HTTP %d without an error: %.200q", code, data)
 	}
 	return &resp, nil
 }
+
+// statusOK is HTTP's 200, which the agent answers every request it ran.
+const statusOK = 200

@@ -6,8 +6,10 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
@@ -74,5 +76,78 @@ func TestClientBadAnswers(t *testing.T) {
 				t.Fatalf("Do = %v, want an error containing %q", err, tc.wantErr)
 			}
 		})
+	}
+}
+
+// TestClientRoundTrip sends a request to net/http's server, as the agent
+// runs it, and reads an answer larger than its write buffer, which an
+// HTTP/1.1 client would get chunked.
+func TestClientRoundTrip(t *testing.T) {
+	result := `{"cniVersion":"1.1.0","dns":{"search":["` + strings.Repeat("x", 64<<10) + `"]}}`
+	socket := serveHTTP(t, func(w http.ResponseWriter, r *http.Request) {
+		req, err := DecodeRequest(r.Body)
+		if r.URL.Path != Path || r.Header.Get(VersionHeader) != Version || err != nil || req.ContainerID != "c1" {
+			w.WriteHeader(http.StatusBadRequest)
+			w.Write([]byte(`{"error": {"code": 999, "msg": "bad request"}}`))
+			return
+		}
+		w.Write([]byte(`{"result": ` + result + `}`))
+	})
+	resp, err := NewClient(socket).Do(context.Background(), &Request{Command: CommandAdd, ContainerID: "c1", Config: []byte(`{}`)})
+	if err != nil || resp.Error != nil || string(resp.Result) != result {
+		t.Fatalf("Do = %+v, %v; want the %d-byte result", resp, err, len(result))
+	}
+}
+
+// TestClientNotHTTP fails naming what a listener that is not the agent
+// answered.
+func TestClientNotHTTP(t *testing.T) {
+	socket := filepath.Join(sockdir.New(t), "s.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		conn, err := ln.Accept()
+		if err == nil {
+			conn.Read(make([]byte, 4096)) // the request, sent in one write
+			conn.Write([]byte("SSH-2.0-OpenSSH\r\n"))
+			conn.Close()
+		}
+	}()
+	_, err = NewClient(socket).Do(context.Background(), &Request{Command: CommandAdd, Config: []byte(`{}`)})
+	if err == nil || !strings.Contains(err.Error(), "SSH-2.0-OpenSSH") {
+		t.Fatalf("Do = %v, want an error quoting the answer", err)
+	}
+}
+
+// TestClientContentLength reads an answer as long as its Content-Length
+// says, from a server that keeps the connection open after it.
+func TestClientContentLength(t *testing.T) {
+	socket := filepath.Join(sockdir.New(t), "s.sock")
+	ln, err := net.Listen("unix", socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	release := make(chan struct{})
+	t.Cleanup(func() { close(release) })
+	go func() {
+		conn, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		conn.Read(make([]byte, 4096)) // the request, sent in one write
+		body := `{"result": {"cniVersion": "1.1.0"}}`
+		conn.Write([]byte("HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: " + strconv.Itoa(len(body)) + "\r\n\r\n" + body))
+		<-release
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	resp, err := NewClient(socket).Do(ctx, &Request{Command: CommandAdd, Config: []byte(`{}`)})
+	if err != nil || string(resp.Result) != `{"cniVersion": "1.1.0"}` {
+		t.Fatalf("Do = %+v, %v; want the result before the connection closes", resp, err)
 	}
 }

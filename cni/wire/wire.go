@@ -1,5 +1,5 @@
 // Package wire is the protocol between the hwnet CNI shim and hwnet-agent:
-// one HTTP/1.1 POST of a JSON Request to Path over a unix socket, answered
+// one HTTP POST of a JSON Request to Path over a unix socket, answered
 // with a JSON Response. Version travels in a header so an agent and a shim
 // from different releases fail with a clear message instead of misreading
 // each other.

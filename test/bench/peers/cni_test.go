@@ -438,14 +438,27 @@ func goMemory(tb testing.TB, url string) (heap, stacks float64) {
 	return heap, stacks
 }
 
-// saveHeapProfile saves a Go daemon's heap profile under -profile-dir.
-func saveHeapProfile(tb testing.TB, metricsURL, name string) {
-	resp, err := http.Get(strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/heap")
+// saveProfile saves a Go daemon's pprof profile (a path under
+// /debug/pprof/) under -profile-dir.
+func saveProfile(tb testing.TB, metricsURL, profile, name string) {
+	resp, err := http.Get(strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/" + profile)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if _, err := writeFile(*profiles, name, string(data)); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// saveSmaps saves a daemon's /proc/PID/smaps under -profile-dir: which
+// mappings its resident pages are in.
+func saveSmaps(tb testing.TB, pid int, name string) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/smaps", pid))
 	if err != nil {
 		tb.Fatal(err)
 	}

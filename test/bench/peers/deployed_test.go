@@ -13,7 +13,8 @@ import (
 
 // asDeployed is the command line that starts hwnet-agent's binary with
 // the Go runtime settings (GOGC, GOMEMLIMIT) deploy/hwnet-agent.yaml gives
-// it, so that its memory is measured as the DaemonSet runs it.
+// it, so that its memory is measured as the DaemonSet runs it; -agent-env
+// adds to them, to try others.
 func asDeployed(tb testing.TB, binary string) []string {
 	data, err := os.ReadFile("../../../deploy/hwnet-agent.yaml")
 	if err != nil {
@@ -39,6 +40,9 @@ func asDeployed(tb testing.TB, binary string) []string {
 				}
 			}
 		}
+	}
+	if *agentEnv != "" {
+		args = append(args, strings.Split(*agentEnv, ",")...)
 	}
 	return append(args, binary)
 }

@@ -38,11 +38,22 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 		t.add("  of which anonymous (heap, stacks, runtime)", "MiB", tool.name, anon)
 		t.add("  of which file-backed (the binary's pages)", "MiB", tool.name, file)
 		if tool.metrics != "" {
+			sections, err := residentSections(tool.daemon.cmd.Process.Pid)
+			if err != nil {
+				b.Fatalf("%s: %v", tool.name, err)
+			}
+			t.add("    of those, code (.text)", "MiB", tool.name, sections[".text"])
+			t.add("    of those, read-only data (.rodata)", "MiB", tool.name, sections[".rodata"])
+			t.add("    of those, function tables (.gopclntab)", "MiB", tool.name, sections[".gopclntab"])
 			heap, stacks := goMemory(b, tool.metrics)
 			t.add("  Go heap in use, 100 pods attached", "MiB", tool.name, heap)
 			t.add("  Go stacks in use, 100 pods attached", "MiB", tool.name, stacks)
 			if *profiles != "" {
-				saveHeapProfile(b, tool.metrics, tool.name+"-heap-100pods.pb.gz")
+				// smaps first: writing the profile symbolizes its stacks,
+				// which faults in much of the binary's line tables.
+				saveSmaps(b, tool.daemon.cmd.Process.Pid, tool.name+"-smaps-100pods.txt")
+				saveProfile(b, tool.metrics, "heap", tool.name+"-heap-100pods.pb.gz")
+				saveProfile(b, tool.metrics, "goroutine?debug=1", tool.name+"-goroutines-100pods.txt")
 			}
 		}
 		e.burst(b, t, tool, rts[tool.name])

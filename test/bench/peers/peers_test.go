@@ -24,8 +24,9 @@ var (
 	idleFor   = flag.Duration("idle", 10*time.Second, "how long idle CPU is measured, per daemon and round")
 	calls     = flag.Int("allocs", 300, "Allocate calls per round and size")
 	pods      = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
-	parts     = flag.String("parts", "dp,cni", "parts to run: dp (device plugins), cni")
-	profiles  = flag.String("profile-dir", "", "save hwnet-agent's heap profile there with 100 pods attached (serves --pprof)")
+	parts     = flag.String("parts", "dp,dra,cni", "parts to run: dp (device plugins), dra (hwnet's DRA driver at the largest size), cni")
+	agentEnv  = flag.String("agent-env", "", "comma-separated NAME=VALUE given to hwnet-agent after deploy/hwnet-agent.yaml's Go settings (e.g. GOGC=25)")
+	profiles  = flag.String("profile-dir", "", "save hwnet-agent's heap and goroutine profiles and smaps there with 100 pods attached (serves --pprof)")
 )
 
 // BenchmarkPeers runs every measurement once (use -benchtime 1x) and
@@ -46,8 +47,11 @@ func BenchmarkPeers(b *testing.B) {
 		} else if strings.Contains(*parts, "dp") {
 			t.note("sriovdp: absent (-sriovdp not given); hwnet-agent measured alone.")
 		}
-		if strings.Contains(*parts, "dp") {
-			benchDevicePlugins(b, t, dps)
+		if !strings.Contains(*parts, "dp") {
+			dps = nil
+		}
+		if dps != nil || strings.Contains(*parts, "dra") {
+			benchDevicePlugins(b, t, dps, bins)
 		}
 		if strings.Contains(*parts, "cni") {
 			if *multusDir != "" {
@@ -64,7 +68,9 @@ func BenchmarkPeers(b *testing.B) {
 
 // benchDevicePlugins starts each device plugin on nodes of each size, in
 // rounds whose order rotates, so that load drifts touch every tool alike.
-func benchDevicePlugins(b *testing.B, t *table, tools []dpTool) {
+// With the dra part, each round at the largest size also starts
+// hwnet-agent serving the pool through its DRA driver.
+func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 	var vfsList []int
 	for _, f := range strings.Split(*sizes, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
@@ -74,6 +80,12 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool) {
 		vfsList = append(vfsList, n)
 	}
 	largest := vfsList[len(vfsList)-1]
+	withDRA := strings.Contains(*parts, "dra")
+	if tools == nil {
+		vfsList = []int{largest}
+	}
+	de := &draEnv{}
+	defer de.stop(b)
 	for _, vfs := range vfsList {
 		node := dpNode(b, vfs)
 		for round := range *rounds {
@@ -87,6 +99,12 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool) {
 				}
 				run.stop()
 			}
+			if withDRA && vfs == largest {
+				run := de.startDRA(b, t, node, bins, vfs)
+				run.prepare(b, t, de, 1, *calls)
+				run.prepare(b, t, de, 4, *calls)
+				run.stop()
+			}
 		}
 		if err := node.Destroy(); err != nil {
 			b.Fatal(err)
@@ -94,6 +112,10 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool) {
 	}
 	t.note("Device plugins: %d rounds, order rotating; each node has 8 E810-C PFs sharing the VFs (iavf), real veth links; one pool of every VF; a fresh kubelet stand-in (test/testkubelet) per start; both run inside the node (its /sys, its netns). Allocate over gRPC, %d calls per round at %d VFs, device-info files on tmpfs. Idle CPU over %v after the Allocates.",
 		*rounds, *calls, largest, *idleFor)
+	if withDRA {
+		t.note("DRA: each round at %d VFs, after the device plugins, hwnet-agent --dra with the same pool in mode dra, on the node's sysfs and netns, against a real kube-apiserver (test/kubeapi); NodePrepareResources over the driver's gRPC socket as kubelet calls it, %d calls per size taking turns over %d claims allocated on the API server (the driver GETs each), each unprepared again untimed; CDI specs and the checkpoint on the test's disk.",
+			largest, *calls, draClaims)
+	}
 }
 
 // hwnetBinaries returns the directory of hwnet's binaries, building them

@@ -3,6 +3,8 @@ package peers
 import (
 	"bytes"
 	"context"
+	"debug/elf"
+	"encoding/binary"
 	"fmt"
 	"os"
 	"os/exec"
@@ -196,4 +198,45 @@ func loadavg() float64 {
 	}
 	v, _ := strconv.ParseFloat(f[0], 64)
 	return v
+}
+
+// residentSections is how much of the code, read-only data and function
+// tables (.gopclntab: names, lines, frame sizes and stack maps, which the
+// runtime reads for every stack it scans or unwinds) of a process's
+// static executable is resident in it, in MiB, from /proc/PID/pagemap.
+func residentSections(pid int) (map[string]float64, error) {
+	exe, err := elf.Open(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer exe.Close()
+	if exe.Type != elf.ET_EXEC {
+		return nil, fmt.Errorf("not a static executable at fixed addresses (%v)", exe.Type)
+	}
+	pagemap, err := os.Open(fmt.Sprintf("/proc/%d/pagemap", pid))
+	if err != nil {
+		return nil, err
+	}
+	defer pagemap.Close()
+	page := uint64(os.Getpagesize())
+	mib := map[string]float64{}
+	for _, name := range []string{".text", ".rodata", ".gopclntab"} {
+		s := exe.Section(name)
+		if s == nil || s.Size == 0 {
+			continue
+		}
+		first, last := s.Addr/page, (s.Addr+s.Size-1)/page
+		entries := make([]byte, 8*(last-first+1))
+		if _, err := pagemap.ReadAt(entries, int64(first*8)); err != nil {
+			return nil, fmt.Errorf("pagemap of %s: %w", name, err)
+		}
+		present := 0
+		for i := 0; i < len(entries); i += 8 {
+			if binary.LittleEndian.Uint64(entries[i:])&(1<<63) != 0 {
+				present++
+			}
+		}
+		mib[name] = float64(uint64(present)*page) / (1 << 20)
+	}
+	return mib, nil
 }

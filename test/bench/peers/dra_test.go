@@ -1,0 +1,249 @@
+package peers
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+
+	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/sockdir"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
+)
+
+// draConfig is dpConfig's pool served through the DRA driver instead.
+const draConfig = `{"resourceList": [{"resourceName": "bench_vfs", "mode": "dra",
+  "selectors": {"vendors": ["8086"], "devices": ["1889"], "drivers": ["iavf"]}}]}`
+
+// draEnv is the API server the DRA runs share, started on first use:
+// the claims live there, and the driver reads them from it as it does on
+// a node.
+type draEnv struct {
+	api        *kubeapi.Server
+	kubeconfig string
+}
+
+func (e *draEnv) start(tb testing.TB) {
+	if e.api != nil {
+		return
+	}
+	e.api = kubeapi.Start(tb)
+	e.kubeconfig = e.api.WriteKubeconfig(tb, sockdir.New(tb))
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode}}
+	if _, err := e.api.Client().CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// stop ends the API server, so that it does not load the parts after.
+func (e *draEnv) stop(tb testing.TB) {
+	if e.api != nil {
+		e.api.Stop(tb)
+	}
+}
+
+// draRun is one start of hwnet-agent serving its pool through the DRA
+// driver, up to the node's ResourceSlices listing every VF.
+type draRun struct {
+	p       *proc
+	client  drapb.DRAPluginClient
+	conn    *grpc.ClientConn
+	devices []string
+}
+
+// startDRA starts hwnet-agent with its pool in DRA mode as the DaemonSet
+// runs it (--dra), on the node's tree and netns, and waits for its
+// ResourceSlices to list every VF. It records that time.
+func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins string, vfs int) *draRun {
+	tb.Helper()
+	e.start(tb)
+	// The last round's agent left its slices, as a stopped agent does;
+	// kubelet deletes a node's slices when it starts, and so does this.
+	err := e.api.Client().ResourceV1().ResourceSlices().DeleteCollection(context.Background(), metav1.DeleteOptions{},
+		metav1.ListOptions{FieldSelector: "spec.nodeName=" + benchNode})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	dir := sockdir.New(tb)
+	config, err := writeFile(dir, "pools.json", draConfig)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	k, err := testkubelet.Start(filepath.Join(dir, "dp"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(k.Close)
+	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "pr.sock"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(podres.Close)
+	plugin := filepath.Join(dir, "plugin")
+	args := append(asDeployed(tb, filepath.Join(bins, "hwnet-agent")), "--cni=false", "--dra", "--config-file", config,
+		"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/"+node.NetnsName(),
+		"--node-name", benchNode, "--kubeconfig", e.kubeconfig, "--last-good-config", "",
+		"--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
+		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--metrics-addr", "", "--probe-addr", "",
+		"--dra-plugin-dir", plugin, "--dra-registrar-dir", filepath.Join(dir, "registry"), "--cdi-dir", filepath.Join(dir, "cdi"))
+	p := startIn(tb, nil, "hwnet-agent-dra", nil, args...)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	ctx, cancelAlive := p.alive(ctx)
+	defer cancelAlive()
+	devices, err := e.waitSlices(ctx, vfs)
+	if err != nil {
+		tb.Fatalf("hwnet-agent --dra with %d VFs: %v\nlog:\n%s", vfs, err, p.tail())
+	}
+	t.add(fmt.Sprintf("start to ResourceSlices of every VF (DRA) at %d VFs", vfs), "ms", "hwnet", ms(time.Since(p.started)))
+	// The slices may come before the plugin socket: kubelet calls a
+	// driver only once it registered, which it does after serving it.
+	socket := filepath.Join(plugin, "dra.sock")
+	if err := waitSocket(ctx, socket); err != nil {
+		tb.Fatalf("hwnet-agent --dra: %v\nlog:\n%s", err, p.tail())
+	}
+	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return &draRun{p: p, client: drapb.NewDRAPluginClient(conn), conn: conn, devices: devices}
+}
+
+// waitSocket waits for a unix socket to be there.
+func waitSocket(ctx context.Context, path string) error {
+	for {
+		if fi, err := os.Stat(path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no socket %s: %w", path, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+}
+
+// waitSlices polls the node's ResourceSlices until they list want
+// devices of hwnet's driver, and returns their names.
+func (e *draEnv) waitSlices(ctx context.Context, want int) ([]string, error) {
+	slices := e.api.Client().ResourceV1().ResourceSlices()
+	for {
+		list, err := slices.List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + benchNode})
+		var names []string
+		if err == nil {
+			for _, s := range list.Items {
+				for _, d := range s.Spec.Devices {
+					if s.Spec.Driver == dra.DefaultDriverName {
+						names = append(names, d.Name)
+					}
+				}
+			}
+		}
+		if len(names) == want {
+			return names, nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%d of %d devices in ResourceSlices (%v): %w", len(names), want, err, ctx.Err())
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+}
+
+// draClaims is how many claims of each size the calls take turns with:
+// each is unprepared before it is prepared again, as a new one would be.
+const draClaims = 50
+
+// prepare times calls NodePrepareResources calls over the driver's gRPC
+// socket, as kubelet makes them, each for a claim of size devices
+// allocated on the API server; each is unprepared again, untimed. It
+// records their p50 and p99.
+func (r *draRun) prepare(tb testing.TB, t *table, e *draEnv, size, calls int) {
+	tb.Helper()
+	claims := make([]*resourceapi.ResourceClaim, 0, draClaims)
+	for i := 0; i+size <= len(r.devices) && len(claims) < draClaims; i += size {
+		claims = append(claims, e.allocatedClaim(tb, fmt.Sprintf("c%d-%d-%d", r.p.cmd.Process.Pid, size, i), r.devices[i:i+size]))
+	}
+	lat := make(samples, 0, calls)
+	for i := range calls {
+		took, err := r.prepareOnce(claims[i%len(claims)])
+		if err != nil {
+			tb.Fatalf("%s: %v\nlog:\n%s", r.p.name, err, r.p.tail())
+		}
+		lat = append(lat, ms(took))
+	}
+	t.add(fmt.Sprintf("NodePrepareResources p50, %d device(s)", size), "ms", "hwnet", lat.pct(50))
+	t.add(fmt.Sprintf("NodePrepareResources p99, %d device(s)", size), "ms", "hwnet", lat.pct(99))
+}
+
+// prepareOnce prepares the claim, then unprepares it, and returns how
+// long NodePrepareResources took.
+func (r *draRun) prepareOnce(c *resourceapi.ResourceClaim) (time.Duration, error) {
+	ctx := context.Background()
+	claims := []*drapb.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}}
+	start := time.Now()
+	resp, err := r.client.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claims})
+	took := time.Since(start)
+	if err == nil {
+		err = claimError(resp.Claims[string(c.UID)].GetError())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("NodePrepareResources %s: %w", c.Name, err)
+	}
+	un, err := r.client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: claims})
+	if err == nil {
+		err = claimError(un.Claims[string(c.UID)].GetError())
+	}
+	if err != nil {
+		return 0, fmt.Errorf("NodeUnprepareResources %s: %w", c.Name, err)
+	}
+	return took, nil
+}
+
+func claimError(msg string) error {
+	if msg == "" {
+		return nil
+	}
+	return fmt.Errorf("%s", msg)
+}
+
+// allocatedClaim creates a claim for devices in default and allocates
+// them to it, as the scheduler would.
+func (e *draEnv) allocatedClaim(tb testing.TB, name string, devices []string) *resourceapi.ResourceClaim {
+	ctx := context.Background()
+	claims := e.api.Client().ResourceV1().ResourceClaims("default")
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "vfs", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "hwnet-bench-vfs",
+				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(len(devices))}}}}}}
+	c, err := claims.Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	alloc := &resourceapi.AllocationResult{}
+	for _, d := range devices {
+		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "vfs", Driver: dra.DefaultDriverName, Pool: benchNode, Device: d})
+	}
+	c.Status.Allocation = alloc
+	if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+func (r *draRun) stop() {
+	r.conn.Close()
+	r.p.stop()
+}
