@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -27,8 +28,8 @@ const (
 	batchLabel   = "hwnet-bench-batch"
 	statusAnnot  = "k8s.v1.cni.cncf.io/network-status"
 	networks     = 4 // the CNF pod's attachments; network-status has one more
-	batchTimeout = 2 * time.Minute
-	perPodWait   = 4 * time.Second
+	batchTimeout = 90 * time.Second
+	perPodWait   = 2500 * time.Millisecond
 )
 
 // podTimes is what the watch saw of one pod, each time since its Create
@@ -53,28 +54,40 @@ type batchResult struct {
 }
 
 // round deploys a stack, runs one batch of every count, records the
-// daemons' peak RSS and removes the stack.
+// daemons' peak RSS and removes the stack. A stack that fails is noted in
+// the table and removed, and the run goes on with the others.
 func (be *bench) round(b *testing.B, s stack, counts []int, r int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
+	if err := be.measure(ctx, s, counts, r); err != nil {
+		be.tab.note("round %d: %s: %v (logs in %s)", r, s.name, err, be.c.LogDir())
+		fmt.Printf("bench: round %d: %s: %v\n", r, s.name, err)
+	}
+	if err := s.down(ctx, be.c); err != nil {
+		b.Fatalf("round %d: %s down: %v", r, s.name, err)
+	}
+}
+
+func (be *bench) measure(ctx context.Context, s stack, counts []int, r int) error {
 	start := time.Now()
 	if err := s.up(ctx, be.c, be.repo); err != nil {
-		b.Fatalf("round %d: %s up: %v (logs in %s)", r, s.name, err, be.c.LogDir())
+		return fmt.Errorf("up: %w", err)
 	}
 	fmt.Printf("bench: round %d: %s up in %.1f s (load %.1f)\n", r, s.name, time.Since(start).Seconds(), loadavg())
 	for _, n := range counts {
 		res, err := be.batch(ctx, s, n, fmt.Sprintf("r%d-%s-%d", r, s.name, n))
 		if err != nil {
-			b.Fatalf("round %d: %s, %d pods: %v", r, s.name, n, err)
+			return fmt.Errorf("%d pods: %w", n, err)
 		}
 		be.tab.addBatch(s.name, n, res)
-		fmt.Printf("bench: round %d: %s, %d pods: Running p50 %.2f s max %.2f s, %d failures (load %.1f)\n",
-			r, s.name, n, pct(runTimes(res.pods), 50), pct(runTimes(res.pods), 100), res.failures, loadavg())
+		fmt.Printf("bench: round %d: %s, %d pods: Running p50 %.2f s max %.2f s, %d failures, %d sandbox retries (load %.1f)\n",
+			r, s.name, n, pct(runTimes(res.pods), 50), pct(runTimes(res.pods), 100), res.failures, res.retries, loadavg())
+		if res.failures == n {
+			return fmt.Errorf("%d pods: none Running with its network-status; larger batches skipped", n)
+		}
 	}
 	be.tab.addRSS(s.name, daemonPeakRSS(be.c, s.daemons))
-	if err := s.down(ctx, be.c); err != nil {
-		b.Fatalf("round %d: %s down: %v", r, s.name, err)
-	}
+	return nil
 }
 
 // batch creates n CNF pods at once, watches them to Running with their
@@ -88,11 +101,6 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 	if err != nil {
 		return nil, err
 	}
-	w, err := client.CoreV1().Pods(podNS).Watch(ctx, metav1.ListOptions{LabelSelector: batchLabel + "=" + id})
-	if err != nil {
-		return nil, err
-	}
-	defer w.Stop()
 	times := make([]*podTimes, n)
 	byName := map[string]*podTimes{}
 	for i := range times {
@@ -103,7 +111,13 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 	wctx, cancel := context.WithTimeout(ctx, batchTimeout+time.Duration(n)*perPodWait)
 	defer cancel()
 	watched := make(chan struct{})
-	go func() { defer close(watched); follow(wctx, w, byName, &mu) }()
+	opts := metav1.ListOptions{LabelSelector: batchLabel + "=" + id}
+	var watches atomic.Int64
+	open := func(ctx context.Context) (watch.Interface, error) {
+		watches.Add(1)
+		return client.CoreV1().Pods(podNS).Watch(ctx, opts)
+	}
+	go func() { defer close(watched); follow(wctx, open, byName, &mu) }()
 	createAll(ctx, client, id, times, &mu)
 	<-watched
 	after, err := snapshot(ctx, client, be.c, s.daemons)
@@ -118,8 +132,8 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 	}
 	res.nodeCPU = (after.nodeCPU - before.nodeCPU) / float64(n)
 	res.daemonCPU = (after.daemonCPU - before.daemonCPU) / float64(n)
-	// The bench's own: n creates, one watch, one metrics read.
-	res.requests = (after.requests - before.requests - float64(n) - 2) / float64(n)
+	// The bench's own: n creates, its watches, one metrics read.
+	res.requests = (after.requests - before.requests - float64(n) - float64(watches.Load()) - 1) / float64(n)
 	res.retries = sandboxFailures(ctx, client, id)
 	if n == 1 {
 		res.sandbox = be.sandboxTimes(podName(id, 0))
@@ -128,19 +142,35 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 }
 
 // follow records each pod's first sight of each step until every pod is
-// done or ctx ends.
-func follow(ctx context.Context, w watch.Interface, byName map[string]*podTimes, mu *sync.Mutex) {
+// done or ctx ends. The client's request timeout ends a watch after 30 s:
+// a new one starts with the pods' current state.
+func follow(ctx context.Context, open func(context.Context) (watch.Interface, error), byName map[string]*podTimes, mu *sync.Mutex) {
 	left := len(byName)
+	for left > 0 && ctx.Err() == nil {
+		w, err := open(ctx)
+		if err != nil {
+			select { // the API server is busy: try again shortly
+			case <-ctx.Done():
+			case <-time.After(100 * time.Millisecond):
+			}
+			continue
+		}
+		left = followOne(ctx, w, byName, mu, left)
+		w.Stop()
+	}
+}
+
+func followOne(ctx context.Context, w watch.Interface, byName map[string]*podTimes, mu *sync.Mutex, left int) int {
 	for left > 0 {
 		var ev watch.Event
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return
+			return left
 		case ev, ok = <-w.ResultChan():
 		}
 		if !ok {
-			return
+			return left
 		}
 		pod, isPod := ev.Object.(*corev1.Pod)
 		if !isPod {
@@ -156,6 +186,7 @@ func follow(ctx context.Context, w watch.Interface, byName map[string]*podTimes,
 		}
 		mu.Unlock()
 	}
+	return left
 }
 
 func (p *podTimes) see(pod *corev1.Pod, at time.Duration) {

@@ -160,23 +160,34 @@ func sliceDevices(ctx context.Context, c *cluster.Cluster) (int, error) {
 	return n, nil
 }
 
-// deletePodsAndWait deletes the pods of a selector and waits until they
-// are gone.
+// deletePodsAndWait deletes the pods of a selector and waits until those
+// pods are gone (their DaemonSet's replacements do not count).
 func deletePodsAndWait(ctx context.Context, c *cluster.Cluster, ns, selector string) error {
 	client, err := e2e.Client(c)
 	if err != nil {
 		return err
 	}
 	pods := client.CoreV1().Pods(ns)
+	old, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		return err
+	}
 	if err := pods.DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{LabelSelector: selector}); err != nil {
 		return err
 	}
-	return cluster.Poll(ctx, stackWait, "pods "+selector+" gone", func(ctx context.Context) error {
+	return cluster.Poll(ctx, stackWait, "pods "+selector+" replaced", func(ctx context.Context) error {
 		list, err := pods.List(ctx, metav1.ListOptions{LabelSelector: selector})
-		if err == nil && len(list.Items) > 0 {
-			err = fmt.Errorf("%d pods left", len(list.Items))
+		if err != nil {
+			return err
 		}
-		return err
+		for _, p := range list.Items {
+			for _, o := range old.Items {
+				if p.UID == o.UID {
+					return fmt.Errorf("%s still there", p.Name)
+				}
+			}
+		}
+		return nil
 	})
 }
 
