@@ -159,7 +159,7 @@ func (be *bench) sandboxTimes(pod string) sandboxTimes {
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		line := sc.Text()
-		if !strings.Contains(line, "RunPodSandbox for") || !strings.Contains(line, "Name:"+pod+",") {
+		if !strings.Contains(line, "RunPodSandbox for") || !strings.Contains(line, `name:\"`+pod+`\"`) {
 			continue
 		}
 		at := logTime(line)

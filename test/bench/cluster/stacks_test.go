@@ -35,6 +35,8 @@ const (
 	stackWait = 3 * time.Minute
 	peerImage = "hwnet.local/peers:bench"
 	draDriver = "hwnet.io"
+	// pciIDs is the host's PCI ID database, for sriovdp's image.
+	pciIDs = "/usr/share/misc/pci.ids"
 	// multusConf is what multus-daemon writes with multusConfigFile auto.
 	multusConf = "/etc/cni/net.d/00-multus.conf"
 )
@@ -317,12 +319,18 @@ func removePeer(ctx context.Context, c *cluster.Cluster) error {
 func peerImageFile(dir, sriovdpBin, multus string) (string, error) {
 	exe := func(path, src string) image.File { return image.File{Path: path, Mode: 0o755, Source: src} }
 	spec := image.Spec{Ref: peerImage, Env: []string{"PATH=/usr/bin:/bin"}, Entrypoint: []string{"/usr/bin/sriovdp"},
-		Files: []image.File{exe("/usr/bin/sriovdp", sriovdpBin)}}
+		Files: []image.File{exe("/usr/bin/sriovdp", sriovdpBin),
+			// multus-daemon refuses to start unless user.Current() is root.
+			{Path: "/etc/passwd", Mode: 0o644, Data: []byte("root:x:0:0:root:/root:/sbin/nologin\n")},
+			{Path: "/etc/group", Mode: 0o644, Data: []byte("root:x:0:\n")},
+			// sriovdp's ghw names devices from the PCI ID database, as the
+			// hwdata package of its upstream image gives it.
+			{Path: "/usr/share/misc/pci.ids", Mode: 0o644, Source: pciIDs}}}
 	for _, b := range []string{"multus-daemon", "multus-shim", "install_multus", "passthru"} {
 		spec.Files = append(spec.Files, exe("/usr/src/multus-cni/bin/"+b, filepath.Join(multus, b)))
 	}
 	for _, f := range spec.Files {
-		if _, err := os.Stat(f.Source); err != nil {
+		if _, err := os.Stat(f.Source); f.Source != "" && err != nil {
 			return "", fmt.Errorf("peer image: %w (test/bench/peers.sh builds Multus; /work/shared/peers has sriovdp)", err)
 		}
 	}
