@@ -19,7 +19,7 @@ import (
 )
 
 var (
-	rounds    = flag.Int("rounds", 2, "interleaved rounds of every stack")
+	rounds    = flag.Int("rounds", 1, "interleaved rounds of every stack (each about 13 min here)")
 	podCounts = flag.String("pods", "1,20,100", "pods created at once, per batch")
 	stackList = flag.String("stacks", "hwnet,hwnet-dra,peer", "stacks to measure, in each round's order")
 	stateDir  = flag.String("state-dir", "/tmp/hwnet-bench-cluster", "the bench cluster's state directory (removed at the end)")
