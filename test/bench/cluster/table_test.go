@@ -82,21 +82,24 @@ func phases() []metric {
 	}
 }
 
+// runTimes and statusTimes count a pod that never got there as +Inf, so
+// that a percentile past the pods that did shows as a timeout rather
+// than as the successes' figure.
 func runTimes(pods []*podTimes) []float64 {
-	var out []float64
-	for _, p := range pods {
-		if p.run > 0 {
-			out = append(out, p.run.Seconds())
-		}
-	}
-	return out
+	return seconds(pods, func(p *podTimes) time.Duration { return p.run })
 }
 
 func statusTimes(pods []*podTimes) []float64 {
-	var out []float64
+	return seconds(pods, func(p *podTimes) time.Duration { return p.status })
+}
+
+func seconds(pods []*podTimes, at func(*podTimes) time.Duration) []float64 {
+	out := make([]float64, 0, len(pods))
 	for _, p := range pods {
-		if p.status > 0 {
-			out = append(out, p.status.Seconds())
+		if d := at(p); d > 0 {
+			out = append(out, d.Seconds())
+		} else {
+			out = append(out, math.Inf(1))
 		}
 	}
 	return out
@@ -173,6 +176,8 @@ func num(v float64) string {
 	switch {
 	case math.IsNaN(v):
 		return "–"
+	case math.IsInf(v, 1):
+		return "timeout"
 	case math.Abs(v) >= 100:
 		return fmt.Sprintf("%.0f", v)
 	case math.Abs(v) >= 10:
@@ -183,8 +188,11 @@ func num(v float64) string {
 }
 
 func ratio(a, b float64) string {
-	if math.IsNaN(a) || math.IsNaN(b) || b == 0 {
+	if math.IsNaN(a) || math.IsNaN(b) || math.IsInf(b, 0) || b == 0 {
 		return "–"
+	}
+	if math.IsInf(a, 1) {
+		return "timeout"
 	}
 	return fmt.Sprintf("%.2fx", a/b)
 }
