@@ -13,7 +13,7 @@ KUBE_VERSION ?= v1.37.1
 # or hwnet-cluster --containerd v1.7.35 then runs.
 CONTAINERD_VERSION ?= v2.4.2
 
-.PHONY: all build test unit deps kube-bins containerd-cdi lint bench bench-peers bench-scale bench-discovery fuzz demo demo-node clean
+.PHONY: all build test unit deps kube-bins containerd-cdi lint bench bench-peers bench-cluster bench-scale bench-discovery fuzz demo demo-node clean
 
 all: build
 
@@ -60,6 +60,13 @@ bench:
 # virtual node, interleaved rounds, one table (root; test/bench/README.md).
 bench-peers: kube-bins
 	bash test/bench/peers.sh
+
+# Pod start as users feel it on the e2e cluster: hwnet's device plugin and
+# DRA pools and the peer stack (Multus thick + sriovdp) as DaemonSets, 1, 20
+# and 100 CNF pods at once, interleaved rounds, one table (root, takes the
+# e2e lock; test/bench/README.md). BENCH_ARGS="-rounds 3 -pods 1,20,100".
+bench-cluster: kube-bins containerd-cdi
+	BENCH_ARGS="$(BENCH_ARGS)" bash test/bench/cluster.sh
 
 # The shape of Multus issue #1344 (pods with 5 InfiniBand VFs, created at
 # once on many nodes) against one real kube-apiserver: an hwnet-agent per

@@ -1,0 +1,184 @@
+package cluster
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/e2e"
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
+	"github.com/hwnet-io/hwnet/test/e2e/image"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
+)
+
+var (
+	rounds    = flag.Int("rounds", 1, "interleaved rounds of every stack (each about 13 min here)")
+	podCounts = flag.String("pods", "1,20,100", "pods created at once, per batch")
+	stackList = flag.String("stacks", "hwnet,hwnet-dra,peer", "stacks to measure, in each round's order")
+	stateDir  = flag.String("state-dir", "/tmp/hwnet-bench-cluster", "the bench cluster's state directory (removed at the end)")
+	sriovdp   = flag.String("sriovdp", "", "the SR-IOV network device plugin binary (default $SRIOVDP_BIN, else ../shared/peers/sriovdp beside the checkout, else /work/shared/peers/sriovdp)")
+	multusDir = flag.String("multus", "/var/cache/hwnet-ci/peers/multus-v4.3.0", "directory with Multus v4.3.0's multus-daemon, multus-shim, install_multus and passthru (test/bench/peers.sh builds them)")
+	keep      = flag.Bool("keep", false, "leave the cluster running at the end")
+)
+
+const setupTimeout = 10 * time.Minute
+
+// bench is the cluster and what every stack shares.
+type bench struct {
+	c    *cluster.Cluster
+	repo string
+	tab  *table
+}
+
+// BenchmarkCluster brings up the bench's cluster, runs every stack's
+// batches in interleaved rounds and prints the table. Run it once
+// (-benchtime 1x).
+func BenchmarkCluster(b *testing.B) {
+	vnodetest.RequireRoot(b)
+	for b.Loop() {
+		counts, err := parseCounts(*podCounts)
+		if err != nil {
+			b.Fatal(err)
+		}
+		be := up(b)
+		stacks, err := be.stacks(strings.Split(*stackList, ","))
+		if err != nil {
+			b.Fatal(err)
+		}
+		start := time.Now()
+		for r := 0; r < *rounds; r++ {
+			for _, s := range stacks {
+				be.round(b, s, counts, r)
+			}
+		}
+		be.tab.note("%d rounds of %s in %.0f s; machine: %s", *rounds, *stackList, time.Since(start).Seconds(), machine())
+		be.tab.print(os.Stdout, stackNames(stacks), counts)
+	}
+}
+
+// up brings the bench's cluster up with every image, deploys hwnet once
+// (for its CRDs, DeviceClasses and admission policies), installs
+// hwnet-test-plugin and applies the NADs.
+func up(b *testing.B) *bench {
+	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
+	defer cancel()
+	repo, err := repoRoot()
+	if err != nil {
+		b.Fatal(err)
+	}
+	images, err := image.Images(ctx, repo, cluster.TestImageDir())
+	if err != nil {
+		b.Fatal(err)
+	}
+	if strings.Contains(*stackList, "peer") {
+		peers, err := peerImageFile(*stateDir+"-images", sriovdpBinary(repo), *multusDir)
+		if err != nil {
+			b.Fatal(err)
+		}
+		images = append(images, peers)
+	}
+	spec, err := nodeSpec()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: *stateDir, Spec: spec, Repo: repo,
+		Images: images, SandboxImage: image.Pause, Progress: os.Stdout})
+	if c != nil && !*keep {
+		b.Cleanup(func() { down(b, c) })
+	}
+	if err != nil {
+		b.Fatal(err)
+	}
+	be := &bench{c: c, repo: repo, tab: newTable()}
+	if err := be.prepare(ctx); err != nil {
+		b.Fatal(err)
+	}
+	return be
+}
+
+func down(b *testing.B, c *cluster.Cluster) {
+	start := time.Now()
+	if err := c.Down(context.Background()); err != nil {
+		b.Errorf("cluster down: %v", err)
+	}
+	fmt.Printf("bench: cluster down in %.1f s\n", time.Since(start).Seconds())
+}
+
+// prepare deploys hwnet for what every stack shares (the NAD CRD, the
+// DeviceClasses), then the NADs and hwnet-test-plugin (ib-net's
+// delegate), and removes the agent again.
+func (be *bench) prepare(ctx context.Context) error {
+	if _, err := e2e.DeployHwnet(ctx, be.c, be.repo, os.Stdout); err != nil {
+		return err
+	}
+	if err := e2e.ApplyNADs(ctx, be.c, filepath.Join(be.repo, e2e.NADsFile)); err != nil {
+		return err
+	}
+	plugin, err := buildTestPlugin(ctx, be.repo, *stateDir+"-images")
+	if err != nil {
+		return err
+	}
+	if err := e2e.InstallCNIPlugin(ctx, be.c, plugin); err != nil {
+		return err
+	}
+	return removeHwnet(ctx, be.c)
+}
+
+// nodeSpec is testdata/node.yaml.
+func nodeSpec() (*virtualnode.Spec, error) {
+	data, err := os.ReadFile("testdata/node.yaml")
+	if err != nil {
+		return nil, err
+	}
+	return virtualnode.ParseSpec(data)
+}
+
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > maxPods {
+			return nil, fmt.Errorf("-pods %q: %q is not a count from 1 to %d", s, f, maxPods)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+// sriovdpBinary is -sriovdp, else $SRIOVDP_BIN, else the shared copy.
+func sriovdpBinary(repo string) string {
+	for _, p := range []string{*sriovdp, os.Getenv("SRIOVDP_BIN"), filepath.Join(repo, "..", "shared", "peers", "sriovdp")} {
+		if p == "" {
+			continue
+		}
+		if _, err := os.Stat(p); err == nil {
+			return p
+		}
+	}
+	return "/work/shared/peers/sriovdp"
+}
+
+// repoRoot is the directory holding go.mod above the working directory.
+func repoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}
