@@ -77,6 +77,8 @@ func up(b *testing.B) *bench {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The peer image and the test plugin are built afresh each run.
+	b.Cleanup(func() { os.RemoveAll(*stateDir + "-images") })
 	if strings.Contains(*stackList, "peer") {
 		peers, err := peerImageFile(*stateDir+"-images", sriovdpBinary(repo), *multusDir)
 		if err != nil {
