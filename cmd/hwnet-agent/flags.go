@@ -14,6 +14,7 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/logging"
 	"github.com/hwnet-io/hwnet/node/podresources"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 // command is what the command line asks for: the agent's options, and
@@ -58,7 +59,11 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.CNI = cni()
-	o.DRA = draOpts()
+	dra, err := draOpts()
+	if err != nil {
+		return c, err
+	}
+	o.DRA = dra
 	logger, err := newLogger(errOut)
 	o.Logger = logger
 	if err != nil {
@@ -83,20 +88,26 @@ func checkIntervals(o agent.Options) error {
 // draFlags declares the DRA driver's flags; the returned function gives
 // its options once the flags are parsed, nil when --dra=false. The node
 // name and API server client are the CNI side's flags.
-func draFlags(fs *flag.FlagSet) func() *agent.DRAOptions {
+func draFlags(fs *flag.FlagSet) func() (*agent.DRAOptions, error) {
 	var o agent.DRAOptions
 	enabled := fs.Bool("dra", false, "serve the pools whose mode is dra through the DRA driver (ResourceSlices, NodePrepareResources)")
 	fs.StringVar(&o.DriverName, "dra-driver-name", dra.DefaultDriverName, "the DRA driver's name, the domain of its device attributes")
 	fs.StringVar(&o.RegistrarDir, "dra-registrar-dir", dra.DefaultRegistrarDir, "kubelet's plugin registration directory")
 	fs.StringVar(&o.PluginDir, "dra-plugin-dir", "", "the DRA driver's socket and checkpoint directory (default: /var/lib/kubelet/plugins/<driver name>)")
 	fs.StringVar(&o.CDIDir, "cdi-dir", dra.DefaultCDIDir, "directory of the CDI specs written for prepared claims, which the container runtime reads")
-	return func() *agent.DRAOptions {
+	vfAdmin := fs.String("vf-admin", "netlink", "how VF settings (vlan, spoofchk, trust, rates, link state, MTU, MAC) are set through the PF: netlink, or record:PATH to only append each call to PATH as JSON lines (nodes whose PFs cannot take VF settings, such as the e2e's virtual node)")
+	return func() (*agent.DRAOptions, error) {
 		if !*enabled {
-			return nil
+			return nil, nil
 		}
 		o.NodeName = fs.Lookup("node-name").Value.String()
 		o.Kubeconfig = fs.Lookup("kubeconfig").Value.String()
-		return &o
+		admin, err := vfadmin.New(*vfAdmin, fs.Lookup("sysfs").Value.String(), fs.Lookup("netns").Value.String())
+		if err != nil {
+			return nil, fmt.Errorf("--vf-admin: %w", err)
+		}
+		o.VFAdmin = admin
+		return &o, nil
 	}
 }
 
