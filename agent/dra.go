@@ -32,9 +32,6 @@ type DRAOptions struct {
 	// in-cluster. REST, when set, is used instead.
 	Kubeconfig string
 	REST       *rest.Config
-	// VFAdmin sets claims' VF settings through the PF; nil refuses
-	// claims that ask for any.
-	VFAdmin dra.VFAdmin
 }
 
 // draPool is a pool served through the DRA driver.
@@ -60,7 +57,7 @@ func (a *Agent) startDRA(ctx context.Context) error {
 		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: client,
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
-		Changed: a.nudgeLedger, VFAdmin: o.VFAdmin,
+		Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin,
 	})
 	if err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"strconv"
 	"strings"
 )
 
@@ -86,25 +87,44 @@ func Parse(raw json.RawMessage, source string) (Settings, error) {
 	return s, nil
 }
 
+// Names are the field names of a format that names some differently
+// from a claim configuration, by the claim's name.
+type Names map[string]string
+
+// SRIOVCNINames are sriov-cni's names, which a NetworkAttachmentDefinition
+// uses.
+var SRIOVCNINames = Names{"minTxRate": "min_tx_rate", "maxTxRate": "max_tx_rate", "linkState": "link_state", "macAddress": "mac"}
+
+// q is the field's name in the format, quoted.
+func (n Names) q(claimName string) string {
+	if name, ok := n[claimName]; ok {
+		return strconv.Quote(name)
+	}
+	return strconv.Quote(claimName)
+}
+
 // Validate checks every value against what the kernel takes; its errors
 // name the field (a claim configuration's name) and the value. It
 // normalizes VLANProto's case and MAC's form.
-func (s *Settings) Validate(source string) error {
-	checks := []func() error{s.checkVLAN, s.checkRates, s.checkLinkState, s.checkMTU, s.checkMAC}
+func (s *Settings) Validate(source string) error { return s.ValidateAs(source, nil) }
+
+// ValidateAs is Validate with errors naming the fields by names.
+func (s *Settings) ValidateAs(source string, names Names) error {
+	checks := []func(Names) error{s.checkVLAN, s.checkRates, s.checkLinkState, s.checkMTU, s.checkMAC}
 	for _, check := range checks {
-		if err := check(); err != nil {
+		if err := check(names); err != nil {
 			return fmt.Errorf("%s: %w", source, err)
 		}
 	}
 	return nil
 }
 
-func (s *Settings) checkVLAN() error {
+func (s *Settings) checkVLAN(n Names) error {
 	if s.VLAN != nil && (*s.VLAN < 0 || *s.VLAN > maxVLAN) {
-		return fmt.Errorf("\"vlan\" %d: want 0 to %d", *s.VLAN, maxVLAN)
+		return fmt.Errorf("%s %d: want 0 to %d", n.q("vlan"), *s.VLAN, maxVLAN)
 	}
 	if s.VLANQoS != nil && (*s.VLANQoS < 0 || *s.VLANQoS > maxQoS) {
-		return fmt.Errorf("\"vlanQoS\" %d: want 0 to %d", *s.VLANQoS, maxQoS)
+		return fmt.Errorf("%s %d: want 0 to %d", n.q("vlanQoS"), *s.VLANQoS, maxQoS)
 	}
 	switch {
 	case s.VLANProto == "":
@@ -113,60 +133,60 @@ func (s *Settings) checkVLAN() error {
 	case strings.EqualFold(s.VLANProto, ProtoDot1AD):
 		s.VLANProto = ProtoDot1AD
 	default:
-		return fmt.Errorf("\"vlanProto\" %q: want %q or %q", s.VLANProto, ProtoDot1Q, ProtoDot1AD)
+		return fmt.Errorf("%s %q: want %q or %q", n.q("vlanProto"), s.VLANProto, ProtoDot1Q, ProtoDot1AD)
 	}
 	noVLAN := s.VLAN == nil || *s.VLAN == 0
 	if noVLAN && s.VLANQoS != nil && *s.VLANQoS != 0 {
-		return fmt.Errorf("\"vlanQoS\" %d: needs a non-zero \"vlan\"", *s.VLANQoS)
+		return fmt.Errorf("%s %d: needs a non-zero %s", n.q("vlanQoS"), *s.VLANQoS, n.q("vlan"))
 	}
 	if noVLAN && s.VLANProto == ProtoDot1AD {
-		return fmt.Errorf("\"vlanProto\" %q: needs a non-zero \"vlan\"", s.VLANProto)
+		return fmt.Errorf("%s %q: needs a non-zero %s", n.q("vlanProto"), s.VLANProto, n.q("vlan"))
 	}
 	return nil
 }
 
-func (s *Settings) checkRates() error {
+func (s *Settings) checkRates(n Names) error {
 	for _, r := range []struct {
 		name string
 		v    *uint64
 	}{{"minTxRate", s.MinTxRate}, {"maxTxRate", s.MaxTxRate}} {
 		if r.v != nil && *r.v > maxRate {
-			return fmt.Errorf("%q %d: want at most %d (Mbit/s)", r.name, *r.v, uint64(maxRate))
+			return fmt.Errorf("%s %d: want at most %d (Mbit/s)", n.q(r.name), *r.v, uint64(maxRate))
 		}
 	}
 	if s.MinTxRate != nil && s.MaxTxRate != nil && *s.MaxTxRate != 0 && *s.MinTxRate > *s.MaxTxRate {
-		return fmt.Errorf("\"minTxRate\" %d: more than \"maxTxRate\" %d", *s.MinTxRate, *s.MaxTxRate)
+		return fmt.Errorf("%s %d: more than %s %d", n.q("minTxRate"), *s.MinTxRate, n.q("maxTxRate"), *s.MaxTxRate)
 	}
 	return nil
 }
 
-func (s *Settings) checkLinkState() error {
+func (s *Settings) checkLinkState(n Names) error {
 	switch s.LinkState {
 	case "", LinkAuto, LinkEnable, LinkDisable:
 		return nil
 	}
-	return fmt.Errorf("\"linkState\" %q: want %q, %q or %q", s.LinkState, LinkAuto, LinkEnable, LinkDisable)
+	return fmt.Errorf("%s %q: want %q, %q or %q", n.q("linkState"), s.LinkState, LinkAuto, LinkEnable, LinkDisable)
 }
 
-func (s *Settings) checkMTU() error {
+func (s *Settings) checkMTU(n Names) error {
 	if s.MTU != nil && (*s.MTU < minMTU || *s.MTU > maxMTU) {
-		return fmt.Errorf("\"mtu\" %d: want %d to %d", *s.MTU, minMTU, maxMTU)
+		return fmt.Errorf("%s %d: want %d to %d", n.q("mtu"), *s.MTU, minMTU, maxMTU)
 	}
 	return nil
 }
 
-func (s *Settings) checkMAC() error {
+func (s *Settings) checkMAC(n Names) error {
 	if s.MAC == "" {
 		return nil
 	}
 	hw, err := net.ParseMAC(s.MAC)
 	switch {
 	case err != nil || len(hw) != 6:
-		return fmt.Errorf("\"macAddress\" %q: want a 6-byte MAC address such as 02:00:00:00:00:01", s.MAC)
+		return fmt.Errorf("%s %q: want a 6-byte MAC address such as 02:00:00:00:00:01", n.q("macAddress"), s.MAC)
 	case hw[0]&1 == 1:
-		return fmt.Errorf("\"macAddress\" %q: a multicast address cannot be a VF's", s.MAC)
+		return fmt.Errorf("%s %q: a multicast address cannot be a VF's", n.q("macAddress"), s.MAC)
 	case bytes.Equal(hw, make(net.HardwareAddr, 6)):
-		return fmt.Errorf("\"macAddress\" %q: the zero address cannot be a VF's", s.MAC)
+		return fmt.Errorf("%s %q: the zero address cannot be a VF's", n.q("macAddress"), s.MAC)
 	}
 	s.MAC = hw.String()
 	return nil

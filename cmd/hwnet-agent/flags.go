@@ -45,6 +45,7 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files of devices nothing holds are removed")
 	fs.DurationVar(&o.LedgerInterval, "ledger-interval", agent.DefaultLedgerInterval, "how often the device ledger (who holds each device: PodResources, the DRA checkpoint, the CNI records) is read again")
 	fs.BoolVar(&o.ReleaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
+	vfAdmin := fs.String("vf-admin", "netlink", "how VF settings (vlan, spoofchk, trust, rates, link state, MTU, MAC) are set through the PF: netlink, or record:PATH to only append each call to PATH as JSON lines (nodes whose PFs cannot take VF settings, such as the e2e's virtual node)")
 	cni := cniFlags(fs)
 	draOpts := draFlags(fs)
 	showVersion := observeFlags(fs, &c)
@@ -59,11 +60,12 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 		return c, fmt.Errorf("unexpected argument %q", fs.Arg(0))
 	}
 	o.CNI = cni()
-	dra, err := draOpts()
+	o.DRA = draOpts()
+	admin, err := vfadmin.New(*vfAdmin, o.SysfsRoot, o.Netns)
 	if err != nil {
-		return c, err
+		return c, fmt.Errorf("--vf-admin: %w", err)
 	}
-	o.DRA = dra
+	o.VFAdmin = admin
 	logger, err := newLogger(errOut)
 	o.Logger = logger
 	if err != nil {
@@ -88,26 +90,20 @@ func checkIntervals(o agent.Options) error {
 // draFlags declares the DRA driver's flags; the returned function gives
 // its options once the flags are parsed, nil when --dra=false. The node
 // name and API server client are the CNI side's flags.
-func draFlags(fs *flag.FlagSet) func() (*agent.DRAOptions, error) {
+func draFlags(fs *flag.FlagSet) func() *agent.DRAOptions {
 	var o agent.DRAOptions
 	enabled := fs.Bool("dra", false, "serve the pools whose mode is dra through the DRA driver (ResourceSlices, NodePrepareResources)")
 	fs.StringVar(&o.DriverName, "dra-driver-name", dra.DefaultDriverName, "the DRA driver's name, the domain of its device attributes")
 	fs.StringVar(&o.RegistrarDir, "dra-registrar-dir", dra.DefaultRegistrarDir, "kubelet's plugin registration directory")
 	fs.StringVar(&o.PluginDir, "dra-plugin-dir", "", "the DRA driver's socket and checkpoint directory (default: /var/lib/kubelet/plugins/<driver name>)")
 	fs.StringVar(&o.CDIDir, "cdi-dir", dra.DefaultCDIDir, "directory of the CDI specs written for prepared claims, which the container runtime reads")
-	vfAdmin := fs.String("vf-admin", "netlink", "how VF settings (vlan, spoofchk, trust, rates, link state, MTU, MAC) are set through the PF: netlink, or record:PATH to only append each call to PATH as JSON lines (nodes whose PFs cannot take VF settings, such as the e2e's virtual node)")
-	return func() (*agent.DRAOptions, error) {
+	return func() *agent.DRAOptions {
 		if !*enabled {
-			return nil, nil
+			return nil
 		}
 		o.NodeName = fs.Lookup("node-name").Value.String()
 		o.Kubeconfig = fs.Lookup("kubeconfig").Value.String()
-		admin, err := vfadmin.New(*vfAdmin, fs.Lookup("sysfs").Value.String(), fs.Lookup("netns").Value.String())
-		if err != nil {
-			return nil, fmt.Errorf("--vf-admin: %w", err)
-		}
-		o.VFAdmin = admin
-		return &o, nil
+		return &o
 	}
 }
 

@@ -125,10 +125,11 @@ func claimStatuses(p publication, logger *slog.Logger) (map[netclaim.ClaimRef][]
 }
 
 // appliedVF is the VF settings applied to the attachment's device: by
-// the DRA driver at prepare for a claimed device.
+// the DRA driver at prepare for a claimed device, from the network's keys
+// otherwise.
 func (a attached) appliedVF() *vfsettings.Settings {
 	if a.claimDevice == nil {
-		return nil
+		return a.vf
 	}
 	return a.claimDevice.VF
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 
 	"github.com/vishvananda/netlink"
@@ -124,9 +123,9 @@ func (n Netlink) handle() (*netlink.Handle, error) {
 
 // vfNetdev is the one netdev sysfs lists under the VF's PCI function.
 func (n Netlink) vfNetdev(pci string) (string, error) {
-	ents, err := os.ReadDir(filepath.Join(n.SysfsRoot, "bus/pci/devices", pci, "net"))
-	if err != nil || len(ents) == 0 {
+	name, err := firstNetdev(filepath.Join(n.SysfsRoot, "bus/pci/devices", pci))
+	if err != nil {
 		return "", fmt.Errorf("VF %s: %w: no netdev in this network namespace (bound to a userspace driver, or in a pod): %v", pci, ErrGone, err)
 	}
-	return ents[0].Name(), nil
+	return name, nil
 }

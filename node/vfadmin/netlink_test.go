@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/vishvananda/netlink"
@@ -73,4 +74,24 @@ func linkMTU(t *testing.T, nsPath, pci, sysRoot string) int {
 		t.Fatal(err)
 	}
 	return l.Attrs().MTU
+}
+
+// TestLookup_VirtualNode: a VF's PF netdev, index and own MAC and MTU
+// come from sysfs; a PF is no VF.
+func TestLookup_VirtualNode(t *testing.T) {
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
+	vf, orig, err := vfadmin.Lookup(node.SysRoot(), "0000:3b:01.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if vf.PF != "enp59s0f0" || vf.Index != 1 || vf.PCIAddress != "0000:3b:01.1" || orig.MTU == 0 || orig.MAC == "" {
+		t.Errorf("Lookup: %+v %+v, want VF 1 of enp59s0f0 with its MAC and MTU", vf, orig)
+	}
+	if _, _, err := vfadmin.Lookup(node.SysRoot(), "0000:3b:00.0"); err == nil || !strings.Contains(err.Error(), "device 0000:3b:00.0 is not a VF") {
+		t.Errorf("Lookup of a PF: %v", err)
+	}
 }
