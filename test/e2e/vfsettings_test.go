@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/report"
@@ -46,28 +47,36 @@ func TestVFSettings_ClaimAppliedReportedReset(t *testing.T) {
 	if _, err := Exec(ctx, e.c, nil, "rm", "-f", vfAdminLog); err != nil {
 		t.Fatal(err)
 	}
+	// The recorder first, with the default pools agentArgs waits for;
+	// cleanups run in reverse, so the pools are back before the flag goes.
+	e.agentArgs(ctx, t, "--vf-admin=record:"+vfAdminLog)
 	original := readRepoFile(t, e.repo, PoolsFile)
-	e.usePools(ctx, t, claimNetPoolsConfig(t, e.repo))
+	draPools := claimNetPoolsConfig(t, e.repo)
+	e.usePools(ctx, t, draPools)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
 		e.usePools(ctx, t, original)
 	})
-	e.agentArgs(ctx, t, "--vf-admin=record:"+vfAdminLog)
+	want, err := ExpectedPools(ctx, e.c, draPools)
+	if err != nil {
+		t.Fatal(err)
+	}
 	e.slices(t, "the DRA pools' devices published", func(d kubeapi.SliceDevices) bool { return len(d) == claimNetDevices })
 	e.createTemplates(ctx, t, vfSettingsTemplate)
 	before := e.mustSnapshot(ctx, t)
-	t.Run("applied, reported, reset", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings", false) })
-	t.Run("agent killed mid-way", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings-killed", true) })
+	t.Run("applied, reported, reset", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings", nil) })
+	t.Run("agent killed mid-way", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings-killed", want) })
 	e.checkNoLeaks(ctx, t, before, true)
 }
 
 // vfSettingsCycle runs a pod with the settings' claim, checks what was set
-// and reported, kills the agent when asked, deletes the pod and waits for
-// the reset.
-func (e *env) vfSettingsCycle(ctx context.Context, t *testing.T, name string, kill bool) {
+// and reported, kills the agent when killed has the pools to wait for
+// again, deletes the pod and waits for the reset.
+func (e *env) vfSettingsCycle(ctx context.Context, t *testing.T, name string, killed Pools) {
 	pod := e.draPod(t, claimPodFile, name, "sriov-net-vf-settings")
 	e.cleanupPods(t, pod.Name)
+	start := len(e.vfCalls(ctx, t))
 	pod, err := e.runPod(ctx, pod, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -76,13 +85,24 @@ func (e *env) vfSettingsCycle(ctx context.Context, t *testing.T, name string, ki
 	if pci == "" {
 		t.Fatalf("pod %s network-status %s: no VF", pod.Name, pod.Annotations[statusKey])
 	}
-	e.waitVFCalls(ctx, t, pci, vfApplied, 0)
+	e.waitVFCalls(ctx, t, pci, vfApplied, start)
 	setBefore := len(e.vfCalls(ctx, t))
 	checkStatusVF(t, pod)
 	e.checkClaimVF(ctx, t, pod)
-	if kill {
+	if killed != nil {
+		restarts, err := e.agentRestarts(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
 		e.killAgentWhenScheduled(ctx, t, pod.Name, 0)
-		if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
+		mustPoll(ctx, t, "hwnet-agent restarted after the kill", func(ctx context.Context) error {
+			n, err := e.agentRestarts(ctx)
+			if err == nil && n <= restarts {
+				err = fmt.Errorf("restart count %d", n)
+			}
+			return err
+		})
+		if err := WaitHwnetReady(ctx, e.c, killed, testWriter{t}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -92,18 +112,36 @@ func (e *env) vfSettingsCycle(ctx context.Context, t *testing.T, name string, ki
 	e.waitVFCalls(ctx, t, pci, vfReset, setBefore)
 }
 
+// agentRestarts is the restart count of the node's hwnet-agent container.
+func (e *env) agentRestarts(ctx context.Context) (int32, error) {
+	agents, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + e.c.NodeName()})
+	if err != nil {
+		return 0, err
+	}
+	if len(agents.Items) != 1 || len(agents.Items[0].Status.ContainerStatuses) == 0 {
+		return 0, fmt.Errorf("%d hwnet-agent pods on %s", len(agents.Items), e.c.NodeName())
+	}
+	return agents.Items[0].Status.ContainerStatuses[0].RestartCount, nil
+}
+
 // vfCalls reads the agent's recorded VF admin calls.
 func (e *env) vfCalls(ctx context.Context, t *testing.T) []vfadmin.Call {
 	t.Helper()
-	out, err := Exec(ctx, e.c, nil, "cat", vfAdminLog)
-	if err != nil {
-		t.Fatal(err)
-	}
-	calls, err := vfadmin.ParseCalls(out)
+	calls, err := e.readVFCalls(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	return calls
+}
+
+// readVFCalls reads the recorder's file, none before the first call.
+func (e *env) readVFCalls(ctx context.Context) ([]vfadmin.Call, error) {
+	out, err := Exec(ctx, e.c, nil, "sh", "-c", "test ! -e "+vfAdminLog+" || cat "+vfAdminLog)
+	if err != nil {
+		return nil, err
+	}
+	return vfadmin.ParseCalls(out)
 }
 
 // waitVFCalls waits until the calls recorded after the first from have
@@ -111,11 +149,7 @@ func (e *env) vfCalls(ctx context.Context, t *testing.T) []vfadmin.Call {
 func (e *env) waitVFCalls(ctx context.Context, t *testing.T, pci string, want map[string]string, from int) {
 	t.Helper()
 	mustPoll(ctx, t, fmt.Sprintf("VF %s: recorded calls %v", pci, want), func(ctx context.Context) error {
-		out, err := Exec(ctx, e.c, nil, "cat", vfAdminLog)
-		if err != nil {
-			return err
-		}
-		calls, err := vfadmin.ParseCalls(out)
+		calls, err := e.readVFCalls(ctx)
 		if err != nil {
 			return err
 		}
