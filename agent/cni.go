@@ -24,7 +24,8 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 		a.events.ConfigRejected(a.opts.ConfigFile, *r)
 	}
 	deps := daemon.Deps{Logger: a.log, Metrics: a.metrics, REST: cfg, Client: client, Events: a.events, Served: a.nudgeLedger,
-		DevicePluginDevinfoDir: a.opts.DevinfoDir, PodResourcesSocket: a.opts.PodResourcesSocket}
+		DevicePluginDevinfoDir: a.opts.DevinfoDir, PodResourcesSocket: a.opts.PodResourcesSocket,
+		VFAdmin: a.opts.VFAdmin, SysfsRoot: a.opts.SysfsRoot}
 	if a.dra != nil {
 		deps.Claims, deps.ClaimDriver = a.dra, a.dra.Name()
 	}

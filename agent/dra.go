@@ -57,7 +57,7 @@ func (a *Agent) startDRA(ctx context.Context) error {
 		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: client,
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
-		Changed: a.nudgeLedger,
+		Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin,
 	})
 	if err != nil {
 		return err

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/daemon"
+	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/discovery"
@@ -33,6 +34,10 @@ type Options struct {
 	// Netns is the path of the network namespace holding the node's
 	// netdevs; "" is the agent's own.
 	Netns string
+	// VFAdmin sets VF settings (a claim's, a NetworkAttachmentDefinition's
+	// sriov-cni keys) through the PF; nil refuses networks that ask for
+	// any.
+	VFAdmin dra.VFAdmin
 	// ConfigFile is the pool configuration: the SR-IOV network device
 	// plugin's file, read as-is.
 	ConfigFile string

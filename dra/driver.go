@@ -32,6 +32,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 // Production defaults.
@@ -66,7 +67,13 @@ type Options struct {
 	// Changed, when set, is called after each prepare and unprepare: the
 	// checkpoint may have changed.
 	Changed func()
+	// VFAdmin sets the VF settings of a claim's configuration at prepare
+	// and resets them at unprepare; nil refuses claims that ask for any.
+	VFAdmin VFAdmin
 }
+
+// VFAdmin is how the driver sets VF settings through the PF.
+type VFAdmin = vfadmin.Admin
 
 func (o Options) withDefaults() Options {
 	o.DriverName = cmp.Or(o.DriverName, DefaultDriverName)

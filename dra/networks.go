@@ -12,14 +12,23 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
-// deviceNetworks gives each of a claim's devices its network element from
-// the hwnet configurations of the claim's allocation, nil for a device no
-// configuration covers. For each device the last configuration that
-// applies to its request wins (the class's come before the claim's).
-func (d *Driver) deviceNetworks(c *resourceapi.ResourceClaim, devs []claimDevice) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, len(devs))
+// deviceConfig is what a device's hwnet configuration asks: its network
+// element, nil for none, and its VF settings.
+type deviceConfig struct {
+	network json.RawMessage
+	vf      vfsettings.Settings
+}
+
+// deviceNetworks gives each of a claim's devices its network element and
+// VF settings from the hwnet configurations of the claim's allocation,
+// none for a device no configuration covers. For each device the last
+// configuration that applies to its request wins (the class's come before
+// the claim's).
+func (d *Driver) deviceNetworks(c *resourceapi.ResourceClaim, devs []claimDevice) ([]deviceConfig, error) {
+	out := make([]deviceConfig, len(devs))
 	winner := make([]int, len(devs))
 	configs := c.Status.Allocation.Devices.Config
 	for i, cd := range devs {
@@ -38,9 +47,9 @@ func (d *Driver) deviceNetworks(c *resourceapi.ResourceClaim, devs []claimDevice
 	return out, nil
 }
 
-// configNetworks parses configuration k and gives its element to each
-// device it won, in out.
-func (d *Driver) configNetworks(c *resourceapi.ResourceClaim, k int, cfg resourceapi.DeviceAllocationConfiguration, winner []int, out []json.RawMessage) error {
+// configNetworks parses configuration k and gives its element and VF
+// settings to each device it won, in out.
+func (d *Driver) configNetworks(c *resourceapi.ResourceClaim, k int, cfg resourceapi.DeviceAllocationConfiguration, winner []int, out []deviceConfig) error {
 	if cfg.Opaque == nil || cfg.Opaque.Driver != d.opts.DriverName {
 		return nil
 	}
@@ -64,7 +73,7 @@ func (d *Driver) configNetworks(c *resourceapi.ResourceClaim, k int, cfg resourc
 		return err
 	}
 	for j, i := range mine {
-		out[i] = elems[j]
+		out[i] = deviceConfig{network: elems[j], vf: nw.VF}
 	}
 	return nil
 }
@@ -115,8 +124,17 @@ func (d *Driver) PodDevices(_ context.Context, pod netclaim.Pod) ([]netclaim.Dev
 	for _, ref := range claims {
 		for _, dev := range cp.Claims[types.UID(ref.UID)].Devices {
 			out = append(out, netclaim.Device{Claim: ref, Request: dev.Request, Driver: d.opts.DriverName, Pool: dev.Pool,
-				Device: dev.Device, Resource: dev.Resource, PCIAddress: dev.PCIAddress, Network: dev.Network})
+				Device: dev.Device, Resource: dev.Resource, PCIAddress: dev.PCIAddress, Network: dev.Network, VF: appliedVF(dev.VF)})
 		}
 	}
 	return out, nil
+}
+
+// appliedVF is the VF settings a device's record says were applied, for
+// the claim's status; nil when none were, or not all yet.
+func appliedVF(r *vfsettings.Record) *vfsettings.Settings {
+	if r == nil || !r.Applied {
+		return nil
+	}
+	return &r.Settings
 }

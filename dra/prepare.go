@@ -19,6 +19,7 @@ import (
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
@@ -55,6 +56,10 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 			}
 			cp.Claims[c.UID] = pc
 		}
+		if err := d.applyVFs(ctx, cp, pc); err != nil {
+			out[c.UID] = kubeletplugin.PrepareResult{Err: d.undoPrepare(ctx, cp, c.UID, err)}
+			continue
+		}
 		addPods(pc, reservedPods(c))
 		out[c.UID] = prepareResult(pc)
 		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", addresses(pc))
@@ -80,9 +85,15 @@ func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *reso
 	if err != nil {
 		return nil, err
 	}
-	nets, err := d.deviceNetworks(c, devs)
+	configs, err := d.deviceNetworks(c, devs)
 	if err != nil {
 		return nil, err
+	}
+	vfs := make([]*vfsettings.Record, len(devs))
+	for i, cd := range devs {
+		if vfs[i], err = d.vfRecord(cd, configs[i].vf); err != nil {
+			return nil, err
+		}
 	}
 	pc := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name, Prepared: time.Now().UTC().Truncate(time.Second),
 		CDISpec: d.specPath(c.UID)}
@@ -95,7 +106,7 @@ func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *reso
 		name := string(c.UID) + "-" + cd.result.Device
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdiEdits(cd.result.Device, h)})
 		pc.Devices = append(pc.Devices, checkpoint.Device{Request: cd.result.Request, Pool: cd.result.Pool,
-			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: nets[i]})
+			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: configs[i].network, VF: vfs[i]})
 	}
 	if spec.ContainerEdits.Env, err = claimEnv(devs); err != nil {
 		return nil, err
@@ -238,7 +249,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			out[c.UID] = removeSpec(d.specPath(c.UID))
 			continue
 		}
-		if out[c.UID] = d.unprepareClaim(pc); out[c.UID] == nil {
+		if out[c.UID] = d.unprepareClaim(ctx, pc); out[c.UID] == nil {
 			delete(cp.Claims, c.UID)
 			d.log.Info("claim unprepared", "claim", c.String(), "devices", addresses(pc))
 		}
@@ -252,8 +263,13 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
-func (d *Driver) unprepareClaim(pc *checkpoint.Claim) error {
+// unprepareClaim resets the claim's VFs and removes its device-info files
+// and CDI spec.
+func (d *Driver) unprepareClaim(ctx context.Context, pc *checkpoint.Claim) error {
 	var errs []error
+	if err := d.resetVFs(ctx, pc); err != nil {
+		errs = append(errs, err)
+	}
 	for _, dev := range pc.Devices {
 		if err := devinfo.Remove(d.opts.DevinfoDir, dev.Resource, dev.PCIAddress); err != nil {
 			errs = append(errs, err)
@@ -263,6 +279,19 @@ func (d *Driver) unprepareClaim(pc *checkpoint.Claim) error {
 		errs = append(errs, err)
 	}
 	return errors.Join(errs...)
+}
+
+// undoPrepare takes back a claim whose VF settings failed: what was set
+// is reset, its files removed, and it leaves the checkpoint unless that
+// fails too, when unprepare will try again.
+func (d *Driver) undoPrepare(ctx context.Context, cp *checkpoint.Checkpoint, uid types.UID, cause error) error {
+	pc := cp.Claims[uid]
+	d.log.Warn("claim not prepared", "claim", pc.Namespace+"/"+pc.Name, "err", cause)
+	if err := d.unprepareClaim(ctx, pc); err != nil {
+		return fmt.Errorf("%w; undoing it: %w", cause, err)
+	}
+	delete(cp.Claims, uid)
+	return cause
 }
 
 // removeSpec removes a CDI spec; one already gone is no error.

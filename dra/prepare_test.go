@@ -29,10 +29,13 @@ type preparer struct {
 	opts dra.Options
 }
 
-func newPreparer(t testing.TB, n *testNode, dir string) *preparer {
+func newPreparer(t testing.TB, n *testNode, dir string, admin ...dra.VFAdmin) *preparer {
 	t.Helper()
 	opts := dra.Options{NodeName: nodeName, PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"),
 		CDIDir: filepath.Join(dir, "cdi"), DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
+	if len(admin) > 0 {
+		opts.VFAdmin = admin[0]
+	}
 	drv, err := dra.NewUnregistered(opts)
 	if err != nil {
 		t.Fatal(err)

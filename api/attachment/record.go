@@ -10,7 +10,9 @@
 // Versions:
 //
 //   - unversioned: written before records carried a version; read as 1.
-//   - 1 (current).
+//   - 1.
+//   - 2 (current): version 1 and each attachment's VF settings ("vf"),
+//     which a version 1 reader leaves out (Record.Skipped says so).
 //
 // Decode reads every version, and a newer one too, as far as the fields
 // it knows go: a record is read so that its pod can be torn down, and a
@@ -24,10 +26,12 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
+
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
 // Version is the format this hwnet writes.
-const Version = 1
+const Version = 2
 
 // MaxSize is the largest record file read: a container's attachments
 // with their configuration lists and results take a few KiB each.
@@ -75,6 +79,10 @@ type Attachment struct {
 	// agent killed before writing it can write it from the record.
 	PodNetwork   string        `json:"podNetwork,omitempty"`
 	DefaultRoute *DefaultRoute `json:"defaultRoute,omitempty"`
+	// VF is what hwnet sets on the device's VF through its PF from the
+	// network's sriov-cni keys (version 2), recorded before it is set:
+	// DEL resets it, whether or not the ADD got to set it.
+	VF *vfsettings.Record `json:"vf,omitempty"`
 	// Result is the ADD's result, which DEL and CHECK give the delegate
 	// as prevResult; absent until the ADD succeeded. EncodeResults
 	// writes it on the file's results line.

@@ -13,6 +13,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 
 	"github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/internal/fileformat"
 )
 
@@ -26,8 +27,12 @@ func sample() *attachment.Record {
 			{Network: "ns/a", IfName: "net1", ConfList: json.RawMessage(confList), Args: [][2]string{{"K8S_POD_NAME", "p"}},
 				CapabilityArgs: map[string]json.RawMessage{"mac": json.RawMessage(`"02:00:00:00:00:01"`)},
 				DeviceID:       "0000:3b:02.0", Resource: "hwnet.io/vf", DeviceInfoFile: "/var/run/k8s.cni.cncf.io/devinfo/x.json",
+				VF: &vfsettings.Record{PF: "enp59s0f0", Index: 8, PCIAddress: "0000:3b:02.0", Settings: vfsettings.Settings{VLAN: &vlan100},
+					Original: vfsettings.Original{MAC: "52:54:00:00:00:08", MTU: 1500}},
 				Result: json.RawMessage(`{"cniVersion":"1.0.0","interfaces":[{"name":"net1"}]}`)}}}
 }
+
+var vlan100 = 100
 
 // file is a record file as the store writes it: the record, then the
 // results line.
@@ -59,6 +64,13 @@ const newer = `{"version":7,"containerID":"c1","netns":"/run/netns/x","podUID":{
 [{"cniVersion":"1.0.0"},null]
 `
 
+func withoutVF(rec *attachment.Record) *attachment.Record {
+	for i := range rec.Attachments {
+		rec.Attachments[i].VF = nil
+	}
+	return rec
+}
+
 func TestDecode(t *testing.T) {
 	tests := []struct {
 		name string
@@ -75,6 +87,12 @@ func TestDecode(t *testing.T) {
 				t.Errorf("decoded %+v", rec)
 			}
 		}},
+		{"version 1, without VF settings", bytes.Replace(file(t, withoutVF(sample())), []byte(`"version":2`), []byte(`"version":1`), 1),
+			func(t *testing.T, rec *attachment.Record) {
+				if rec.Version != 1 || len(rec.Attachments) != 2 || rec.Attachments[1].VF != nil || rec.Attachments[1].DeviceID != "0000:3b:02.0" || len(rec.Skipped) != 0 {
+					t.Errorf("decoded %+v", rec)
+				}
+			}},
 		{"unversioned is version 1", []byte(unversioned), func(t *testing.T, rec *attachment.Record) {
 			if rec.Version != 1 || len(rec.Attachments) != 1 || rec.Attachments[0].IfName != "net1" || len(rec.Skipped) != 0 {
 				t.Errorf("decoded %+v", rec)

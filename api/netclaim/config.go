@@ -12,6 +12,7 @@ import (
 	"fmt"
 
 	"github.com/hwnet-io/hwnet/api/selection"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
 // The opaque configuration's type.
@@ -23,22 +24,28 @@ const (
 // Config is the opaque parameters of hwnet's device configuration:
 //
 //	{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig",
-//	 "networks": [{"name": "sriov-net", "interface": "net1", "ips": ["10.56.0.10/24"]}]}
+//	 "networks": [{"name": "sriov-net", "interface": "net1", "ips": ["10.56.0.10/24"]}],
+//	 "vf": {"vlan": 100, "maxTxRate": 1000}}
 //
 // Networks is a list in the NPWG annotation's JSON format (4.1.2):
 // element i attaches the i-th device of the requests the configuration
 // applies to; one element without per-device keys attaches them all.
+// VF is the settings (package api/vfsettings) every VF the configuration
+// applies to gets at prepare; a configuration may give VF settings
+// alone, for devices no network attaches (a VF on vfio-pci).
 type Config struct {
 	APIVersion string          `json:"apiVersion"`
 	Kind       string          `json:"kind"`
 	Networks   json.RawMessage `json:"networks"`
+	VF         json.RawMessage `json:"vf,omitempty"`
 }
 
 // Networks is a parsed configuration: each selection with its element's
-// JSON text, which the CNI side parses again.
+// JSON text, which the CNI side parses again, and the VF settings.
 type Networks struct {
 	Selections []selection.Selection
 	Elements   []json.RawMessage
+	VF         vfsettings.Settings
 }
 
 // Parse parses opaque parameters of a claim in namespace; source names
@@ -53,7 +60,18 @@ func Parse(raw []byte, namespace, source string) (Networks, error) {
 	if c.APIVersion != APIVersion || c.Kind != Kind {
 		return Networks{}, fmt.Errorf("%s: \"apiVersion\" %q, \"kind\" %q: want %q, %q", source, c.APIVersion, c.Kind, APIVersion, Kind)
 	}
+	var nw Networks
+	if len(c.VF) > 0 {
+		vf, err := vfsettings.Parse(c.VF, source+" \"vf\"")
+		if err != nil {
+			return Networks{}, err
+		}
+		nw.VF = vf
+	}
 	if len(bytes.TrimSpace(c.Networks)) == 0 {
+		if !nw.VF.IsZero() {
+			return nw, nil
+		}
 		return Networks{}, fmt.Errorf("%s: \"networks\": required key is missing", source)
 	}
 	sels, err := selection.ParseList(string(c.Networks), namespace, source+" \"networks\"")
@@ -67,13 +85,20 @@ func Parse(raw []byte, namespace, source string) (Networks, error) {
 	if len(sels) == 0 {
 		return Networks{}, fmt.Errorf("%s: \"networks\": the list is empty", source)
 	}
-	return Networks{Selections: sels, Elements: elems}, nil
+	nw.Selections, nw.Elements = sels, elems
+	return nw, nil
 }
 
 // ForDevices gives each of n devices its network element: element i to
 // device i, or the only element to every device when it has no key that
 // must differ between devices.
 func (nw Networks) ForDevices(n int, source string) ([]json.RawMessage, error) {
+	if nw.VF.MAC != "" && n > 1 {
+		return nil, fmt.Errorf("%s: \"vf\": \"macAddress\" %q cannot serve %d devices: give each device a configuration of its own", source, nw.VF.MAC, n)
+	}
+	if len(nw.Elements) == 0 {
+		return make([]json.RawMessage, n), nil
+	}
 	if len(nw.Elements) == n {
 		return nw.Elements, nil
 	}

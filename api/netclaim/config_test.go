@@ -29,6 +29,9 @@ func TestParse_NPWG4_1_2(t *testing.T) {
 		{"device key in cni-args", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"a","cni-args":{"deviceID":"0000:3b:01.1"}}]}`, `"cni-args.deviceID"`, 0},
 		{"unknown top-level field", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"a"}],"interfaces":["x"]}`, `unknown field "interfaces"`, 0},
 		{"wrong kind", `{"apiVersion":"hwnet.io/v1alpha1","kind":"Net","networks":[{"name":"a"}]}`, `"kind" "Net"`, 0},
+		{"vf settings", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"a"}],"vf":{"vlan":100,"maxTxRate":1000}}`, "", 1},
+		{"bad vf setting names it", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"a"}],"vf":{"vlan":5000}}`, src + ` "vf": "vlan" 5000: want 0 to 4095`, 0},
+		{"unknown vf key", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"a"}],"vf":{"vlanId":5}}`, src + ` "vf": json: unknown field "vlanId"`, 0},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +49,26 @@ func TestParse_NPWG4_1_2(t *testing.T) {
 				t.Errorf("namespace %q, want the claim's", nw.Selections[0].Namespace)
 			}
 		})
+	}
+}
+
+// TestParse_VFAlone: a configuration may give VF settings without
+// networks, for devices no network attaches (a VF on vfio-pci); each
+// device gets none, and one MAC cannot serve two devices.
+func TestParse_VFAlone(t *testing.T) {
+	nw, err := netclaim.Parse([]byte(`{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","vf":{"trust":true}}`), "ns", src)
+	if err != nil || nw.VF.Trust == nil || !*nw.VF.Trust || len(nw.Selections) != 0 {
+		t.Fatalf("%+v (%v), want trust and no networks", nw, err)
+	}
+	if elems, err := nw.ForDevices(2, src); err != nil || len(elems) != 2 || elems[0] != nil {
+		t.Errorf("ForDevices: %q (%v), want two devices without a network", elems, err)
+	}
+	nw, err = netclaim.Parse([]byte(`{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","vf":{"macAddress":"02:00:00:00:00:01"}}`), "ns", src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nw.ForDevices(2, src); err == nil || !strings.Contains(err.Error(), `"macAddress" "02:00:00:00:00:01" cannot serve 2 devices`) {
+		t.Errorf("ForDevices(2) with a MAC: %v", err)
 	}
 }
 

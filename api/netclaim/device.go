@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/hwnet-io/hwnet/api/selection"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
 // ClaimRef names a ResourceClaim.
@@ -31,6 +32,8 @@ type Device struct {
 	// nil for a device without one, which a NetworkAttachmentDefinition
 	// of its resource may take.
 	Network json.RawMessage `json:"network,omitempty"`
+	// VF is the settings prepare applied to the VF, nil for none.
+	VF *vfsettings.Settings `json:"vf,omitempty"`
 }
 
 // Pod is what a Source needs of a pod: its UID, and its namespace and
@@ -106,4 +109,7 @@ type DeviceStatus struct {
 	// Network is the attachment's network, for the Ready condition's
 	// message.
 	Network string
+	// VF is the settings applied to the device's VF, reported in the
+	// entry's data; nil for none.
+	VF *vfsettings.Settings
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/logging"
 	"github.com/hwnet-io/hwnet/node/podresources"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 // command is what the command line asks for: the agent's options, and
@@ -44,6 +45,7 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files of devices nothing holds are removed")
 	fs.DurationVar(&o.LedgerInterval, "ledger-interval", agent.DefaultLedgerInterval, "how often the device ledger (who holds each device: PodResources, the DRA checkpoint, the CNI records) is read again")
 	fs.BoolVar(&o.ReleaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
+	vfAdmin := fs.String("vf-admin", "netlink", "how VF settings (vlan, spoofchk, trust, rates, link state, MTU, MAC) are set through the PF: netlink, or record:PATH to only append each call to PATH as JSON lines (nodes whose PFs cannot take VF settings, such as the e2e's virtual node)")
 	cni := cniFlags(fs)
 	draOpts := draFlags(fs)
 	showVersion := observeFlags(fs, &c)
@@ -59,6 +61,11 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 	}
 	o.CNI = cni()
 	o.DRA = draOpts()
+	admin, err := vfadmin.New(*vfAdmin, o.SysfsRoot, o.Netns)
+	if err != nil {
+		return c, fmt.Errorf("--vf-admin: %w", err)
+	}
+	o.VFAdmin = admin
 	logger, err := newLogger(errOut)
 	o.Logger = logger
 	if err != nil {

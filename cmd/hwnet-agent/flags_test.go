@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"io"
 	"strings"
 	"testing"
@@ -14,6 +15,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"--devinfo-gc-interval=0s"},
 		{"--log-format=xml"},
 		{"--log-level=loud"},
+		{"--vf-admin=ioctl"},
+		{"--vf-admin=record:"},
 		{"stray"},
 	} {
 		_, err := parseFlags(args, io.Discard)
@@ -58,6 +61,26 @@ func TestParseFlagsSocketGroup(t *testing.T) {
 		}
 		if c.opts.CNI.SocketGroup != tt.want {
 			t.Errorf("%v: SocketGroup %q, want %q", tt.args, c.opts.CNI.SocketGroup, tt.want)
+		}
+	}
+}
+
+// TestParseFlagsVFAdmin: VF settings go through netlink unless the
+// recorder is asked for, for the DRA driver and the CNI side alike.
+func TestParseFlagsVFAdmin(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "vfadmin.Netlink"},
+		{[]string{"--vf-admin=record:/tmp/vf.jsonl"}, "*vfadmin.Recorder"},
+	} {
+		c, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%T", c.opts.VFAdmin); got != tt.want {
+			t.Errorf("%v: VF admin %s, want %s", tt.args, got, tt.want)
 		}
 	}
 }

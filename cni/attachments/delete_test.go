@@ -1,6 +1,7 @@
 package attachments
 
 import (
+	"strconv"
 	"strings"
 	"testing"
 
@@ -20,7 +21,7 @@ func TestDoubtful(t *testing.T) {
 	}{
 		{"current", attachment.Record{Version: attachment.Version, Attachments: []attachment.Attachment{good}}, ""},
 		{"unversioned", attachment.Record{Attachments: []attachment.Attachment{good}}, ""},
-		{"newer", attachment.Record{Version: attachment.Version + 1, Attachments: []attachment.Attachment{good}}, "format version 2"},
+		{"newer", attachment.Record{Version: attachment.Version + 1, Attachments: []attachment.Attachment{good}}, "format version " + strconv.Itoa(attachment.Version+1)},
 		{"empty plugin type", attachment.Record{Version: attachment.Version, Attachments: []attachment.Attachment{good, noType}}, "network ns/b interface net2"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -26,6 +26,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 // Deps are what the CNI side takes from the rest of the agent.
@@ -45,6 +46,10 @@ type Deps struct {
 	// ClaimDriver is that DRA driver's name; nil without a DRA driver.
 	Claims      netclaim.Source
 	ClaimDriver string
+	// VFAdmin sets the VF settings of NetworkAttachmentDefinitions'
+	// sriov-cni keys, finding VFs under SysfsRoot; nil refuses them.
+	VFAdmin   vfadmin.Admin
+	SysfsRoot string
 	// DevicePluginDevinfoDir is where the device plugins write the
 	// device-info files of the devices they allocate.
 	DevicePluginDevinfoDir string

@@ -18,6 +18,7 @@ import (
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/api/selection"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/defaultroute"
@@ -37,6 +38,8 @@ type attached struct {
 	// info is the device-info hwnet gave the delegate in infoFile.
 	info     *devinfo.DeviceInfo
 	infoFile string
+	// vf is the VF settings hwnet set from the network's keys.
+	vf *vfsettings.Settings
 }
 
 // add attaches the default network, then every selected one, in order
@@ -189,6 +192,9 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachmentapi.R
 // attach runs one attachment's ADD and keeps its result in the record.
 func (d *Delegator) attach(ctx context.Context, c *call, rec *attachmentapi.Record, i int, a *attached, list *netconf.Delegate) error {
 	entry := &rec.Attachments[i]
+	if err := d.applyVF(ctx, entry, a); err != nil {
+		return err
+	}
 	res, data, err := c.chain.Add(ctx, list, attachments.Runtime(rec, *entry))
 	if err != nil {
 		return fmt.Errorf("ADD network %s interface %s: %w", a.network, a.ifName, err)
@@ -214,6 +220,9 @@ func (d *Delegator) prepareEntry(c *call, a attachment) (attachmentapi.Attachmen
 	dl, err := a.delegate.Inject(inj)
 	if err != nil {
 		return entry, nil, fmt.Errorf("network %s: %w", a.network, err)
+	}
+	if entry.VF, err = d.vfRecord(a); err != nil {
+		return entry, nil, podFailure("InvalidVFSettings", err)
 	}
 	if entry.ConfList, err = dl.Bytes(); err != nil {
 		return entry, nil, fmt.Errorf("network %s: %w", a.network, err)
@@ -345,6 +354,9 @@ func (d *Delegator) rollback(ctx context.Context, c *call, rec *attachmentapi.Re
 // forgets the container once all succeeded.
 func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachmentapi.Record) error {
 	if err := attachments.DeleteAll(ctx, c.chain, rec, d.passedOver(rec)); err != nil {
+		return err
+	}
+	if err := d.resetVFs(ctx, rec); err != nil {
 		return err
 	}
 	if err := c.store.Remove(rec.ContainerID); err != nil {

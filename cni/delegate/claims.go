@@ -8,6 +8,7 @@ import (
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/api/selection"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/status"
 )
@@ -118,7 +119,17 @@ func claimStatuses(p publication, logger *slog.Logger) (map[netclaim.ClaimRef][]
 			order = append(order, dev.Claim)
 		}
 		out[dev.Claim] = append(out[dev.Claim], netclaim.DeviceStatus{Driver: dev.Driver, Pool: dev.Pool, Device: dev.Device,
-			InterfaceName: st.Interface, IPs: st.IPs, HardwareAddress: st.MAC, Network: a.network})
+			InterfaceName: st.Interface, IPs: st.IPs, HardwareAddress: st.MAC, Network: a.network, VF: dev.VF})
 	}
 	return out, order
+}
+
+// appliedVF is the VF settings applied to the attachment's device: by
+// the DRA driver at prepare for a claimed device, from the network's keys
+// otherwise.
+func (a attached) appliedVF() *vfsettings.Settings {
+	if a.claimDevice == nil {
+		return a.vf
+	}
+	return a.claimDevice.VF
 }

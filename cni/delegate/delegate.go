@@ -26,6 +26,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/podresources"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 // DeviceSource reports the devices kubelet allocated to one pod.
@@ -78,6 +79,11 @@ type Options struct {
 	// ClaimStatus writes the networkData of claimed devices; nil writes
 	// none.
 	ClaimStatus ClaimStatusSink
+	// VFAdmin sets the VF settings of a network's sriov-cni keys through
+	// the PF, finding the VF under SysfsRoot ("" is /sys); nil refuses
+	// networks that have any.
+	VFAdmin   vfadmin.Admin
+	SysfsRoot string
 	// Exec runs plugins; nil runs them as processes that die with the
 	// agent (package pluginexec).
 	Exec   invoke.Exec

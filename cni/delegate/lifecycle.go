@@ -62,6 +62,9 @@ func (d *Delegator) delUntrusted(ctx context.Context, c *call, rec *attachmentap
 		if err := attachments.DeleteAll(ctx, c.chain, rec, d.passedOver(rec)); err != nil {
 			left = append(left, err)
 		}
+		if err := d.resetVFs(ctx, rec); err != nil {
+			left = append(left, err)
+		}
 		def.PodNamespace, def.PodName, def.PodUID = rec.PodNamespace, rec.PodName, rec.PodUID
 	}
 	if err := d.deleteDefault(ctx, c, def); err != nil {

@@ -92,6 +92,7 @@ func (d *Delegator) statusList(done []attached) ([]status.NetworkStatus, []strin
 		}
 		st.Default = a.isDefault
 		st.DeviceInfo = deviceInfo(a)
+		st.VF = a.appliedVF()
 		switch {
 		case a.sel.HasDefaultRoute:
 			st.DefaultRoute = a.defaultGateways()

@@ -14,7 +14,8 @@ func FuzzParse(f *testing.F) {
 		`{"cniVersions":["0.4.0","1.1.0"],"name":"n","disableCheck":"true","disableGC":false,"plugins":[{"type":"a","args":{"cni":{}}}]}`,
 		`{"name":"n","type":"a","capabilities":{"mac":true,"ips":false},"Device":"eth0","x":"<&>"}`,
 		`{"name":"n","plugins":[{"type":"a"},{"Type":"b"}]}`,
-		`{"name":"n","plugins":[]}`, `{"plugins":[{"type":"0","ipAm":""}]}`, `{"type":"../x"}`, `[]`, `null`, `{"cniVersion":"9.9.9","type":"a"}`,
+		`{"name":"n","plugins":[]}`, `{"plugins":[{"type":"0","ipAm":""}]}`,
+		`{"name":"n","plugins":[{"type":"host-device","vlan":100,"vlanQoS":1,"spoofchk":"off","trust":"on","max_tx_rate":1000,"link_state":"auto","mac":"02:00:00:00:00:01","mtu":9000}]}`, `{"type":"../x"}`, `[]`, `null`, `{"cniVersion":"9.9.9","type":"a"}`,
 	} {
 		f.Add([]byte(seed))
 	}
@@ -35,6 +36,11 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("re-parse differs:\n got %+v\nwant %+v", again, d)
 		}
 		libcniList(t, d)
+		if vf, err := d.VFSettings(); err == nil {
+			if again := vf; again.Validate("fuzz") != nil || again != vf {
+				t.Fatalf("VF settings %+v accepted but not valid", vf)
+			}
+		}
 		injected, err := d.Inject(Injection{
 			DeviceID: "0000:3b:02.1", DeviceInfoFile: "/x.json",
 			CNIArgs: map[string]json.RawMessage{"k": json.RawMessage(`"v"`)},

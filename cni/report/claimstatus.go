@@ -2,6 +2,7 @@ package report
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
@@ -9,12 +10,14 @@ import (
 	mathrand "math/rand/v2"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
 // ClaimReadyCondition is the condition hwnet sets on each claimed device
@@ -69,6 +72,19 @@ func (w *ClaimStatusWriter) apply(ctx context.Context, claim netclaim.ClaimRef, 
 	return err
 }
 
+// DeviceData is the driver-specific data of a claimed device's status
+// entry: the VF settings applied to it, in the claim configuration's
+// names.
+type DeviceData struct {
+	VF *vfsettings.Settings `json:"vf,omitempty"`
+}
+
+func deviceData(vf *vfsettings.Settings) runtime.RawExtension {
+	// A struct of pointers and strings always marshals.
+	raw, _ := json.Marshal(DeviceData{VF: vf})
+	return runtime.RawExtension{Raw: raw}
+}
+
 // applyConfig is the claim's status.devices entries for devices; the
 // claim's UID makes the API server refuse it for a claim of the same name
 // that replaced this one.
@@ -83,8 +99,12 @@ func (w *ClaimStatusWriter) applyConfig(claim netclaim.ClaimRef, devices []netcl
 		ready := metav1ac.Condition().WithType(ClaimReadyCondition).WithStatus(metav1.ConditionTrue).
 			WithReason("NetworkAttached").WithLastTransitionTime(now).
 			WithMessage(fmt.Sprintf("attached to network %s as %s", d.Network, d.InterfaceName))
-		st.WithDevices(resourceac.AllocatedDeviceStatus().WithDriver(d.Driver).WithPool(d.Pool).WithDevice(d.Device).
-			WithNetworkData(nd).WithConditions(ready))
+		dev := resourceac.AllocatedDeviceStatus().WithDriver(d.Driver).WithPool(d.Pool).WithDevice(d.Device).
+			WithNetworkData(nd).WithConditions(ready)
+		if d.VF != nil {
+			dev.WithData(deviceData(d.VF))
+		}
+		st.WithDevices(dev)
 	}
 	ac := resourceac.ResourceClaim(claim.Name, claim.Namespace).WithStatus(st)
 	if claim.UID != "" {

@@ -1,6 +1,8 @@
 package report_test
 
 import (
+	"encoding/json"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -9,8 +11,10 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
@@ -52,7 +56,8 @@ func TestKEP4817_ClaimDeviceStatus(t *testing.T) {
 	ref := netclaim.ClaimRef{Namespace: ns, Name: c.Name, UID: string(c.UID)}
 	ib := "00:00:10:49:fe:80:00:00:00:00:00:00:00:11:22:33:44:55:66:77"
 	dev := netclaim.DeviceStatus{Driver: "hwnet.io", Pool: "node-1", Device: "pci-0000-3b-01-1", InterfaceName: "net1",
-		IPs: []string{"10.56.0.10/24"}, HardwareAddress: strings.ToUpper(ib), Network: "claims/ib-net"}
+		IPs: []string{"10.56.0.10/24"}, HardwareAddress: strings.ToUpper(ib), Network: "claims/ib-net",
+		VF: &vfsettings.Settings{VLAN: ptr.To(100), MaxTxRate: ptr.To[uint64](1000)}}
 	if err := w.SetClaimDeviceStatus(ctxFor(t, 30*time.Second), ref, []netclaim.DeviceStatus{dev}); err != nil {
 		t.Fatal(err)
 	}
@@ -70,6 +75,10 @@ func TestKEP4817_ClaimDeviceStatus(t *testing.T) {
 	d := got.Status.Devices[i]
 	if nd := d.NetworkData; nd == nil || nd.InterfaceName != "net1" || !slices.Equal(nd.IPs, dev.IPs) || nd.HardwareAddress != ib {
 		t.Errorf("networkData %+v", d.NetworkData)
+	}
+	var data report.DeviceData
+	if d.Data == nil || json.Unmarshal(d.Data.Raw, &data) != nil || !reflect.DeepEqual(data.VF, dev.VF) {
+		t.Errorf("data %v, want the applied VF settings", d.Data)
 	}
 	if len(d.Conditions) != 1 || d.Conditions[0].Type != "Ready" || d.Conditions[0].Status != metav1.ConditionTrue {
 		t.Errorf("conditions %+v, want Ready True", d.Conditions)

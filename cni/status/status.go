@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
@@ -27,6 +28,9 @@ type NetworkStatus struct {
 	// DeviceInfo is the device the attachment uses (v1.2, NPWG device-info
 	// specification).
 	DeviceInfo *devinfo.DeviceInfo `json:"device-info,omitempty"`
+	// VF is the settings hwnet applied to the attachment's VF through its
+	// PF, a non-standard key in reverse domain notation (5.3).
+	VF *vfsettings.Settings `json:"io.hwnet.vf,omitempty"`
 }
 
 // DNS is the DNS information of an attachment (NPWG 5.3.6).

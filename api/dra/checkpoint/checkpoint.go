@@ -7,7 +7,9 @@
 // Versions:
 //
 //   - 1: claims, no checksum.
-//   - 2 (current): claims and a checksum over them.
+//   - 2: claims and a checksum over them.
+//   - 3 (current): version 2 and each device's VF settings ("vf"), which
+//     version 2 readers skip: a rollback to one leaves them set.
 //
 // Decode reads every version. It reads a newer version too, as far as
 // the fields it knows go (each claim's UID, CDI spec and devices are
@@ -23,11 +25,12 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/internal/fileformat"
 )
 
 // Version is the format this hwnet writes.
-const Version = 2
+const Version = 3
 
 // MaxSize is the largest checkpoint read: some 30,000 prepared claims,
 // far more than a node holds.
@@ -79,6 +82,9 @@ type Device struct {
 	// Network is the device's element of its hwnet configuration's
 	// "networks" (package api/netclaim), absent without one.
 	Network json.RawMessage `json:"network,omitempty"`
+	// VF is what prepare set, or was setting, on the VF through its PF
+	// (version 3), written before the first setting: unprepare resets it.
+	VF *vfsettings.Record `json:"vf,omitempty"`
 }
 
 // New is an empty checkpoint of the current version.

@@ -12,15 +12,20 @@ import (
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/internal/fileformat"
 )
 
-// sample is a checkpoint of one claim with one device and a network.
+// sample is a checkpoint of one claim with one device, a network and VF
+// settings.
 func sample() *checkpoint.Checkpoint {
 	cp := checkpoint.New()
+	vlan := 100
 	cp.Claims["uid-a"] = &checkpoint.Claim{Namespace: "ns", Name: "a", CDISpec: "/var/run/cdi/hwnet-uid-a.json",
 		Devices: []checkpoint.Device{{Request: "nic", Pool: "node1", Device: "vf-0000-3b-02-0", Resource: "hwnet.io/vf",
-			PCIAddress: "0000:3b:02.0", CDIDevice: "hwnet.io/net=uid-a-vf-0000-3b-02-0", Network: json.RawMessage(`{"name":"n"}`)}},
+			PCIAddress: "0000:3b:02.0", CDIDevice: "hwnet.io/net=uid-a-vf-0000-3b-02-0", Network: json.RawMessage(`{"name":"n"}`),
+			VF: &vfsettings.Record{PF: "enp59s0f0", Index: 8, PCIAddress: "0000:3b:02.0", Settings: vfsettings.Settings{VLAN: &vlan},
+				Original: vfsettings.Original{MAC: "52:54:00:00:00:08", MTU: 1500}, Applied: true}}},
 		Pods: []string{"pod-1"}}
 	return cp
 }
@@ -76,6 +81,13 @@ func TestDecode(t *testing.T) {
 				t.Errorf("claims: %v", cp.Claims)
 			}
 		}},
+		{"version 2, checksummed, without VF settings", bytes.Replace(encoded(t, withoutVF(sample())), []byte(`"version": 3`), []byte(`"version": 2`), 1),
+			func(t *testing.T, cp *checkpoint.Checkpoint) {
+				c := cp.Claims["uid-a"]
+				if cp.Version != 2 || c == nil || len(c.Devices) != 1 || c.Devices[0].VF != nil || c.Devices[0].PCIAddress != "0000:3b:02.0" {
+					t.Errorf("decoded %+v", cp)
+				}
+			}},
 		{"version 1", []byte(v1File), func(t *testing.T, cp *checkpoint.Checkpoint) {
 			c := cp.Claims["uid-a"]
 			if cp.Version != 1 || c == nil || c.CDISpec == "" || len(c.Devices) != 1 || c.Devices[0].PCIAddress != "0000:3b:02.0" {
@@ -104,6 +116,15 @@ func TestDecode(t *testing.T) {
 			tt.check(t, cp)
 		})
 	}
+}
+
+func withoutVF(cp *checkpoint.Checkpoint) *checkpoint.Checkpoint {
+	for _, c := range cp.Claims {
+		for i := range c.Devices {
+			c.Devices[i].VF = nil
+		}
+	}
+	return cp
 }
 
 func reindented(t *testing.T, data []byte) []byte {

@@ -24,12 +24,21 @@ func Load(path string) (*Checkpoint, error) {
 // rules are the newer hwnet's, unchecked.
 func Decode(data []byte) (*Checkpoint, error) {
 	cp, err := fileformat.Decode(fileFormat(), data,
-		fileformat.Decoders[*Checkpoint]{Older: decodeV1, Same: decodeCurrent, Newer: decodeNewer})
+		fileformat.Decoders[*Checkpoint]{Older: decodeOlder, Same: decodeCurrent, Newer: decodeNewer})
 	if err != nil {
 		return nil, err
 	}
 	dropNullClaims(cp)
 	return cp, nil
+}
+
+// decodeOlder reads version 1, or version 2, the current one without VF
+// settings, checksummed the same way.
+func decodeOlder(object []byte, h fileformat.Header) (*Checkpoint, error) {
+	if h.Version == 2 {
+		return decodeCurrent(object, h)
+	}
+	return decodeV1(object, h)
 }
 
 // decodeV1 reads version 1, the current claims without a checksum.

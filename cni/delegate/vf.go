@@ -1,0 +1,70 @@
+package delegate
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
+)
+
+// vfRecord is what the attachment will set on its VF from its network's
+// sriov-cni keys, nil for nothing: a claimed device takes its settings
+// from its claim, at prepare, instead.
+func (d *Delegator) vfRecord(a attachment) (*vfsettings.Record, error) {
+	if a.deviceID == "" || a.claimDevice != nil || a.delegate == nil {
+		return nil, nil
+	}
+	s, err := a.delegate.VFSettings()
+	if err != nil || s.IsZero() {
+		return nil, err
+	}
+	if d.opts.VFAdmin == nil {
+		return nil, fmt.Errorf("network %s: VF settings for device %s, and this agent sets none (--vf-admin)", a.network, a.deviceID)
+	}
+	vf, orig, err := vfadmin.Lookup(cmp.Or(d.opts.SysfsRoot, "/sys"), a.deviceID)
+	if err != nil {
+		return nil, fmt.Errorf("network %s: VF settings: %w", a.network, err)
+	}
+	if (s.MTU != nil || s.MAC != "") && orig == (vfsettings.Original{}) {
+		return nil, fmt.Errorf("network %s: device %s: \"mtu\" and \"mac\" need the VF's netdev, and it has none", a.network, a.deviceID)
+	}
+	return &vfsettings.Record{PF: vf.PF, Index: vf.Index, PCIAddress: vf.PCIAddress, Settings: s, Original: orig}, nil
+}
+
+// applyVF sets the attachment's VF settings, recorded on disk already,
+// before its delegate moves the VF's netdev into the pod.
+func (d *Delegator) applyVF(ctx context.Context, entry *attachmentapi.Attachment, a *attached) error {
+	if entry.VF == nil {
+		return nil
+	}
+	r := entry.VF
+	if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.VF{PF: r.PF, Index: r.Index, PCIAddress: r.PCIAddress}, r.Settings); err != nil {
+		return fmt.Errorf("network %s interface %s: %w", a.network, a.ifName, err)
+	}
+	a.vf = &r.Settings
+	return nil
+}
+
+// resetVFs puts back the defaults of the VF settings rec's attachments
+// record, once their delegates gave the netdevs back: every one,
+// whatever fails.
+func (d *Delegator) resetVFs(ctx context.Context, rec *attachmentapi.Record) error {
+	var errs []error
+	for _, a := range rec.Attachments {
+		if a.VF == nil {
+			continue
+		}
+		if d.opts.VFAdmin == nil {
+			errs = append(errs, fmt.Errorf("network %s: VF settings of %s to reset, and this agent sets none (--vf-admin)", a.Network, a.DeviceID))
+			continue
+		}
+		if err := vfadmin.Reset(ctx, d.opts.VFAdmin, *a.VF); err != nil {
+			errs = append(errs, fmt.Errorf("network %s interface %s: %w", a.Network, a.IfName, err))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,85 @@
+package delegate
+
+import (
+	"context"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"testing"
+
+	"github.com/hwnet-io/hwnet/node/vfadmin"
+)
+
+// vfNAD is sriov-a with sriov-cni's VF keys on its interface plugin.
+const vfNAD = `{"cniVersion":"1.0.0","plugins":[
+  {"type":"host-device","vlan":100,"max_tx_rate":1000,"spoofchk":"off","mtu":9000,"capabilities":{"ips":true},"ipam":{"type":"static"}},
+  {"type":"tuning","capabilities":{"mac":true}}]}`
+
+func vfOps(t *testing.T, r *vfadmin.Recorder, pci string) []string {
+	t.Helper()
+	calls, err := vfadmin.ReadCalls(r.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, c := range calls {
+		if c.PCIAddress == pci {
+			out = append(out, c.Op+" "+c.Value)
+		}
+	}
+	return out
+}
+
+// withVFAdmin makes the node's Delegator set VF settings through r.
+func (n *testNode) withVFAdmin(r vfadmin.Admin) {
+	n.d.opts.VFAdmin, n.d.opts.SysfsRoot = r, n.node.SysRoot()
+}
+
+// TestVFSettings_NADKeysSetAndReset (issue 34): a NAD's sriov-cni keys are
+// set through the VF's PF at ADD, before the delegate moves the netdev,
+// and reported in network-status under hwnet's key; DEL resets them to
+// the defaults and the VF's own MTU, also when the agent restarted in
+// between (from the record alone).
+func TestVFSettings_NADKeysSetAndReset(t *testing.T) {
+	n := newTestNode(t, "cni-vf")
+	n.createNAD(podNS, "sriov-vf", sriovRes, vfNAD)
+	iavf := n.vfs("iavf", "0000:3e:00.0")
+	vf := iavf[2]
+	ctx := context.Background()
+	want := []string{"vlan 100 qos 0 proto 802.1Q", "spoofchk off", "rate 0-1000", "mtu 9000"}
+	wantReset := []string{"vlan 0 qos 0 proto 802.1Q", "spoofchk on", "rate 0-0", "mtu " + strconv.Itoa(vf.Netdev.MTU)}
+	for _, restart := range []bool{false, true} {
+		name := "vf-" + strconv.FormatBool(restart)
+		t.Run(name, func(t *testing.T) {
+			rec := vfadmin.NewRecorder(filepath.Join(t.TempDir(), "calls.jsonl"))
+			n.withVFAdmin(rec)
+			pod := n.createPod(name, `[{"name":"sriov-vf","ips":["10.56.0.40/24"]}]`, map[string][]string{sriovRes: {vf.Addr}})
+			podNetns := n.podNetns("hwnet-" + name)
+			waitPod(t, n, podNS, name)
+			if _, err := n.call(ctx, "ADD", name, podNetns, pod); err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			if got := vfOps(t, rec, vf.Addr); !slices.Equal(got, want) {
+				t.Errorf("ADD's calls\n got %q\nwant %q", got, want)
+			}
+			st := networkStatus(t, n, name)
+			if len(st) != 2 || st[1].VF == nil || *st[1].VF.VLAN != 100 || *st[1].VF.MaxTxRate != 1000 {
+				t.Errorf("network-status %+v, want the VF settings in entry 1", st)
+			}
+			after := rec
+			if restart {
+				n.start(ctx)
+				after = vfadmin.NewRecorder(filepath.Join(t.TempDir(), "restarted.jsonl"))
+				n.withVFAdmin(after)
+			}
+			before := len(vfOps(t, after, vf.Addr))
+			if _, err := n.call(ctx, "DEL", name, podNetns, pod); err != nil {
+				t.Fatalf("DEL: %v", err)
+			}
+			if got := vfOps(t, after, vf.Addr)[before:]; !slices.Equal(got, wantReset) {
+				t.Errorf("DEL's calls\n got %q\nwant %q", got, wantReset)
+			}
+			n.assertNoRecords(t)
+		})
+	}
+}

@@ -1,0 +1,71 @@
+package netconf
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/hwnet-io/hwnet/api/vfsettings"
+)
+
+// SRIOVCNIType is sriov-cni's plugin type, which sets and resets the VF
+// settings of its own configuration.
+const SRIOVCNIType = "sriov"
+
+// VFSettings are the VF settings the list's first plugin, the one that
+// takes the device, gives in sriov-cni's keys and types ("vlan",
+// "vlanQoS", "vlanProto", "spoofchk" and "trust" as "on"/"off",
+// "min_tx_rate", "max_tx_rate", "link_state", "mac", "mtu"), for hwnet to
+// set through the PF: a NetworkAttachmentDefinition written for sriov-cni
+// keeps its settings with another interface plugin (host-device). When
+// the first plugin is sriov-cni itself, it sets them, and hwnet none.
+func (d *Delegate) VFSettings() (vfsettings.Settings, error) {
+	var s vfsettings.Settings
+	if len(d.Plugins) == 0 || d.Plugins[0].Type == SRIOVCNIType {
+		return s, nil
+	}
+	f := d.Plugins[0].Fields
+	const path = "plugins[0]."
+	var err error
+	decode := func(key, want string, v any) {
+		if err == nil {
+			err = decodeField(f, path, key, want, v)
+		}
+	}
+	decode("vlan", "an integer", &s.VLAN)
+	decode("vlanQoS", "an integer", &s.VLANQoS)
+	decode("vlanProto", "a string", &s.VLANProto)
+	decode("min_tx_rate", "a non-negative integer (Mbit/s)", &s.MinTxRate)
+	decode("max_tx_rate", "a non-negative integer (Mbit/s)", &s.MaxTxRate)
+	decode("link_state", "a string", &s.LinkState)
+	decode("mac", "a string", &s.MAC)
+	decode("mtu", "an integer", &s.MTU)
+	if err == nil {
+		s.SpoofChk, err = onOff(f, path, "spoofchk")
+	}
+	if err == nil {
+		s.Trust, err = onOff(f, path, "trust")
+	}
+	if err == nil {
+		err = s.ValidateAs(path[:len(path)-1], vfsettings.SRIOVCNINames)
+	}
+	if err != nil {
+		return vfsettings.Settings{}, withSource(d.Source, err)
+	}
+	return s, nil
+}
+
+// onOff reads sriov-cni's "on"/"off" string key; nil when absent.
+func onOff(f map[string]json.RawMessage, path, key string) (*bool, error) {
+	var v string
+	if err := decodeField(f, path, key, `"on" or "off"`, &v); err != nil {
+		return nil, err
+	}
+	switch v {
+	case "":
+		return nil, nil
+	case "on", "off":
+		on := v == "on"
+		return &on, nil
+	}
+	return nil, fmt.Errorf("%s%s: want \"on\" or \"off\", got %q", path, key, v)
+}
