@@ -20,6 +20,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/node/vflayout"
 )
 
 // Agent is hwnet-agent's state. One goroutine, Run's, owns it; watchers
@@ -62,6 +63,8 @@ type Agent struct {
 	plugins atomic.Pointer[[]*deviceplugin.Plugin]
 	// events posts Node Events once the API server client exists.
 	events *events.Node
+	// vfs brings PFs to their declared VF layouts, once started.
+	vfs *vflayout.Manager
 	// rejected says why the configuration file is not the one served;
 	// nil while it is. Read by /readyz on other goroutines.
 	rejected atomic.Pointer[string]
@@ -189,6 +192,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
 	a.watchLedger(wctx, &wg, ev.holders)
+	a.startVFLayouts(wctx, &wg)
 	if a.opts.ReleaseStartupPages {
 		go startup.ReleasePages(a.log)
 	}
@@ -325,6 +329,7 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 	}
 	a.storePlugins()
 	a.setAwaitingRelease(a.awaitsRelease(v))
+	a.updateVFLayouts()
 }
 
 // stopUnwanted stops the device plugins of pools the configuration no

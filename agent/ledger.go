@@ -61,8 +61,11 @@ func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup, out chan *l
 // once that one lets go), or device plugin pods alone holding a device
 // whose netdev is away (in a pod, or gone: lost once they let go, which
 // only kubelet tells). Only then is the ledger polled every
-// --ledger-interval.
+// --ledger-interval. So is a declared VF layout waiting for its VFs.
 func (a *Agent) awaitsRelease(v devhealth.View) bool {
+	if a.vfs != nil && a.vfs.Waiting() {
+		return true
+	}
 	waits := func(name string, devs []pools.Device, dra bool) bool {
 		fe := frontEnd(name, dra)
 		return slices.ContainsFunc(devs, func(d pools.Device) bool {
@@ -109,6 +112,7 @@ func (a *Agent) applyLedger(l *ledger.Ledger) {
 	a.reportLedger(l)
 	a.holders = l
 	a.refresh()
+	a.updateVFLayouts()
 }
 
 func (a *Agent) reportLedger(l *ledger.Ledger) {

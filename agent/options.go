@@ -5,9 +5,9 @@
 //
 // It is the composition root: it owns the pools' state and its event
 // loop and wires the packages that do the work (node/ for discovery,
-// watching, pool matching and device-info files, deviceplugin and dra
-// for serving the pools, cni/daemon for the CNI side, internal/ for
-// probes, Events and metrics). cmd/hwnet-agent reads the flags into
+// watching, pool matching, declared VF layouts and device-info files,
+// deviceplugin and dra for serving the pools, cni/daemon for the CNI
+// side, internal/ for probes, Events and metrics). cmd/hwnet-agent reads the flags into
 // Options.
 package agent
 
@@ -21,7 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/discovery"
-	"github.com/hwnet-io/hwnet/node/podresources"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -116,7 +116,7 @@ func (o Options) withDefaults() Options {
 	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
 	o.ConfigFile = cmp.Or(o.ConfigFile, DefaultConfigFile)
 	o.PluginDir = cmp.Or(o.PluginDir, DefaultPluginDir)
-	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, podresources.DefaultSocket)
+	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, ledger.DefaultPodResourcesSocket)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
 	o.PollInterval = positiveOr(o.PollInterval, DefaultPollInterval)
 	o.RescanInterval = positiveOr(o.RescanInterval, DefaultRescanInterval)

@@ -1,8 +1,10 @@
 // Command hwnet-vnode-kernel does for a virtual node what the kernel does
-// for real hardware but cannot do for the node's veth links: it runs as a
-// daemon beside the node (the e2e cluster starts one) and gives a VF's
-// netdev back to the node's network namespace when the namespace it was
-// moved into is destroyed (virtualnode.Node.ReturnNetdevs).
+// for real hardware but cannot do for the node's veth links and generated
+// sysfs: it runs as a daemon beside the node (the e2e cluster starts one),
+// gives a VF's netdev back to the node's network namespace when the
+// namespace it was moved into is destroyed (virtualnode.Node.ReturnNetdevs),
+// and enacts writes to the tree's sriov_numvfs, unbind, bind and
+// drivers_probe (virtualnode.Node.EnactWrites).
 //
 //	hwnet-vnode-kernel --node-dir DIR
 package main
@@ -36,7 +38,7 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	dir := fs.String("node-dir", "", "the virtual node's state directory (required)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: hwnet-vnode-kernel --node-dir DIR\n\nGives VF netdevs back to the virtual node when the network namespace they were moved into is destroyed, as the kernel does for real hardware.")
+		fmt.Fprintln(fs.Output(), "usage: hwnet-vnode-kernel --node-dir DIR\n\nGives VF netdevs back to the virtual node when the network namespace they were moved into is destroyed, and enacts writes to its sysfs tree's sriov_numvfs, unbind, bind and drivers_probe, as the kernel does for real hardware.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -54,5 +56,16 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	return n.ReturnNetdevs(ctx, log, func() { log.Info("watching the node's netdevs", "node", n.Name(), "netns", n.NetnsName()) })
+	// Either ending ends both: a daemon doing half the kernel's job
+	// would fail tests in ways far from the cause.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	writes := make(chan error, 1)
+	go func() {
+		defer cancel()
+		writes <- n.EnactWrites(ctx, log, func() { log.Info("enacting writes to the node's sysfs", "node", n.Name(), "sys", n.SysRoot()) })
+	}()
+	err = n.ReturnNetdevs(ctx, log, func() { log.Info("watching the node's netdevs", "node", n.Name(), "netns", n.NetnsName()) })
+	cancel()
+	return errors.Join(err, <-writes)
 }

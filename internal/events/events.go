@@ -1,6 +1,7 @@
 // Package events posts Kubernetes Events on the node about its devices,
-// its pool configuration and the CNI side's runtime GC, where `kubectl
-// describe node` shows an admin what the agent's logs say.
+// its declared VF layouts, its pool configuration and the CNI side's
+// runtime GC, where `kubectl describe node` shows an admin what the
+// agent's logs say.
 package events
 
 import (

@@ -1,8 +1,8 @@
 // Package metrics is hwnet-agent's Prometheus instrumentation: CNI request
 // latency, attach failures, pool sizes, discovery and refresh durations,
 // kubelet PodResources and API server requests, connections its node
-// sockets refused, a pool configuration not kept for the next start, and
-// build information, on a registry of its own served
+// sockets refused, a pool configuration not kept for the next start,
+// declarative VF changes, and build information, on a registry of its own served
 // by Handler.
 package metrics
 
@@ -40,6 +40,7 @@ type Metrics struct {
 	apiRequests          *prometheus.CounterVec
 	socketRefused        *prometheus.CounterVec
 	lastGoodUnkept       prometheus.Gauge
+	vfLayout             vfLayoutMetrics
 }
 
 // CNI requests take from a millisecond (DEL of nothing) to tens of
@@ -74,6 +75,7 @@ func New() *Metrics {
 			[]string{"socket"}),
 		lastGoodUnkept: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "config", Name: "last_good_unkept",
 			Help: "1 when the pool configuration served could not be kept as the last good copy (--last-good-config) for the next start, else 0."}),
+		vfLayout: newVFLayoutMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "The running hwnet release; always 1."}, []string{"version", "revision", "goversion"})
@@ -82,6 +84,7 @@ func New() *Metrics {
 	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolHeld,
 		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.reg.MustRegister(m.vfLayout.collectors()...)
 	return m
 }
 

@@ -27,6 +27,10 @@ type Records interface {
 	Modified(containerID string) (time.Time, error)
 }
 
+// DefaultPodResourcesSocket is kubelet's PodResources API, where the
+// pods' holds are read from.
+const DefaultPodResourcesSocket = podresources.DefaultSocket
+
 // Sources are where a ledger is read from; an empty one is not read.
 type Sources struct {
 	// PodResourcesSocket is kubelet's PodResources API.

@@ -36,6 +36,8 @@ type Config struct {
 	Resources []Resource
 	// Tags are the admin's NIC tags, in order.
 	Tags []Tag
+	// VFLayouts are hwnet's declarative VFs (vfLayouts), in order.
+	VFLayouts []VFLayout
 	// Warnings explain what the config asks for that hwnet cannot do,
 	// such as selecting by DDP profile: the selector objects concerned
 	// match no device.
@@ -116,6 +118,7 @@ func Parse(data []byte) (*Config, error) {
 	for i, raw := range top.ResourceList {
 		cfg.Resources = append(cfg.Resources, p.resource(i, raw))
 	}
+	cfg.VFLayouts = p.vfLayouts(top.VFLayouts)
 	if len(p.errs) > 0 {
 		return nil, errors.Join(p.errs...)
 	}
@@ -143,6 +146,9 @@ func (c *Config) CheckModels(db *hwdb.DB) error {
 	for i := range c.Resources {
 		check(resourceEntry(i, c.Resources[i].Name), c.Resources[i].Selectors)
 	}
+	for i := range c.VFLayouts {
+		check(layoutEntry(i, c.VFLayouts[i].Name), c.VFLayouts[i].Selectors)
+	}
 	return errors.Join(errs...)
 }
 
@@ -150,10 +156,11 @@ func (c *Config) CheckModels(db *hwdb.DB) error {
 type rawConfig struct {
 	ResourceList []json.RawMessage
 	Tags         []json.RawMessage
+	VFLayouts    []json.RawMessage
 }
 
 func (r *rawConfig) fields() []field {
-	return []field{{"resourceList", &r.ResourceList}, {"tags", &r.Tags}}
+	return []field{{"resourceList", &r.ResourceList}, {"tags", &r.Tags}, {"vfLayouts", &r.VFLayouts}}
 }
 
 func topLevelHint(key string) string {

@@ -162,6 +162,8 @@ func typeError(dst any) error {
 		return errors.New("want a string")
 	case *bool:
 		return errors.New("want true or false")
+	case **int:
+		return errors.New("want a whole number")
 	case *[]string:
 		return errors.New(`want a list of strings (quote PCI IDs in YAML: "8086")`)
 	case *[]json.RawMessage:

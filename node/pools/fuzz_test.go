@@ -57,7 +57,9 @@ func FuzzParse(f *testing.F) {
 	}
 	f.Add([]byte(`{"tags": [{"name": "a", "selectors": {"pfNames": ["enp59s0f0"]}}],
 		"resourceList": [{"resourceName": "x", "allocationPolicy": "spread", "selectors": [{"tags": ["a"], "isRdma": true}]},
-		{"resourceName": "y", "selectors": {"rootDevices": ["0000:3b:00.0#0-1,3"], "vdpaType": "vhost"}}]}`))
+		{"resourceName": "y", "selectors": {"rootDevices": ["0000:3b:00.0#0-1,3"], "vdpaType": "vhost"}}],
+		"vfLayouts": [{"name": "l", "selectors": {"pfNames": ["ibp65s0f0"]}, "numVfs": 8,
+		"drivers": [{"vfs": "0-1,5", "driver": "vfio-pci"}, {"vfs": "2", "driver": "igb_uio"}]}]}`))
 	var inv discovery.Inventory
 	if err := json.Unmarshal([]byte(fuzzInventory), &inv); err != nil {
 		f.Fatal(err)
@@ -72,6 +74,7 @@ func FuzzParse(f *testing.F) {
 		}
 		checkConfig(t, cfg)
 		checkMatch(t, cfg, cfg.Match(&inv))
+		checkLayouts(t, cfg, &inv)
 	})
 }
 
@@ -106,5 +109,34 @@ func checkMatch(t *testing.T, cfg *pools.Config, res *pools.Result) {
 				t.Errorf("excluded %s pooled in %s", d.ID, p.Resource.FullName())
 			}
 		}
+	}
+}
+
+// checkLayouts: an accepted layout's driver ranges lie within its VFs,
+// none in two; each PF gets at most one layout, never more VFs than it has.
+func checkLayouts(t *testing.T, cfg *pools.Config, inv *discovery.Inventory) {
+	for _, l := range cfg.VFLayouts {
+		if l.Name == "" || len(l.Selectors) == 0 || l.NumVFs < 0 {
+			t.Errorf("layout %d accepted incomplete: %+v", l.Index, l)
+		}
+		seen := map[int]bool{}
+		for _, d := range l.Drivers {
+			for _, r := range d.VFs {
+				for i := r.First; i <= r.Last; i++ {
+					if i >= l.NumVFs || seen[i] {
+						t.Fatalf("layout %q: VF %d beyond %d VFs or in two ranges", l.Name, i, l.NumVFs)
+					}
+					seen[i] = true
+				}
+			}
+		}
+	}
+	got, _ := cfg.Layouts(inv)
+	pfs := map[string]bool{}
+	for _, l := range got {
+		if pfs[l.PF] || l.Layout.NumVFs > l.TotalVFs {
+			t.Errorf("PF %s: layout %q twice or beyond its %d VFs", l.PF, l.Layout.Name, l.TotalVFs)
+		}
+		pfs[l.PF] = true
 	}
 }

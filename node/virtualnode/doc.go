@@ -12,7 +12,9 @@
 // node's rdma_cm; UIO devices under uio/ for uio_pci_generic and igb_uio;
 // and the bus/pci, class/net, class/infiniband, kernel/iommu_groups and
 // devices/system/node views.
-// Writes into the tree do nothing: Node's methods change the hardware.
+// Writes into the tree do nothing by themselves: Node's methods change
+// the hardware, and EnactWrites calls them for the writes a program makes
+// to the kernel's attributes (sriov_numvfs, unbind, bind, drivers_probe).
 // Once the tree shows a change, they broadcast the PCI uevents the kernel
 // would send (add, bind, unbind, remove) on the uevent socket of the
 // node's netns, where the kernel itself sends the veths' net uevents, so

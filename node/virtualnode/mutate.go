@@ -13,7 +13,7 @@ import (
 // netdev and veth, or disappear with theirs. Like the kernel it refuses to
 // go from one non-zero count to another directly, so it goes through 0.
 func (n *Node) SetNumVFs(ctx context.Context, pf string, num int) error {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if err := n.announced(n.setNumVFs(ctx, pf, num)); err != nil {
 		return fmt.Errorf("set sriov_numvfs of %s to %d: %w", pf, num, err)
@@ -36,6 +36,9 @@ func (n *Node) setNumVFs(ctx context.Context, addr string, num int) error {
 	case num == pf.SRIOV.NumVFs:
 		return nil
 	}
+	// The count is written before the VFs change, as the kernel's read
+	// of sriov_numvfs shows the new count before its write returns: a
+	// program that sees the VFs change may write the next count at once.
 	if pf.SRIOV.NumVFs > 0 {
 		if err := n.disableVFs(ctx, pf); err != nil {
 			return err
@@ -51,6 +54,9 @@ func (n *Node) setNumVFs(ctx context.Context, addr string, num int) error {
 
 // disableVFs removes every VF of the PF.
 func (n *Node) disableVFs(ctx context.Context, pf *Function) error {
+	if err := n.writeNumVFs(pf, 0); err != nil {
+		return err
+	}
 	for _, f := range slices.Clone(n.st.Functions) {
 		if f.PF != pf.Addr {
 			continue
@@ -62,11 +68,14 @@ func (n *Node) disableVFs(ctx context.Context, pf *Function) error {
 			return err
 		}
 	}
-	return n.writeNumVFs(pf, 0)
+	return nil
 }
 
 // enableVFs adds num VFs to a PF that has none.
 func (n *Node) enableVFs(ctx context.Context, pf *Function, num int) error {
+	if err := n.writeNumVFs(pf, num); err != nil {
+		return err
+	}
 	vfs := make([]*Function, num)
 	for i := range vfs {
 		vfs[i] = n.st.newVF(pf, i)
@@ -85,7 +94,7 @@ func (n *Node) enableVFs(ctx context.Context, pf *Function, num int) error {
 		}
 	}
 	n.st.Functions = append(n.st.Functions, vfs...)
-	return n.writeNumVFs(pf, num)
+	return nil
 }
 
 func (n *Node) writeNumVFs(pf *Function, num int) error {
@@ -99,7 +108,7 @@ func (n *Node) writeNumVFs(pf *Function, num int) error {
 // its directory, links and veth go. Like the kernel it leaves the PF's
 // sriov_numvfs as it was.
 func (n *Node) RemoveVF(ctx context.Context, addr string) error {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if err := n.announced(n.removeVF(ctx, addr)); err != nil {
 		return fmt.Errorf("remove VF %s: %w", addr, err)
@@ -150,7 +159,7 @@ func (n *Node) removeFunction(f *Function) error {
 // the same but add uio/uioN and /dev/uioN; a netdev driver brings a new
 // netdev and veth; "" leaves the function unbound.
 func (n *Node) BindDriver(ctx context.Context, addr, driver string) error {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	if err := n.announced(n.bindDriver(ctx, addr, driver)); err != nil {
 		return fmt.Errorf("bind %s to %q: %w", addr, driver, err)
@@ -215,7 +224,7 @@ func checkBind(f *Function, driver string) error {
 // in the netns and in the tree's operstate and carrier; the representor
 // sees its lower layer go down.
 func (n *Node) SetLinkUp(ctx context.Context, ifname string, up bool) error {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	netdev := func(f *Function) *Netdev { return f.Netdev }
 	err := n.changeLink(ctx, ifname, netdev, up, func(f *Function) {
@@ -235,7 +244,7 @@ func (n *Node) SetLinkUp(ctx context.Context, ifname string, up bool) error {
 // netdev stays administratively up, as a VF's `link_state disable` or a
 // pulled cable does: the veth peer (the representor) goes down or up.
 func (n *Node) SetCarrier(ctx context.Context, ifname string, on bool) error {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	representor := func(f *Function) *Netdev { return f.Representor }
 	err := n.changeLink(ctx, ifname, representor, on, func(f *Function) {

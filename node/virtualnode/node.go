@@ -43,10 +43,14 @@ type Options struct {
 }
 
 // Node is a built virtual node. Its methods are safe for concurrent use
-// within one process; two processes must not change one node at once.
+// within one process. Each starts from the state last saved, by this or
+// another process (the kernel emulation, EnactWrites, runs in a daemon
+// beside the tests); two processes must not change one node at once.
 type Node struct {
 	mu sync.Mutex
 	st *state
+	// saved identifies the state file st was last read from or saved to.
+	saved stateStamp
 	// pending are the uevents of a change under way, announced once the
 	// tree shows it; seq numbers them.
 	pending []pciUEvent
@@ -205,7 +209,46 @@ func Open(dir string) (*Node, error) {
 	if err := json.Unmarshal(data, st); err != nil {
 		return nil, fmt.Errorf("open virtual node %s: %w", dir, err)
 	}
-	return &Node{st: st}, nil
+	n := &Node{st: st}
+	n.saved = stampOf(filepath.Join(dir, stateFile))
+	return n, nil
+}
+
+// stateStamp tells one saved state file from another: each save renames
+// a new file into place.
+type stateStamp struct {
+	ino   uint64
+	mtime int64
+}
+
+func stampOf(path string) stateStamp {
+	var st unix.Stat_t
+	if unix.Stat(path, &st) != nil {
+		return stateStamp{}
+	}
+	return stateStamp{ino: st.Ino, mtime: st.Mtim.Nano()}
+}
+
+// lock takes the node's mutex and reads the state again when another
+// process saved it since: the tree is the truth they share.
+func (n *Node) lock() {
+	n.mu.Lock()
+	if n.st.Dir == "" {
+		return
+	}
+	path := filepath.Join(n.st.Dir, stateFile)
+	now := stampOf(path)
+	if now == n.saved || now == (stateStamp{}) {
+		return
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return
+	}
+	st := &state{}
+	if json.Unmarshal(data, st) == nil {
+		n.st, n.saved = st, now
+	}
 }
 
 // save writes the state atomically, so that Open never sees half of it.
@@ -218,7 +261,11 @@ func (n *Node) save() error {
 	if err := os.WriteFile(path+".tmp", data, 0o644); err != nil {
 		return err
 	}
-	return os.Rename(path+".tmp", path)
+	if err := os.Rename(path+".tmp", path); err != nil {
+		return err
+	}
+	n.saved = stampOf(path)
+	return nil
 }
 
 // Name returns the spec's name.
@@ -242,7 +289,7 @@ func (n *Node) NetnsName() string { return n.st.Netns }
 // Devices returns copies of the node's network functions (PFs, VFs and
 // standalone NICs, not the root ports above them) in address order.
 func (n *Node) Devices() []Function {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	var fs []Function
 	for _, f := range n.st.Functions {
@@ -257,7 +304,7 @@ func (n *Node) Devices() []Function {
 // Device returns a copy of the function at the PCI address, root ports
 // included.
 func (n *Node) Device(addr string) (Function, bool) {
-	n.mu.Lock()
+	n.lock()
 	defer n.mu.Unlock()
 	f, err := n.function(addr)
 	if err != nil {

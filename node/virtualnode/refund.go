@@ -172,27 +172,16 @@ func movedOut(body []byte) bool {
 	return moved
 }
 
-// representing returns the function whose representor is named name,
-// reading the node's state again when it holds no such function: VFs
-// made after the start, by another process, are saved there.
+// representing returns the function whose representor is named name.
+// Devices reads the node's state again when another process saved it:
+// VFs made after the start, by another process, are there.
 func (r *returner) representing(name string) (Function, bool) {
-	find := func() (Function, bool) {
-		for _, f := range r.n.Devices() {
-			if f.Netdev != nil && f.Representor != nil && f.Representor.Name == name {
-				return f, true
-			}
+	for _, f := range r.n.Devices() {
+		if f.Netdev != nil && f.Representor != nil && f.Representor.Name == name {
+			return f, true
 		}
-		return Function{}, false
 	}
-	if f, ok := find(); ok {
-		return f, true
-	}
-	if fresh, err := Open(r.n.st.Dir); err == nil {
-		r.n.mu.Lock()
-		r.n.st = fresh.st
-		r.n.mu.Unlock()
-	}
-	return find()
+	return Function{}, false
 }
 
 // recreate makes the function's veth pair again as it was built, on the

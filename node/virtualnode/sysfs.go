@@ -144,11 +144,14 @@ func (l layout) writeFunction(f *Function) {
 		l.writeSRIOV(f)
 	}
 	if f.IsVF() {
-		pf := parentDir(f.SysPath) + "/" + f.PF
-		l.link(f.SysPath+"/physfn", pf)
-		l.link(pf+"/virtfn"+strconv.Itoa(f.VFIndex), f.SysPath)
+		l.link(f.SysPath+"/physfn", parentDir(f.SysPath)+"/"+f.PF)
 	}
 	l.writeBinding(f)
+	if f.IsVF() {
+		// Last, as the kernel has the VF probed before its write to
+		// sriov_numvfs returns: whoever sees the link sees the VF bound.
+		l.link(parentDir(f.SysPath)+"/"+f.PF+"/virtfn"+strconv.Itoa(f.VFIndex), f.SysPath)
+	}
 }
 
 // removeFunction undoes writeFunction, as a hot-unplug does.
@@ -244,7 +247,11 @@ func (l layout) writeBinding(f *Function) {
 	if f.Driver == driverVFIO || isUIODriver(f.Driver) {
 		override = f.Driver + "\n" // how a VF gets bound to a user-space driver
 	}
-	l.file(p+"driver_override", override)
+	// Unbinding keeps the override, as the kernel does: a program may
+	// write the next one as soon as it sees the driver link go.
+	if f.Driver != "" || !l.exists(p+"driver_override") {
+		l.file(p+"driver_override", override)
+	}
 	if f.Driver != "" {
 		drv := "bus/pci/drivers/" + f.Driver
 		l.ensureDriver(drv)

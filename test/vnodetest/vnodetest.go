@@ -6,8 +6,10 @@ package vnodetest
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -128,3 +130,36 @@ type VDPA []discovery.ParentedVDPA
 
 // VDPADevices lists the devices.
 func (v VDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { return v, nil }
+
+// EnactWrites runs the node's kernel emulation (Node.EnactWrites) until
+// the test ends, so that writes to the tree's sriov_numvfs, unbind, bind
+// and drivers_probe change the node as the kernel would. It returns once
+// the emulation watches.
+func EnactWrites(t testing.TB, node *virtualnode.Node) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- node.EnactWrites(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil)), func() { close(ready) })
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		cancel()
+		t.Fatalf("kernel emulation: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("kernel emulation: %v", err)
+		}
+	})
+}
+
+// testWriter logs to the test.
+type testWriter struct{ t testing.TB }
+
+func (w testWriter) Write(p []byte) (int, error) {
+	w.t.Log(strings.TrimSuffix(string(p), "\n"))
+	return len(p), nil
+}

@@ -1,0 +1,33 @@
+package agent_test
+
+import (
+	"testing"
+
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
+)
+
+// TestAgentVFLayout: a vfLayouts entry for the first E810-C (8 VFs, 6-7
+// on vfio-pci) asking for 4 VFs with 0-1 on vfio-pci waits while a pod
+// holds one of its VFs, then is applied once the pod lets go, and the
+// pools follow: 2+6 VFs on iavf, 2+2 on vfio-pci.
+func TestAgentVFLayout(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig+`
+vfLayouts:
+  - name: pf0
+    selectors: {pfNames: [enp59s0f0]}
+    numVfs: 4
+    drivers: [{vfs: "0-1", driver: vfio-pci}]
+`)
+	vnodetest.EnactWrites(t, f.node)
+	f.podres.SetPod("default", "cnf", netdevice, "0000:3b:01.3")
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	f.waitLog(t, `msg="VF layout waits" pf=0000:3b:00.0 layout=pf0 why="0000:3b:01.3 is held by pod default/cnf`)
+	f.wait(t, netdevice, "the held PF's VFs as they were", counts(12, 12))
+
+	f.podres.SetPod("default", "cnf", netdevice)
+	f.wait(t, netdevice, "VFs 2-3 of PF 0 on iavf, PF 1's 6", counts(8, 8))
+	f.wait(t, dpdk, "VFs 0-1 of PF 0 on vfio-pci, PF 1's 6-7", counts(4, 4))
+	f.waitLog(t, `msg="VF layout applied" pf=0000:3b:00.0 layout=pf0`)
+}

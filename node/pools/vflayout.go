@@ -1,0 +1,235 @@
+package pools
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+
+	"github.com/hwnet-io/hwnet/node/discovery"
+)
+
+// VFLayout is a vfLayouts entry, hwnet's own: how many VFs the PFs its
+// selectors match should have, and which of them bind to which driver.
+// The VFs no range names stay on the driver the kernel binds them to,
+// the PF's VF driver.
+type VFLayout struct {
+	Name      string
+	Selectors []Selector
+	NumVFs    int
+	// Drivers are the VF ranges that bind to a driver other than the
+	// kernel's choice, in the order written; no VF is in two.
+	Drivers []VFDriver
+	// Index is the entry's place in vfLayouts.
+	Index int
+}
+
+// VFDriver binds a range of VFs to a driver, such as vfio-pci for DPDK.
+type VFDriver struct {
+	VFs    []IndexRange
+	Driver string
+}
+
+// DriverOf is the driver VF index i should be bound to, "" for the
+// kernel's choice.
+func (l *VFLayout) DriverOf(i int) string {
+	for _, d := range l.Drivers {
+		for _, r := range d.VFs {
+			if r.First <= i && i <= r.Last {
+				return d.Driver
+			}
+		}
+	}
+	return ""
+}
+
+// PFLayout is the layout one PF of an inventory should have.
+type PFLayout struct {
+	// PF is the PF's PCI address; PFName its netdev, "" without one.
+	PF, PFName string
+	// TotalVFs is the PF's sriov_totalvfs.
+	TotalVFs int
+	Layout   *VFLayout
+}
+
+// maxNumVFs is the most VFs a PF can have: sriov_totalvfs is 16 bits.
+const maxNumVFs = maxVFIndex + 1
+
+type rawVFLayout struct {
+	Name      string
+	Selectors json.RawMessage
+	NumVFs    *int
+	Drivers   []json.RawMessage
+}
+
+func (r *rawVFLayout) fields() []field {
+	return []field{{"name", &r.Name}, {"selectors", &r.Selectors}, {"numVfs", &r.NumVFs}, {"drivers", &r.Drivers}}
+}
+
+type rawVFDriver struct {
+	VFs    string
+	Driver string
+}
+
+func (r *rawVFDriver) fields() []field {
+	return []field{{"vfs", &r.VFs}, {"driver", &r.Driver}}
+}
+
+// layoutKind is the selector fields that pick a PF: those pools use that
+// say something about a PF.
+func layoutKind() selectorKind {
+	return selectorKind{what: "a vfLayouts entry", fields: []string{"vendors", "devices", "drivers", "models",
+		"pciAddresses", "pfNames", "rootDevices", "linkTypes", "tags"}}
+}
+
+func layoutEntry(i int, name string) string { return labelEntry("vfLayouts", i, name) }
+
+// vfLayouts validates the vfLayouts list.
+func (p *parser) vfLayouts(raws []json.RawMessage) []VFLayout {
+	var out []VFLayout
+	var names []string
+	for i, raw := range raws {
+		var r rawVFLayout
+		_, errs := decodeObject(raw, "", r.fields(), nil)
+		e := entry{p, layoutEntry(i, r.Name)}
+		p.add(e, errs)
+		switch err := checkQualifiedNamePart(r.Name); {
+		case r.Name == "":
+			e.fail("name", "", errors.New("missing"))
+		case err != nil:
+			e.fail("name", strconv.Quote(r.Name), err)
+		case slices.Contains(names, r.Name):
+			e.fail("name", strconv.Quote(r.Name), errors.New("declared twice"))
+		}
+		names = append(names, r.Name)
+		l := VFLayout{Name: r.Name, Index: i, Selectors: e.selectors(r.Selectors, layoutKind())}
+		e.pfSelectors(l.Selectors)
+		l.NumVFs = e.numVFs(r.NumVFs)
+		l.Drivers = e.vfDrivers(r.Drivers, l.NumVFs)
+		out = append(out, l)
+	}
+	return out
+}
+
+// pfSelectors refuses pfNames and rootDevices that name VFs: a layout
+// selects PFs.
+func (e entry) pfSelectors(sels []Selector) {
+	for _, s := range sels {
+		for _, f := range []struct {
+			name string
+			sets []FunctionSet
+		}{{"pfNames", s.PFNames}, {"rootDevices", s.RootDevices}} {
+			for j, set := range f.sets {
+				if set.VFs != nil {
+					e.fail(fmt.Sprintf("%s.%s[%d]", s.path, f.name, j), strconv.Quote(set.PF+"#"+formatRanges(set.VFs)),
+						errors.New("names VFs: a layout selects PFs, give the PF alone"))
+				}
+			}
+		}
+	}
+}
+
+// formatRanges writes ranges as parseIndexRanges reads them.
+func formatRanges(rs []IndexRange) string {
+	var b []byte
+	for i, r := range rs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = strconv.AppendInt(b, int64(r.First), 10)
+		if r.Last != r.First {
+			b = append(b, '-')
+			b = strconv.AppendInt(b, int64(r.Last), 10)
+		}
+	}
+	return string(b)
+}
+
+func (e entry) numVFs(n *int) int {
+	switch {
+	case n == nil:
+		e.fail("numVfs", "", errors.New("missing: want the PF's number of VFs"))
+		return 0
+	case *n < 0 || *n > maxNumVFs:
+		e.fail("numVfs", strconv.Itoa(*n), fmt.Errorf("want 0-%d", maxNumVFs))
+		return 0
+	}
+	return *n
+}
+
+// vfDrivers validates the driver ranges of a layout of numVFs VFs.
+func (e entry) vfDrivers(raws []json.RawMessage, numVFs int) []VFDriver {
+	var out []VFDriver
+	for j, raw := range raws {
+		path := fmt.Sprintf("drivers[%d]", j)
+		var r rawVFDriver
+		given, errs := decodeObject(raw, path, r.fields(), nil)
+		e.p.add(e, errs)
+		d := VFDriver{Driver: r.Driver}
+		if _, err := parseDriver(r.Driver); err != nil {
+			e.fail(path+".driver", strconv.Quote(r.Driver), err)
+		}
+		if !slices.Contains(given, "vfs") {
+			e.fail(path+".vfs", "", errors.New(`missing: want VF indices such as "0-1" or "0,4-7"`))
+		} else if rs, err := parseIndexRanges(r.VFs); err != nil {
+			e.fail(path+".vfs", strconv.Quote(r.VFs), err)
+		} else if e.checkRanges(path+".vfs", r.VFs, rs, numVFs, out) {
+			d.VFs = rs
+		}
+		out = append(out, d)
+	}
+	return out
+}
+
+// checkRanges checks that every index is one of the layout's VFs and no
+// earlier range has it.
+func (e entry) checkRanges(path, value string, rs []IndexRange, numVFs int, earlier []VFDriver) bool {
+	for _, r := range rs {
+		if r.Last >= numVFs {
+			e.fail(path, strconv.Quote(value), fmt.Errorf("VF %d is beyond numVfs %d (VFs 0-%d)", r.Last, numVFs, numVFs-1))
+			return false
+		}
+		for k, d := range earlier {
+			for _, o := range d.VFs {
+				if r.First <= o.Last && o.First <= r.Last {
+					e.fail(path, strconv.Quote(value), fmt.Errorf("VF %d is already in drivers[%d]", max(r.First, o.First), k))
+					return false
+				}
+			}
+		}
+	}
+	return true
+}
+
+// Layouts returns the layout each PF of inv should have: the first
+// vfLayouts entry that matches it, in inventory order. A PF that several
+// entries match goes to the first, and a warning says so; a layout that
+// asks for more VFs than the PF has gets a warning and is left out.
+func (c *Config) Layouts(inv *discovery.Inventory) (out []PFLayout, warnings []string) {
+	for i := range inv.PFs {
+		pf := &inv.PFs[i]
+		cand := c.standalone(&pf.Function)
+		var matched []int
+		for j := range c.VFLayouts {
+			if anyMatches(c.VFLayouts[j].Selectors, &cand) {
+				matched = append(matched, j)
+			}
+		}
+		if len(matched) == 0 {
+			continue
+		}
+		l := &c.VFLayouts[matched[0]]
+		for _, j := range matched[1:] {
+			warnings = append(warnings, fmt.Sprintf("PF %s is matched by %s too; %s applies",
+				pf.Address, layoutEntry(j, c.VFLayouts[j].Name), layoutEntry(l.Index, l.Name)))
+		}
+		if l.NumVFs > pf.SRIOV.TotalVFs {
+			warnings = append(warnings, fmt.Sprintf("%s: numVfs %d is more than PF %s has (sriov_totalvfs %d); not applied",
+				layoutEntry(l.Index, l.Name), l.NumVFs, pf.Address, pf.SRIOV.TotalVFs))
+			continue
+		}
+		out = append(out, PFLayout{PF: pf.Address, PFName: cand.pfName(), TotalVFs: pf.SRIOV.TotalVFs, Layout: l})
+	}
+	return out, warnings
+}

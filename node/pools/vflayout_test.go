@@ -1,0 +1,155 @@
+package pools_test
+
+import (
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+)
+
+const layoutResources = `
+resourceList:
+  - {resourceName: a, selectors: {vendors: ["8086"]}}
+`
+
+// TestParseVFLayouts: a layout's PF selectors, VF count and driver ranges
+// are read as written; the VFs no range names are the kernel's choice.
+func TestParseVFLayouts(t *testing.T) {
+	cfg := mustParse(t, layoutResources+`
+vfLayouts:
+  - name: ib-dpdk
+    selectors: {pfNames: [ibp65s0f0]}
+    numVfs: 8
+    drivers:
+      - {vfs: "0-1", driver: vfio-pci}
+      - {vfs: "5,7", driver: uio_pci_generic}
+  - name: disabled
+    selectors: [{rootDevices: ["0000:3e:00.0"]}]
+    numVfs: 0
+`)
+	if len(cfg.VFLayouts) != 2 {
+		t.Fatalf("%d layouts, want 2", len(cfg.VFLayouts))
+	}
+	l := cfg.VFLayouts[0]
+	if l.Name != "ib-dpdk" || l.NumVFs != 8 || l.Index != 0 || len(l.Selectors) != 1 || l.Selectors[0].PFNames[0].PF != "ibp65s0f0" {
+		t.Errorf("layout 0: %+v", l)
+	}
+	want := []string{"vfio-pci", "vfio-pci", "", "", "", "uio_pci_generic", "", "uio_pci_generic"}
+	for i, w := range want {
+		if got := l.DriverOf(i); got != w {
+			t.Errorf("DriverOf(%d) = %q, want %q", i, got, w)
+		}
+	}
+	if off := cfg.VFLayouts[1]; off.NumVFs != 0 || off.Drivers != nil || off.Index != 1 {
+		t.Errorf("layout 1: %+v", off)
+	}
+}
+
+// TestParseVFLayoutErrors: every mistake in vfLayouts names its entry,
+// field and value.
+func TestParseVFLayoutErrors(t *testing.T) {
+	for _, tc := range []struct {
+		name, layouts string
+		want          []string
+	}{
+		{"counts and names", `
+  - {selectors: {pfNames: [p]}}
+  - {name: "bad name", selectors: {pfNames: [p]}, numVfs: -1}
+  - {name: big, selectors: {pfNames: [p]}, numVfs: 65536}
+  - {name: big, selectors: {pfNames: [p]}, numVfs: "8"}
+  - {name: frac, selectors: {pfNames: [p]}, numVfs: 1.5}`,
+			[]string{
+				`vfLayouts[0]: name: missing`,
+				`vfLayouts[0]: numVfs: missing: want the PF's number of VFs`,
+				`vfLayouts[1] "bad name": name: "bad name": want at most 63 letters, digits, '-', '_' or '.', starting and ending with a letter or digit`,
+				`vfLayouts[1] "bad name": numVfs: -1: want 0-65535`,
+				`vfLayouts[2] "big": numVfs: 65536: want 0-65535`,
+				`vfLayouts[3] "big": numVfs: "8": want a whole number`,
+				`vfLayouts[3] "big": name: "big": declared twice`,
+				`vfLayouts[3] "big": numVfs: missing: want the PF's number of VFs`,
+				`vfLayouts[4] "frac": numVfs: 1.5: want a whole number`,
+				`vfLayouts[4] "frac": numVfs: missing: want the PF's number of VFs`,
+			}},
+		{"selectors", `
+  - {name: a, numVfs: 4}
+  - {name: b, numVfs: 4, selectors: {pfNames: ["p#0-1"], rootDevices: ["0000:3b:00.0#2"]}}
+  - {name: c, numVfs: 4, selectors: {isRdma: true}}`,
+			[]string{
+				`vfLayouts[0] "a": selectors: missing: want a selector object or a list of them`,
+				`vfLayouts[1] "b": selectors.pfNames[0]: "p#0-1": names VFs: a layout selects PFs, give the PF alone`,
+				`vfLayouts[1] "b": selectors.rootDevices[0]: "0000:3b:00.0#2": names VFs: a layout selects PFs, give the PF alone`,
+				`vfLayouts[2] "c": selectors.isRdma: not a selector field of a vfLayouts entry`,
+			}},
+		{"driver ranges", `
+  - name: a
+    selectors: {pfNames: [p]}
+    numVfs: 4
+    drivers:
+      - {vfs: "0-1", driver: vfio-pci}
+      - {vfs: "1-2", driver: igb_uio}
+      - {vfs: "3-4", driver: vfio-pci}
+      - {vfs: "2-1", driver: "a/b"}
+      - {driver: vfio-pci}
+      - {vfs: "3", drv: x}`,
+			[]string{
+				`vfLayouts[0] "a": drivers[1].vfs: "1-2": VF 1 is already in drivers[0]`,
+				`vfLayouts[0] "a": drivers[2].vfs: "3-4": VF 4 is beyond numVfs 4 (VFs 0-3)`,
+				`vfLayouts[0] "a": drivers[3].driver: "a/b": not a driver name`,
+				`vfLayouts[0] "a": drivers[3].vfs: "2-1": range 2-1 is reversed`,
+				`vfLayouts[0] "a": drivers[4].vfs: missing: want VF indices such as "0-1" or "0,4-7"`,
+				`vfLayouts[0] "a": drivers[5].drv: unknown field`,
+				`vfLayouts[0] "a": drivers[5].driver: "": not a driver name`,
+			}},
+		{"not a list", `
+  name: a`,
+			[]string{`vfLayouts: {"name":"a"}: want a list`}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := pools.Parse([]byte(layoutResources + "vfLayouts:" + tc.layouts))
+			if err == nil {
+				t.Fatalf("no error; config %+v", cfg)
+			}
+			if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, tc.want) {
+				t.Errorf("errors:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
+			}
+		})
+	}
+}
+
+// TestLayouts: each PF gets the first layout that selects it, by the
+// selectors pools use (names, addresses, IDs, drivers, tags); a second
+// match and a count beyond sriov_totalvfs are warnings.
+func TestLayouts(t *testing.T) {
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := discoverNode(t, db, virtualnode.DefaultSpec(), nil)
+	cfg := mustParse(t, layoutResources+`
+tags:
+  - {name: second, selectors: {rootDevices: ["0000:3e:00.0"]}}
+vfLayouts:
+  - {name: ib, selectors: {pfNames: [ibp65s0f0]}, numVfs: 8, drivers: [{vfs: "0-1", driver: vfio-pci}]}
+  - {name: by-tag, selectors: {tags: [second]}, numVfs: 300}
+  - {name: ice, selectors: {vendors: ["8086"], drivers: [ice]}, numVfs: 2}
+`)
+	got, warnings := cfg.Layouts(inv)
+	var names []string
+	for _, l := range got {
+		names = append(names, l.PF+" "+l.PFName+" "+l.Layout.Name)
+	}
+	want := []string{"0000:3b:00.0 enp59s0f0 ice", "0000:41:00.0 ibp65s0f0 ib"}
+	if !reflect.DeepEqual(names, want) {
+		t.Errorf("layouts %q, want %q", names, want)
+	}
+	wantWarnings := []string{
+		`PF 0000:3e:00.0 is matched by vfLayouts[2] "ice" too; vfLayouts[1] "by-tag" applies`,
+		`vfLayouts[1] "by-tag": numVfs 300 is more than PF 0000:3e:00.0 has (sriov_totalvfs 256); not applied`,
+	}
+	if !reflect.DeepEqual(warnings, wantWarnings) {
+		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))
+	}
+}

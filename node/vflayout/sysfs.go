@@ -1,0 +1,193 @@
+// Package vflayout brings each PF's VFs to the layout the pools
+// configuration declares for it (vfLayouts): the number of VFs and the
+// driver each is bound to. It changes a PF only when the device ledger
+// says none of its VFs is held, writes sysfs as the kernel wants it
+// (sriov_numvfs through 0; per VF unbind, driver_override,
+// drivers_probe), checks each step took, and puts the PF back as it was
+// when a step fails. A PF already as declared is not written to.
+package vflayout
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/hwnet-io/hwnet/node/pools"
+)
+
+// VF is one VF of a PF as sysfs shows it.
+type VF struct {
+	Addr string
+	// Driver is the bound driver, "" when unbound.
+	Driver string
+	// Override is driver_override, "" when unset.
+	Override string
+}
+
+// State is a PF's VFs, by VF index.
+type State []VF
+
+// Want is the layout a PF should have.
+type Want struct {
+	NumVFs int
+	// Drivers maps the VF indices an override binds to their driver;
+	// the others are left to the kernel's choice, the PF's VF driver.
+	Drivers map[int]string
+}
+
+// WantOf is the layout l declares.
+func WantOf(l *pools.VFLayout) Want {
+	w := Want{NumVFs: l.NumVFs, Drivers: map[int]string{}}
+	for i := range l.NumVFs {
+		if d := l.DriverOf(i); d != "" {
+			w.Drivers[i] = d
+		}
+	}
+	return w
+}
+
+// Want is the layout s is: what a rollback restores.
+func (s State) Want() Want {
+	w := Want{NumVFs: len(s), Drivers: map[int]string{}}
+	for i, vf := range s {
+		if vf.Override != "" {
+			w.Drivers[i] = vf.Driver
+		}
+	}
+	return w
+}
+
+// fits reports whether vf, index i, is as w wants it: on the driver its
+// override names, or on the kernel's choice with no override.
+func (w Want) fits(i int, vf VF) bool {
+	if d, ok := w.Drivers[i]; ok {
+		return vf.Driver == d && vf.Override == d
+	}
+	return vf.Override == "" && vf.Driver != ""
+}
+
+// SatisfiedBy reports whether the PF's VFs are as w wants them.
+func (w Want) SatisfiedBy(s State) bool {
+	if len(s) != w.NumVFs {
+		return false
+	}
+	for i, vf := range s {
+		if !w.fits(i, vf) {
+			return false
+		}
+	}
+	return true
+}
+
+// String says what w asks for, as Events show it.
+func (w Want) String() string {
+	var parts []string
+	for _, i := range slices.Sorted(maps.Keys(w.Drivers)) {
+		parts = append(parts, fmt.Sprintf("VF %d on %s", i, w.Drivers[i]))
+	}
+	if len(parts) == 0 {
+		return fmt.Sprintf("%d VFs", w.NumVFs)
+	}
+	return fmt.Sprintf("%d VFs, %s", w.NumVFs, strings.Join(parts, ", "))
+}
+
+// Sysfs reads and writes PFs' VFs in a sysfs tree.
+type Sysfs struct {
+	// Root is where sysfs is mounted, /sys on a host.
+	Root string
+	// Settle bounds how long a write may take to show: the kernel's are
+	// done when write returns, an emulation's a moment later.
+	Settle time.Duration
+}
+
+// pollInterval is how often a write's effect is looked for.
+const pollInterval = 5 * time.Millisecond
+
+func (s Sysfs) device(addr string) string { return filepath.Join(s.Root, "bus/pci/devices", addr) }
+
+// Read returns the PF's VFs.
+func (s Sysfs) Read(pf string) (State, error) {
+	links, err := filepath.Glob(filepath.Join(s.device(pf), "virtfn*"))
+	if err != nil {
+		return nil, err
+	}
+	st := make(State, len(links))
+	for _, link := range links {
+		i, err := strconv.Atoi(strings.TrimPrefix(filepath.Base(link), "virtfn"))
+		if err != nil || i < 0 || i >= len(links) {
+			return nil, fmt.Errorf("PF %s: %s is not one of its %d VFs", pf, filepath.Base(link), len(links))
+		}
+		target, err := os.Readlink(link)
+		if err != nil {
+			return nil, err
+		}
+		if st[i], err = s.readVF(filepath.Base(target)); err != nil {
+			return nil, err
+		}
+	}
+	return st, nil
+}
+
+func (s Sysfs) readVF(addr string) (VF, error) {
+	vf := VF{Addr: addr, Driver: s.driver(addr)}
+	data, err := os.ReadFile(filepath.Join(s.device(addr), "driver_override"))
+	if err != nil {
+		return vf, err
+	}
+	if o := strings.TrimSpace(string(data)); o != "(null)" {
+		vf.Override = o
+	}
+	return vf, nil
+}
+
+// driver is the driver bound to the function at addr, "" for none.
+func (s Sysfs) driver(addr string) string {
+	target, err := os.Readlink(filepath.Join(s.device(addr), "driver"))
+	if err != nil {
+		return ""
+	}
+	return filepath.Base(target)
+}
+
+// write writes value to the attribute at rel, below Root.
+func (s Sysfs) write(rel, value string) error {
+	f, err := os.OpenFile(filepath.Join(s.Root, rel), os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(value)
+	return errors.Join(err, f.Close())
+}
+
+// settle waits until cond holds, at most Settle; cond's error ends the
+// wait at once.
+func (s Sysfs) settle(ctx context.Context, what string, cond func() (bool, error)) error {
+	ctx, cancel := context.WithTimeout(ctx, s.Settle)
+	defer cancel()
+	tick := time.NewTicker(pollInterval)
+	defer tick.Stop()
+	for {
+		done, err := cond()
+		switch {
+		case err != nil:
+			return err
+		case done:
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			if done, err := cond(); done || err != nil {
+				return err
+			}
+			return fmt.Errorf("%s: not so after %s: %w", what, s.Settle, ctx.Err())
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,162 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// The ConnectX-6 of the default virtual node: 4 VFs on mlx5_core, the
+// nvidia.com/ib pool.
+const (
+	ibPF     = "0000:41:00.0"
+	ibPFName = "ibp65s0f0"
+)
+
+// TestVFLayout (issue 34): the pools ConfigMap declares 8 VFs for the
+// ConnectX-6, which has 4, with VFs 0-1 on vfio-pci. While a pod holds
+// one of its VFs the change waits and says why (a Node Event naming the
+// PF and the pod, the waiting metric) and the VFs stay as they are; once
+// the pod is deleted the change is applied, and the node follows: 6
+// InfiniBand VFs allocatable, 2 more DPDK ones in its capacity (and
+// allocatable once the cluster's /dev has their VFIO groups, which
+// the emulated kernel cannot make). No drain: the node stays
+// schedulable and the holder is never evicted. The test ends with the
+// node's 4 VFs and the default configuration back.
+func TestVFLayout(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	original := e.defaultPools(t)
+	e.waitAllocatable(ctx, t, ibResource, 4)
+	e.waitAllocatable(ctx, t, dpdkResource, 4)
+	e.agentArgs(ctx, t, fmt.Sprintf("--metrics-addr=:%d", metricsPort))
+	// Registered after agentArgs, so it runs first: the agent it restores
+	// then finds the node's baseline.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		e.restoreVFs(ctx, t, original)
+	})
+
+	holder := e.startPod(ctx, t, workloadPod("vflayout-holder", "", map[corev1.ResourceName]int64{ibResource: 1}))
+	held := e.podEnv(ctx, t, holder.Name)["PCIDEVICE_NVIDIA_COM_IB"]
+	e.switchPools(ctx, t, withVFLayout(original, 8, `[{vfs: "0-1", driver: vfio-pci}]`))
+	ev := e.waitNodeEvent(ctx, t, "VFLayoutWaiting", ibPFName, "pod "+podNamespace+"/"+holder.Name)
+	if !strings.Contains(ev, held) {
+		t.Errorf("waiting Event %q does not name the held VF %s", ev, held)
+	}
+	e.waitMetric(ctx, t, fmt.Sprintf(`hwnet_vf_layout_waiting{pf=%q} 1`, ibPF))
+	if got := e.nodeVFs(ibPF); len(got) != 4 {
+		t.Fatalf("the PF has %d VFs while one is held, want its 4: %v", len(got), got)
+	}
+
+	deleted := time.Now()
+	if err := e.deletePods(ctx, holder.Name); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAllocatable(ctx, t, ibResource, 6)
+	t.Logf("allocatable %s=6 %.1fs after the holder's deletion", ibResource, time.Since(deleted).Seconds())
+	e.waitCapacity(ctx, t, dpdkResource, 6)
+	t.Log(e.waitNodeEvent(ctx, t, "VFLayoutApplied", ibPFName, "8 VFs, VF 0 on vfio-pci, VF 1 on vfio-pci"))
+	e.waitMetric(ctx, t, fmt.Sprintf(`hwnet_vf_layout_changes_total{pf=%q,result="applied"} 1`, ibPF))
+	vfs := e.nodeVFs(ibPF)
+	if len(vfs) != 8 || vfs[0] != "vfio-pci" || vfs[1] != "vfio-pci" || vfs[2] != "mlx5_core" {
+		t.Errorf("the PF's VFs are on %v, want 8, 0-1 on vfio-pci, the rest on mlx5_core", vfs)
+	}
+	// The kernel's devtmpfs makes a new VFIO group's /dev/vfio/N as it
+	// binds; the cluster's /dev gets it from SyncDevices, and the agent
+	// judges the VF healthy at its next discovery, here its restart.
+	if err := e.c.SyncDevices(); err != nil {
+		t.Fatal(err)
+	}
+	e.restartAgent(ctx, t)
+	e.waitAllocatable(ctx, t, dpdkResource, 6)
+	node, err := e.client.CoreV1().Nodes().Get(ctx, e.c.NodeName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node.Spec.Unschedulable || len(node.Spec.Taints) > 0 {
+		t.Errorf("node drained or tainted by the change: unschedulable %t, taints %v", node.Spec.Unschedulable, node.Spec.Taints)
+	}
+}
+
+// withVFLayout is config with a vfLayouts entry for the ConnectX-6.
+func withVFLayout(config []byte, numVFs int, drivers string) []byte {
+	layout := fmt.Sprintf("\nvfLayouts:\n  - name: ib-dpdk\n    selectors: {pfNames: [%s]}\n    numVfs: %d\n", ibPFName, numVFs)
+	if drivers != "" {
+		layout += "    drivers: " + drivers + "\n"
+	}
+	return append(append([]byte{}, config...), layout...)
+}
+
+// restoreVFs puts the ConnectX-6 back to its 4 VFs on mlx5_core, through
+// a layout as a user would, then the default configuration, and brings
+// the cluster's device files in line with the node's.
+func (e *env) restoreVFs(ctx context.Context, t *testing.T, original []byte) {
+	t.Helper()
+	if vfs := e.nodeVFs(ibPF); len(vfs) != 4 || strings.Join(vfs, ",") != "mlx5_core,mlx5_core,mlx5_core,mlx5_core" {
+		e.switchPools(ctx, t, withVFLayout(original, 4, ""))
+		e.waitAllocatable(ctx, t, ibResource, 4)
+		e.waitAllocatable(ctx, t, dpdkResource, 4)
+	}
+	e.usePools(ctx, t, original)
+	if err := e.c.SyncDevices(); err != nil {
+		t.Error(err)
+	}
+}
+
+// waitCapacity waits until the node's capacity of res is want.
+func (e *env) waitCapacity(ctx context.Context, t *testing.T, res corev1.ResourceName, want int64) {
+	t.Helper()
+	mustPoll(ctx, t, fmt.Sprintf("node capacity %s=%d", res, want), func(ctx context.Context) error {
+		node, err := e.client.CoreV1().Nodes().Get(ctx, e.c.NodeName(), metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if q := node.Status.Capacity[res]; q.Value() != want {
+			return fmt.Errorf("capacity %s", q.String())
+		}
+		return nil
+	})
+}
+
+// nodeVFs are the drivers of the PF's VFs, by VF index, as the virtual
+// node has them.
+func (e *env) nodeVFs(pf string) []string {
+	var out []string
+	for _, f := range e.c.Node().Devices() {
+		if f.PF == pf {
+			out = append(out, f.Driver)
+		}
+	}
+	return out
+}
+
+// waitNodeEvent waits for an Event on the node with the reason whose
+// message has every one of parts, and returns the message.
+func (e *env) waitNodeEvent(ctx context.Context, t *testing.T, reason string, parts ...string) string {
+	t.Helper()
+	var found string
+	mustPoll(ctx, t, fmt.Sprintf("a Node Event %s with %q", reason, parts), func(ctx context.Context) error {
+		list, err := e.client.CoreV1().Events("").List(ctx, metav1.ListOptions{
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + e.c.NodeName() + ",reason=" + reason})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, ev := range list.Items {
+			if containsAll(ev.Message, parts) {
+				found = ev.Message
+				return nil
+			}
+			seen = append(seen, ev.Message)
+		}
+		return fmt.Errorf("events: %q", seen)
+	})
+	return found
+}
