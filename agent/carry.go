@@ -87,13 +87,16 @@ func (pd poolDevices) states(v devhealth.View, held *ledger.Ledger, fe ledger.Fr
 	out := make([]deviceplugin.DeviceState, 0, len(pd.matched)+len(pd.lost))
 	for i := range pd.matched {
 		ok, reason := v.Device(&pd.matched[i])
-		s := deviceplugin.DeviceState{Device: pd.matched[i], Healthy: ok, Reason: reason}
+		s := deviceplugin.DeviceState{Device: pd.matched[i], Healthy: ok, Reason: reason, DeadPF: v.DeadPF(&pd.matched[i])}
 		if h, foreign := held.Foreign(s.ID, fe); foreign {
 			s.HeldBy = h.String()
 		}
 		out = append(out, s)
 	}
-	out = append(out, pd.lost...)
+	for _, s := range pd.lost {
+		s.DeadPF = v.DeadPF(&s.Device)
+		out = append(out, s)
+	}
 	slices.SortFunc(out, func(a, b deviceplugin.DeviceState) int { return cmp.Compare(a.ID, b.ID) })
 	return out
 }

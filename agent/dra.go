@@ -32,6 +32,10 @@ type DRAOptions struct {
 	// in-cluster. REST, when set, is used instead.
 	Kubeconfig string
 	REST       *rest.Config
+	// EvictDeadPF taints the VFs of a dead PF (devhealth.View.DeadPF)
+	// NoExecute instead of NoSchedule: Kubernetes evicts the pods whose
+	// claims hold them, so that they start again elsewhere.
+	EvictDeadPF bool
 }
 
 // draPool is a pool served through the DRA driver.
@@ -128,7 +132,7 @@ func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 		a.logChanges(run.res.FullName(), run.sent, next)
 		changed = changed || !sameHealth(run.sent, next)
 		run.sent = next
-		ps[i] = dra.Pool{Resource: run.res, Devices: draDevices(next)}
+		ps[i] = dra.Pool{Resource: run.res, Devices: draDevices(next, a.opts.DRA.EvictDeadPF)}
 	}
 	if !changed {
 		return
@@ -143,14 +147,16 @@ func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 // same health.
 func sameHealth(a, b []deviceplugin.DeviceState) bool {
 	return slices.EqualFunc(a, b, func(x, y deviceplugin.DeviceState) bool {
-		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason && x.HeldBy == y.HeldBy
+		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason && x.HeldBy == y.HeldBy && x.DeadPF == y.DeadPF
 	})
 }
 
-func draDevices(states []deviceplugin.DeviceState) []dra.Device {
+// draDevices are the states as the DRA driver publishes them; with
+// evictDeadPF, a dead PF's unhealthy VFs evict their pods.
+func draDevices(states []deviceplugin.DeviceState, evictDeadPF bool) []dra.Device {
 	out := make([]dra.Device, len(states))
 	for i, s := range states {
-		out[i] = dra.Device{Device: s.Device, Healthy: s.Healthy, Reason: s.Reason, HeldBy: s.HeldBy}
+		out[i] = dra.Device{Device: s.Device, Healthy: s.Healthy, Reason: s.Reason, HeldBy: s.HeldBy, Evict: evictDeadPF && s.DeadPF && !s.Healthy}
 	}
 	return out
 }

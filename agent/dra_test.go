@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
@@ -79,6 +80,49 @@ func TestAgentDRA(t *testing.T) {
 	f.writeConfig(t, strings.Replace(draConfig, "mode: dra", "mode: devicePlugin", 1))
 	wait("pool leaves DRA", func(d kubeapi.SliceDevices) bool { return len(d) == 0 })
 	f.wait(t, dpdk, "registration as a device plugin", func(st testkubelet.State) bool { return len(st.Devices) == 4 })
+}
+
+// TestAgentDRAEvictDeadPF: with EvictDeadPF, a PF link down taints its
+// VFs NoExecute, so that Kubernetes evicts the pods that hold them; the
+// link back up removes the taints.
+func TestAgentDRAEvictDeadPF(t *testing.T) {
+	api := kubeapi.Start(t)
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	const node = "dra-node"
+	ctx := context.Background()
+	f.withDRA(t, api, node)
+	f.opts.DRA.EvictDeadPF = true
+	f.start(t)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
+	evicting := func(want int) func(kubeapi.SliceDevices) bool {
+		return func(d kubeapi.SliceDevices) bool {
+			n := 0
+			for _, dev := range d {
+				for _, taint := range dev.Taints {
+					if taint.Effect == resourceapi.DeviceTaintEffectNoExecute && taint.Key == dra.TaintKey {
+						n++
+					}
+				}
+			}
+			return len(d) == 4 && n == want
+		}
+	}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "DRA devices published", evicting(0))
+	if err := f.node.SetLinkUp(ctx, "enp59s0f0", false); err != nil {
+		t.Fatal(err)
+	}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "PF down taints its 2 vfio-pci VFs NoExecute", evicting(2))
+	if err := f.node.SetLinkUp(ctx, "enp59s0f0", true); err != nil {
+		t.Fatal(err)
+	}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "PF up removes the taints", func(d kubeapi.SliceDevices) bool {
+		for _, dev := range d {
+			if len(dev.Taints) > 0 {
+				return false
+			}
+		}
+		return len(d) == 4
+	})
 }
 
 // TestAgentDRARestartWithoutDRAPools: an agent started with no pool in

@@ -74,6 +74,9 @@ type DeviceState struct {
 	// gone): kubelet sees such a device as unhealthy, so that it is not
 	// handed out twice.
 	HeldBy string
+	// DeadPF is true for a VF whose PF carries no VF's traffic
+	// (devhealth.View.DeadPF).
+	DeadPF bool
 }
 
 // Offered reports whether pods may get the device now.

@@ -68,6 +68,10 @@ type Device struct {
 	// HeldBy names what holds the device outside DRA, "" when nothing
 	// does.
 	HeldBy string
+	// Evict makes an unhealthy device's taint NoExecute: Kubernetes
+	// evicts the pods whose claims hold it (those that do not tolerate
+	// the taint) instead of only scheduling no new ones.
+	Evict bool
 }
 
 // Node is what the mapping reads of the node beside the pools: the PFs'
@@ -187,13 +191,17 @@ func cut(s string) string {
 	return s
 }
 
-// taints are a device's taints: NoSchedule with the reason while it is
-// unhealthy, NoSchedule with its holder while something outside DRA holds
-// it, none once it is healthy and free.
+// taints are a device's taints: NoSchedule (NoExecute with Evict) with
+// the reason while it is unhealthy, NoSchedule with its holder while
+// something outside DRA holds it, none once it is healthy and free.
 func taints(d *Device) []resourceapi.DeviceTaint {
 	var out []resourceapi.DeviceTaint
 	if !d.Healthy {
-		out = append(out, resourceapi.DeviceTaint{Key: TaintKey, Value: labelValue(d.Reason), Effect: resourceapi.DeviceTaintEffectNoSchedule})
+		effect := resourceapi.DeviceTaintEffectNoSchedule
+		if d.Evict {
+			effect = resourceapi.DeviceTaintEffectNoExecute
+		}
+		out = append(out, resourceapi.DeviceTaint{Key: TaintKey, Value: labelValue(d.Reason), Effect: effect})
 	}
 	if d.HeldBy != "" {
 		out = append(out, resourceapi.DeviceTaint{Key: HeldTaintKey, Value: labelValue(d.HeldBy), Effect: resourceapi.DeviceTaintEffectNoSchedule})

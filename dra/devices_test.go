@@ -2,6 +2,7 @@ package dra_test
 
 import (
 	"context"
+	"fmt"
 	"reflect"
 	"testing"
 
@@ -153,27 +154,33 @@ func show(a resourceapi.DeviceAttribute) string {
 }
 
 // TestTaints: an unhealthy device is tainted NoSchedule with its reason
-// as a label value; a healthy one has no taint.
+// as a label value, NoExecute when it evicts; a healthy one has no taint.
 func TestTaints(t *testing.T) {
 	tests := []struct {
 		reason, want string
+		evict        bool
 	}{
-		{"PF 0000:3b:00.0 link enp59s0f0 is down", "PF-0000-3b-00.0-link-enp59s0f0-is-down"},
-		{"link enp59s0f0v1 is up but has no carrier", "link-enp59s0f0v1-is-up-but-has-no-carrier"},
-		{"", "unhealthy"},
-		{"  ::: ", "unhealthy"},
-		{"bound to vfio-pci but its VFIO group device is missing and this reason runs on", "bound-to-vfio-pci-but-its-VFIO-group-device-is-missing-and-this"},
+		{reason: "PF 0000:3b:00.0 link enp59s0f0 is down", want: "PF-0000-3b-00.0-link-enp59s0f0-is-down", evict: true},
+		{"PF 0000:3b:00.0 link enp59s0f0 is down", "PF-0000-3b-00.0-link-enp59s0f0-is-down", false},
+		{"link enp59s0f0v1 is up but has no carrier", "link-enp59s0f0v1-is-up-but-has-no-carrier", false},
+		{"", "unhealthy", false},
+		{"  ::: ", "unhealthy", false},
+		{"bound to vfio-pci but its VFIO group device is missing and this reason runs on", "bound-to-vfio-pci-but-its-VFIO-group-device-is-missing-and-this", false},
 	}
 	for _, tt := range tests {
-		t.Run(tt.reason, func(t *testing.T) {
+		t.Run(fmt.Sprintf("%s evict=%t", tt.reason, tt.evict), func(t *testing.T) {
 			p := dra.Pool{Resource: pools.Resource{Prefix: "intel.com", Name: "x"}, Devices: []dra.Device{
-				{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: discovery.Function{NUMANode: -1}}, Reason: tt.reason},
+				{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: discovery.Function{NUMANode: -1}}, Reason: tt.reason, Evict: tt.evict},
 			}}
 			devs, err := dra.Devices(dra.Node{SysfsRoot: t.TempDir()}, []dra.Pool{p})
 			if err != nil {
 				t.Fatal(err)
 			}
-			want := []resourceapi.DeviceTaint{{Key: dra.TaintKey, Value: tt.want, Effect: resourceapi.DeviceTaintEffectNoSchedule}}
+			effect := resourceapi.DeviceTaintEffectNoSchedule
+			if tt.evict {
+				effect = resourceapi.DeviceTaintEffectNoExecute
+			}
+			want := []resourceapi.DeviceTaint{{Key: dra.TaintKey, Value: tt.want, Effect: effect}}
 			if !reflect.DeepEqual(devs[0].Taints, want) {
 				t.Errorf("taints %+v, want %+v", devs[0].Taints, want)
 			}

@@ -1,7 +1,8 @@
 // Package dra is hwnet-agent's DRA driver, built on the DRA library
 // (k8s.io/dynamic-resource-allocation): it publishes the devices of the
 // pools in DRA mode in ResourceSlices for this node, with their
-// attributes and health taints, and prepares allocated claims for
+// attributes and health taints, streams the same health to kubelet for
+// the pods' status (KEP-4680), and prepares allocated claims for
 // kubelet with CDI specs that give a container what the device plugin's
 // Allocate gives it (package handout), checkpointed so that an agent
 // restarted between prepare and unprepare still unprepares.
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/go-logr/logr"
 	"google.golang.org/grpc"
@@ -70,6 +72,9 @@ type Options struct {
 	// VFAdmin sets the VF settings of a claim's configuration at prepare
 	// and resets them at unprepare; nil refuses claims that ask for any.
 	VFAdmin VFAdmin
+	// HealthResend is how often kubelet's health stream repeats an
+	// unchanged report; 0 means DefaultHealthResend.
+	HealthResend time.Duration
 }
 
 // VFAdmin is how the driver sets VF settings through the PF.
@@ -83,6 +88,7 @@ func (o Options) withDefaults() Options {
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.DPDir)
 	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
 	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/sys")
+	o.HealthResend = cmp.Or(o.HealthResend, DefaultHealthResend)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -105,6 +111,8 @@ type Driver struct {
 	// (see restorer). publishing guards it.
 	last  *resourceslice.DriverResources
 	store *checkpointStore
+	// health is what kubelet's health streams report.
+	health *healthBoard
 	// stopWatch ends the restorer's watch.
 	stopWatch func()
 }
@@ -138,7 +146,6 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		kubeletplugin.KubeClient(d.opts.KubeClient),
 		kubeletplugin.RegistrarDirectoryPath(d.opts.RegistrarDir),
 		kubeletplugin.PluginDataDirectoryPath(d.opts.PluginDir),
-		kubeletplugin.HealthService(false),
 		kubeletplugin.GRPCInterceptor(d.watchRegistration),
 	)
 	if err != nil {
@@ -169,7 +176,7 @@ func newDriver(opts Options) (*Driver, error) {
 		}
 	}
 	log := opts.Logger.With("driver", opts.DriverName)
-	d := &Driver{opts: opts, log: log, store: &checkpointStore{path: opts.checkpointPath(), log: log}}
+	d := &Driver{opts: opts, log: log, store: &checkpointStore{path: opts.checkpointPath(), log: log}, health: newHealthBoard(opts.NodeName)}
 	d.current.Store(&published{devices: map[string]entry{}})
 	return d, nil
 }
@@ -253,6 +260,7 @@ func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, er
 		}
 	}
 	d.current.Store(&published{devices: entries})
+	d.health.set(entries, time.Now())
 	return Resources(d.opts.NodeName, devs), nil
 }
 
@@ -276,10 +284,4 @@ func Resources(poolName string, devs []resourceapi.Device) resourceslice.DriverR
 // errors are retried by the library, so none ends the agent.
 func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 	d.log.Error("DRA driver: "+msg, "err", err, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
-}
-
-// WatchHealthStatus is not offered: health is published as device
-// taints, which the scheduler honours before a pod is placed.
-func (d *Driver) WatchHealthStatus(context.Context, chan<- kubeletplugin.DeviceHealthReport) error {
-	return kubeletplugin.ErrHealthNotSupported
 }

@@ -129,7 +129,7 @@ func TestDriverRepublishRacesNoPublish(t *testing.T) {
 
 // startDriver runs the driver, until the test ends, for a virtual node's
 // pools against a real API server that knows the node.
-func startDriver(t *testing.T) (*kubeapi.Server, *testNode, *dra.Driver) {
+func startDriver(t *testing.T, with ...func(*dra.Options)) (*kubeapi.Server, *testNode, *dra.Driver) {
 	t.Helper()
 	api := kubeapi.Start(t)
 	n := newTestNode(t)
@@ -138,9 +138,13 @@ func startDriver(t *testing.T) (*kubeapi.Server, *testNode, *dra.Driver) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
+	opts := dra.Options{NodeName: nodeName, KubeClient: api.Client(),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
-		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()})
+		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
+	for _, f := range with {
+		f(&opts)
+	}
+	drv, err := dra.Start(ctx, opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -97,6 +97,7 @@ func draFlags(fs *flag.FlagSet) func() *agent.DRAOptions {
 	fs.StringVar(&o.RegistrarDir, "dra-registrar-dir", dra.DefaultRegistrarDir, "kubelet's plugin registration directory")
 	fs.StringVar(&o.PluginDir, "dra-plugin-dir", "", "the DRA driver's socket and checkpoint directory (default: /var/lib/kubelet/plugins/<driver name>)")
 	fs.StringVar(&o.CDIDir, "cdi-dir", dra.DefaultCDIDir, "directory of the CDI specs written for prepared claims, which the container runtime reads")
+	fs.BoolVar(&o.EvictDeadPF, "dra-evict-dead-pf", false, "taint the VFs of a PF whose link is down or that left the PCI bus NoExecute instead of NoSchedule: Kubernetes evicts the pods whose claims hold them")
 	return func() *agent.DRAOptions {
 		if !*enabled {
 			return nil

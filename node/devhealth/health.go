@@ -1,8 +1,9 @@
 // Package devhealth judges whether a pooled device can serve a pod: from
 // the inventory, link states netlink reported since, which devices
 // containers hold, and which functions had a netdev. Both front ends, the
-// device plugin (ListAndWatch's Healthy) and the DRA driver (a device taint),
-// take their verdicts from here.
+// device plugin (ListAndWatch's Healthy) and the DRA driver (a device taint
+// and kubelet's health stream, both of which reach the pods' status), take
+// their verdicts from here.
 package devhealth
 
 import (
@@ -163,20 +164,43 @@ func (v View) NetdevAway(d *pools.Device) bool {
 // administratively down VF is idle and stays healthy: VFs wait down until
 // a CNI plugin takes them.
 func (v View) Device(d *pools.Device) (healthy bool, reason string) {
-	inv, links := v.Inv, v.Links
 	if d.Function.Driver == "vfio-pci" && d.Function.VFIODevice == "" {
 		return false, "bound to vfio-pci but its VFIO group device is missing"
 	}
-	if d.PF != "" {
-		if pf, ok := inv.Function(d.PF); ok && pf.Netdev != nil && links.down(pf.Netdev) {
-			return false, fmt.Sprintf("PF %s link %s is down", d.PF, pf.Netdev.Name)
-		}
+	if down, reason := v.pfDown(d); down {
+		return false, reason
 	}
-	if nd := d.Function.Netdev; nd != nil && links.carrierLost(nd) {
+	if nd := d.Function.Netdev; nd != nil && v.Links.carrierLost(nd) {
 		return false, fmt.Sprintf("link %s is up but has no carrier", nd.Name)
 	}
 	if lost, reason := v.netdevLost(d); lost {
 		return false, reason
 	}
 	return true, ""
+}
+
+// pfDown reports a VF whose PF's link is down, and says so.
+func (v View) pfDown(d *pools.Device) (bool, string) {
+	if d.PF == "" {
+		return false, ""
+	}
+	if pf, ok := v.Inv.Function(d.PF); ok && pf.Netdev != nil && v.Links.down(pf.Netdev) {
+		return true, fmt.Sprintf("PF %s link %s is down", d.PF, pf.Netdev.Name)
+	}
+	return false, ""
+}
+
+// DeadPF reports a VF whose PF carries no VF's traffic: the PF's link is
+// down (the verdict Device gives every VF of it) or the PF left the PCI
+// bus. Unlike a VF's own fault, waiting on this node does not help any
+// pod that uses the PF's VFs, so the DRA driver may taint them NoExecute.
+func (v View) DeadPF(d *pools.Device) bool {
+	if d.PF == "" {
+		return false
+	}
+	if _, ok := v.Inv.Function(d.PF); !ok {
+		return true
+	}
+	down, _ := v.pfDown(d)
+	return down
 }

@@ -133,3 +133,26 @@ func TestNetdevMemorySeed(t *testing.T) {
 		t.Errorf("seeded %v, want %v: the vfio-pci VF never had a netdev", m, want)
 	}
 }
+
+// TestDeadPF: a VF's PF is dead when its link is down or it left the PCI
+// bus; a VF's own fault, or a PF, is not.
+func TestDeadPF(t *testing.T) {
+	for _, tt := range []struct {
+		name           string
+		pfOper, vfOper string
+		device         pools.Device
+		want           bool
+	}{
+		{"PF link down", "down", "lowerlayerdown", pools.Device{ID: "0000:3b:01.0", PF: "0000:3b:00.0"}, true},
+		{"PF up, VF carrier lost", "up", "down", pools.Device{ID: "0000:3b:01.0", PF: "0000:3b:00.0"}, false},
+		{"PF up", "up", "up", pools.Device{ID: "0000:3b:01.0", PF: "0000:3b:00.0"}, false},
+		{"PF left the PCI bus", "up", "up", pools.Device{ID: "0000:5e:01.0", PF: "0000:5e:00.0"}, true},
+		{"a PF itself, link down", "down", "up", pools.Device{ID: "0000:3b:00.0"}, false},
+	} {
+		inv := healthInventory(t, tt.pfOper, true, tt.vfOper)
+		v := devhealth.View{Inv: inv, Links: devhealth.LinkStates{}, Held: map[string]bool{}, Netdevs: devhealth.NetdevMemory{}}
+		if got := v.DeadPF(&tt.device); got != tt.want {
+			t.Errorf("%s: DeadPF %t, want %t", tt.name, got, tt.want)
+		}
+	}
+}
