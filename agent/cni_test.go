@@ -44,6 +44,10 @@ func TestSpec6_1_AgentServesCNI(t *testing.T) {
 	f.start(t)
 	own := filepath.Join(confDir, daemon.DefaultConfFileName)
 	f.waitLog(t, "hwnet's CNI config withheld")
+	// hwnetctl devices reads the records from a node with no pod yet.
+	if _, err := os.Stat(f.opts.CNI.CacheDir); err != nil {
+		t.Errorf("the records' directory before any ADD: %v, want it made at start", err)
+	}
 	if _, err := os.Stat(own); err == nil {
 		t.Fatal("hwnet's CNI config written before the default network's exists (6.1)")
 	}

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"sync"
 
 	"k8s.io/client-go/kubernetes"
@@ -68,6 +69,11 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 	cniAccess, networkAccess, err := o.socketAccess(deps.Metrics)
 	if err != nil {
 		return err
+	}
+	// The records' directory says the CNI side runs here, for the device
+	// ledger's readers (hwnetctl devices), before any pod has an ADD.
+	if err := os.MkdirAll(o.CacheDir, 0o700); err != nil {
+		return fmt.Errorf("CNI: attachment records: %w", err)
 	}
 	managed, err := openNetworks(o, log)
 	if err != nil {
