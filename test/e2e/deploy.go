@@ -418,3 +418,21 @@ func progressf(w io.Writer, format string, args ...any) {
 		fmt.Fprintf(w, format+"\n", args...)
 	}
 }
+
+// RepoRoot is the directory holding go.mod above the working directory.
+func RepoRoot() (string, error) {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "", err
+	}
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", fmt.Errorf("no go.mod above the working directory")
+		}
+		dir = parent
+	}
+}

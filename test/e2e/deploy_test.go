@@ -17,7 +17,7 @@ import (
 // ConfigMap, whose config.yaml is deploy/pools.yaml byte for byte, and the
 // DaemonSet, whose agent the dra component turns the DRA driver on for.
 func TestAgentManifestCarriesPools(t *testing.T) {
-	repo, err := repoRoot()
+	repo, err := RepoRoot()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,7 @@ func (e *env) bringUp(t *testing.T, nodes int) error {
 	defer cancel()
 	e.started = time.Now()
 	var err error
-	if e.repo, err = repoRoot(); err != nil {
+	if e.repo, err = RepoRoot(); err != nil {
 		return err
 	}
 	images, err := image.Images(ctx, e.repo, cluster.TestImageDir())
@@ -219,24 +219,6 @@ func logDir(c *cluster.Cluster) string {
 		return "no cluster"
 	}
 	return c.LogDir()
-}
-
-// repoRoot is the directory holding go.mod above the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }
 
 // testWriter sends progress lines to the test's log.

@@ -69,7 +69,7 @@ func BenchmarkCluster(b *testing.B) {
 func up(b *testing.B) *bench {
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
-	repo, err := repoRoot()
+	repo, err := e2e.RepoRoot()
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -165,22 +165,4 @@ func sriovdpBinary(repo string) string {
 		}
 	}
 	return "/work/shared/peers/sriovdp"
-}
-
-// repoRoot is the directory holding go.mod above the working directory.
-func repoRoot() (string, error) {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "", err
-	}
-	for {
-		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
-			return dir, nil
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return "", fmt.Errorf("no go.mod above the working directory")
-		}
-		dir = parent
-	}
 }

@@ -208,7 +208,7 @@ func removeHwnet(ctx context.Context, c *cluster.Cluster) error {
 	if err := waitGone(ctx, c, "app=hwnet-controller"); err != nil {
 		return err
 	}
-	repo, err := repoRoot()
+	repo, err := e2e.RepoRoot()
 	if err != nil {
 		return err
 	}
