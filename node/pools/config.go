@@ -245,6 +245,19 @@ func (p *parser) add(e entry, errs []*FieldError) {
 	}
 }
 
+// uniqueName refuses an entry's name that is missing, not a qualified
+// name's part, or among taken.
+func (e entry) uniqueName(name string, taken []string) {
+	switch err := checkQualifiedNamePart(name); {
+	case name == "":
+		e.fail("name", "", errors.New("missing"))
+	case err != nil:
+		e.fail("name", strconv.Quote(name), err)
+	case slices.Contains(taken, name):
+		e.fail("name", strconv.Quote(name), errors.New("declared twice"))
+	}
+}
+
 func (e entry) fail(field, value string, err error) {
 	e.p.errs = append(e.p.errs, &FieldError{Entry: e.label, Field: field, Value: value, Err: err})
 }
@@ -390,14 +403,7 @@ func (p *parser) tags(raws []json.RawMessage) []Tag {
 		_, errs := decodeObject(raw, "", r.fields(), nil)
 		e := entry{p, tagEntry(i, r.Name)}
 		p.add(e, errs)
-		switch err := checkQualifiedNamePart(r.Name); {
-		case r.Name == "":
-			e.fail("name", "", errors.New("missing"))
-		case err != nil:
-			e.fail("name", strconv.Quote(r.Name), err)
-		case slices.Contains(p.tagNames, r.Name):
-			e.fail("name", strconv.Quote(r.Name), errors.New("declared twice"))
-		}
+		e.uniqueName(r.Name, p.tagNames)
 		p.tagNames = append(p.tagNames, r.Name)
 		out = append(out, Tag{Name: r.Name, Selectors: e.selectors(r.Selectors, tagKind())})
 	}

@@ -94,14 +94,7 @@ func (p *parser) vfLayouts(raws []json.RawMessage) []VFLayout {
 		_, errs := decodeObject(raw, "", r.fields(), nil)
 		e := entry{p, layoutEntry(i, r.Name)}
 		p.add(e, errs)
-		switch err := checkQualifiedNamePart(r.Name); {
-		case r.Name == "":
-			e.fail("name", "", errors.New("missing"))
-		case err != nil:
-			e.fail("name", strconv.Quote(r.Name), err)
-		case slices.Contains(names, r.Name):
-			e.fail("name", strconv.Quote(r.Name), errors.New("declared twice"))
-		}
+		e.uniqueName(r.Name, names)
 		names = append(names, r.Name)
 		l := VFLayout{Name: r.Name, Index: i, Selectors: e.selectors(r.Selectors, layoutKind())}
 		e.pfSelectors(l.Selectors)
