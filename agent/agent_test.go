@@ -370,6 +370,34 @@ func TestAgentDriverRebind(t *testing.T) {
 	f.wait(t, netdevice, "VF 1 back", health("0000:3b:01.1", pluginapi.Healthy))
 }
 
+// TestAgentVFIOGroupDeviceSeenLive: a DPDK VF's VFIO group device that
+// goes makes it unhealthy, and one that comes (as devtmpfs makes it, maybe
+// after the bind's uevent) healthy again, without waiting for a rescan.
+func TestAgentVFIOGroupDeviceSeenLive(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	f.start(t)
+	f.wait(t, dpdk, "registration", counts(4, 4))
+	entries, err := os.ReadDir(filepath.Join(f.opts.DevRoot, "vfio"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var group string
+	for _, e := range entries {
+		if e.Name() != "vfio" {
+			group = filepath.Join(f.opts.DevRoot, "vfio", e.Name())
+			break
+		}
+	}
+	if err := os.Remove(group); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t, dpdk, "the VF without its group device unhealthy", counts(4, 3))
+	if err := os.WriteFile(group, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.wait(t, dpdk, "the VF with its group device back healthy", counts(4, 4))
+}
+
 // TestAgentDevinfoLifecycle: the device-info file of an allocated device
 // stays while PodResources says a pod holds it and goes once none does;
 // graceful shutdown removes the sockets and the files no pod needs.

@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"sync"
 	"time"
 
@@ -46,13 +47,25 @@ func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev signal
 		cfg.Close()
 		return fmt.Errorf("watching kubelet's socket: %w", err)
 	}
+	// A VFIO group device that comes (devtmpfs makes it as the VF binds,
+	// maybe after the bind's uevent) or goes changes the VF's health.
+	vfio, err := watch.WatchSockets(filepath.Join(a.opts.DevRoot, "vfio"), nil)
+	if err != nil {
+		links.Close()
+		cfg.Close()
+		kubelet.Close()
+		return fmt.Errorf("watching VFIO group devices: %w", err)
+	}
 	rawLinks := make(chan watch.LinkEvent, 64)
 	sockets := make(chan watch.SocketEvent, 4)
+	groups := make(chan watch.SocketEvent, 4)
 	a.run(ctx, wg, "links", func(ctx context.Context) error { return links.Run(ctx, rawLinks) })
 	a.run(ctx, wg, "PCI poller", func(ctx context.Context) error { return poller.Run(ctx, pollEvery, ev.hardware) })
 	a.run(ctx, wg, "configuration", func(ctx context.Context) error { return cfg.Run(ctx, ev.config) })
 	a.run(ctx, wg, "kubelet socket", func(ctx context.Context) error { return kubelet.Run(ctx, sockets) })
+	a.run(ctx, wg, "VFIO group devices", func(ctx context.Context) error { return vfio.Run(ctx, groups) })
 	wg.Go(func() { forwardLinks(ctx, rawLinks, ev.links) })
+	wg.Go(func() { forwardAsHardware(ctx, groups, ev.hardware) })
 	wg.Go(func() { forwardKubelet(ctx, sockets, ev.kubelet) })
 	return nil
 }
@@ -125,6 +138,18 @@ func forwardKubelet(ctx context.Context, in <-chan watch.SocketEvent, out chan s
 			if !e.Removed {
 				signal(out)
 			}
+		}
+	}
+}
+
+// forwardAsHardware turns each event into a hardware signal: a rescan.
+func forwardAsHardware(ctx context.Context, in <-chan watch.SocketEvent, hardware chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-in:
+			signal(hardware)
 		}
 	}
 }

@@ -65,6 +65,9 @@ func WatchEntries(dir string, match func(name string) bool) (*SocketWatcher, err
 	return w, nil
 }
 
+// Close closes a watch that will not Run.
+func (w *SocketWatcher) Close() error { return w.dir.Close() }
+
 // Run sends the creation and removal of matching entries to out until ctx
 // is done, keeping only the latest event per name while out is not ready.
 // When the directory appears or goes, or the kernel dropped events, it

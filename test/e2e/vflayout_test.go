@@ -69,12 +69,11 @@ func TestVFLayout(t *testing.T) {
 		t.Errorf("the PF's VFs are on %v, want 8, 0-1 on vfio-pci, the rest on mlx5_core", vfs)
 	}
 	// The kernel's devtmpfs makes a new VFIO group's /dev/vfio/N as it
-	// binds; the cluster's /dev gets it from SyncDevices, and the agent
-	// judges the VF healthy at its next discovery, here its restart.
+	// binds; the cluster's /dev gets it from SyncDevices, and the agent,
+	// which watches /dev/vfio, judges the VF healthy again.
 	if err := e.c.SyncDevices(); err != nil {
 		t.Fatal(err)
 	}
-	e.restartAgent(ctx, t)
 	e.waitAllocatable(ctx, t, dpdkResource, 6)
 	node, err := e.client.CoreV1().Nodes().Get(ctx, e.c.NodeName(), metav1.GetOptions{})
 	if err != nil {
