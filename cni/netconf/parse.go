@@ -285,7 +285,13 @@ func newPlugin(fields map[string]json.RawMessage, conf *types.PluginConf, path s
 	if strings.ContainsRune(conf.Type, os.PathSeparator) {
 		return Plugin{}, fmt.Errorf("%stype: %q is a path; it must name a binary in the CNI bin directory", path, conf.Type)
 	}
-	return Plugin{Type: conf.Type, Capabilities: conf.Capabilities, Fields: fields}, nil
+	// Capabilities as the last "capabilities" key gives them, as Bytes
+	// re-encodes them: libcni's reading merges a repeated key's objects.
+	var caps map[string]bool
+	if err := decodeField(fields, path, "capabilities", "an object of booleans", &caps); err != nil {
+		return Plugin{}, err
+	}
+	return Plugin{Type: conf.Type, Capabilities: caps, Fields: fields}, nil
 }
 
 // decodeAsLibcni decodes a plugin into types.PluginConf as libcni will before
