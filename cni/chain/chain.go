@@ -30,9 +30,9 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/types/create"
-	"github.com/containernetworking/cni/pkg/utils"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/hwnet-io/hwnet/cni/cninames"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/cni/pluginexec"
 )
@@ -269,13 +269,13 @@ func (c *Chain) prepare(list *netconf.Delegate, p netconf.Plugin, prev types.Res
 // validate refuses what libcni refuses before running a plugin. The
 // validators return *types.Error, which must not become a non-nil error.
 func validate(network string, rt Runtime) error {
-	if err := utils.ValidateContainerID(rt.ContainerID); err != nil {
+	if err := cninames.ValidateContainerID(rt.ContainerID); err != nil {
 		return err
 	}
-	if err := utils.ValidateNetworkName(network); err != nil {
+	if err := cninames.ValidateNetworkName(network); err != nil {
 		return err
 	}
-	if err := utils.ValidateInterfaceName(rt.IfName); err != nil {
+	if err := cninames.ValidateInterfaceName(rt.IfName); err != nil {
 		return err
 	}
 	return nil

@@ -14,9 +14,9 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/cni/pkg/utils"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/hwnet-io/hwnet/cni/cninames"
 	"github.com/hwnet-io/hwnet/cni/wire"
 )
 
@@ -86,7 +86,7 @@ func (c *Conf) validate() error {
 	if c.Name == "" {
 		return types.NewError(types.ErrInvalidNetworkConfig, "hwnet network configuration: missing network name", "")
 	}
-	if err := utils.ValidateNetworkName(c.Name); err != nil {
+	if err := cninames.ValidateNetworkName(c.Name); err != nil {
 		return err
 	}
 	if err := checkAbsolute("socketPath", c.SocketPath); err != nil {

@@ -14,7 +14,8 @@ import (
 	"strings"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/cni/pkg/utils"
+
+	"github.com/hwnet-io/hwnet/cni/cninames"
 )
 
 const (
@@ -68,11 +69,11 @@ type envVar struct {
 func envVars() []envVar {
 	return []envVar{
 		{"CNI_CONTAINERID", func(r *Request) *string { return &r.ContainerID },
-			[]string{CommandAdd, CommandCheck, CommandDel}, utils.ValidateContainerID},
+			[]string{CommandAdd, CommandCheck, CommandDel}, cninames.ValidateContainerID},
 		{"CNI_NETNS", func(r *Request) *string { return &r.Netns },
 			[]string{CommandAdd, CommandCheck}, nil},
 		{"CNI_IFNAME", func(r *Request) *string { return &r.IfName },
-			[]string{CommandAdd, CommandCheck, CommandDel}, utils.ValidateInterfaceName},
+			[]string{CommandAdd, CommandCheck, CommandDel}, cninames.ValidateInterfaceName},
 		{"CNI_ARGS", func(r *Request) *string { return &r.Args }, nil, nil},
 		{"CNI_PATH", func(r *Request) *string { return &r.Path },
 			[]string{CommandAdd, CommandCheck, CommandDel, CommandStatus, CommandGC}, nil},
