@@ -37,6 +37,10 @@ func benchCNI(b *testing.B, t *table, bins string) {
 		for _, nets := range []int{1, 4} {
 			// The delegate alone, as many times as the tools run it.
 			deleg := env.batch(b, rts["delegate"], *pods*(nets+1), 0)
+			// What two execs of a Go program cost before it does anything
+			// of its own: the floor under the shim's CPU.
+			t.add(fmt.Sprintf("CPU per ADD+DEL of a static Go CNI plugin on libcni's skel that answers at once (the delegate), %d network(s)", nets),
+				"ms", "hwnet", ms(deleg.add.cpu+deleg.del.cpu))
 			for i := range tools {
 				tool := tools[(i+round)%len(tools)]
 				env.measure(b, t, tool, rts[tool.name], nets, deleg)
