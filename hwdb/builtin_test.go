@@ -24,7 +24,7 @@ func TestBuiltinModelsAreValid(t *testing.T) {
 // newerThanPCIIDs lists the built-in IDs that the embedded pci.ids
 // (2023.04.10) does not name, because the parts came later. Each was
 // confirmed in the driver's kernel PCI ID table and, where noted, in the PCI
-// ID Project's current pci.ids instead. When data/pci.ids.gz is regenerated
+// ID Project's current pci.ids instead. When data/pci.ids is regenerated
 // from a newer pci.ids, TestBuiltinIDsHaveNames says which to remove.
 var newerThanPCIIDs = map[[2]PCIID]string{
 	{0x8086, 0x12d1}: "E830-CC backplane: ice_devids.h, pci.ids",

@@ -30,7 +30,7 @@ func Open(extra ...Model) (*DB, error) {
 	if err := validateModels("extra", extra); err != nil {
 		return nil, fmt.Errorf("hwdb: %w", err)
 	}
-	n, err := loadNames(pciIDsGz)
+	n, err := parseNames(pciIDs)
 	if err != nil {
 		return nil, fmt.Errorf("hwdb: embedded pci.ids: %w", err)
 	}

@@ -1,7 +1,7 @@
 // Package hwdb is hwnet's hardware database: PCI vendor and device names for
-// every NIC (from an embedded, compressed copy of pci.ids) and a curated table
-// of SR-IOV capable NIC models with their PF and VF device IDs, drivers and
-// capabilities. A DB is immutable once opened; lookups do not allocate.
+// every NIC (from an embedded copy of pci.ids's vendor and device lines) and
+// a curated table of SR-IOV capable NIC models with their PF and VF device
+// IDs, drivers and capabilities. A DB is immutable once opened; lookups do not allocate.
 package hwdb
 
 // LinkType is the link layer a NIC port can run.

@@ -1,23 +1,23 @@
 package hwdb
 
 import (
-	"bytes"
 	"cmp"
-	"compress/gzip"
 	_ "embed"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"slices"
 	"strings"
 )
 
-// pciIDsGz is the vendor and device part of pci.ids, written by
-// internal/gen. Regenerate it from a newer pci.ids with go generate.
+// pciIDs is the vendor and device part of pci.ids, written by
+// internal/gen. Regenerate it from a newer pci.ids with go generate. It is
+// embedded as text, not compressed: the names then lie in the binary's
+// read-only data, whose pages the kernel reads on demand and may drop,
+// instead of 0.7 MiB of heap the agent carries for its life.
 //
-//go:generate go run ./internal/gen -in /usr/share/misc/pci.ids -out data/pci.ids.gz
-//go:embed data/pci.ids.gz
-var pciIDsGz []byte
+//go:generate go run ./internal/gen -in /usr/share/misc/pci.ids -out data/pci.ids
+//go:embed data/pci.ids
+var pciIDs string
 
 // names holds the PCI vendor and device names: the text, and per table the
 // sorted keys with the offset of each name in it, which ends at its line's
@@ -47,25 +47,6 @@ func (n *names) lookup(table []nameAt, key uint32) string {
 
 func deviceKey(vendor, device PCIID) uint32 {
 	return uint32(vendor)<<16 | uint32(device)
-}
-
-// loadNames decompresses gz and parses it.
-func loadNames(gz []byte) (names, error) {
-	zr, err := gzip.NewReader(bytes.NewReader(gz))
-	if err != nil {
-		return names{}, err
-	}
-	var text strings.Builder
-	// A gzip stream ends with its uncompressed size; growing to it up front
-	// saves the copies of a growing buffer.
-	text.Grow(int(binary.LittleEndian.Uint32(gz[len(gz)-4:])))
-	if _, err := io.Copy(&text, zr); err != nil {
-		return names{}, err
-	}
-	if err := zr.Close(); err != nil {
-		return names{}, err
-	}
-	return parseNames(text.String())
 }
 
 // parseNames parses pci.ids text made of comments, blank lines, vendor lines

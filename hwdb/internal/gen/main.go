@@ -5,17 +5,14 @@
 // device class section and all other comments: hwdb names vendors and
 // devices, nothing else, and the smaller file keeps hwdb.Open fast.
 //
-// The output is gzip-compressed with an empty gzip header (no name, no
-// timestamp), so it depends only on the input and the Go release.
+// The output depends only on the input.
 //
 // Usage, from the hwdb directory (see the go:generate line in names.go):
 //
-//	go run ./internal/gen -in /usr/share/misc/pci.ids -out data/pci.ids.gz
+//	go run ./internal/gen -in /usr/share/misc/pci.ids -out data/pci.ids
 package main
 
 import (
-	"bytes"
-	"compress/gzip"
 	"flag"
 	"fmt"
 	"os"
@@ -24,7 +21,7 @@ import (
 
 func main() {
 	in := flag.String("in", "/usr/share/misc/pci.ids", "pci.ids file to read")
-	out := flag.String("out", "data/pci.ids.gz", "gzip file to write")
+	out := flag.String("out", "data/pci.ids", "file to write")
 	flag.Parse()
 	if err := run(*in, *out); err != nil {
 		fmt.Fprintln(os.Stderr, "gen:", err)
@@ -41,11 +38,7 @@ func run(inPath, outPath string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", inPath, err)
 	}
-	gz, err := compress(text)
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(outPath, gz, 0o644)
+	return os.WriteFile(outPath, []byte(text), 0o644)
 }
 
 // filterNote follows the copied header, so a reader of the embedded file
@@ -124,21 +117,4 @@ func isEntry(s string) bool {
 		}
 	}
 	return true
-}
-
-// compress gzips text at the best compression with a zero header, so equal
-// input gives equal output.
-func compress(text string) ([]byte, error) {
-	var buf bytes.Buffer
-	zw, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
-	if err != nil {
-		return nil, err
-	}
-	if _, err := zw.Write([]byte(text)); err != nil {
-		return nil, err
-	}
-	if err := zw.Close(); err != nil {
-		return nil, err
-	}
-	return buf.Bytes(), nil
 }
