@@ -42,17 +42,17 @@ func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*p
 }
 
 // lookup returns the devices of ids sorted by ID.
-func (s *snapshot) lookup(ids []string) ([]*prepared, error) {
+func (s *snapshot) lookup(ids []string) ([]*DeviceState, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("a container request without devices")
 	}
 	sorted := slices.Sorted(slices.Values(ids))
-	devs := make([]*prepared, len(sorted))
+	devs := make([]*DeviceState, len(sorted))
 	for i, id := range sorted {
 		if i > 0 && id == sorted[i-1] {
 			return nil, fmt.Errorf("device %q requested twice", id)
 		}
-		d, ok := s.byID[id]
+		d, ok := s.device(id)
 		if !ok {
 			return nil, fmt.Errorf("device %q is not a device of the pool", id)
 		}
@@ -61,17 +61,17 @@ func (s *snapshot) lookup(ids []string) ([]*prepared, error) {
 	return devs, nil
 }
 
-func (p *Plugin) containerResponse(devs []*prepared) (*pluginapi.ContainerAllocateResponse, error) {
+func (p *Plugin) containerResponse(devs []*DeviceState) (*pluginapi.ContainerAllocateResponse, error) {
 	hs := make([]*handout.Device, len(devs))
 	var specs []*pluginapi.DeviceSpec
 	for i, d := range devs {
-		hs[i] = d.handout
-		for _, spec := range d.specs {
-			if !slices.ContainsFunc(specs, func(s *pluginapi.DeviceSpec) bool { return s.HostPath == spec.HostPath }) {
-				specs = append(specs, spec)
+		hs[i] = p.maker.Make(&d.Device)
+		for _, node := range hs[i].Nodes {
+			if !slices.ContainsFunc(specs, func(s *pluginapi.DeviceSpec) bool { return s.HostPath == node }) {
+				specs = append(specs, &pluginapi.DeviceSpec{HostPath: node, ContainerPath: node, Permissions: "rw"})
 			}
 		}
-		if err := devinfo.Write(p.opts.DevinfoDir, p.name, d.ID, d.handout.Info); err != nil {
+		if err := devinfo.Write(p.opts.DevinfoDir, p.name, d.ID, hs[i].Info); err != nil {
 			return nil, err
 		}
 	}

@@ -182,9 +182,13 @@ func BenchmarkSetDevicesToListAndWatch(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			for range b.N {
-				devices[0].Healthy = !devices[0].Healthy
-				h.plugin.SetDevices(devices)
+			// The plugin keeps the list it is given: two lists that differ
+			// in one device's health take turns.
+			flipped := slices.Clone(devices)
+			flipped[0].Healthy = !flipped[0].Healthy
+			lists := [2][]DeviceState{flipped, devices}
+			for i := range b.N {
+				h.plugin.SetDevices(lists[i%2])
 				if _, err := stream.Recv(); err != nil {
 					b.Fatal(err)
 				}

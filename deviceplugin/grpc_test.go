@@ -103,8 +103,9 @@ func TestListAndWatch(t *testing.T) {
 
 	// Nothing kubelet sees changes: no message. The next real change is
 	// the next message.
-	sick[0].Reason = "no carrier"
-	h.plugin.SetDevices(sick)
+	calm := slices.Clone(sick)
+	calm[0].Reason = "no carrier"
+	h.plugin.SetDevices(calm)
 	both := append(slices.Clone(numa0), numa1...)
 	h.plugin.SetDevices(both)
 	if got, want := listed(nextList(t, lists)), append(wantListed(numa0, nil, "numa0"), wantListed(numa1, nil, "numa1")...); !slices.Equal(got, want) {
@@ -391,9 +392,11 @@ func TestConcurrentClients(t *testing.T) {
 			errs <- err
 		}()
 	}
+	list := devices
 	for i := 1; i <= 3; i++ {
-		devices[i].Healthy = false
-		h.plugin.SetDevices(devices)
+		list = slices.Clone(list) // the plugin keeps the list it was given
+		list[i].Healthy = false
+		h.plugin.SetDevices(list)
 	}
 	for range 8 {
 		if err := <-errs; err != nil {

@@ -26,7 +26,7 @@ func (p *Plugin) ListAndWatch(_ *pluginapi.Empty, stream grpc.ServerStreamingSer
 	ctx := stream.Context()
 	for {
 		s := p.current.Load()
-		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: s.listed}); err != nil {
+		if err := stream.Send(&pluginapi.ListAndWatchResponse{Devices: p.listings(s.devices)}); err != nil {
 			return err
 		}
 		select {

@@ -196,7 +196,7 @@ func (p *Plugin) Register(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("%s: register with kubelet at %s: %w", p.name, p.opts.KubeletSocket, err)
 	}
-	p.log.Info("registered with kubelet", "socket", p.socket, "kubelet", p.opts.KubeletSocket, "devices", len(p.current.Load().listed))
+	p.log.Info("registered with kubelet", "socket", p.socket, "kubelet", p.opts.KubeletSocket, "devices", len(p.current.Load().devices))
 	return nil
 }
 
