@@ -109,13 +109,16 @@ func (n *pooledNode) healthView(held *ledger.Ledger, unknown []string) devhealth
 // functions are every PF, VF and NIC function as pool devices.
 func (n *pooledNode) functions() []pools.Device {
 	var out []pools.Device
-	for _, pf := range n.inv.PFs {
-		out = withPorts(out, pools.Device{ID: pf.Address, Function: pf.Function, VFIndex: -1})
-		for _, vf := range pf.VFs {
-			out = withPorts(out, pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF, VFIndex: vf.Index})
+	for i := range n.inv.PFs {
+		pf := &n.inv.PFs[i]
+		out = withPorts(out, pools.Device{ID: pf.Address, Function: &pf.Function, VFIndex: -1})
+		for j := range pf.VFs {
+			vf := &pf.VFs[j]
+			out = withPorts(out, pools.Device{ID: vf.Address, Function: &vf.Function, PF: vf.PF, VFIndex: vf.Index})
 		}
 	}
-	for _, nic := range n.inv.NICs {
+	for i := range n.inv.NICs {
+		nic := &n.inv.NICs[i]
 		out = withPorts(out, pools.Device{ID: nic.Address, Function: nic, VFIndex: -1})
 	}
 	return out
@@ -124,13 +127,15 @@ func (n *pooledNode) functions() []pools.Device {
 // withPorts appends dev or, for a function with several ports (mlx4),
 // one device per port, as pools makes them.
 func withPorts(out []pools.Device, dev pools.Device) []pools.Device {
-	fn := &dev.Function
+	fn := dev.Function
 	if len(fn.Ports) == 0 {
 		return append(out, dev)
 	}
 	for i := range fn.Ports {
+		port := *fn
+		port.Netdev = &fn.Ports[i]
 		d := dev
-		d.ID, d.Function.Netdev = pools.PortID(fn.Address, fn.Ports[i].Port), &fn.Ports[i]
+		d.ID, d.Function = pools.PortID(fn.Address, fn.Ports[i].Port), &port
 		out = append(out, d)
 	}
 	return out

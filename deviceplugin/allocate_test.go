@@ -14,6 +14,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -47,8 +48,9 @@ func rw(path string) spec { return spec{path, path, "rw"} }
 
 func TestAllocateHandsOutDevices(t *testing.T) {
 	n := newTestNode(t)
-	noIOMMU := n.device(t, vfioVF)
-	noIOMMU.Function.VFIODevice = filepath.Join(n.node.DevRoot(), "vfio", "noiommu-8")
+	noIOMMU := edited(n.device(t, vfioVF), func(fn *discovery.Function) {
+		fn.VFIODevice = filepath.Join(n.node.DevRoot(), "vfio", "noiommu-8")
+	})
 	twoPorts := withSecondPort(n.device(t, ibVF), filepath.Join(n.node.DevRoot(), "infiniband"))
 	sriovNet := pools.Resource{Prefix: "intel.com", Name: "sriov_net"}
 	tests := []struct {
@@ -232,8 +234,7 @@ func withSecondPort(d DeviceState, ib string) DeviceState {
 	rdma := *d.Function.RDMA
 	node := func(name string) string { return filepath.Join(ib, name) }
 	rdma.CharDevices = []string{node("uverbs1"), node("umad1"), node("umad9"), node("issm1"), node("issm9"), node("rdma_cm")}
-	d.Function.RDMA = &rdma
-	return d
+	return edited(d, func(fn *discovery.Function) { fn.RDMA = &rdma })
 }
 
 // checkDeviceInfo checks that every allocated device has its file, with

@@ -98,7 +98,7 @@ func syntheticPool() []DeviceState {
 		for vf := range 128 {
 			d := pools.Device{
 				ID:       fmt.Sprintf("0000:%02x:%02x.%d", 0x10+pf, 1+vf/8, vf%8),
-				Function: discovery.Function{NUMANode: pf / 8, Driver: "iavf"},
+				Function: &discovery.Function{NUMANode: pf / 8, Driver: "iavf"},
 				PF:       pfAddr,
 				VFIndex:  vf,
 			}

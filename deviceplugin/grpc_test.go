@@ -21,6 +21,7 @@ import (
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
@@ -119,7 +120,7 @@ func TestListAndWatch(t *testing.T) {
 
 	moved := slices.Clone(numa1)
 	for i := range moved {
-		moved[i].Function.NUMANode = 0
+		moved[i] = edited(moved[i], func(fn *discovery.Function) { fn.NUMANode = 0 })
 	}
 	h.plugin.SetDevices(moved)
 	if got, want := listed(nextList(t, lists)), wantListed(numa1, nil, "numa0"); !slices.Equal(got, want) {
@@ -137,8 +138,7 @@ func TestListAndWatch(t *testing.T) {
 
 func TestListAndWatchTopology(t *testing.T) {
 	n := newTestNode(t)
-	unknown := n.device(t, netVF)
-	unknown.Function.NUMANode = -1
+	unknown := edited(n.device(t, netVF), func(fn *discovery.Function) { fn.NUMANode = -1 })
 	tests := []struct {
 		name    string
 		exclude bool

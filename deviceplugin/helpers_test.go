@@ -84,7 +84,7 @@ func (n *testNode) devices(t testing.TB, pfs ...string) []DeviceState {
 			continue
 		}
 		for _, vf := range pf.VFs {
-			d := pools.Device{ID: vf.Address, Function: vf.Function, PF: pf.Address, VFIndex: vf.Index, Representor: vf.Representor}
+			d := pools.Device{ID: vf.Address, Function: &vf.Function, PF: pf.Address, VFIndex: vf.Index, Representor: vf.Representor}
 			if pf.Netdev != nil {
 				d.PFName = pf.Netdev.Name
 			}
@@ -109,6 +109,15 @@ func (n *testNode) device(t testing.TB, addr string) DeviceState {
 	}
 	t.Fatalf("%s is not a VF of the node", addr)
 	return DeviceState{}
+}
+
+// edited returns d with a copy of its function changed by edit: pool
+// devices share their functions with the inventory, which is immutable.
+func edited(d DeviceState, edit func(*discovery.Function)) DeviceState {
+	fn := *d.Function
+	edit(&fn)
+	d.Function = &fn
+	return d
 }
 
 // tmpfsDir is a directory on a tmpfs, where production keeps device

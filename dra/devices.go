@@ -132,7 +132,7 @@ func eswitchModes(inv *discovery.Inventory) map[string]string {
 // the NPWG's. Empty values are left out, as CEL tests presence with
 // "in"; a string longer than an attribute may hold is cut.
 func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
-	fn := &d.Function
+	fn := d.Function
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
 	standard(a, node, d)
 	str := func(name resourceapi.QualifiedName, v string) {

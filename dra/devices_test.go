@@ -170,7 +170,7 @@ func TestTaints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s evict=%t", tt.reason, tt.evict), func(t *testing.T) {
 			p := dra.Pool{Resource: pools.Resource{Prefix: "intel.com", Name: "x"}, Devices: []dra.Device{
-				{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: discovery.Function{NUMANode: -1}}, Reason: tt.reason, Evict: tt.evict},
+				{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: &discovery.Function{NUMANode: -1}}, Reason: tt.reason, Evict: tt.evict},
 			}}
 			devs, err := dra.Devices(dra.Node{SysfsRoot: t.TempDir()}, []dra.Pool{p})
 			if err != nil {
@@ -193,7 +193,7 @@ func TestTaints(t *testing.T) {
 
 // TestDevicesInTwoPools: a device is served by one pool only.
 func TestDevicesInTwoPools(t *testing.T) {
-	d := dra.Device{Device: pools.Device{ID: "0000:3b:01.0"}, Healthy: true}
+	d := dra.Device{Device: pools.Device{ID: "0000:3b:01.0", Function: &discovery.Function{}}, Healthy: true}
 	ps := []dra.Pool{
 		{Resource: pools.Resource{Prefix: "intel.com", Name: "a"}, Devices: []dra.Device{d}},
 		{Resource: pools.Resource{Prefix: "intel.com", Name: "b"}, Devices: []dra.Device{d}},

@@ -112,13 +112,13 @@ func (m NetdevMemory) Seed(inv *discovery.Inventory) {
 		vfs := inv.PFs[i].VFs
 		withNetdev := map[string]bool{}
 		for j := range vfs {
-			if fn := &vfs[j].Function; fn.Netdev != nil && fn.Driver != "" {
+			if fn := vfs[j].Function; fn.Netdev != nil && fn.Driver != "" {
 				withNetdev[fn.Driver] = true
 				m[fn.Address] = fn.Driver
 			}
 		}
 		for j := range vfs {
-			fn := &vfs[j].Function
+			fn := vfs[j].Function
 			if _, known := m[fn.Address]; !known && withNetdev[fn.Driver] {
 				m[fn.Address] = fn.Driver
 			}
@@ -133,7 +133,7 @@ func (m NetdevMemory) Seed(inv *discovery.Inventory) {
 // attachment of it would fail. A held device's netdev is expected to be in
 // its pod.
 func (v View) netdevLost(d *pools.Device) (bool, string) {
-	fn := &d.Function
+	fn := d.Function
 	nd := fn.Netdev
 	switch {
 	case nd != nil && v.Links.present(nd):
@@ -151,7 +151,7 @@ func (v View) netdevLost(d *pools.Device) (bool, string) {
 // in the node's network namespace now: in a pod, or gone. Once nothing
 // holds such a device it is lost.
 func (v View) NetdevAway(d *pools.Device) bool {
-	fn := &d.Function
+	fn := d.Function
 	if nd := fn.Netdev; nd != nil {
 		return !v.Links.present(nd)
 	}

@@ -79,7 +79,7 @@ func TestHealth(t *testing.T) {
 		if tt.elsewhere {
 			vf.Netdev.Elsewhere = true
 		}
-		d := pools.Device{ID: vf.Address, Function: vf.Function, PF: vf.PF}
+		d := pools.Device{ID: vf.Address, Function: &vf.Function, PF: vf.PF}
 		links := tt.links
 		if links == nil {
 			links = devhealth.LinkStates{}

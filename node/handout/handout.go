@@ -109,7 +109,7 @@ func NewMaker(res *pools.Resource, devRoot string) *Maker {
 func (m *Maker) Make(dev *pools.Device) *Device {
 	d := &Device{ID: dev.ID, Env: &EnvInfo{Generic: GenericEnvInfo{DeviceID: dev.ID}}}
 	d.Env.Extra = additionalInfo(m.res.AdditionalInfo, dev.ID)
-	fn := &dev.Function
+	fn := dev.Function
 	if fn.Driver == "vfio-pci" {
 		d.addVFIO(m.devPath(fn.VFIODevice))
 	}
@@ -276,7 +276,7 @@ func (m *Maker) deviceInfo(dev *pools.Device, vdpa *discovery.VDPADevice) *devin
 		})
 	}
 	info := devinfo.PCI{PCIAddress: dev.Function.Address, PFPCIAddress: dev.PF, RepresentorDevice: dev.Representor}
-	if rdma := m.rdma(&dev.Function); rdma != nil {
+	if rdma := m.rdma(dev.Function); rdma != nil {
 		info.RDMADevice = rdma.Device
 	}
 	if m.res.NeedVhostNet {

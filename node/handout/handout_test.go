@@ -12,14 +12,14 @@ import (
 )
 
 func TestMake(t *testing.T) {
-	vfio := pools.Device{ID: "0000:3b:01.6", PF: "0000:3b:00.0", Function: discovery.Function{
+	vfio := pools.Device{ID: "0000:3b:01.6", PF: "0000:3b:00.0", Function: &discovery.Function{
 		Address: "0000:3b:01.6", Driver: "vfio-pci", VFIODevice: "/tmp/node/dev/vfio/8"}}
-	ib := pools.Device{ID: "0000:41:01.0", PF: "0000:41:00.0", Function: discovery.Function{
+	ib := pools.Device{ID: "0000:41:01.0", PF: "0000:41:00.0", Function: &discovery.Function{
 		Address: "0000:41:01.0", Driver: "mlx5_core", RDMA: &discovery.RDMA{Device: "mlx5_1",
 			CharDevices: []string{"/dev/infiniband/uverbs1", "/dev/infiniband/umad1", "/dev/infiniband/issm1", "/dev/infiniband/rdma_cm"}}}}
 	// One port of an mlx4 function: its device-info names the function's
 	// PCI address, not the port's device ID.
-	port := pools.Device{ID: "0000:03:00.0:p1", VFIndex: -1, Function: discovery.Function{
+	port := pools.Device{ID: "0000:03:00.0:p1", VFIndex: -1, Function: &discovery.Function{
 		Address: "0000:03:00.0", Driver: "mlx4_core", Netdev: &discovery.Netdev{Name: "ib1", Port: 1}}}
 	tests := []struct {
 		name      string
@@ -58,8 +58,8 @@ func TestEnvVars(t *testing.T) {
 	res := pools.Resource{Prefix: "intel.com", Name: "sriov_dpdk", AdditionalInfo: map[string]map[string]string{"*": {"k": "v"}}}
 	m := handout.NewMaker(&res, "")
 	devs := []*handout.Device{
-		m.Make(&pools.Device{ID: "0000:3b:01.7", Function: discovery.Function{Driver: "vfio-pci", VFIODevice: "/dev/vfio/9"}}),
-		m.Make(&pools.Device{ID: "0000:3b:01.6", Function: discovery.Function{Driver: "vfio-pci", VFIODevice: "/dev/vfio/8"}}),
+		m.Make(&pools.Device{ID: "0000:3b:01.7", Function: &discovery.Function{Driver: "vfio-pci", VFIODevice: "/dev/vfio/9"}}),
+		m.Make(&pools.Device{ID: "0000:3b:01.6", Function: &discovery.Function{Driver: "vfio-pci", VFIODevice: "/dev/vfio/8"}}),
 	}
 	got, err := handout.EnvVars(&res, devs)
 	if err != nil {

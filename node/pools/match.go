@@ -401,9 +401,11 @@ func hasVDPA(fn *discovery.Function, driver string) bool {
 
 // device is cand as a pool's device.
 func (cand *candidate) device() Device {
-	d := Device{ID: cand.id(), Function: *cand.fn, VFIndex: -1, Tags: cand.tags}
+	d := Device{ID: cand.id(), Function: cand.fn, VFIndex: -1, Tags: cand.tags}
 	if cand.port != nil {
-		d.Function.Netdev = cand.port
+		port := *cand.fn
+		port.Netdev = cand.port
+		d.Function = &port
 	}
 	if cand.vf != nil {
 		d.PF, d.PFName, d.VFIndex, d.Representor = cand.pf.Address, cand.pfName(), cand.vf.Index, cand.vf.Representor

@@ -92,10 +92,10 @@ type Device struct {
 	// ID is the kubelet device ID: the PCI address, and for one port of a
 	// function with several (mlx4) "<PCI address>:p<dev_port>".
 	ID string
-	// Function is the discovered function (a copy; the inventory it came
-	// from is immutable). For one port of a multi-port function its
-	// Netdev is that port's.
-	Function discovery.Function
+	// Function is the discovered function, shared with the inventory it
+	// came from, which is immutable: never modify it. For one port of a
+	// multi-port function it is a copy whose Netdev is that port's.
+	Function *discovery.Function
 	// PF is the PCI address of the device's PF, "" for a standalone NIC
 	// or a PF without VFs.
 	PF string
