@@ -104,6 +104,9 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 	if err != nil {
 		return nil, err
 	}
+	if err := waitNodeReady(ctx, client, be.c.NodeName(), stackWait); err != nil {
+		return nil, err
+	}
 	before, err := snapshot(ctx, client, be.c, s.daemons)
 	if err != nil {
 		return nil, err
