@@ -3,7 +3,9 @@ package cluster
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,6 +64,11 @@ func (be *bench) round(b *testing.B, s stack, counts []int, r int) {
 	if err := be.measure(ctx, s, counts, r); err != nil {
 		be.tab.note("round %d: %s: %v (logs in %s)", r, s.name, err, be.c.LogDir())
 		fmt.Printf("bench: round %d: %s: %v\n", r, s.name, err)
+		if errors.Is(err, errNodeNotReady) {
+			// No stack can come down, nor a later one run, on a dead node.
+			be.tab.print(os.Stdout, be.columns, counts)
+			b.Fatalf("round %d: %s: %v (logs in %s)", r, s.name, err, be.c.LogDir())
+		}
 	}
 	if err := s.down(ctx, be.c); err != nil {
 		b.Fatalf("round %d: %s down: %v", r, s.name, err)
@@ -97,6 +104,9 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 	if err != nil {
 		return nil, err
 	}
+	if err := waitNodeReady(ctx, client, be.c.NodeName(), stackWait); err != nil {
+		return nil, err
+	}
 	before, err := snapshot(ctx, client, be.c, s.daemons)
 	if err != nil {
 		return nil, err
@@ -117,9 +127,20 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 		watches.Add(1)
 		return client.CoreV1().Pods(podNS).Watch(ctx, opts)
 	}
+	// A node gone NotReady ends the batch at once, with why.
+	wctx, give := context.WithCancelCause(wctx)
+	defer give(nil)
+	go func() {
+		if err := nodeNotReady(wctx, client, be.c.NodeName()); err != nil {
+			give(err)
+		}
+	}()
 	go func() { defer close(watched); follow(wctx, open, byName, &mu) }()
 	createAll(ctx, client, id, times, &mu)
 	<-watched
+	if err := context.Cause(wctx); errors.Is(err, errNodeNotReady) {
+		return nil, err
+	}
 	after, err := snapshot(ctx, client, be.c, s.daemons)
 	if err != nil {
 		return nil, err

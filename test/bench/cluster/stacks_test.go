@@ -67,10 +67,10 @@ func stackNames(stacks []stack) []string {
 }
 
 // upHwnet deploys hwnet as users do (e2e.DeployHwnet: deploy/ with
-// deploy/pools.yaml and the dra component); with dra, it then turns the
-// sriov_netdevice and sriov_dpdk pools to DRA mode, as
-// test/e2e/dra_test.go does, so that the unchanged pods' extended
-// resources are served through DRA by the DeviceClasses'
+// deploy/pools.yaml and the dra component); with dra, it then turns every
+// pool the bench's pods ask for (sriov_netdevice, sriov_dpdk, ib) to DRA
+// mode, as test/e2e/dra_test.go does, so that the unchanged pods'
+// extended resources are served through DRA by the DeviceClasses'
 // extendedResourceName.
 func upHwnet(dra bool) func(ctx context.Context, c *cluster.Cluster, repo string) error {
 	return func(ctx context.Context, c *cluster.Cluster, repo string) error {
@@ -84,8 +84,13 @@ func upHwnet(dra bool) func(ctx context.Context, c *cluster.Cluster, repo string
 	}
 }
 
-// draPools is deploy/pools.yaml with the pools that have a DeviceClass
-// with extendedResourceName in DRA mode.
+// draPodPools are the pools of the bench's pods (cnfPod), all in DRA mode
+// in the hwnet-dra stack: a pod mixing DRA-served extended resources with
+// a device plugin's one crashes kubelet 1.37.1's device manager
+// (docs/performance.md, bench-cluster).
+var draPodPools = []string{"sriov_netdevice", "sriov_dpdk", "ib"}
+
+// draPools is deploy/pools.yaml with draPodPools in DRA mode.
 func draPools(repo string) ([]byte, error) {
 	data, err := os.ReadFile(filepath.Join(repo, e2e.PoolsFile))
 	if err != nil {
@@ -95,8 +100,10 @@ func draPools(repo string) ([]byte, error) {
 	for line := range strings.Lines(string(data)) {
 		out.WriteString(line)
 		entry := strings.TrimSpace(line)
-		if strings.HasPrefix(entry, "- resourceName: sriov_netdevice ") || strings.HasPrefix(entry, "- resourceName: sriov_dpdk ") {
-			out.WriteString("    mode: dra\n")
+		for _, p := range draPodPools {
+			if strings.HasPrefix(entry, "- resourceName: "+p+" ") {
+				out.WriteString("    mode: dra\n")
+			}
 		}
 	}
 	return []byte(out.String()), nil
@@ -142,9 +149,9 @@ func switchToDRA(ctx context.Context, c *cluster.Cluster, repo string) error {
 	})
 }
 
-// draDevices are testdata/node.yaml's sriov_netdevice (200) and
-// sriov_dpdk (112) VFs.
-const draDevices = 312
+// draDevices are testdata/node.yaml's sriov_netdevice (200), sriov_dpdk
+// (112) and IB (100) VFs.
+const draDevices = 412
 
 func sliceDevices(ctx context.Context, c *cluster.Cluster) (int, error) {
 	client, err := e2e.Client(c)

@@ -152,7 +152,8 @@ func (t *table) row(w io.Writer, name, pods string, stacks []string, values func
 	if pods != "" {
 		cells = append(cells, pods)
 	}
-	med := map[string]float64{}
+	// A stack not measured has no median: its ratios are "–", not 0.
+	med := map[string]float64{"hwnet": math.NaN(), "hwnet-dra": math.NaN(), "peer": math.NaN()}
 	for _, s := range stacks {
 		v := values(s)
 		med[s] = pct(v, 50)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"math"
+	"strings"
 	"testing"
 	"time"
 )
@@ -20,5 +21,16 @@ func TestPercentilesCountTimedOutPods(t *testing.T) {
 	}
 	if got := ratio(math.Inf(1), 2); got != "timeout" {
 		t.Errorf("ratio of a timeout = %s, want timeout", got)
+	}
+}
+
+// A run without the peer (-stacks hwnet,hwnet-dra) has no peer/hwnet
+// ratio: "–", not 0.00x.
+func TestRatioOfStackNotMeasured(t *testing.T) {
+	var out strings.Builder
+	tab := newTable()
+	tab.row(&out, "x", "1", []string{"hwnet", "hwnet-dra"}, func(string) []float64 { return []float64{2} })
+	if got, want := out.String(), "| x | 1 | 2 | 2 | – | 1.00x |\n"; got != want {
+		t.Errorf("row = %q, want %q", got, want)
 	}
 }
