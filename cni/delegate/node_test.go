@@ -37,15 +37,24 @@ import (
 )
 
 const (
-	nodeName   = "node-1"
-	sriovRes   = "intel.com/sriov_a"
-	dpdkRes    = "intel.com/sriov_dpdk"
-	ibRes      = "nvidia.com/ib"
-	podNS      = "cnf"
-	otherNS    = "other-ns"
-	defaultNet = `{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"bridge","bridge":"cni0","isGateway":true,
-  "ipam":{"type":"host-local","subnet":"10.244.0.0/24","routes":[{"dst":"0.0.0.0/0"}]}}]}`
+	nodeName = "node-1"
+	sriovRes = "intel.com/sriov_a"
+	dpdkRes  = "intel.com/sriov_dpdk"
+	ibRes    = "nvidia.com/ib"
+	podNS    = "cnf"
+	otherNS  = "other-ns"
 )
+
+// defaultNet is the node's default network; its host-local leases are in
+// the node's own directory, so no run, test or cluster on the host shares
+// them.
+func (n *testNode) defaultNet() string {
+	return `{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"bridge","bridge":"cni0","isGateway":true,
+  "ipam":{"type":"host-local","subnet":"10.244.0.0/24","dataDir":"` + n.ipamDir() + `","routes":[{"dst":"0.0.0.0/0"}]}}]}`
+}
+
+// ipamDir is where host-local keeps the node's leases.
+func (n *testNode) ipamDir() string { return filepath.Join(n.dir, "ipam") }
 
 // testNode is a virtual SR-IOV node with a real API server, a kubelet
 // PodResources endpoint, the real reference plugins and a Delegator wired to
@@ -112,7 +121,7 @@ func (n *testNode) writeConfs() {
 	confDir := filepath.Join(n.dir, "net.d")
 	os.MkdirAll(confDir, 0o755)
 	defPath := filepath.Join(confDir, "10-podnet.conflist")
-	if err := os.WriteFile(defPath, []byte(defaultNet), 0o644); err != nil {
+	if err := os.WriteFile(defPath, []byte(n.defaultNet()), 0o644); err != nil {
 		n.t.Fatal(err)
 	}
 	conf, _ := json.Marshal(pluginconf.Conf{CNIVersion: "1.0.0", Name: "hwnet", Type: "hwnet",

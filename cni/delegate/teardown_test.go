@@ -104,9 +104,6 @@ func TestSpec7_2_UntrustedRecordDoesNotWedge(t *testing.T) {
 			podNetns := n.podNetns("hwnet-" + id)
 			waitPod(t, n, podNS, id)
 			ctx := context.Background()
-			// host-local's leases outlive the virtual node: a run that
-			// fails must not fail the next one's ADD.
-			t.Cleanup(func() { dropLeases(t, n, id) })
 			if _, err := n.call(ctx, "ADD", id, podNetns, pod); err != nil {
 				t.Fatalf("ADD: %v", err)
 			}
@@ -128,30 +125,6 @@ func TestSpec7_2_UntrustedRecordDoesNotWedge(t *testing.T) {
 				t.Errorf("a second DEL: %v", err)
 			}
 		})
-	}
-}
-
-// dropLeases removes the default network's host-local leases container
-// holds inside the node.
-func dropLeases(t *testing.T, n *testNode, container string) {
-	t.Helper()
-	dir := "/var/lib/cni/networks/podnet"
-	err := n.node.Run(context.Background(), func() error {
-		entries, err := os.ReadDir(dir)
-		if err != nil {
-			return err
-		}
-		for _, e := range entries {
-			path := filepath.Join(dir, e.Name())
-			data, _ := os.ReadFile(path)
-			if f := strings.Fields(string(data)); len(f) > 0 && f[0] == container {
-				os.Remove(path)
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		t.Error(err)
 	}
 }
 
@@ -232,7 +205,6 @@ func TestSpec7_2_HungDelIsNotRetried(t *testing.T) {
 	podNetns := n.podNetns("hwnet-hangdel")
 	waitPod(t, n, podNS, "hangdel")
 	ctx := context.Background()
-	t.Cleanup(func() { dropLeases(t, n, "hangdel") })
 	if _, err := n.call(ctx, "ADD", "hangdel", podNetns, pod); err != nil {
 		t.Fatalf("ADD: %v", err)
 	}
