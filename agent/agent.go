@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"os"
 	"reflect"
 	"strings"
 	"sync"
@@ -30,6 +31,9 @@ type Agent struct {
 	log  *slog.Logger
 	db   *hwdb.DB
 	cfg  *pools.Config
+	// configAtStart is the configuration file as New read it, to tell a
+	// change made before the file's watch began.
+	configAtStart []byte
 
 	inv   *discovery.Inventory
 	links devhealth.LinkStates
@@ -93,11 +97,14 @@ func New(opts Options) (*Agent, error) {
 	if err != nil {
 		return nil, fmt.Errorf("hwdb models: %w", err)
 	}
+	// Read before StartConfig: a change between the two reads is one more
+	// reload, never a missed one.
+	configAtStart, _ := os.ReadFile(opts.ConfigFile)
 	st, err := pools.StartConfig(opts.ConfigFile, opts.LastGoodConfig, db)
 	if err != nil {
 		return nil, err
 	}
-	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
+	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, configAtStart: configAtStart, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
 	a.ledger, a.fresh = ledger.NewReader(a.ledgerSources()), ledger.NewReader(a.ledgerSources())
 	a.ledgerNudge = make(chan struct{}, 1)

@@ -17,6 +17,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
@@ -173,6 +174,38 @@ func TestAgentBadConfigAndRestart(t *testing.T) {
 
 	f.writeConfig(t, defaultConfig)
 	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
+}
+
+// TestAgentSeesAConfigChangedBeforeItsWatch: a configuration written after
+// the agent read the file at start but before its watch began (a
+// ConfigMap update landing while the pod starts) made no event the watch
+// could see: the agent served the last good configuration and stayed
+// unready until the next change.
+func TestAgentSeesAConfigChangedBeforeItsWatch(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	f.opts.LastGoodConfig = filepath.Join(t.TempDir(), "last-good")
+	if err := os.WriteFile(f.opts.LastGoodConfig, []byte(defaultConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	probes := "http://" + freeAddr(t)
+	f.opts.ProbeAddr = strings.TrimPrefix(probes, "http://")
+	f.writeConfig(t, "resourceList: [{resourceName: broken, selectors: {colour: [blue]}}]\n")
+	a, err := agent.New(f.opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.writeConfig(t, defaultConfig)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("agent.Run: %v", err)
+		}
+	})
+	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
+	f.waitLog(t, `msg="configuration reloaded"`)
 }
 
 // TestAgentServesWhenLastGoodCannotBeKept: a valid pool configuration is

@@ -1,8 +1,10 @@
 package agent
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"path/filepath"
 	"sync"
 	"time"
@@ -40,6 +42,7 @@ func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev signal
 		links.Close()
 		return fmt.Errorf("watching the configuration: %w", err)
 	}
+	a.reloadIfChangedSinceStart(ev.config)
 	isKubelet := func(name string) bool { return name == deviceplugin.KubeletSocketName }
 	kubelet, err := watch.WatchSockets(a.opts.PluginDir, isKubelet)
 	if err != nil {
@@ -68,6 +71,20 @@ func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev signal
 	wg.Go(func() { forwardAsHardware(ctx, groups, ev.hardware) })
 	wg.Go(func() { forwardKubelet(ctx, sockets, ev.kubelet) })
 	return nil
+}
+
+// reloadIfChangedSinceStart asks for a reload when the configuration file
+// changed between New's read and its watch: that change made no event the
+// watch could see, and the agent would serve the old one until the next.
+func (a *Agent) reloadIfChangedSinceStart(reload chan<- struct{}) {
+	now, _ := os.ReadFile(a.opts.ConfigFile)
+	if bytes.Equal(now, a.configAtStart) {
+		return
+	}
+	select {
+	case reload <- struct{}{}:
+	default: // a reload is already asked for
+	}
 }
 
 // run runs a watcher; one that fails is logged, since the others and the
