@@ -16,6 +16,7 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
+	"github.com/hwnet-io/hwnet/test/vfrecord"
 )
 
 // netdevVF is a netdev VF of the test node (iavf, VF 1 of enp59s0f0).
@@ -35,22 +36,6 @@ func (f rateRefusingAdmin) SetRate(ctx context.Context, vf vfadmin.VF, minRate, 
 		return errors.New("operation not supported")
 	}
 	return f.Recorder.SetRate(ctx, vf, minRate, maxRate)
-}
-
-// ops is each recorded call of the VF at pci as "op value".
-func ops(t *testing.T, r *vfadmin.Recorder, pci string) []string {
-	t.Helper()
-	calls, err := vfadmin.ReadCalls(r.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, c := range calls {
-		if c.PCIAddress == pci {
-			out = append(out, c.Op+" "+c.Value)
-		}
-	}
-	return out
 }
 
 // TestVFSettings_PrepareUnprepare (issue 34): a claim's VF settings are
@@ -74,7 +59,7 @@ func TestVFSettings_PrepareUnprepare(t *testing.T) {
 		t.Fatal(res.Err)
 	}
 	want := []string{"macAddress 02:00:00:00:00:01", "vlan 100 qos 3 proto 802.1Q", "spoofchk off", "trust on", "rate 0-1000", "linkState enable", "mtu 9000"}
-	if got := ops(t, rec, "0000:3b:01.1"); !slices.Equal(got, want) {
+	if got := vfrecord.Ops(t, rec, "0000:3b:01.1"); !slices.Equal(got, want) {
 		t.Errorf("prepare's calls\n got %q\nwant %q", got, want)
 	}
 	devs, err := p.drv.PodDevices(context.Background(), netclaim.Pod{UID: "pod-v"})
@@ -86,7 +71,7 @@ func TestVFSettings_PrepareUnprepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantReset := []string{"macAddress " + origMAC, "vlan 0 qos 0 proto 802.1Q", "spoofchk on", "trust off", "rate 0-0", "linkState auto", "mtu " + strconv.Itoa(origMTU)}
-	if got := ops(t, restartedRec, "0000:3b:01.1"); !slices.Equal(got, wantReset) {
+	if got := vfrecord.Ops(t, restartedRec, "0000:3b:01.1"); !slices.Equal(got, wantReset) {
 		t.Errorf("unprepare's calls\n got %q\nwant %q", got, wantReset)
 	}
 }
@@ -146,7 +131,7 @@ func TestVFSettings_FailedApplyIsUndone(t *testing.T) {
 		t.Fatalf("err %v, want the failed rate named", res.Err)
 	}
 	want := []string{"vlan 100 qos 0 proto 802.1Q", "vlan 0 qos 0 proto 802.1Q", "rate 0-0"}
-	if got := ops(t, rec, "0000:3b:01.1"); !slices.Equal(got, want) {
+	if got := vfrecord.Ops(t, rec, "0000:3b:01.1"); !slices.Equal(got, want) {
 		t.Errorf("calls %q, want %q", got, want)
 	}
 	data, _ := os.ReadFile(filepath.Join(p.opts.PluginDir, "checkpoint.json"))
@@ -196,7 +181,7 @@ func TestVFSettings_KilledMidApply(t *testing.T) {
 				}
 				want = []string{"vlan 0 qos 0 proto 802.1Q", "rate 0-0"}
 			}
-			if got := ops(t, second, "0000:3b:01.1"); !slices.Equal(got, want) {
+			if got := vfrecord.Ops(t, second, "0000:3b:01.1"); !slices.Equal(got, want) {
 				t.Errorf("calls after the restart %q, want %q", got, want)
 			}
 			data, _ := os.ReadFile(filepath.Join(p.opts.PluginDir, "checkpoint.json"))

@@ -8,27 +8,13 @@ import (
 	"testing"
 
 	"github.com/hwnet-io/hwnet/node/vfadmin"
+	"github.com/hwnet-io/hwnet/test/vfrecord"
 )
 
 // vfNAD is sriov-a with sriov-cni's VF keys on its interface plugin.
 const vfNAD = `{"cniVersion":"1.0.0","plugins":[
   {"type":"host-device","vlan":100,"max_tx_rate":1000,"spoofchk":"off","mtu":9000,"capabilities":{"ips":true},"ipam":{"type":"static"}},
   {"type":"tuning","capabilities":{"mac":true}}]}`
-
-func vfOps(t *testing.T, r *vfadmin.Recorder, pci string) []string {
-	t.Helper()
-	calls, err := vfadmin.ReadCalls(r.Path())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, c := range calls {
-		if c.PCIAddress == pci {
-			out = append(out, c.Op+" "+c.Value)
-		}
-	}
-	return out
-}
 
 // withVFAdmin makes the node's Delegator set VF settings through r.
 func (n *testNode) withVFAdmin(r vfadmin.Admin) {
@@ -59,7 +45,7 @@ func TestVFSettings_NADKeysSetAndReset(t *testing.T) {
 			if _, err := n.call(ctx, "ADD", name, podNetns, pod); err != nil {
 				t.Fatalf("ADD: %v", err)
 			}
-			if got := vfOps(t, rec, vf.Addr); !slices.Equal(got, want) {
+			if got := vfrecord.Ops(t, rec, vf.Addr); !slices.Equal(got, want) {
 				t.Errorf("ADD's calls\n got %q\nwant %q", got, want)
 			}
 			st := networkStatus(t, n, name)
@@ -72,11 +58,11 @@ func TestVFSettings_NADKeysSetAndReset(t *testing.T) {
 				after = vfadmin.NewRecorder(filepath.Join(t.TempDir(), "restarted.jsonl"))
 				n.withVFAdmin(after)
 			}
-			before := len(vfOps(t, after, vf.Addr))
+			before := len(vfrecord.Ops(t, after, vf.Addr))
 			if _, err := n.call(ctx, "DEL", name, podNetns, pod); err != nil {
 				t.Fatalf("DEL: %v", err)
 			}
-			if got := vfOps(t, after, vf.Addr)[before:]; !slices.Equal(got, wantReset) {
+			if got := vfrecord.Ops(t, after, vf.Addr)[before:]; !slices.Equal(got, wantReset) {
 				t.Errorf("DEL's calls\n got %q\nwant %q", got, wantReset)
 			}
 			n.assertNoRecords(t)
