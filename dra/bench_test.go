@@ -101,7 +101,8 @@ func BenchmarkNodePrepare(b *testing.B) {
 	vfs := []string{"pci-0000-3b-01-6", "pci-0000-3b-01-7", "pci-0000-3e-01-6", "pci-0000-3e-01-7"}
 	for _, count := range []int{1, 4} {
 		b.Run(fmt.Sprintf("devices=%d", count), func(b *testing.B) {
-			c := allocatedClaim(b, api, fmt.Sprintf("claim-%d", count), vfs[:count])
+			c := api.AllocatedClaim(b, kubeapi.Allocation{Namespace: "ns", Name: fmt.Sprintf("claim-%d", count),
+				Class: "hwnet-sriov-dpdk", Driver: dra.DefaultDriverName, Pool: nodeName, Devices: vfs[:count]})
 			var took []time.Duration
 			for b.Loop() {
 				took = append(took, nodePrepareOnce(b, client, c))
@@ -111,31 +112,6 @@ func BenchmarkNodePrepare(b *testing.B) {
 			b.ReportMetric(float64(took[len(took)*99/100].Microseconds()), "p99-us")
 		})
 	}
-}
-
-// allocatedClaim creates a claim for devices and allocates them to it, as
-// the scheduler would.
-func allocatedClaim(b testing.TB, api *kubeapi.Server, name string, devices []string) *resourceapi.ResourceClaim {
-	ctx := context.Background()
-	claims := api.Client().ResourceV1().ResourceClaims("ns")
-	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "vfs", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "hwnet-sriov-dpdk",
-				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(len(devices))}}}}}}
-	c, err := claims.Create(ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	alloc := &resourceapi.AllocationResult{}
-	for _, d := range devices {
-		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "vfs", Driver: dra.DefaultDriverName, Pool: nodeName, Device: d})
-	}
-	c.Status.Allocation = alloc
-	if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-		b.Fatal(err)
-	}
-	return c
 }
 
 // nodePrepareOnce prepares and unprepares the claim over gRPC, returning

@@ -173,7 +173,8 @@ func (r *draRun) prepare(tb testing.TB, t *table, e *draEnv, size, calls int) {
 	tb.Helper()
 	claims := make([]*resourceapi.ResourceClaim, 0, draClaims)
 	for i := 0; i+size <= len(r.devices) && len(claims) < draClaims; i += size {
-		claims = append(claims, e.allocatedClaim(tb, fmt.Sprintf("c%d-%d-%d", r.p.cmd.Process.Pid, size, i), r.devices[i:i+size]))
+		claims = append(claims, e.api.AllocatedClaim(tb, kubeapi.Allocation{Namespace: "default", Name: fmt.Sprintf("c%d-%d-%d", r.p.cmd.Process.Pid, size, i),
+			Class: "hwnet-bench-vfs", Driver: dra.DefaultDriverName, Pool: benchNode, Devices: r.devices[i : i+size]}))
 	}
 	lat := make(samples, 0, calls)
 	for i := range calls {
@@ -216,31 +217,6 @@ func claimError(msg string) error {
 		return nil
 	}
 	return fmt.Errorf("%s", msg)
-}
-
-// allocatedClaim creates a claim for devices in default and allocates
-// them to it, as the scheduler would.
-func (e *draEnv) allocatedClaim(tb testing.TB, name string, devices []string) *resourceapi.ResourceClaim {
-	ctx := context.Background()
-	claims := e.api.Client().ResourceV1().ResourceClaims("default")
-	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
-			Name: "vfs", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "hwnet-bench-vfs",
-				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(len(devices))}}}}}}
-	c, err := claims.Create(ctx, c, metav1.CreateOptions{})
-	if err != nil {
-		tb.Fatal(err)
-	}
-	alloc := &resourceapi.AllocationResult{}
-	for _, d := range devices {
-		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{
-			Request: "vfs", Driver: dra.DefaultDriverName, Pool: benchNode, Device: d})
-	}
-	c.Status.Allocation = alloc
-	if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
-		tb.Fatal(err)
-	}
-	return c
 }
 
 func (r *draRun) stop() {

@@ -1,0 +1,44 @@
+package kubeapi
+
+import (
+	"context"
+	"testing"
+
+	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Allocation is a claim and the devices the scheduler would allocate it:
+// Devices of Driver's Pool, asked for by one request "vfs" of Class.
+type Allocation struct {
+	Namespace, Name string
+	Class           string
+	Driver, Pool    string
+	Devices         []string
+}
+
+// AllocatedClaim creates the claim of a and allocates it a's devices, as
+// the scheduler would.
+func (s *Server) AllocatedClaim(t testing.TB, a Allocation) *resourceapi.ResourceClaim {
+	t.Helper()
+	ctx := context.Background()
+	claims := s.client.ResourceV1().ResourceClaims(a.Namespace)
+	c := &resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: a.Name, Namespace: a.Namespace},
+		Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{Requests: []resourceapi.DeviceRequest{{
+			Name: "vfs", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: a.Class,
+				AllocationMode: resourceapi.DeviceAllocationModeExactCount, Count: int64(len(a.Devices))}}}}}}
+	c, err := claims.Create(ctx, c, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alloc := &resourceapi.AllocationResult{}
+	for _, d := range a.Devices {
+		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{
+			Request: "vfs", Driver: a.Driver, Pool: a.Pool, Device: d})
+	}
+	c.Status.Allocation = alloc
+	if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
