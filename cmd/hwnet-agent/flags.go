@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/agent"
+	"github.com/hwnet-io/hwnet/api/cnicache"
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/dra"
@@ -119,6 +120,7 @@ func cniFlags(fs *flag.FlagSet) func() *daemon.Options {
 	fs.StringVar(&o.DefaultNetwork, "cni-default-network", "", "cluster-wide default network, by file or network name (default: the first configuration in --cni-conf-dir)")
 	fs.StringVar(&o.SocketPath, "cni-socket", daemon.DefaultSocketPath, "socket the hwnet CNI shim forwards requests to")
 	fs.StringVar(&o.CacheDir, "cni-cache-dir", daemon.DefaultCacheDir, "attachment records, shared with the shim for DEL without the agent")
+	fs.StringVar(&o.RuntimeCacheDir, "cni-runtime-cache-dir", "", "the container runtime's libcni cache, read to delete pods the runtime attached before hwnet's CNI config was written (default: libcni's "+cnicache.DefaultDir+")")
 	fs.StringVar(&o.DevinfoDir, "cni-devinfo-dir", daemon.DefaultDevinfoDir, "directory of the device-info files written for CNI delegates")
 	o.AllowedNamespaces = netconf.AllowedNamespaces{"default"}
 	fs.Var(&o.AllowedNamespaces, netconf.AllowedNamespacesFlag, netconf.AllowedNamespacesUsage)

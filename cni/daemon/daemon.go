@@ -100,7 +100,7 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 	}
 	writer := readiness.New(readiness.Options{ConfDir: o.ConfDir, OutputDir: o.OutputDir, FileName: o.ConfFileName,
 		DefaultNetwork: o.DefaultNetwork, Logger: log, Template: pluginconf.Conf{SocketPath: o.SocketPath,
-			CacheDir: o.CacheDir, AgentWait: pluginconf.Duration(o.AgentWait)}})
+			CacheDir: o.CacheDir, RuntimeCacheDir: o.RuntimeCacheDir, AgentWait: pluginconf.Duration(o.AgentWait)}})
 	wg.Go(func() {
 		if err := writer.Run(ctx); err != nil {
 			log.Error("CNI config", "err", err)

@@ -35,6 +35,9 @@ type Options struct {
 	SocketPath string
 	// CacheDir holds the attachment records, shared with the shim.
 	CacheDir string
+	// RuntimeCacheDir is the runtime's libcni cache, read for the DEL of
+	// a pod the runtime attached before hwnet; empty is libcni's default.
+	RuntimeCacheDir string
 	// DevinfoDir receives the device-info files written for delegates.
 	DevinfoDir string
 	// AllowedNamespaces may hold NetworkAttachmentDefinitions any pod

@@ -22,7 +22,8 @@ import (
 // del tears down every attachment of the container, in reverse, past
 // failures (NPWG 7.2). It needs only the on-disk record: not the pod, the
 // NetworkAttachmentDefinitions or the API server. DEL of a container hwnet
-// holds nothing for succeeds, as the CNI specification requires.
+// holds nothing for succeeds, as the CNI specification requires, once the
+// default network the runtime may have attached it to itself is deleted.
 func (d *Delegator) del(ctx context.Context, c *call) error {
 	unlock, err := c.store.Lock(ctx, c.req.ContainerID)
 	if err != nil {
@@ -31,7 +32,7 @@ func (d *Delegator) del(ctx context.Context, c *call) error {
 	defer unlock()
 	rec, err := c.store.Load(c.req.ContainerID)
 	if errors.Is(err, os.ErrNotExist) {
-		return nil
+		return d.delRuntimeAttached(ctx, c)
 	}
 	if errors.Is(err, attachments.ErrUnreadable) {
 		return d.delUntrusted(ctx, c, nil, err)
@@ -43,6 +44,30 @@ func (d *Delegator) del(ctx context.Context, c *call) error {
 		return d.delUntrusted(ctx, c, rec, doubt)
 	}
 	return d.deleteRecord(ctx, c, rec)
+}
+
+// delRuntimeAttached is DEL of a container hwnet keeps no record of: one
+// hwnet deleted already, or one the runtime attached to the default network
+// itself before hwnet's configuration was on the node, which only the
+// runtime's libcni cache tells of (attachments.DeleteRuntimeCached).
+func (d *Delegator) delRuntimeAttached(ctx context.Context, c *call) error {
+	if c.conf.DefaultNetwork == "" {
+		return nil
+	}
+	def, err := d.configs.loadFile(c.conf.DefaultNetwork)
+	if err != nil {
+		d.opts.Logger.Warn("no record and no default network to delete the container from", "container", c.req.ContainerID, "err", err)
+		return nil
+	}
+	rt := chain.Runtime{ContainerID: c.req.ContainerID, Netns: c.req.Netns, IfName: c.req.IfName}
+	warn := func(err error) {
+		d.opts.Logger.Warn("teardown passed over what is gone or not installed", "container", c.req.ContainerID, "err", err)
+	}
+	deleted, err := attachments.DeleteRuntimeCached(ctx, c.chain, c.conf.RuntimeCacheDir, def.Name, rt, warn)
+	if deleted && err == nil {
+		d.opts.Logger.Info("deleted the default network the runtime attached before hwnet", "container", c.req.ContainerID, "network", def.Name)
+	}
+	return err
 }
 
 // delUntrusted tears down what can be known when the container's record

@@ -53,6 +53,9 @@ func (n *testNode) defaultNet() string {
   "ipam":{"type":"host-local","subnet":"10.244.0.0/24","dataDir":"` + n.ipamDir() + `","routes":[{"dst":"0.0.0.0/0"}]}}]}`
 }
 
+// runtimeCacheDir is the runtime's libcni cache on the node.
+func (n *testNode) runtimeCacheDir() string { return filepath.Join(n.dir, "runtime-cni") }
+
 // ipamDir is where host-local keeps the node's leases.
 func (n *testNode) ipamDir() string { return filepath.Join(n.dir, "ipam") }
 
@@ -125,7 +128,7 @@ func (n *testNode) writeConfs() {
 		n.t.Fatal(err)
 	}
 	conf, _ := json.Marshal(pluginconf.Conf{CNIVersion: "1.0.0", Name: "hwnet", Type: "hwnet",
-		CacheDir: filepath.Join(n.dir, "cache"), DefaultNetwork: defPath})
+		CacheDir: filepath.Join(n.dir, "cache"), RuntimeCacheDir: n.runtimeCacheDir(), DefaultNetwork: defPath})
 	n.conf = conf
 }
 

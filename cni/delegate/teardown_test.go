@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
+
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
@@ -126,6 +128,46 @@ func TestSpec7_2_UntrustedRecordDoesNotWedge(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A pod the runtime attached to the default network itself, before
+// hwnet's configuration was on the node (hwnet installed on a running
+// node), is torn down through hwnet, which keeps no record of it: from
+// what the runtime's libcni cached of the ADD, the default network's DEL
+// runs, and its interface, its IP lease and the cache entry go. They
+// stayed for good before, the lease taken from the node's range.
+func TestSpec7_2_DelOfPodAttachedBeforeHwnet(t *testing.T) {
+	n := newTestNode(t, "cni-before")
+	podNetns := n.podNetns("hwnet-before")
+	ctx := context.Background()
+	list, err := libcni.ConfListFromBytes([]byte(n.defaultNet()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, n.runtimeCacheDir(), nil)
+	rt := &libcni.RuntimeConf{ContainerID: "before", NetNS: podNetns, IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", podNS}, {"K8S_POD_NAME", "before"}}}
+	if err := n.node.Run(ctx, func() error { _, err := runtime.AddNetworkList(ctx, list, rt); return err }); err != nil {
+		t.Fatalf("the runtime's own ADD: %v", err)
+	}
+	if !slices.Contains(leaseHolders(t, n), "before") {
+		t.Fatal("the runtime's ADD took no lease")
+	}
+	for i := range 2 {
+		if _, err := n.call(ctx, "DEL", "before", podNetns, nil); err != nil {
+			t.Fatalf("DEL #%d through hwnet: %v", i+1, err)
+		}
+	}
+	if _, ok := linksIn(t, podNetns)["eth0"]; ok {
+		t.Error("the default network's eth0 is still in the pod")
+	}
+	if slices.Contains(leaseHolders(t, n), "before") {
+		t.Error("the default network's IP lease is still held")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(n.runtimeCacheDir(), "results")); len(entries) > 0 {
+		t.Errorf("the runtime's libcni cache still holds %s", entries[0].Name())
+	}
+	n.assertNoRecords(t)
 }
 
 // confList is the configuration list of a record's attachment i, as

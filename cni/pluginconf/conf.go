@@ -16,6 +16,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/hwnet-io/hwnet/api/cnicache"
 	"github.com/hwnet-io/hwnet/cni/cninames"
 	"github.com/hwnet-io/hwnet/cni/wire"
 )
@@ -40,6 +41,10 @@ type Conf struct {
 	SocketPath string `json:"socketPath,omitempty"`
 	// CacheDir holds the attachment records DEL falls back on.
 	CacheDir string `json:"cacheDir,omitempty"`
+	// RuntimeCacheDir is the runtime's libcni cache directory, read for
+	// the DEL of a container the runtime attached to the default network
+	// before hwnet's configuration was on the node.
+	RuntimeCacheDir string `json:"runtimeCacheDir,omitempty"`
 	// AgentWait bounds how long ADD and CHECK wait for an agent that is not
 	// (yet) listening, e.g. while its DaemonSet pod restarts. An explicit
 	// "0s" means do not wait; an absent agentWait means DefaultAgentWait.
@@ -64,6 +69,7 @@ func Parse(data []byte) (*Conf, error) {
 	}
 	c.SocketPath = cmp.Or(c.SocketPath, DefaultSocketPath)
 	c.CacheDir = cmp.Or(c.CacheDir, DefaultCacheDir)
+	c.RuntimeCacheDir = cmp.Or(c.RuntimeCacheDir, cnicache.DefaultDir)
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
@@ -92,7 +98,10 @@ func (c *Conf) validate() error {
 	if err := checkAbsolute("socketPath", c.SocketPath); err != nil {
 		return err
 	}
-	return checkAbsolute("cacheDir", c.CacheDir)
+	if err := checkAbsolute("cacheDir", c.CacheDir); err != nil {
+		return err
+	}
+	return checkAbsolute("runtimeCacheDir", c.RuntimeCacheDir)
 }
 
 // Version is the configuration's CNI version: an absent cniVersion means

@@ -14,7 +14,7 @@ import (
 )
 
 func TestSpecNetworkConfiguration_Parse(t *testing.T) {
-	const sock, cache = "/run/hwnet/cni.sock", "/var/lib/hwnet/cni"
+	const sock, cache, rcache = "/run/hwnet/cni.sock", "/var/lib/hwnet/cni", "/var/lib/cni"
 	wait := pluginconf.Duration(30 * time.Second)
 	tests := []struct {
 		name     string
@@ -24,19 +24,19 @@ func TestSpecNetworkConfiguration_Parse(t *testing.T) {
 		wantMsg  string
 	}{
 		{name: "defaults", json: `{"cniVersion":"1.1.0","name":"hwnet","type":"hwnet","capabilities":{"portMappings":true}}`,
-			want: pluginconf.Conf{CNIVersion: "1.1.0", Name: "hwnet", Type: "hwnet", SocketPath: sock, CacheDir: cache,
+			want: pluginconf.Conf{CNIVersion: "1.1.0", Name: "hwnet", Type: "hwnet", SocketPath: sock, CacheDir: cache, RuntimeCacheDir: rcache,
 				AgentWait: wait, Capabilities: map[string]bool{"portMappings": true}}},
-		{name: "every field set", json: `{"cniVersion":"0.4.0","name":"k8s-pod-network","type":"hwnet","socketPath":"/x/a.sock","cacheDir":"/x/cache","agentWait":"1m30s","defaultNetwork":"/etc/cni/net.d/10-calico.conflist"}`,
-			want: pluginconf.Conf{CNIVersion: "0.4.0", Name: "k8s-pod-network", Type: "hwnet", SocketPath: "/x/a.sock", CacheDir: "/x/cache",
+		{name: "every field set", json: `{"cniVersion":"0.4.0","name":"k8s-pod-network","type":"hwnet","socketPath":"/x/a.sock","cacheDir":"/x/cache","runtimeCacheDir":"/x/cni","agentWait":"1m30s","defaultNetwork":"/etc/cni/net.d/10-calico.conflist"}`,
+			want: pluginconf.Conf{CNIVersion: "0.4.0", Name: "k8s-pod-network", Type: "hwnet", SocketPath: "/x/a.sock", CacheDir: "/x/cache", RuntimeCacheDir: "/x/cni",
 				AgentWait: pluginconf.Duration(90 * time.Second), DefaultNetwork: "/etc/cni/net.d/10-calico.conflist"}},
 		{name: "no cniVersion means 0.1.0, agentWait 0s means do not wait", json: `{"name":"n","agentWait":"0s"}`,
-			want: pluginconf.Conf{Name: "n", SocketPath: sock, CacheDir: cache}},
+			want: pluginconf.Conf{Name: "n", SocketPath: sock, CacheDir: cache, RuntimeCacheDir: rcache}},
 		{name: "agentWait null means the default", json: `{"name":"n","agentWait":null}`,
-			want: pluginconf.Conf{Name: "n", SocketPath: sock, CacheDir: cache, AgentWait: wait}},
+			want: pluginconf.Conf{Name: "n", SocketPath: sock, CacheDir: cache, RuntimeCacheDir: rcache, AgentWait: wait}},
 		{name: "empty socketPath and cacheDir mean the defaults", json: `{"name":"n","socketPath":"","cacheDir":""}`,
-			want: pluginconf.Conf{Name: "n", SocketPath: sock, CacheDir: cache, AgentWait: wait}},
+			want: pluginconf.Conf{Name: "n", SocketPath: sock, CacheDir: cache, RuntimeCacheDir: rcache, AgentWait: wait}},
 		{name: "prevResult is the agent's, runtimeConfig kept raw", json: `{"cniVersion":"1.0.0","name":"n","prevResult":{"cniVersion":"1.0.0"},"runtimeConfig":{"mac":"x"}}`,
-			want: pluginconf.Conf{CNIVersion: "1.0.0", Name: "n", SocketPath: sock, CacheDir: cache, AgentWait: wait,
+			want: pluginconf.Conf{CNIVersion: "1.0.0", Name: "n", SocketPath: sock, CacheDir: cache, RuntimeCacheDir: rcache, AgentWait: wait,
 				RuntimeConfig: map[string]json.RawMessage{"mac": json.RawMessage(`"x"`)}}},
 		{name: "unknown cniVersion", json: `{"cniVersion":"2.0.0","name":"n"}`,
 			wantCode: types.ErrIncompatibleCNIVersion, wantMsg: "incompatible CNI versions"},
@@ -54,6 +54,8 @@ func TestSpecNetworkConfiguration_Parse(t *testing.T) {
 			wantCode: types.ErrInvalidNetworkConfig, wantMsg: `invalid "socketPath" "cni.sock": want an absolute path`},
 		{name: "relative cacheDir", json: `{"name":"n","cacheDir":"cache"}`,
 			wantCode: types.ErrInvalidNetworkConfig, wantMsg: `invalid "cacheDir" "cache"`},
+		{name: "relative runtimeCacheDir", json: `{"name":"n","runtimeCacheDir":"var/lib/cni"}`,
+			wantCode: types.ErrInvalidNetworkConfig, wantMsg: `invalid "runtimeCacheDir" "var/lib/cni"`},
 		{name: "socketPath not a string", json: `{"name":"n","socketPath":5}`,
 			wantCode: types.ErrDecodingFailure, wantMsg: "socketPath"},
 		{name: "not JSON", json: `{"name":`,
@@ -92,14 +94,14 @@ func TestSpecNetworkConfiguration_Version(t *testing.T) {
 // plugin entry of a list has no cniVersion or name of its own, and what it
 // writes must parse back to the same configuration.
 func TestMarshalPluginEntry(t *testing.T) {
-	entry := pluginconf.Conf{Type: pluginconf.Type, SocketPath: "/run/x.sock", CacheDir: "/var/x",
+	entry := pluginconf.Conf{Type: pluginconf.Type, SocketPath: "/run/x.sock", CacheDir: "/var/x", RuntimeCacheDir: "/var/y",
 		AgentWait: pluginconf.Duration(90 * time.Second), DefaultNetwork: "/etc/cni/net.d/10-calico.conflist",
 		Capabilities: map[string]bool{"portMappings": true}}
 	data, err := json.Marshal(entry)
 	if err != nil {
 		t.Fatal(err)
 	}
-	const want = `{"type":"hwnet","socketPath":"/run/x.sock","cacheDir":"/var/x","agentWait":"1m30s",` +
+	const want = `{"type":"hwnet","socketPath":"/run/x.sock","cacheDir":"/var/x","runtimeCacheDir":"/var/y","agentWait":"1m30s",` +
 		`"defaultNetwork":"/etc/cni/net.d/10-calico.conflist","capabilities":{"portMappings":true}}`
 	if string(data) != want {
 		t.Fatalf("json.Marshal = %s\nwant %s", data, want)

@@ -10,32 +10,35 @@ import (
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
+	"github.com/hwnet-io/hwnet/cni/netconf"
+	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/wire"
 )
 
 // deleteFromRecord is DEL without the agent: it runs every delegate's DEL
 // from the record hwnet kept at ADD time. No record means nothing hwnet
 // attached is left, and DEL must succeed again (CNI spec, "Network
-// Configuration List Error Handling"). A failed delegate does not stop the
-// others; the record stays so a later DEL retries (NPWG 7.2).
-func deleteFromRecord(ctx context.Context, cacheDir string, req *wire.Request, logger *slog.Logger) error {
-	store := attachments.NewStore(cacheDir)
+// Configuration List Error Handling"), once the default network the
+// runtime may have attached the container to itself is deleted. A failed
+// delegate does not stop the others; the record stays so a later DEL
+// retries (NPWG 7.2).
+func deleteFromRecord(ctx context.Context, cfg *pluginconf.Conf, req *wire.Request, logger *slog.Logger) error {
+	store := attachments.NewStore(cfg.CacheDir)
 	unlock, err := store.Lock(ctx, req.ContainerID)
 	if err != nil {
 		return err
 	}
 	defer unlock()
 	rec, err := store.Load(req.ContainerID)
-	if errors.Is(err, os.ErrNotExist) {
-		logger.Info("no attachment record, nothing to delete", "containerID", req.ContainerID)
-		return nil
-	}
-	if err != nil {
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err
 	}
 	ch := chain.New(nil, filepath.SplitList(req.Path), os.Environ())
 	warn := func(err error) {
 		logger.Warn("teardown passed over what is gone or not installed", "containerID", req.ContainerID, "err", err)
+	}
+	if rec == nil {
+		return deleteRuntimeAttached(ctx, cfg, ch, req, logger, warn)
 	}
 	if err := attachments.DeleteAll(ctx, ch, rec, warn); err != nil {
 		return fmt.Errorf("DEL of container %s without hwnet-agent failed, record kept for a retry: %w", req.ContainerID, err)
@@ -44,5 +47,27 @@ func deleteFromRecord(ctx context.Context, cacheDir string, req *wire.Request, l
 		return err
 	}
 	logger.Info("deleted attachments from the record", "containerID", req.ContainerID, "attachments", len(rec.Attachments))
+	return nil
+}
+
+// deleteRuntimeAttached is deleteFromRecord without a record: the default
+// network's DEL, if the runtime attached the container to it itself
+// (attachments.DeleteRuntimeCached).
+func deleteRuntimeAttached(ctx context.Context, cfg *pluginconf.Conf, ch *chain.Chain, req *wire.Request, logger *slog.Logger, warn func(error)) error {
+	if cfg.DefaultNetwork == "" {
+		logger.Info("no attachment record, nothing to delete", "containerID", req.ContainerID)
+		return nil
+	}
+	def, err := netconf.LoadFile(cfg.DefaultNetwork)
+	if err != nil {
+		logger.Warn("no record and no default network to delete the container from", "containerID", req.ContainerID, "err", err)
+		return nil
+	}
+	rt := chain.Runtime{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName}
+	deleted, err := attachments.DeleteRuntimeCached(ctx, ch, cfg.RuntimeCacheDir, def.Name, rt, warn)
+	if err != nil {
+		return fmt.Errorf("DEL of container %s without hwnet-agent failed: %w", req.ContainerID, err)
+	}
+	logger.Info("no attachment record", "containerID", req.ContainerID, "runtimeAttachedDefaultDeleted", deleted)
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
@@ -234,5 +235,57 @@ func TestDelWithoutAgent_NewerRecord(t *testing.T) {
 	}
 	if stderr := out.stderr.String(); !strings.Contains(stderr, "format version 99") || !strings.Contains(stderr, "attachments[2]") {
 		t.Errorf("DEL did not say what it passed over: %s", stderr)
+	}
+}
+
+// TestDelWithoutAgent_RuntimeAttachedDefault: with the agent down, DEL of
+// a container the runtime attached to the default network itself, before
+// hwnet's configuration was on the node, runs that network's DEL from what
+// the runtime's libcni cached of the ADD (its result and runtimeConfig
+// included) and removes the cache entry; a second DEL runs nothing.
+func TestDelWithoutAgent_RuntimeAttachedDefault(t *testing.T) {
+	n := newNode(t)
+	d := newDelegates(t, n, cniplugins.Dir(t))
+	defConf := fmt.Sprintf(`{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":%q,"stateDir":%q,"recordFile":%q,"capabilities":{"portMappings":true}}]}`,
+		cniplugins.Recorder, d.stateDir, d.recordFile)
+	defPath, runtimeCache := filepath.Join(n.dir, "10-podnet.conflist"), filepath.Join(n.dir, "runtime-cni")
+	if err := os.WriteFile(defPath, []byte(defConf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	list, err := libcni.ConfListFromBytes([]byte(defConf))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const ports = `[{"containerPort":80,"hostPort":8080,"protocol":"tcp"}]`
+	var portMappings any
+	if err := json.Unmarshal([]byte(ports), &portMappings); err != nil {
+		t.Fatal(err)
+	}
+	rt := &libcni.RuntimeConf{ContainerID: "c1", NetNS: "/var/run/netns/c1", IfName: "eth0",
+		CapabilityArgs: map[string]any{"portMappings": portMappings}}
+	ctx := context.Background()
+	if _, err := libcni.NewCNIConfigWithCacheDir([]string{d.pluginDir}, runtimeCache, nil).AddNetworkList(ctx, list, rt); err != nil {
+		t.Fatalf("the runtime's own ADD: %v", err)
+	}
+	config := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"hwnet","type":"hwnet","socketPath":%q,"cacheDir":%q,"runtimeCacheDir":%q,"defaultNetwork":%q,"agentWait":"1s"}`,
+		n.socket, n.cacheDir, runtimeCache, defPath)
+	for i := range 2 {
+		if out := run(ctx, d.delEnv(), config); out.code != 0 {
+			t.Fatalf("DEL #%d: exit %d stdout %q stderr %s", i+1, out.code, out.stdout, out.stderr)
+		}
+	}
+	if ifNames, prev := d.deletes(t); !slices.Equal(ifNames, []string{"eth0"}) || !prev[0] {
+		t.Errorf("DELs of %v with prevResult %v, want one of eth0 with the ADD's result", ifNames, prev)
+	}
+	if got := d.live(t); len(got) != 0 {
+		t.Errorf("after DEL the default network still holds %v", got)
+	}
+	for _, r := range cniplugins.ReadRecords(t, d.recordFile) {
+		if r.Command == "DEL" && !strings.Contains(string(r.Stdin), `"runtimeConfig":{"portMappings":`+ports+`}`) {
+			t.Errorf("DEL stdin %s lacks the ADD's runtimeConfig", r.Stdin)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(runtimeCache, "results")); len(entries) > 0 {
+		t.Errorf("the runtime's libcni cache still holds %s", entries[0].Name())
 	}
 }

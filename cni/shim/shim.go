@@ -132,7 +132,7 @@ func (c *call) run(ctx context.Context) ([]byte, error) {
 		defer stop()
 		c.logger.Warn("hwnet-agent not reachable, running DEL from the attachment record",
 			"socket", c.cfg.SocketPath, "containerID", c.req.ContainerID, "cacheDir", c.cfg.CacheDir, "err", err)
-		return nil, deleteFromRecord(ctx, c.cfg.CacheDir, c.req, c.logger)
+		return nil, deleteFromRecord(ctx, c.cfg, c.req, c.logger)
 	case wire.CommandStatus:
 		return nil, types.NewError(types.ErrPluginNotAvailable,
 			fmt.Sprintf("hwnet-agent is not reachable at %s", c.cfg.SocketPath), c.agentHint(err))

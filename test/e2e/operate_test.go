@@ -179,6 +179,10 @@ func (e *env) waitMetric(ctx context.Context, t *testing.T, want string) string 
 // TestUninstallLeavesDefaultNetwork: the documented uninstall path
 // (docs/operations.md) leaves no hwnet file on the node, and a new pod
 // then starts on the default network alone, without waiting for an agent.
+// hwnet installed again over that running pod, as on any node whose pods
+// predate it, tears it down when it goes: its DEL now comes through hwnet,
+// which keeps no record of it, and its default network lease and the
+// runtime's cache entry go all the same.
 func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	e := setup(t)
 	ctx := testContext(t)
@@ -221,6 +225,10 @@ func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	if left := strings.Fields(string(out)); len(left) > 0 {
 		t.Errorf("left on the node after uninstall: %q", left)
 	}
+	before, err := e.attachmentFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
 	pod := workloadPod("after-uninstall", "", nil)
 	e.cleanupPods(t, pod.Name)
 	e.createPod(ctx, t, pod)
@@ -237,7 +245,38 @@ func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	if failed, err := e.podEvents(ctx, pod.Name, "FailedCreatePodSandBox"); err != nil || len(failed) > 0 {
 		t.Errorf("the pod's sandbox failed before it ran (%v): %v", err, failed)
 	}
-	if err := e.deletePods(ctx, pod.Name); err != nil {
+	e.installOverRunningPod(ctx, t, pod.Name, before)
+}
+
+// installOverRunningPod installs hwnet again while the pod the runtime
+// attached to the default network alone runs, deletes the pod and waits
+// for the files its attachment made to go: those not in before.
+func (e *env) installOverRunningPod(ctx context.Context, t *testing.T, pod string, before []string) {
+	t.Helper()
+	made := func(ctx context.Context) ([]string, error) {
+		files, err := e.attachmentFiles(ctx)
+		return slices.DeleteFunc(files, func(f string) bool { return slices.Contains(before, f) }), err
+	}
+	if files, err := made(ctx); err != nil || len(files) == 0 {
+		t.Fatalf("the pod's default network attachment made no file to watch (%v)", err)
+	}
+	if _, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "delete", "daemonset", "hwnet-uninstall", "--wait"); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := DeployHwnet(ctx, e.c, e.repo, testWriter{t}); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.deletePods(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	err := cluster.Poll(ctx, podTimeout, "the files of the pod attached before hwnet gone", func(ctx context.Context) error {
+		files, err := made(ctx)
+		if err == nil && len(files) > 0 {
+			err = fmt.Errorf("left: %v", files)
+		}
+		return err
+	})
+	if err != nil {
+		t.Error(err)
 	}
 }
