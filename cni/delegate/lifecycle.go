@@ -47,9 +47,9 @@ func (d *Delegator) del(ctx context.Context, c *call) error {
 }
 
 // delRuntimeAttached is DEL of a container hwnet keeps no record of: one
-// hwnet deleted already, or one the runtime attached to the default network
-// itself before hwnet's configuration was on the node, which only the
-// runtime's libcni cache tells of (attachments.DeleteRuntimeCached).
+// hwnet deleted already, or one the default network holds though hwnet
+// has no record of it, which only the runtime's libcni cache tells of
+// (attachments.RuntimeCache).
 func (d *Delegator) delRuntimeAttached(ctx context.Context, c *call) error {
 	if c.conf.DefaultNetwork == "" {
 		return nil
@@ -63,9 +63,10 @@ func (d *Delegator) delRuntimeAttached(ctx context.Context, c *call) error {
 	warn := func(err error) {
 		d.opts.Logger.Warn("teardown passed over what is gone or not installed", "container", c.req.ContainerID, "err", err)
 	}
-	deleted, err := attachments.DeleteRuntimeCached(ctx, c.chain, c.conf.RuntimeCacheDir, def.Name, rt, warn)
+	rc := attachments.RuntimeCache{Dir: c.conf.RuntimeCacheDir, Own: c.conf.Name, Default: def}
+	deleted, err := rc.Delete(ctx, c.chain, rt, warn)
 	if deleted && err == nil {
-		d.opts.Logger.Info("deleted the default network the runtime attached before hwnet", "container", c.req.ContainerID, "network", def.Name)
+		d.opts.Logger.Info("deleted the default network from the runtime's cache: no record", "container", c.req.ContainerID, "network", def.Name)
 	}
 	return err
 }

@@ -2,6 +2,7 @@ package delegate
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -13,6 +14,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/invoke"
+	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
@@ -130,44 +133,95 @@ func TestSpec7_2_UntrustedRecordDoesNotWedge(t *testing.T) {
 	}
 }
 
-// A pod the runtime attached to the default network itself, before
-// hwnet's configuration was on the node (hwnet installed on a running
-// node), is torn down through hwnet, which keeps no record of it: from
-// what the runtime's libcni cached of the ADD, the default network's DEL
-// runs, and its interface, its IP lease and the cache entry go. They
-// stayed for good before, the lease taken from the node's range.
-func TestSpec7_2_DelOfPodAttachedBeforeHwnet(t *testing.T) {
-	n := newTestNode(t, "cni-before")
-	podNetns := n.podNetns("hwnet-before")
+// A pod the default network holds though hwnet has no record of it is
+// torn down through hwnet all the same, from what the runtime's libcni
+// cached: its interface and IP lease go, which stayed for good before.
+//   - The runtime attached it itself, before hwnet's configuration was on
+//     the node (hwnet installed on a running node): the default network's
+//     entry gives the ADD's configuration and result, and goes too.
+//   - hwnet attached it and the record went with an uninstall, before hwnet
+//     was installed again: hwnet's own entry gives the result; the runtime
+//     removes that entry itself once the DEL succeeds.
+func TestSpec7_2_DelOfPodWithoutRecord(t *testing.T) {
+	n := newTestNode(t, "cni-norecord")
 	ctx := context.Background()
-	list, err := libcni.ConfListFromBytes([]byte(n.defaultNet()))
+	for _, tt := range []struct {
+		name   string
+		attach func(t *testing.T, id, podNetns string) string
+	}{
+		{"attached before hwnet", func(t *testing.T, id, podNetns string) string {
+			n.runtimeAdd(t, n.defaultNet(), id, podNetns, nil)
+			return "podnet"
+		}},
+		{"record gone with an uninstall", func(t *testing.T, id, podNetns string) string {
+			pod := n.createPod(id, "", nil)
+			waitPod(t, n, podNS, id)
+			result, err := n.call(ctx, "ADD", id, podNetns, pod)
+			if err != nil {
+				t.Fatalf("ADD: %v", err)
+			}
+			own := `{"cniVersion":"1.0.0","name":"hwnet","plugins":[` + string(n.conf) + `]}`
+			n.runtimeAdd(t, own, id, podNetns, answering(result))
+			if err := os.Remove(filepath.Join(n.dir, "cache", "containers", id+".json")); err != nil {
+				t.Fatal(err)
+			}
+			return ""
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			id := strings.ReplaceAll(tt.name, " ", "-")
+			podNetns := n.podNetns("hwnet-" + id)
+			removed := tt.attach(t, id, podNetns)
+			if !slices.Contains(leaseHolders(t, n), id) {
+				t.Fatal("the pod holds no lease of the default network")
+			}
+			for i := range 2 {
+				if _, err := n.call(ctx, "DEL", id, podNetns, nil); err != nil {
+					t.Fatalf("DEL #%d through hwnet: %v", i+1, err)
+				}
+			}
+			if _, ok := linksIn(t, podNetns)["eth0"]; ok {
+				t.Error("the default network's eth0 is still in the pod")
+			}
+			if slices.Contains(leaseHolders(t, n), id) {
+				t.Error("the default network's IP lease is still held")
+			}
+			if _, err := os.Stat(filepath.Join(n.runtimeCacheDir(), "results", removed+"-"+id+"-eth0")); removed != "" && !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the runtime's libcni cache entry of %s is still there (%v)", removed, err)
+			}
+			n.assertNoRecords(t)
+		})
+	}
+}
+
+// runtimeAdd is the runtime's ADD of the configuration list to the
+// container: real libcni, with its cache in the node's runtime cache
+// directory, running the node's plugins or, when exec is set, that.
+func (n *testNode) runtimeAdd(t *testing.T, conf, id, podNetns string, exec invoke.Exec) {
+	t.Helper()
+	list, err := libcni.ConfListFromBytes([]byte(conf))
 	if err != nil {
 		t.Fatal(err)
 	}
-	runtime := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, n.runtimeCacheDir(), nil)
-	rt := &libcni.RuntimeConf{ContainerID: "before", NetNS: podNetns, IfName: "eth0",
-		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", podNS}, {"K8S_POD_NAME", "before"}}}
+	runtime := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, n.runtimeCacheDir(), exec)
+	rt := &libcni.RuntimeConf{ContainerID: id, NetNS: podNetns, IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", podNS}, {"K8S_POD_NAME", id}}}
+	ctx := context.Background()
 	if err := n.node.Run(ctx, func() error { _, err := runtime.AddNetworkList(ctx, list, rt); return err }); err != nil {
-		t.Fatalf("the runtime's own ADD: %v", err)
+		t.Fatalf("the runtime's ADD: %v", err)
 	}
-	if !slices.Contains(leaseHolders(t, n), "before") {
-		t.Fatal("the runtime's ADD took no lease")
-	}
-	for i := range 2 {
-		if _, err := n.call(ctx, "DEL", "before", podNetns, nil); err != nil {
-			t.Fatalf("DEL #%d through hwnet: %v", i+1, err)
-		}
-	}
-	if _, ok := linksIn(t, podNetns)["eth0"]; ok {
-		t.Error("the default network's eth0 is still in the pod")
-	}
-	if slices.Contains(leaseHolders(t, n), "before") {
-		t.Error("the default network's IP lease is still held")
-	}
-	if entries, _ := os.ReadDir(filepath.Join(n.runtimeCacheDir(), "results")); len(entries) > 0 {
-		t.Errorf("the runtime's libcni cache still holds %s", entries[0].Name())
-	}
-	n.assertNoRecords(t)
+}
+
+// answering stands in for hwnet's shim in the runtime: what hwnet answered
+// the ADD, which the runtime's libcni caches.
+type answering []byte
+
+func (a answering) ExecPlugin(context.Context, string, []byte, []string) ([]byte, error) {
+	return a, nil
+}
+func (answering) FindInPath(plugin string, _ []string) (string, error) { return plugin, nil }
+func (answering) Decode([]byte) (version.PluginInfo, error) {
+	return version.PluginSupports("1.0.0"), nil
 }
 
 // confList is the configuration list of a record's attachment i, as

@@ -51,8 +51,8 @@ func deleteFromRecord(ctx context.Context, cfg *pluginconf.Conf, req *wire.Reque
 }
 
 // deleteRuntimeAttached is deleteFromRecord without a record: the default
-// network's DEL, if the runtime attached the container to it itself
-// (attachments.DeleteRuntimeCached).
+// network's DEL, if it holds the container though hwnet has no record of
+// it (attachments.RuntimeCache).
 func deleteRuntimeAttached(ctx context.Context, cfg *pluginconf.Conf, ch *chain.Chain, req *wire.Request, logger *slog.Logger, warn func(error)) error {
 	if cfg.DefaultNetwork == "" {
 		logger.Info("no attachment record, nothing to delete", "containerID", req.ContainerID)
@@ -64,7 +64,8 @@ func deleteRuntimeAttached(ctx context.Context, cfg *pluginconf.Conf, ch *chain.
 		return nil
 	}
 	rt := chain.Runtime{ContainerID: req.ContainerID, Netns: req.Netns, IfName: req.IfName}
-	deleted, err := attachments.DeleteRuntimeCached(ctx, ch, cfg.RuntimeCacheDir, def.Name, rt, warn)
+	rc := attachments.RuntimeCache{Dir: cfg.RuntimeCacheDir, Own: cfg.Name, Default: def}
+	deleted, err := rc.Delete(ctx, ch, rt, warn)
 	if err != nil {
 		return fmt.Errorf("DEL of container %s without hwnet-agent failed: %w", req.ContainerID, err)
 	}

@@ -180,17 +180,27 @@ func (e *env) waitMetric(ctx context.Context, t *testing.T, want string) string 
 // (docs/operations.md) leaves no hwnet file on the node, and a new pod
 // then starts on the default network alone, without waiting for an agent.
 // hwnet installed again over that running pod, as on any node whose pods
-// predate it, tears it down when it goes: its DEL now comes through hwnet,
-// which keeps no record of it, and its default network lease and the
-// runtime's cache entry go all the same.
+// predate it, and over one it attached on the default network before the
+// uninstall (whose record went with it), tears both down when they go:
+// their DEL comes through hwnet, which keeps no record of them, and their
+// default network leases and the runtime's cache entries go all the same.
 func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	e := setup(t)
 	ctx := testContext(t)
 	e.restoreHwnet(t)
+	before, err := e.attachmentFiles(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	through := workloadPod("through-hwnet", "", nil)
+	e.cleanupPods(t, through.Name)
+	if _, err := e.runPod(ctx, through, 0); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "delete", "daemonset", "hwnet-agent", "--wait"); err != nil {
 		t.Fatal(err)
 	}
-	err := cluster.Poll(ctx, podTimeout, "hwnet-agent pods gone", func(ctx context.Context) error {
+	err = cluster.Poll(ctx, podTimeout, "hwnet-agent pods gone", func(ctx context.Context) error {
 		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
 		if err == nil && len(pods.Items) > 0 {
 			err = fmt.Errorf("%d left", len(pods.Items))
@@ -225,10 +235,6 @@ func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	if left := strings.Fields(string(out)); len(left) > 0 {
 		t.Errorf("left on the node after uninstall: %q", left)
 	}
-	before, err := e.attachmentFiles(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	pod := workloadPod("after-uninstall", "", nil)
 	e.cleanupPods(t, pod.Name)
 	e.createPod(ctx, t, pod)
@@ -245,20 +251,20 @@ func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	if failed, err := e.podEvents(ctx, pod.Name, "FailedCreatePodSandBox"); err != nil || len(failed) > 0 {
 		t.Errorf("the pod's sandbox failed before it ran (%v): %v", err, failed)
 	}
-	e.installOverRunningPod(ctx, t, pod.Name, before)
+	e.installOverRunningPods(ctx, t, before, through.Name, pod.Name)
 }
 
-// installOverRunningPod installs hwnet again while the pod the runtime
-// attached to the default network alone runs, deletes the pod and waits
-// for the files its attachment made to go: those not in before.
-func (e *env) installOverRunningPod(ctx context.Context, t *testing.T, pod string, before []string) {
+// installOverRunningPods installs hwnet again while the pods the default
+// network holds without an hwnet record run, deletes them and waits for
+// the files their attachments made to go: those not in before.
+func (e *env) installOverRunningPods(ctx context.Context, t *testing.T, before []string, pods ...string) {
 	t.Helper()
 	made := func(ctx context.Context) ([]string, error) {
 		files, err := e.attachmentFiles(ctx)
 		return slices.DeleteFunc(files, func(f string) bool { return slices.Contains(before, f) }), err
 	}
 	if files, err := made(ctx); err != nil || len(files) == 0 {
-		t.Fatalf("the pod's default network attachment made no file to watch (%v)", err)
+		t.Fatalf("the pods' default network attachments made no file to watch (%v)", err)
 	}
 	if _, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "delete", "daemonset", "hwnet-uninstall", "--wait"); err != nil {
 		t.Fatal(err)
@@ -266,10 +272,10 @@ func (e *env) installOverRunningPod(ctx context.Context, t *testing.T, pod strin
 	if _, err := DeployHwnet(ctx, e.c, e.repo, testWriter{t}); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.deletePods(ctx, pod); err != nil {
+	if err := e.deletePods(ctx, pods...); err != nil {
 		t.Fatal(err)
 	}
-	err := cluster.Poll(ctx, podTimeout, "the files of the pod attached before hwnet gone", func(ctx context.Context) error {
+	err := cluster.Poll(ctx, podTimeout, "the files of the pods without an hwnet record gone", func(ctx context.Context) error {
 		files, err := made(ctx)
 		if err == nil && len(files) > 0 {
 			err = fmt.Errorf("left: %v", files)
