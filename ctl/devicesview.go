@@ -132,11 +132,7 @@ func withPorts(out []pools.Device, dev pools.Device) []pools.Device {
 		return append(out, dev)
 	}
 	for i := range fn.Ports {
-		port := *fn
-		port.Netdev = &fn.Ports[i]
-		d := dev
-		d.ID, d.Function = pools.PortID(fn.Address, fn.Ports[i].Port), &port
-		out = append(out, d)
+		out = append(out, dev.OnPort(&fn.Ports[i]))
 	}
 	return out
 }

@@ -61,6 +61,16 @@ func (cand *candidate) id() string {
 	return cand.fn.Address
 }
 
+// OnPort is d as one port of its multi-port function (mlx4): the port's
+// ID, and a copy of the function whose Netdev is the port's, the shared
+// one being immutable.
+func (d Device) OnPort(port *discovery.Netdev) Device {
+	fn := *d.Function
+	fn.Netdev = port
+	d.ID, d.Function = PortID(fn.Address, port.Port), &fn
+	return d
+}
+
 // PortID is the device ID of one port of a multi-port function (mlx4):
 // its PCI address and ":p<dev_port>", 0000:03:00.0:p1.
 func PortID(address string, devPort int) string {
@@ -401,11 +411,9 @@ func hasVDPA(fn *discovery.Function, driver string) bool {
 
 // device is cand as a pool's device.
 func (cand *candidate) device() Device {
-	d := Device{ID: cand.id(), Function: cand.fn, VFIndex: -1, Tags: cand.tags}
+	d := Device{ID: cand.fn.Address, Function: cand.fn, VFIndex: -1, Tags: cand.tags}
 	if cand.port != nil {
-		port := *cand.fn
-		port.Netdev = cand.port
-		d.Function = &port
+		d = d.OnPort(cand.port)
 	}
 	if cand.vf != nil {
 		d.PF, d.PFName, d.VFIndex, d.Representor = cand.pf.Address, cand.pfName(), cand.vf.Index, cand.vf.Representor
