@@ -60,9 +60,7 @@ func (d *Delegator) delRuntimeAttached(ctx context.Context, c *call) error {
 		return nil
 	}
 	rt := chain.Runtime{ContainerID: c.req.ContainerID, Netns: c.req.Netns, IfName: c.req.IfName}
-	warn := func(err error) {
-		d.opts.Logger.Warn("teardown passed over what is gone or not installed", "container", c.req.ContainerID, "err", err)
-	}
+	warn := d.passedOver(&attachmentapi.Record{ContainerID: c.req.ContainerID, PodNamespace: c.pod.ref.Namespace, PodName: c.pod.ref.Name})
 	rc := attachments.RuntimeCache{Dir: c.conf.RuntimeCacheDir, Own: c.conf.Name, Default: def}
 	deleted, err := rc.Delete(ctx, c.chain, rt, warn)
 	if deleted && err == nil {
