@@ -20,6 +20,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
 )
@@ -47,16 +48,20 @@ type Agent struct {
 	draDirty bool
 	// reported holds the match warnings already logged.
 	reported map[string]bool
-	// ledger reads who holds each device, polled by its watch; fresh reads
-	// every source at once, on Run's goroutine. holders is the latest.
-	ledger  *ledger.Reader
-	fresh   *ledger.Reader
+	// book is the device ledger, the one path a device takes to change
+	// hands; holders is its snapshot the last judgment was made with.
+	book    *ledger.Book
 	holders *ledger.Ledger
 	// awaitingRelease tells the ledger's watch to ask kubelet at every
 	// poll (awaitsRelease); set by Run's goroutine at each refresh.
-	// ledgerNudge has the watch poll at once.
+	// ledgerNudge has the watch poll at once; ledgerChanged says the
+	// book's snapshot changed.
 	awaitingRelease atomic.Bool
 	ledgerNudge     chan struct{}
+	ledgerChanged   chan struct{}
+	// podUIDs looks a pod's UID up in the CNI side's pod cache, once
+	// that runs.
+	podUIDs atomic.Pointer[func(namespace, name string) string]
 	// collector removes the device-info files of devices nothing holds,
 	// for every resource served since start.
 	collector *ledger.Collector
@@ -78,9 +83,9 @@ type Agent struct {
 type poolRun struct {
 	res     pools.Resource
 	plugin  *deviceplugin.Plugin
-	devices poolDevices
+	devices offer.Pool
 	// sent is the list last given to the plugin.
-	sent []deviceplugin.DeviceState
+	sent []offer.State
 	stop context.CancelFunc
 	done chan struct{}
 }
@@ -106,8 +111,8 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, configAtStart: configAtStart, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
-	a.ledger, a.fresh = ledger.NewReader(a.ledgerSources()), ledger.NewReader(a.ledgerSources())
-	a.ledgerNudge = make(chan struct{}, 1)
+	a.ledgerNudge, a.ledgerChanged = make(chan struct{}, 1), make(chan struct{}, 1)
+	a.book = a.newBook()
 	if st.Rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", st.Rejected)
 		a.setRejected(st.Rejected)
@@ -142,7 +147,6 @@ type signals struct {
 	config     chan struct{}
 	kubelet    chan struct{}
 	discovered chan discovered
-	holders    chan *ledger.Ledger
 }
 
 // linkBurst is how many link events may queue for one health refresh.
@@ -160,7 +164,7 @@ type discovered struct {
 func (a *Agent) Run(ctx context.Context) error {
 	ev := signals{
 		links: make(chan linkEvent, linkBurst), hardware: make(chan struct{}, 1), config: make(chan struct{}, 1),
-		kubelet: make(chan struct{}, 1), discovered: make(chan discovered, 1), holders: make(chan *ledger.Ledger, 1),
+		kubelet: make(chan struct{}, 1), discovered: make(chan discovered, 1),
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -187,7 +191,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	discovered := time.Since(start)
-	a.readHolders(ctx)
+	if err := a.loadLedger(ctx); err != nil {
+		return err
+	}
 	if err := a.startFrontEnds(wctx, &wg, inv, start); err != nil {
 		// Device plugin sockets, the DRA driver's registration and the
 		// CNI side would outlive the failed start, naming pools and a
@@ -198,7 +204,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.log.Info("serving", "pools", len(a.pools), "functions", inv.Len(),
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
-	a.watchLedger(wctx, &wg, ev.holders)
+	a.watchLedger(wctx, &wg)
 	a.startVFLayouts(wctx, &wg)
 	if a.opts.ReleaseStartupPages {
 		go startup.ReleasePages(a.log)
@@ -261,14 +267,14 @@ func (a *Agent) loop(ctx context.Context, ev signals) {
 			a.reloadConfig(ctx)
 		case <-ev.kubelet:
 			a.kubeletStarted()
-		case l := <-ev.holders:
-			a.applyLedger(l)
+		case <-a.ledgerChanged:
+			a.applyLedger()
 		case d := <-ev.discovered:
 			running = false
 			if d.err != nil {
 				a.log.Error("re-discovery failed; keeping the last inventory", "err", d.err)
 			} else {
-				a.readHolders(ctx)
+				a.refreshLedger(ctx)
 				a.applyInventory(ctx, d.inv, d.start)
 			}
 			if again {
@@ -296,7 +302,11 @@ func (a *Agent) applyInventory(ctx context.Context, inv *discovery.Inventory, st
 // that changes mode stops being served the old way before it is served
 // the new way: a device is never served both ways.
 func (a *Agent) rematch(ctx context.Context, fresh bool) {
-	res := a.cfg.Match(a.inv)
+	a.rematchWith(ctx, a.cfg.Match(a.inv), fresh)
+}
+
+// rematchWith serves res, the configuration's match of the inventory.
+func (a *Agent) rematchWith(ctx context.Context, res *pools.Result, fresh bool) {
 	a.reportMatch(res, fresh)
 	pooled := map[string]bool{}
 	wanted, wantedDRA := map[string]bool{}, map[string]bool{}
@@ -326,15 +336,16 @@ func (a *Agent) rematch(ctx context.Context, fresh bool) {
 		}
 		run, created := a.ensurePool(p.Resource)
 		if fresh {
-			run.devices = poolDevices{}
+			run.devices = offer.Pool{}
 		}
-		run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
+		run.devices = run.devices.Rematch(p.Devices, a.inv, pooled)
 		a.publish(run, v)
 		if created {
 			a.runPool(ctx, run)
 		}
 	}
 	a.storePlugins()
+	a.judge()
 	a.setAwaitingRelease(a.awaitsRelease(v))
 	a.updateVFLayouts()
 }
@@ -426,7 +437,7 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 		// A netdev left, most likely into a pod whose sandbox was just
 		// recorded or allocated: the holds must be now's, not a poll's,
 		// or the device would look lost for a moment.
-		a.readHolders(context.Background())
+		a.refreshLedger(context.Background())
 	}
 	a.refresh()
 	a.metrics.ObserveRefresh(time.Since(start))
@@ -440,6 +451,7 @@ func (a *Agent) refresh() {
 		a.publish(run, v)
 	}
 	a.publishDRA(context.Background(), v)
+	a.judge()
 	a.setAwaitingRelease(a.awaitsRelease(v))
 }
 
@@ -457,10 +469,14 @@ func (a *Agent) reloadConfig(ctx context.Context) {
 	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
 	a.logWarnings(cfg)
 	a.cfg = cfg
-	// A pool may change front end: what each holds must be now's, not a
-	// poll's, before the other front end offers its devices.
-	a.readHolders(ctx)
-	a.rematch(ctx, true)
+	res := cfg.Match(a.inv)
+	// A pool may change front end: its devices are withdrawn from every
+	// front end while it does, and what each holds must be now's, not a
+	// poll's, before the other front end offers them.
+	lift := a.fenceMoving(ctx, res)
+	a.refreshLedger(ctx)
+	a.rematchWith(ctx, res, true)
+	lift()
 }
 
 // shutdown stops every plugin, which removes its socket, then removes the
@@ -477,8 +493,8 @@ func (a *Agent) shutdown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
-	defer a.fresh.Close()
-	if err := a.collector.Collect(a.fresh.Read(ctx), 0); err != nil {
+	defer a.book.Close()
+	if err := a.collector.Collect(a.book.Refresh(ctx), 0); err != nil {
 		a.log.Warn("device-info files left in place at shutdown", "dir", a.opts.DevinfoDir, "err", err)
 	}
 }

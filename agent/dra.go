@@ -8,10 +8,10 @@ import (
 
 	"k8s.io/client-go/rest"
 
-	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -41,9 +41,9 @@ type DRAOptions struct {
 // draPool is a pool served through the DRA driver.
 type draPool struct {
 	res     pools.Resource
-	devices poolDevices
+	devices offer.Pool
 	// sent is the list last published.
-	sent []deviceplugin.DeviceState
+	sent []offer.State
 }
 
 // startDRA registers the DRA driver with kubelet, when it is enabled;
@@ -61,7 +61,7 @@ func (a *Agent) startDRA(ctx context.Context) error {
 		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: client,
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
-		Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin,
+		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin,
 	})
 	if err != nil {
 		return err
@@ -87,12 +87,12 @@ func (a *Agent) matchDRA(p *pools.Pool, fresh bool, pooled map[string]bool) {
 		a.draPools[name] = run
 	}
 	run.res = p.Resource
-	run.devices = run.devices.rematch(p.Devices, a.inv, pooled)
+	run.devices = run.devices.Rematch(p.Devices, a.inv, pooled)
 	a.collector.Add(name)
 	a.draDirty = true
 }
 
-func runSent(run *draPool) []deviceplugin.DeviceState {
+func runSent(run *draPool) []offer.State {
 	if run == nil {
 		return nil
 	}
@@ -128,7 +128,7 @@ func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 	ps := make([]dra.Pool, len(runs))
 	changed := a.draDirty
 	for i, run := range runs {
-		next := run.devices.states(v, a.holders, frontEnd(run.res.FullName(), true))
+		next := run.devices.States(v, a.holders, frontEnd(run.res.FullName(), true))
 		a.logChanges(run.res.FullName(), run.sent, next)
 		changed = changed || !sameHealth(run.sent, next)
 		run.sent = next
@@ -145,18 +145,19 @@ func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 
 // sameHealth reports whether two lists name the same devices with the
 // same health.
-func sameHealth(a, b []deviceplugin.DeviceState) bool {
-	return slices.EqualFunc(a, b, func(x, y deviceplugin.DeviceState) bool {
-		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason && x.HeldBy == y.HeldBy && x.DeadPF == y.DeadPF
+func sameHealth(a, b []offer.State) bool {
+	return slices.EqualFunc(a, b, func(x, y offer.State) bool {
+		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason && x.HeldBy == y.HeldBy && x.DeadPF == y.DeadPF &&
+			x.Fenced == y.Fenced && x.Unknown == y.Unknown
 	})
 }
 
 // draDevices are the states as the DRA driver publishes them; with
 // evictDeadPF, a dead PF's unhealthy VFs evict their pods.
-func draDevices(states []deviceplugin.DeviceState, evictDeadPF bool) []dra.Device {
+func draDevices(states []offer.State, evictDeadPF bool) []dra.Device {
 	out := make([]dra.Device, len(states))
 	for i, s := range states {
-		out[i] = dra.Device{Device: s.Device, Healthy: s.Healthy, Reason: s.Reason, HeldBy: s.HeldBy, Evict: evictDeadPF && s.DeadPF && !s.Healthy}
+		out[i] = dra.Device{State: s, Evict: evictDeadPF && s.DeadPF && !s.Healthy}
 	}
 	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -16,74 +17,60 @@ import (
 // that is not up yet leaves its holds unknown until the next read.
 const ledgerReadTimeout = 2 * time.Second
 
-// ledgerSources are where the agent's device ledger is read from: kubelet,
-// and the DRA checkpoint and CNI records when those sides are on.
-func (a *Agent) ledgerSources() ledger.Sources {
-	src := ledger.Sources{PodResourcesSocket: a.opts.PodResourcesSocket, DevinfoDir: a.opts.DevinfoDir, Metrics: a.metrics}
+// newBook is the agent's device ledger: kubelet, every hwnet DRA
+// checkpoint under kubelet's plugins directory (DRA on or off, any driver
+// name), the CNI records when that side is on, and the fences a VF layout
+// change keeps on disk.
+func (a *Agent) newBook() *ledger.Book {
+	src := ledger.Sources{PodResourcesSocket: a.opts.PodResourcesSocket, DevinfoDir: a.opts.DevinfoDir, Metrics: a.metrics,
+		PluginsDir: a.opts.DRAPluginsDir, PodUID: a.podUID}
 	if d := a.opts.DRA; d != nil {
 		src.Checkpoint = dra.CheckpointPath(d.DriverName, d.PluginDir)
 	}
 	if a.opts.CNI != nil {
 		src.Records = a.opts.CNI.Records()
 	}
-	return src
+	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
+		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }})
 }
 
-// readHolders reads every source of the ledger now, with the reader of
-// Run's goroutine (the watch's is on another), and makes it the ledger the
-// watch compares its next poll with.
-func (a *Agent) readHolders(ctx context.Context) {
+// podUID is the UID of the pod of the node's pod cache with that name, ""
+// when the CNI side is off or the cache knows none or two.
+func (a *Agent) podUID(namespace, name string) string {
+	if f := a.podUIDs.Load(); f != nil {
+		return (*f)(namespace, name)
+	}
+	return ""
+}
+
+// loadLedger reads every source of the ledger and the fences an earlier
+// agent left, before any front end serves.
+func (a *Agent) loadLedger(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ledgerReadTimeout)
 	defer cancel()
-	a.holders = a.fresh.Read(ctx)
-	a.ledger.Settle(a.holders)
+	err := a.book.Load(ctx)
+	a.holders = a.book.Snapshot()
+	a.reportLedger(a.holders)
+	return err
+}
+
+// refreshLedger reads every source now, on Run's goroutine, for a change
+// that must see now's holds, not a poll's.
+func (a *Agent) refreshLedger(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, ledgerReadTimeout)
+	defer cancel()
+	a.holders = a.book.Refresh(ctx)
 	a.reportLedger(a.holders)
 }
 
-// watchLedger polls the ledger until ctx ends and hands every change to
-// Run's goroutine, the newest replacing one not yet taken.
-func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup, out chan *ledger.Ledger) {
+// watchLedger polls the ledger's sources until ctx ends, and collects the
+// device-info files nothing holds.
+func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() {
 		o := ledger.WatchOptions{Interval: a.opts.LedgerInterval, Urgent: a.awaitingRelease.Load, Nudge: a.ledgerNudge}
-		a.ledger.Watch(ctx, o, func(l *ledger.Ledger) {
-			select {
-			case <-out:
-			default:
-			}
-			out <- l
-		})
+		a.book.Watch(ctx, o)
 	})
-	wg.Go(func() { a.collector.Run(ctx, a.opts.GCInterval, a.opts.DevinfoGrace, a.ledger.Latest) })
-}
-
-// awaitsRelease reports whether a pooled device's verdict waits on a hold
-// ending: a holder the pool's front end did not hand it to (it is offered
-// once that one lets go), or device plugin pods alone holding a device
-// whose netdev is away (in a pod, or gone: lost once they let go, which
-// only kubelet tells). Only then is the ledger polled every
-// --ledger-interval. So is a declared VF layout waiting for its VFs.
-func (a *Agent) awaitsRelease(v devhealth.View) bool {
-	if a.vfs != nil && a.vfs.Waiting() {
-		return true
-	}
-	waits := func(name string, devs []pools.Device, dra bool) bool {
-		fe := frontEnd(name, dra)
-		return slices.ContainsFunc(devs, func(d pools.Device) bool {
-			_, foreign := a.holders.Foreign(d.ID, fe)
-			return foreign || (a.holders.PodsOnly(d.ID) && v.NetdevAway(&d))
-		})
-	}
-	for name, run := range a.pools {
-		if waits(name, run.devices.matched, false) {
-			return true
-		}
-	}
-	for name, run := range a.draPools {
-		if waits(name, run.devices.matched, true) {
-			return true
-		}
-	}
-	return false
+	wg.Go(func() { a.collector.Run(ctx, a.opts.GCInterval, a.opts.DevinfoGrace, a.book.Snapshot) })
 }
 
 // setAwaitingRelease records whether a hold's end is awaited, and wakes
@@ -96,27 +83,99 @@ func (a *Agent) setAwaitingRelease(awaits bool) {
 
 // nudgeLedger has the ledger's watch poll at once: a source may have
 // changed. It never blocks.
-func (a *Agent) nudgeLedger() {
-	select {
-	case a.ledgerNudge <- struct{}{}:
-	default:
-	}
-}
+func (a *Agent) nudgeLedger() { signal(a.ledgerNudge) }
 
 // applyLedger judges every pool again with who holds what now: a device
-// whose holder ended is free, or lost, at once.
-func (a *Agent) applyLedger(l *ledger.Ledger) {
-	if l.Older(a.holders) {
-		return // a poll queued before a full read the agent made since
-	}
-	a.reportLedger(l)
-	a.holders = l
+// whose holder ended is free, or lost, at once; a fence withdraws its
+// devices.
+func (a *Agent) applyLedger() {
+	a.holders = a.book.Snapshot()
+	a.reportLedger(a.holders)
 	a.refresh()
 	a.updateVFLayouts()
 }
 
 func (a *Agent) reportLedger(l *ledger.Ledger) {
 	for _, u := range l.Unknown {
-		a.reportOnce("device ledger: a source is unreadable, its last holds are kept", u)
+		a.reportOnce("device ledger: a source cannot be read; no device is handed out or offered until it is", u)
 	}
+}
+
+// modeSwitchFence is the key of the fence a configuration change takes
+// on the devices that change front end.
+const modeSwitchFence = "pool-switch"
+
+// fenceMoving fences the devices res serves through another front end
+// (another pool, device plugin or DRA) than now, or not at all, and
+// publishes their withdrawal; the returned func lifts the fence and
+// publishes again.
+func (a *Agent) fenceMoving(ctx context.Context, res *pools.Result) func() {
+	now := map[string]ledger.FrontEnd{}
+	for _, p := range res.Pools {
+		for _, d := range p.Devices {
+			now[d.ID] = frontEnd(p.Resource.FullName(), p.Resource.Mode == pools.DRA)
+		}
+	}
+	var moving []string
+	served := func(name string, devs []pools.Device, dra bool) {
+		for _, d := range devs {
+			if fe, ok := now[d.ID]; !ok || fe != frontEnd(name, dra) {
+				moving = append(moving, d.ID)
+			}
+		}
+	}
+	for name, run := range a.pools {
+		served(name, run.devices.Matched, false)
+	}
+	for name, run := range a.draPools {
+		served(name, run.devices.Matched, true)
+	}
+	if len(moving) == 0 {
+		return func() {}
+	}
+	slices.Sort(moving)
+	f := ledger.Fence{Key: modeSwitchFence, Devices: moving, Reason: "its pool is switching front end"}
+	if err := a.book.Fence(ctx, f, false); err != nil {
+		a.log.Error("devices switching front end not fenced", "devices", len(moving), "err", err)
+	}
+	a.applyLedger()
+	return func() {
+		if err := a.book.Unfence(modeSwitchFence); err != nil {
+			a.log.Error("fence of the devices that switched front end not lifted", "err", err)
+		}
+		a.applyLedger()
+	}
+}
+
+// judge tells the ledger why each unhealthy device of every pool is, as
+// the front ends were last told: a hand-out of one is refused.
+func (a *Agent) judge() {
+	var lists [][]offer.State
+	for _, run := range a.pools {
+		lists = append(lists, run.sent)
+	}
+	for _, run := range a.draPools {
+		lists = append(lists, run.sent)
+	}
+	a.book.Judge(offer.Unhealthy(lists...))
+}
+
+// awaitsRelease reports whether a pooled device's verdict waits on a hold
+// ending (offer.Pool.AwaitsRelease): only then is the ledger polled every
+// --ledger-interval. So is a declared VF layout waiting for its VFs.
+func (a *Agent) awaitsRelease(v devhealth.View) bool {
+	if a.vfs != nil && a.vfs.Waiting() {
+		return true
+	}
+	for name, run := range a.pools {
+		if run.devices.AwaitsRelease(v, a.holders, frontEnd(name, false)) {
+			return true
+		}
+	}
+	for name, run := range a.draPools {
+		if run.devices.AwaitsRelease(v, a.holders, frontEnd(name, true)) {
+			return true
+		}
+	}
+	return false
 }

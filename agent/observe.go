@@ -27,8 +27,9 @@ func (a *Agent) serveObservability(ctx context.Context, wg *sync.WaitGroup) erro
 }
 
 // notReady is nil once every pool is registered with kubelet, kubelet
-// accepted the DRA driver's registration when it runs and, when the agent
-// serves CNI, its socket answers; else it says what is missing.
+// accepted the DRA driver's registration when it runs, the device ledger
+// reads every source of holders and, when the agent serves CNI, its socket
+// answers; else it says what is missing.
 func (a *Agent) notReady(ctx context.Context) error {
 	if r := a.rejected.Load(); r != nil {
 		return fmt.Errorf("pool configuration %s rejected, serving the last good one: %s", a.opts.ConfigFile, *r)
@@ -48,6 +49,9 @@ func (a *Agent) notReady(ctx context.Context) error {
 	}
 	if a.dra != nil && !a.dra.Registered() {
 		return fmt.Errorf("DRA driver %s not registered with kubelet", a.dra.Name())
+	}
+	if why := a.book.Snapshot().UnknownWhy(); why != "" {
+		return fmt.Errorf("device ledger: no device is handed out or offered: %s", why)
 	}
 	if a.opts.CNI == nil {
 		return nil

@@ -53,6 +53,13 @@ type Options struct {
 	PodResourcesSocket string
 	// DevinfoDir receives a device-info file per allocated device.
 	DevinfoDir string
+	// DRAPluginsDir is kubelet's DRA plugins directory: every hwnet DRA
+	// checkpoint in it holds its claims' devices, with DRA on or off and
+	// whatever the driver's name.
+	DRAPluginsDir string
+	// FenceDir keeps the fence of a PF whose VF layout is changing, so
+	// that an agent that died half way finds it.
+	FenceDir string
 	// PollInterval is how often the PCI layout is fingerprinted where no
 	// kernel uevents can be had; RescanInterval is how often it is where
 	// they can, a safety net for what a lost uevent would miss.
@@ -99,6 +106,8 @@ const (
 	DefaultLastGoodConfig = "/var/lib/hwnet/pools-last-good"
 	DefaultPluginDir      = "/var/lib/kubelet/device-plugins"
 	DefaultDevinfoDir     = "/var/run/k8s.cni.cncf.io/devinfo/dp"
+	DefaultDRAPluginsDir  = dra.DefaultPluginsDir
+	DefaultFenceDir       = "/var/lib/hwnet/fences"
 )
 
 // Production intervals: uevents say when the PCI layout changed, so
@@ -118,6 +127,8 @@ func (o Options) withDefaults() Options {
 	o.PluginDir = cmp.Or(o.PluginDir, DefaultPluginDir)
 	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, ledger.DefaultPodResourcesSocket)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
+	o.DRAPluginsDir = cmp.Or(o.DRAPluginsDir, DefaultDRAPluginsDir)
+	o.FenceDir = cmp.Or(o.FenceDir, DefaultFenceDir)
 	o.PollInterval = positiveOr(o.PollInterval, DefaultPollInterval)
 	o.RescanInterval = positiveOr(o.RescanInterval, DefaultRescanInterval)
 	o.GCInterval = positiveOr(o.GCInterval, DefaultGCInterval)

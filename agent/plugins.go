@@ -6,6 +6,7 @@ import (
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -15,7 +16,7 @@ import (
 func (a *Agent) newPool(res pools.Resource) *poolRun {
 	p := deviceplugin.New(res, deviceplugin.Options{
 		PluginDir: a.opts.PluginDir, DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot,
-		Logger: a.log, Allocated: a.nudgeLedger,
+		Logger: a.log, Ledger: a.book,
 	})
 	return &poolRun{res: res, plugin: p, done: make(chan struct{})}
 }
@@ -39,16 +40,19 @@ func (a *Agent) stopPool(run *poolRun) {
 }
 
 // kubeletStarted makes every plugin register at once with a kubelet that
-// just (re)created its socket, instead of at its next retry.
+// just (re)created its socket, instead of at its next retry, and has the
+// ledger read kubelet again at once: while it could not, nothing is
+// handed out.
 func (a *Agent) kubeletStarted() {
 	for _, run := range a.pools {
 		run.plugin.KubeletStarted()
 	}
+	a.nudgeLedger()
 }
 
 // publish sends the pool's current list, judged by v, to its plugin.
 func (a *Agent) publish(run *poolRun, v devhealth.View) {
-	next := run.devices.states(v, a.holders, frontEnd(run.res.FullName(), false))
+	next := run.devices.States(v, a.holders, frontEnd(run.res.FullName(), false))
 	a.logChanges(run.res.FullName(), run.sent, next)
 	run.plugin.SetDevices(next)
 	run.sent = next
@@ -56,8 +60,8 @@ func (a *Agent) publish(run *poolRun, v devhealth.View) {
 
 // logChanges logs each device of a pool whose health or foreign holder
 // changed and how many came and went, and updates the pool's metrics.
-func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
-	prev := make(map[string]deviceplugin.DeviceState, len(sent))
+func (a *Agent) logChanges(name string, sent, next []offer.State) {
+	prev := make(map[string]offer.State, len(sent))
 	for _, d := range sent {
 		prev[d.ID] = d
 	}
@@ -74,7 +78,7 @@ func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
 			added++
 			// A device listed unhealthy from the start, as after a
 			// restart, is logged once; only a change posts an Event.
-			p = deviceplugin.DeviceState{Device: d.Device, Healthy: true}
+			p = offer.State{Device: d.Device, Healthy: true}
 		}
 		a.logHealth(name, p, d, ok)
 		a.logHeld(name, p, d)
@@ -86,7 +90,7 @@ func (a *Agent) logChanges(name string, sent, next []deviceplugin.DeviceState) {
 	a.metrics.SetPoolHolders(name, holderCounts(a.holders, ids))
 }
 
-func (a *Agent) logHealth(name string, p, d deviceplugin.DeviceState, changed bool) {
+func (a *Agent) logHealth(name string, p, d offer.State, changed bool) {
 	switch {
 	case p.Healthy && !d.Healthy:
 		a.log.Warn("device unhealthy", "resource", name, "device", d.ID, "reason", d.Reason)
@@ -99,7 +103,7 @@ func (a *Agent) logHealth(name string, p, d deviceplugin.DeviceState, changed bo
 	}
 }
 
-func (a *Agent) logHeld(name string, p, d deviceplugin.DeviceState) {
+func (a *Agent) logHeld(name string, p, d offer.State) {
 	switch {
 	case d.HeldBy != "" && d.HeldBy != p.HeldBy:
 		a.log.Info("device held outside the pool's front end: not offered", "resource", name, "device", d.ID, "holder", d.HeldBy)

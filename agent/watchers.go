@@ -59,6 +59,15 @@ func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev signal
 		kubelet.Close()
 		return fmt.Errorf("watching VFIO group devices: %w", err)
 	}
+	// kubelet's PodResources socket back: the ledger reads it at once.
+	podResources, err := a.watchPodResources()
+	if err != nil {
+		links.Close()
+		cfg.Close()
+		kubelet.Close()
+		vfio.Close()
+		return err
+	}
 	rawLinks := make(chan watch.LinkEvent, 64)
 	sockets := make(chan watch.SocketEvent, 4)
 	groups := make(chan watch.SocketEvent, 4)
@@ -67,10 +76,27 @@ func (a *Agent) startWatchers(ctx context.Context, wg *sync.WaitGroup, ev signal
 	a.run(ctx, wg, "configuration", func(ctx context.Context) error { return cfg.Run(ctx, ev.config) })
 	a.run(ctx, wg, "kubelet socket", func(ctx context.Context) error { return kubelet.Run(ctx, sockets) })
 	a.run(ctx, wg, "VFIO group devices", func(ctx context.Context) error { return vfio.Run(ctx, groups) })
+	podSockets := make(chan watch.SocketEvent, 4)
+	a.run(ctx, wg, "kubelet PodResources socket", func(ctx context.Context) error { return podResources.Run(ctx, podSockets) })
+	wg.Go(func() { forwardKubelet(ctx, podSockets, ev.kubelet) })
 	wg.Go(func() { forwardLinks(ctx, rawLinks, ev.links) })
 	wg.Go(func() { forwardAsHardware(ctx, groups, ev.hardware) })
 	wg.Go(func() { forwardKubelet(ctx, sockets, ev.kubelet) })
 	return nil
+}
+
+// watchPodResources watches kubelet's PodResources socket being made,
+// in its directory, made if missing (kubelet makes it when it starts).
+func (a *Agent) watchPodResources() (*watch.SocketWatcher, error) {
+	dir, name := filepath.Split(a.opts.PodResourcesSocket)
+	if err := os.MkdirAll(dir, 0o750); err != nil {
+		return nil, fmt.Errorf("watching kubelet's PodResources socket: %w", err)
+	}
+	w, err := watch.WatchSockets(dir, func(n string) bool { return n == name })
+	if err != nil {
+		return nil, fmt.Errorf("watching kubelet's PodResources socket: %w", err)
+	}
+	return w, nil
 }
 
 // reloadIfChangedSinceStart asks for a reload when the configuration file

@@ -11,43 +11,58 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
+	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/offer"
 )
 
 // Allocate hands each container its devices: their device nodes, the
 // variable PCIDEVICE_<PREFIX>_<NAME> with their PCI addresses sorted and
 // comma-separated, and PCIDEVICE_<PREFIX>_<NAME>_INFO with a JSON object
 // of each device's details by device ID, as the SR-IOV network device
-// plugin sets them. It writes each device's information file before it
-// answers, for the CNI side. A device ID that is not one of the pool's
-// fails the request with InvalidArgument.
-func (p *Plugin) Allocate(_ context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
+// plugin sets them. It reserves the devices in the device ledger first,
+// then writes each device's information file, for the CNI side, before it
+// answers. A device ID that is not one of the pool's fails the request
+// with InvalidArgument; a device the ledger refuses (another front end
+// holds it, a fence withdraws it, who holds it is unknown, it is
+// unhealthy) with FailedPrecondition naming the device and why, which
+// kubelet shows on the pod.
+func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (*pluginapi.AllocateResponse, error) {
 	s := p.current.Load()
 	resp := &pluginapi.AllocateResponse{
 		ContainerResponses: make([]*pluginapi.ContainerAllocateResponse, len(req.ContainerRequests)),
 	}
+	perContainer := make([][]*offer.State, len(req.ContainerRequests))
+	var ids []string
 	for i, c := range req.ContainerRequests {
 		devs, err := s.lookup(c.DevicesIds)
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "%s: allocate: %v", p.name, err)
 		}
+		perContainer[i] = devs
+		ids = append(ids, c.DevicesIds...)
+	}
+	hold := ledger.Request{Devices: ids, Holder: ledger.Holder{Kind: ledger.Pod, Resource: p.name}}
+	if err := p.opts.Ledger.Reserve(ctx, hold); err != nil {
+		p.log.Warn("allocation refused", "devices", ids, "err", err)
+		return nil, status.Errorf(codes.FailedPrecondition, "%s: allocate: %v", p.name, err)
+	}
+	for i, devs := range perContainer {
+		var err error
 		if resp.ContainerResponses[i], err = p.containerResponse(devs); err != nil {
 			return nil, status.Errorf(codes.Internal, "%s: allocate: %v", p.name, err)
 		}
 	}
 	p.logAllocation(resp)
-	if p.opts.Allocated != nil {
-		p.opts.Allocated()
-	}
 	return resp, nil
 }
 
 // lookup returns the devices of ids sorted by ID.
-func (s *snapshot) lookup(ids []string) ([]*DeviceState, error) {
+func (s *snapshot) lookup(ids []string) ([]*offer.State, error) {
 	if len(ids) == 0 {
 		return nil, fmt.Errorf("a container request without devices")
 	}
 	sorted := slices.Sorted(slices.Values(ids))
-	devs := make([]*DeviceState, len(sorted))
+	devs := make([]*offer.State, len(sorted))
 	for i, id := range sorted {
 		if i > 0 && id == sorted[i-1] {
 			return nil, fmt.Errorf("device %q requested twice", id)
@@ -61,7 +76,7 @@ func (s *snapshot) lookup(ids []string) ([]*DeviceState, error) {
 	return devs, nil
 }
 
-func (p *Plugin) containerResponse(devs []*DeviceState) (*pluginapi.ContainerAllocateResponse, error) {
+func (p *Plugin) containerResponse(devs []*offer.State) (*pluginapi.ContainerAllocateResponse, error) {
 	hs := make([]*handout.Device, len(devs))
 	var specs []*pluginapi.DeviceSpec
 	for i, d := range devs {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -56,7 +57,7 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 	tests := []struct {
 		name      string
 		res       pools.Resource
-		devices   []DeviceState
+		devices   []offer.State
 		allocate  []string
 		wantEnv   map[string]string
 		wantSpecs []spec
@@ -87,7 +88,7 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 		{
 			name:    "vfio without an IOMMU",
 			res:     pools.Resource{Prefix: "intel.com", Name: "dpdk"},
-			devices: []DeviceState{noIOMMU}, allocate: []string{vfioVF},
+			devices: []offer.State{noIOMMU}, allocate: []string{vfioVF},
 			wantEnv: map[string]string{
 				"PCIDEVICE_INTEL_COM_DPDK": vfioVF,
 				"PCIDEVICE_INTEL_COM_DPDK_INFO": `{"0000:3b:01.6":{"generic":{"deviceID":"0000:3b:01.6"},` +
@@ -129,7 +130,7 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 		{
 			name:    "RDMA device with two ports: _INFO names port 1's nodes",
 			res:     pools.Resource{Prefix: "nvidia.com", Name: "ib", IsRDMA: true},
-			devices: []DeviceState{twoPorts}, allocate: []string{ibVF},
+			devices: []offer.State{twoPorts}, allocate: []string{ibVF},
 			wantEnv: map[string]string{
 				"PCIDEVICE_NVIDIA_COM_IB": ibVF,
 				"PCIDEVICE_NVIDIA_COM_IB_INFO": `{"0000:41:01.0":{"generic":{"deviceID":"0000:41:01.0"},` +
@@ -165,7 +166,7 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 		{
 			name:    "vhost vDPA",
 			res:     pools.Resource{Prefix: "redhat.com", Name: "vdpa", VDPAType: "vhost"},
-			devices: []DeviceState{n.device(t, vdpaVF)}, allocate: []string{vdpaVF},
+			devices: []offer.State{n.device(t, vdpaVF)}, allocate: []string{vdpaVF},
 			wantEnv: map[string]string{
 				"PCIDEVICE_REDHAT_COM_VDPA":      vdpaVF,
 				"PCIDEVICE_REDHAT_COM_VDPA_INFO": `{"0000:3e:01.0":{"generic":{"deviceID":"0000:3e:01.0"},"vdpa":{"mount":"/dev/vhost-vdpa-0"}}}`,
@@ -230,7 +231,7 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 
 // withSecondPort gives the device's RDMA device a second port, umad9 and
 // issm9, listed as discovery lists them: by kind, then by name.
-func withSecondPort(d DeviceState, ib string) DeviceState {
+func withSecondPort(d offer.State, ib string) offer.State {
 	rdma := *d.Function.RDMA
 	node := func(name string) string { return filepath.Join(ib, name) }
 	rdma.CharDevices = []string{node("uverbs1"), node("umad1"), node("umad9"), node("issm1"), node("issm9"), node("rdma_cm")}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -91,8 +92,8 @@ func benchmarkAllocate(b *testing.B, allocate allocateFunc, req *pluginapi.Alloc
 }
 
 // syntheticPool is 2048 VFs: 2 NUMA nodes with 8 PFs of 128 VFs each.
-func syntheticPool() []DeviceState {
-	var out []DeviceState
+func syntheticPool() []offer.State {
+	var out []offer.State
 	for pf := range 16 {
 		pfAddr := fmt.Sprintf("0000:%02x:00.0", 0x10+pf)
 		for vf := range 128 {
@@ -102,7 +103,7 @@ func syntheticPool() []DeviceState {
 				PF:       pfAddr,
 				VFIndex:  vf,
 			}
-			out = append(out, DeviceState{Device: d, Healthy: true})
+			out = append(out, offer.State{Device: d, Healthy: true})
 		}
 	}
 	return out
@@ -186,7 +187,7 @@ func BenchmarkSetDevicesToListAndWatch(b *testing.B) {
 			// in one device's health take turns.
 			flipped := slices.Clone(devices)
 			flipped[0].Healthy = !flipped[0].Healthy
-			lists := [2][]DeviceState{flipped, devices}
+			lists := [2][]offer.State{flipped, devices}
 			for i := range b.N {
 				h.plugin.SetDevices(lists[i%2])
 				if _, err := stream.Recv(); err != nil {

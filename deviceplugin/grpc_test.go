@@ -22,6 +22,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
@@ -78,7 +79,7 @@ func numaString(d *pluginapi.Device) string {
 	return "numa" + strings.Join(nodes, ",")
 }
 
-func wantListed(devs []DeviceState, health map[string]string, numa string) []string {
+func wantListed(devs []offer.State, health map[string]string, numa string) []string {
 	out := make([]string, len(devs))
 	for i, d := range devs {
 		out[i] = d.ID + " " + cmp.Or(health[d.ID], "Healthy") + " " + numa
@@ -142,7 +143,7 @@ func TestListAndWatchTopology(t *testing.T) {
 	tests := []struct {
 		name    string
 		exclude bool
-		dev     DeviceState
+		dev     offer.State
 		want    string
 	}{
 		{"NUMA node", false, n.device(t, netVF), "numa0"},
@@ -153,7 +154,7 @@ func TestListAndWatchTopology(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			res := sriovNet
 			res.ExcludeTopology = tt.exclude
-			h := startHarness(t, res, Options{}, []DeviceState{tt.dev})
+			h := startHarness(t, res, Options{}, []offer.State{tt.dev})
 			if got := numaString(nextList(t, watch(t, h.client(t)))[0]); got != tt.want {
 				t.Errorf("topology %s, want %s", got, tt.want)
 			}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/sockdir"
@@ -76,9 +77,9 @@ func newTestNode(t testing.TB) *testNode {
 
 // devices turns the VFs of the PFs at pfs into pool devices, all healthy,
 // as the pool matcher would.
-func (n *testNode) devices(t testing.TB, pfs ...string) []DeviceState {
+func (n *testNode) devices(t testing.TB, pfs ...string) []offer.State {
 	t.Helper()
-	var out []DeviceState
+	var out []offer.State
 	for _, pf := range n.inv.PFs {
 		if !slices.Contains(pfs, pf.Address) {
 			continue
@@ -88,7 +89,7 @@ func (n *testNode) devices(t testing.TB, pfs ...string) []DeviceState {
 			if pf.Netdev != nil {
 				d.PFName = pf.Netdev.Name
 			}
-			out = append(out, DeviceState{Device: d, Healthy: true})
+			out = append(out, offer.State{Device: d, Healthy: true})
 		}
 	}
 	if len(out) == 0 {
@@ -98,7 +99,7 @@ func (n *testNode) devices(t testing.TB, pfs ...string) []DeviceState {
 }
 
 // device returns the pool device of one VF.
-func (n *testNode) device(t testing.TB, addr string) DeviceState {
+func (n *testNode) device(t testing.TB, addr string) offer.State {
 	t.Helper()
 	for _, pf := range n.inv.PFs {
 		for _, d := range n.devices(t, pf.Address) {
@@ -108,12 +109,12 @@ func (n *testNode) device(t testing.TB, addr string) DeviceState {
 		}
 	}
 	t.Fatalf("%s is not a VF of the node", addr)
-	return DeviceState{}
+	return offer.State{}
 }
 
 // edited returns d with a copy of its function changed by edit: pool
 // devices share their functions with the inventory, which is immutable.
-func edited(d DeviceState, edit func(*discovery.Function)) DeviceState {
+func edited(d offer.State, edit func(*discovery.Function)) offer.State {
 	fn := *d.Function
 	edit(&fn)
 	d.Function = &fn
@@ -185,7 +186,7 @@ type harness struct {
 
 // startHarness runs the plugin of res with devices; opts.PluginDir and
 // opts.DevinfoDir are set to new directories.
-func startHarness(t testing.TB, res pools.Resource, opts Options, devices []DeviceState) *harness {
+func startHarness(t testing.TB, res pools.Resource, opts Options, devices []offer.State) *harness {
 	t.Helper()
 	dir := sockdir.New(t)
 	h := &harness{dir: dir, kubelet: startKubelet(t, filepath.Join(dir, "kubelet.sock")), done: make(chan error, 1)}

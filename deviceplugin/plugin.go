@@ -6,11 +6,15 @@
 // a device information file per device for the CNI side.
 //
 // The plugin computes nothing about the devices: the agent gives it their
-// health and topology through SetDevices.
+// health and topology through SetDevices, and every Allocate is a
+// reservation in the device ledger, which refuses a device that another
+// front end holds, that a fence withdraws, whose holders are unknown or
+// that is unhealthy.
 package deviceplugin
 
 import (
 	"cmp"
+	"context"
 	"log/slog"
 	"path/filepath"
 	"slices"
@@ -23,6 +27,8 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
+	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -43,9 +49,14 @@ type Options struct {
 	// Logger gets one line per Allocate and per registration; nil
 	// discards them.
 	Logger *slog.Logger
-	// Allocated, when set, is called after each Allocate: kubelet is
-	// about to record an allocation.
-	Allocated func()
+	// Ledger is where every Allocate reserves its devices before it
+	// hands anything out; required.
+	Ledger Reserver
+}
+
+// Reserver is the device ledger's hand-out path (ledger.Book).
+type Reserver interface {
+	Reserve(ctx context.Context, req ledger.Request) error
 }
 
 // KubeletSocketName is the socket kubelet serves registration on, in the
@@ -62,25 +73,6 @@ func (o Options) withDefaults() Options {
 	}
 	return o
 }
-
-// DeviceState is a device of the pool and whether pods may get it.
-type DeviceState struct {
-	pools.Device
-	Healthy bool
-	// Reason says why a device is unhealthy; kubelet does not see it.
-	Reason string
-	// HeldBy names what holds the device other than this pool's own
-	// allocations (a DRA claim after a mode switch, a sandbox whose pod is
-	// gone): kubelet sees such a device as unhealthy, so that it is not
-	// handed out twice.
-	HeldBy string
-	// DeadPF is true for a VF whose PF carries no VF's traffic
-	// (devhealth.View.DeadPF).
-	DeadPF bool
-}
-
-// Offered reports whether pods may get the device now.
-func (s DeviceState) Offered() bool { return s.Healthy && s.HeldBy == "" }
 
 // Plugin is the device plugin of one resource pool. Its methods are safe
 // for concurrent use.
@@ -113,7 +105,7 @@ type Plugin struct {
 // node with 2048 VFs a copy per device and a prepared handout took about
 // 2 MiB of heap, while Allocate makes one in microseconds.
 type snapshot struct {
-	devices []DeviceState // sorted by ID, unique
+	devices []offer.State // sorted by ID, unique
 	layout  *Layout
 	// changed is closed once a later snapshot lists something else.
 	changed chan struct{}
@@ -168,7 +160,7 @@ func (p *Plugin) Registered() bool { return p.registered.Load() }
 // NUMA node. Of duplicate IDs the first is kept. The plugin keeps states
 // when it is sorted by ID without duplicates, so the caller must not
 // modify it afterwards.
-func (p *Plugin) SetDevices(states []DeviceState) {
+func (p *Plugin) SetDevices(states []offer.State) {
 	p.setMu.Lock()
 	defer p.setMu.Unlock()
 	old := p.current.Load()
@@ -184,12 +176,12 @@ func (p *Plugin) SetDevices(states []DeviceState) {
 	p.log.Debug("device list changed", "devices", len(next.devices))
 }
 
-func (p *Plugin) snapshotOf(states []DeviceState) *snapshot {
+func (p *Plugin) snapshotOf(states []offer.State) *snapshot {
 	sorted := states
 	if !sortedUnique(states) {
 		sorted = slices.Clone(states)
-		slices.SortStableFunc(sorted, func(a, b DeviceState) int { return cmp.Compare(a.ID, b.ID) })
-		sorted = slices.CompactFunc(sorted, func(a, b DeviceState) bool { return a.ID == b.ID })
+		slices.SortStableFunc(sorted, func(a, b offer.State) int { return cmp.Compare(a.ID, b.ID) })
+		sorted = slices.CompactFunc(sorted, func(a, b offer.State) bool { return a.ID == b.ID })
 	}
 	placement := make(map[string]Placement, len(sorted))
 	for i := range sorted {
@@ -198,7 +190,7 @@ func (p *Plugin) snapshotOf(states []DeviceState) *snapshot {
 	return &snapshot{devices: sorted, layout: NewLayout(placement)}
 }
 
-func sortedUnique(states []DeviceState) bool {
+func sortedUnique(states []offer.State) bool {
 	for i := 1; i < len(states); i++ {
 		if states[i-1].ID >= states[i].ID {
 			return false
@@ -208,8 +200,8 @@ func sortedUnique(states []DeviceState) bool {
 }
 
 // device returns the device with the ID, or false.
-func (s *snapshot) device(id string) (*DeviceState, bool) {
-	i, ok := slices.BinarySearchFunc(s.devices, id, func(d DeviceState, id string) int { return cmp.Compare(d.ID, id) })
+func (s *snapshot) device(id string) (*offer.State, bool) {
+	i, ok := slices.BinarySearchFunc(s.devices, id, func(d offer.State, id string) int { return cmp.Compare(d.ID, id) })
 	if !ok {
 		return nil, false
 	}
@@ -217,6 +209,6 @@ func (s *snapshot) device(id string) (*DeviceState, bool) {
 }
 
 // Devices returns the devices SetDevices last gave, sorted by ID.
-func (p *Plugin) Devices() []DeviceState {
+func (p *Plugin) Devices() []offer.State {
 	return slices.Clone(p.current.Load().devices)
 }

@@ -7,8 +7,6 @@ import (
 	"log/slog"
 	"path/filepath"
 
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
@@ -60,19 +58,4 @@ func (s *checkpointStore) save(cp *checkpoint.Checkpoint) error {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
 	return nil
-}
-
-// holder is the claim other than uid that holds the device, "" for none.
-func holder(cp *checkpoint.Checkpoint, device string, uid types.UID) string {
-	for other, pc := range cp.Claims {
-		if other == uid {
-			continue
-		}
-		for _, d := range pc.Devices {
-			if d.Device == device {
-				return pc.Namespace + "/" + pc.Name
-			}
-		}
-	}
-	return ""
 }

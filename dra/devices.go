@@ -10,6 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -50,8 +51,18 @@ const TaintKey = "hwnet.io/unhealthy"
 // HeldTaintKey marks a device something other than a claim holds (a
 // device plugin pod after the pool switched to DRA, a sandbox whose pod is
 // gone); its value names the holder. Prepare refuses such a device even
-// to a claim that tolerates the taint.
+// to a claim that tolerates the taint, as it refuses every device the
+// taints below mark: the device ledger does.
 const HeldTaintKey = "hwnet.io/held"
+
+// FencedTaintKey marks a device a fence withdraws: its PF's VF layout is
+// changing, or its pool is switching front end; its value says which.
+const FencedTaintKey = "hwnet.io/fenced"
+
+// UnknownTaintKey marks every device while a source of the device ledger
+// cannot be read (kubelet's PodResources, a DRA checkpoint, the CNI
+// records): any device may be held by a holder the agent cannot see.
+const UnknownTaintKey = "hwnet.io/unknown"
 
 // Pool is a resource pool served through DRA and its devices.
 type Pool struct {
@@ -61,13 +72,7 @@ type Pool struct {
 
 // Device is a device of a pool and whether pods may get it.
 type Device struct {
-	pools.Device
-	Healthy bool
-	// Reason says why the device is unhealthy.
-	Reason string
-	// HeldBy names what holds the device outside DRA, "" when nothing
-	// does.
-	HeldBy string
+	offer.State
 	// Evict makes an unhealthy device's taint NoExecute: Kubernetes
 	// evicts the pods whose claims hold it (those that do not tolerate
 	// the taint) instead of only scheduling no new ones.
@@ -192,8 +197,10 @@ func cut(s string) string {
 }
 
 // taints are a device's taints: NoSchedule (NoExecute with Evict) with
-// the reason while it is unhealthy, NoSchedule with its holder while
-// something outside DRA holds it, none once it is healthy and free.
+// the reason while it is unhealthy; NoSchedule with its holder while
+// something outside DRA holds it, with the fence's reason while fenced,
+// with the unreadable source while holders are unknown; none once it is
+// healthy, free and known.
 func taints(d *Device) []resourceapi.DeviceTaint {
 	var out []resourceapi.DeviceTaint
 	if !d.Healthy {
@@ -203,8 +210,10 @@ func taints(d *Device) []resourceapi.DeviceTaint {
 		}
 		out = append(out, resourceapi.DeviceTaint{Key: TaintKey, Value: labelValue(d.Reason), Effect: effect})
 	}
-	if d.HeldBy != "" {
-		out = append(out, resourceapi.DeviceTaint{Key: HeldTaintKey, Value: labelValue(d.HeldBy), Effect: resourceapi.DeviceTaintEffectNoSchedule})
+	for _, t := range []struct{ key, why string }{{HeldTaintKey, d.HeldBy}, {FencedTaintKey, d.Fenced}, {UnknownTaintKey, d.Unknown}} {
+		if t.why != "" {
+			out = append(out, resourceapi.DeviceTaint{Key: t.key, Value: labelValue(t.why), Effect: resourceapi.DeviceTaintEffectNoSchedule})
+		}
 	}
 	return out
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
@@ -55,7 +56,7 @@ func newTestNode(t testing.TB) *testNode {
 	for _, p := range cfg.Match(inv).Pools {
 		dp := dra.Pool{Resource: p.Resource}
 		for _, d := range p.Devices {
-			dp.Devices = append(dp.Devices, dra.Device{Device: d, Healthy: true})
+			dp.Devices = append(dp.Devices, dra.Device{State: offer.State{Device: d, Healthy: true}})
 		}
 		n.pools = append(n.pools, dp)
 	}
@@ -170,7 +171,7 @@ func TestTaints(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s evict=%t", tt.reason, tt.evict), func(t *testing.T) {
 			p := dra.Pool{Resource: pools.Resource{Prefix: "intel.com", Name: "x"}, Devices: []dra.Device{
-				{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: &discovery.Function{NUMANode: -1}}, Reason: tt.reason, Evict: tt.evict},
+				{State: offer.State{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: &discovery.Function{NUMANode: -1}}, Reason: tt.reason}, Evict: tt.evict},
 			}}
 			devs, err := dra.Devices(dra.Node{SysfsRoot: t.TempDir()}, []dra.Pool{p})
 			if err != nil {
@@ -193,7 +194,7 @@ func TestTaints(t *testing.T) {
 
 // TestDevicesInTwoPools: a device is served by one pool only.
 func TestDevicesInTwoPools(t *testing.T) {
-	d := dra.Device{Device: pools.Device{ID: "0000:3b:01.0", Function: &discovery.Function{}}, Healthy: true}
+	d := dra.Device{State: offer.State{Device: pools.Device{ID: "0000:3b:01.0", Function: &discovery.Function{}}, Healthy: true}}
 	ps := []dra.Pool{
 		{Resource: pools.Resource{Prefix: "intel.com", Name: "a"}, Devices: []dra.Device{d}},
 		{Resource: pools.Resource{Prefix: "intel.com", Name: "b"}, Devices: []dra.Device{d}},

@@ -5,7 +5,10 @@
 // the pods' status (KEP-4680), and prepares allocated claims for
 // kubelet with CDI specs that give a container what the device plugin's
 // Allocate gives it (package handout), checkpointed so that an agent
-// restarted between prepare and unprepare still unprepares.
+// restarted between prepare and unprepare still unprepares. Every prepare
+// is a reservation in the device ledger, which refuses a device another
+// holder has, a fence withdraws, whose holders are unknown or that is
+// unhealthy, whatever taints the claim tolerates.
 package dra
 
 import (
@@ -33,6 +36,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
@@ -66,8 +70,11 @@ type Options struct {
 	DevRoot   string
 	SysfsRoot string
 	Logger    *slog.Logger
+	// Ledger is where prepare reserves a claim's devices before it hands
+	// anything out, and where unprepare gives them back; required.
+	Ledger Ledger
 	// Changed, when set, is called after each prepare and unprepare: the
-	// checkpoint may have changed.
+	// checkpoint may have changed (a shared claim's pods).
 	Changed func()
 	// VFAdmin sets the VF settings of a claim's configuration at prepare
 	// and resets them at unprepare; nil refuses claims that ask for any.
@@ -75,6 +82,12 @@ type Options struct {
 	// HealthResend is how often kubelet's health stream repeats an
 	// unchanged report; 0 means DefaultHealthResend.
 	HealthResend time.Duration
+}
+
+// Ledger is the device ledger's hand-out path (ledger.Book).
+type Ledger interface {
+	Reserve(ctx context.Context, req ledger.Request) error
+	Release(ctx context.Context, h ledger.Holder)
 }
 
 // VFAdmin is how the driver sets VF settings through the PF.
@@ -169,6 +182,9 @@ func newDriver(opts Options) (*Driver, error) {
 	opts = opts.withDefaults()
 	if opts.NodeName == "" {
 		return nil, errors.New("DRA driver: the node name is not set")
+	}
+	if opts.Ledger == nil {
+		return nil, errors.New("DRA driver: no device ledger")
 	}
 	for _, dir := range []string{opts.PluginDir, opts.CDIDir, opts.RegistrarDir} {
 		if err := os.MkdirAll(dir, 0o750); err != nil {

@@ -76,11 +76,16 @@ func (b *healthBoard) set(entries map[string]entry, now time.Time) {
 	}
 }
 
-// judged is a device's health as kubelet's stream carries it: Healthy, or
-// Unhealthy with the reason its taint also carries.
+// judged is a device's health as kubelet's stream carries it: Healthy,
+// Unhealthy with the reason its taint also carries, or Unknown while the
+// device ledger cannot say who holds it (a device whose netdev is away is
+// then not judged).
 func (b *healthBoard) judged(name string, d *Device, now time.Time) kubeletplugin.DeviceHealth {
 	h := kubeletplugin.DeviceHealth{PoolName: b.pool, DeviceName: name, Health: kubeletplugin.HealthStatusHealthy, LastUpdated: now}
-	if !d.Healthy {
+	switch {
+	case d.Unknown != "":
+		h.Health, h.Message = kubeletplugin.HealthStatusUnknown, d.Unknown
+	case !d.Healthy:
 		h.Health, h.Message = kubeletplugin.HealthStatusUnhealthy, d.Reason
 	}
 	return h

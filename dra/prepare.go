@@ -23,6 +23,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
+	"github.com/hwnet-io/hwnet/node/ledger"
 )
 
 // cdiVersion is the oldest CDI version with everything the specs use,
@@ -37,8 +38,11 @@ const cdiClass = "net"
 // CDI spec per claim whose devices carry the device nodes and whose
 // spec-wide edits set the PCIDEVICE_* variables of the claim's devices,
 // and a device-info file per device. A claim prepared before is answered
-// from the checkpoint, unchanged; a device another claim holds fails the
-// claim.
+// from the checkpoint, unchanged. A claim's devices are reserved in the
+// device ledger before anything is written: a device it refuses (another
+// claim or a device plugin pod holds it, a fence withdraws it, who holds
+// it is unknown, it is unhealthy) fails the claim, naming the device and
+// why.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	cp, err := d.store.load()
 	if err != nil {
@@ -46,15 +50,17 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	}
 	cur := d.current.Load()
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
+	var reserved []ledger.Holder
 	for _, c := range claims {
 		pc, ok := cp.Claims[c.UID]
 		if !ok {
-			if pc, err = d.prepareClaim(cp, cur, c); err != nil {
+			if pc, err = d.prepareClaim(ctx, cur, c); err != nil {
 				d.log.Warn("claim not prepared", "claim", c.Namespace+"/"+c.Name, "err", err)
 				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
 				continue
 			}
 			cp.Claims[c.UID] = pc
+			reserved = append(reserved, claimHolder(c))
 		}
 		if err := d.applyVFs(ctx, cp, pc); err != nil {
 			out[c.UID] = kubeletplugin.PrepareResult{Err: d.undoPrepare(ctx, cp, c.UID, err)}
@@ -65,12 +71,27 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", addresses(pc))
 	}
 	if err := d.store.save(cp); err != nil {
+		// No claim of this call is recorded: kubelet retries, or
+		// unprepares by UID, which finds none to give back.
+		for _, h := range reserved {
+			d.opts.Ledger.Release(ctx, h)
+		}
 		return nil, err
 	}
+	d.changed()
+	return out, nil
+}
+
+// changed tells Options.Changed the checkpoint may have changed.
+func (d *Driver) changed() {
 	if d.opts.Changed != nil {
 		d.opts.Changed()
 	}
-	return out, nil
+}
+
+// claimHolder is the claim as the device ledger knows it.
+func claimHolder(c *resourceapi.ResourceClaim) ledger.Holder {
+	return ledger.Holder{Kind: ledger.Claim, Namespace: c.Namespace, Name: c.Name, UID: string(c.UID), PodUIDs: reservedPods(c)}
 }
 
 // claimDevice is one allocated device of a claim with what it hands out.
@@ -79,9 +100,11 @@ type claimDevice struct {
 	entry  entry
 }
 
-// prepareClaim writes a claim's device-info files and CDI spec.
-func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *resourceapi.ResourceClaim) (*checkpoint.Claim, error) {
-	devs, err := d.claimDevices(cp, cur, c)
+// prepareClaim reserves a claim's devices, then writes their device-info
+// files and the claim's CDI spec; a failure after the reservation gives
+// the devices back.
+func (d *Driver) prepareClaim(ctx context.Context, cur *published, c *resourceapi.ResourceClaim) (*checkpoint.Claim, error) {
+	devs, err := d.claimDevices(cur, c)
 	if err != nil {
 		return nil, err
 	}
@@ -89,6 +112,24 @@ func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *reso
 	if err != nil {
 		return nil, err
 	}
+	ids := make([]string, len(devs))
+	for i, cd := range devs {
+		ids[i] = cd.entry.handout.ID
+	}
+	if err := d.opts.Ledger.Reserve(ctx, ledger.Request{Devices: ids, Holder: claimHolder(c)}); err != nil {
+		return nil, err
+	}
+	pc, err := d.writeClaim(c, devs, configs)
+	if err != nil {
+		d.opts.Ledger.Release(ctx, claimHolder(c))
+		return nil, err
+	}
+	return pc, nil
+}
+
+// writeClaim writes the claim's device-info files and CDI spec.
+func (d *Driver) writeClaim(c *resourceapi.ResourceClaim, devs []claimDevice, configs []deviceConfig) (*checkpoint.Claim, error) {
+	var err error
 	vfs := make([]*vfsettings.Record, len(devs))
 	for i, cd := range devs {
 		if vfs[i], err = d.vfRecord(cd, configs[i].vf); err != nil {
@@ -118,8 +159,8 @@ func (d *Driver) prepareClaim(cp *checkpoint.Checkpoint, cur *published, c *reso
 }
 
 // claimDevices are the claim's devices of this driver, each one this
-// node publishes and no other prepared claim holds.
-func (d *Driver) claimDevices(cp *checkpoint.Checkpoint, cur *published, c *resourceapi.ResourceClaim) ([]claimDevice, error) {
+// node publishes.
+func (d *Driver) claimDevices(cur *published, c *resourceapi.ResourceClaim) ([]claimDevice, error) {
 	if c.Status.Allocation == nil {
 		return nil, errors.New("not allocated")
 	}
@@ -134,12 +175,6 @@ func (d *Driver) claimDevices(cp *checkpoint.Checkpoint, cur *published, c *reso
 		e, ok := cur.devices[r.Device]
 		if !ok || r.Pool != d.opts.NodeName {
 			return nil, fmt.Errorf("request %q: device %s of pool %s is not one this node publishes", r.Request, r.Device, r.Pool)
-		}
-		if other := holder(cp, r.Device, c.UID); other != "" {
-			return nil, fmt.Errorf("request %q: device %s is already prepared for claim %s", r.Request, r.Device, other)
-		}
-		if e.dev.HeldBy != "" {
-			return nil, fmt.Errorf("request %q: device %s is held by %s, outside DRA", r.Request, r.Device, e.dev.HeldBy)
 		}
 		devs = append(devs, claimDevice{result: r, entry: e})
 	}
@@ -233,33 +268,39 @@ func (d *Driver) specPath(uid types.UID) string {
 }
 
 // UnprepareResourceClaims removes what prepare made for each claim, from
-// the checkpoint. A claim it does not hold was never prepared here, is
-// already unprepared, or was being prepared when the agent died, after
-// its CDI spec was written and before the checkpoint was saved: its spec
-// is removed by its UID's name, and that is no error.
+// the checkpoint, and gives its devices back to the device ledger once the
+// checkpoint no longer holds it. A claim it does not hold was never
+// prepared here, is already unprepared, or was being prepared when the
+// agent died, after its CDI spec was written and before the checkpoint was
+// saved: its spec is removed by its UID's name, and that is no error.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
 	cp, err := d.store.load()
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[types.UID]error, len(claims))
+	var released []ledger.Holder
 	for _, c := range claims {
+		h := ledger.Holder{Kind: ledger.Claim, Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
 		pc, ok := cp.Claims[c.UID]
 		if !ok {
 			out[c.UID] = removeSpec(d.specPath(c.UID))
+			released = append(released, h)
 			continue
 		}
 		if out[c.UID] = d.unprepareClaim(ctx, pc); out[c.UID] == nil {
 			delete(cp.Claims, c.UID)
+			released = append(released, h)
 			d.log.Info("claim unprepared", "claim", c.String(), "devices", addresses(pc))
 		}
 	}
 	if err := d.store.save(cp); err != nil {
 		return nil, err
 	}
-	if d.opts.Changed != nil {
-		d.opts.Changed()
+	for _, h := range released {
+		d.opts.Ledger.Release(ctx, h)
 	}
+	d.changed()
 	return out, nil
 }
 
@@ -282,8 +323,8 @@ func (d *Driver) unprepareClaim(ctx context.Context, pc *checkpoint.Claim) error
 }
 
 // undoPrepare takes back a claim whose VF settings failed: what was set
-// is reset, its files removed, and it leaves the checkpoint unless that
-// fails too, when unprepare will try again.
+// is reset, its files removed, and it leaves the checkpoint and the
+// device ledger unless that fails too, when unprepare will try again.
 func (d *Driver) undoPrepare(ctx context.Context, cp *checkpoint.Checkpoint, uid types.UID, cause error) error {
 	pc := cp.Claims[uid]
 	d.log.Warn("claim not prepared", "claim", pc.Namespace+"/"+pc.Name, "err", cause)
@@ -291,6 +332,7 @@ func (d *Driver) undoPrepare(ctx context.Context, cp *checkpoint.Checkpoint, uid
 		return fmt.Errorf("%w; undoing it: %w", cause, err)
 	}
 	delete(cp.Claims, uid)
+	d.opts.Ledger.Release(ctx, ledger.Holder{Kind: ledger.Claim, Namespace: pc.Namespace, Name: pc.Name, UID: string(uid)})
 	return cause
 }
 

@@ -71,6 +71,12 @@ type Attachment struct {
 	DeviceID string `json:"deviceID,omitempty"`
 	// Resource is the device plugin resource DeviceID belongs to.
 	Resource string `json:"resource,omitempty"`
+	// Claim is the UID of the DRA claim DeviceID came from, absent for a
+	// device kubelet allocated through a device plugin (and in records
+	// written before it was kept, which older readers skip): a shared
+	// claim's pods other than the one it was prepared for hold its
+	// devices through it.
+	Claim string `json:"claim,omitempty"`
 	// DeviceInfoFile is the CNI device-info file hwnet wrote for it.
 	DeviceInfoFile string `json:"deviceInfoFile,omitempty"`
 	// PodNetwork is the KEP-3698 PodNetwork the attachment serves, and

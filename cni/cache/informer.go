@@ -74,6 +74,9 @@ func (p *InformerPods) Pod(ctx context.Context, ref PodRef) (Pod, error) {
 	return p.cache.wait(ctx, ref, nil)
 }
 
+// UIDOf is the UID of the one pod of that name, "" for none or two.
+func (p *InformerPods) UIDOf(namespace, name string) string { return p.cache.uidOf(namespace, name) }
+
 func (p *InformerPods) onAdd(obj any) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		p.cache.set(podFrom(pod))

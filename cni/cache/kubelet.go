@@ -204,6 +204,9 @@ func (k *KubeletPods) Pod(ctx context.Context, ref PodRef) (Pod, error) {
 	return k.cache.wait(ctx, ref, k.getPod)
 }
 
+// UIDOf is the UID of the one pod of that name, "" for none or two.
+func (k *KubeletPods) UIDOf(namespace, name string) string { return k.cache.uidOf(namespace, name) }
+
 // getPod asks kubelet for the pod by UID, for a pod its watch stream has
 // not reported yet.
 func (k *KubeletPods) getPod(ctx context.Context, ref PodRef) (Pod, bool) {

@@ -56,6 +56,10 @@ type PodSource interface {
 	// accepts any pod of that namespace and name. The error wraps
 	// ErrPodNotFound and ctx's error.
 	Pod(ctx context.Context, ref PodRef) (Pod, error)
+	// UIDOf is the UID of the cached pod with that namespace and name, ""
+	// when the cache holds none or two (an old pod terminating beside its
+	// namesake): kubelet's PodResources names pods without their UID.
+	UIDOf(namespace, name string) string
 }
 
 // podCache holds the pods of the node by UID: two pods of one name can
@@ -115,6 +119,22 @@ func (c *podCache) lookup(ref PodRef) (Pod, bool) {
 		}
 	}
 	return Pod{}, false
+}
+
+// uidOf is the UID of the one pod of that name, "" for none or two.
+func (c *podCache) uidOf(namespace, name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	uid := ""
+	for _, p := range c.pods {
+		if p.Namespace == namespace && p.Name == name {
+			if uid != "" {
+				return ""
+			}
+			uid = p.UID
+		}
+	}
+	return uid
 }
 
 // wait returns the pod once the cache holds it. onMiss, if not nil, is

@@ -21,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/crinet"
+	"github.com/hwnet-io/hwnet/cni/delegate"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/readiness"
 	"github.com/hwnet-io/hwnet/cni/server"
@@ -57,6 +58,12 @@ type Deps struct {
 	// PodResourcesSocket is kubelet's PodResources API, which says the
 	// devices a pod holds.
 	PodResourcesSocket string
+	// Ledger is the device ledger an ADD reserves its devices in;
+	// without one an ADD of a network with a device is refused.
+	Ledger delegate.Ledger
+	// PodCache, when set, is given the lookup of a pod's UID by name in
+	// the node's pod cache once it runs.
+	PodCache func(uidOf func(namespace, name string) string)
 }
 
 // Start serves CNI requests until ctx ends: caches first, then the

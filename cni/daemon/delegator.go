@@ -34,6 +34,9 @@ func newDelegator(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps,
 		return nil, fmt.Errorf("CNI: pod cache: %w", err)
 	}
 	log.Info("CNI pod cache", "source", source)
+	if deps.PodCache != nil {
+		deps.PodCache(pods.UIDOf)
+	}
 	nads, podNetworks, err := startInformers(ctx, wg, deps)
 	if err != nil {
 		return nil, err
@@ -43,7 +46,7 @@ func newDelegator(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps,
 	opts := delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: deps.DevicePluginDevinfoDir, CNIDevinfoDir: o.DevinfoDir,
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: crinet.NADs{Store: managed, Next: nads}, PodNetworks: podNetworks,
-		Devices: devices, Status: status, Logger: log, PluginTimeout: o.PluginTimeout,
+		Devices: devices, Ledger: deps.Ledger, Status: status, Logger: log, PluginTimeout: o.PluginTimeout,
 		VFAdmin: deps.VFAdmin, SysfsRoot: deps.SysfsRoot,
 	}
 	if deps.Claims != nil {

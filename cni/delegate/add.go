@@ -66,6 +66,10 @@ func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
 	}
 	// Runtimes may leave K8S_POD_UID out; the status PATCH needs it.
 	c.pod.ref.UID = pod.UID
+	if err := d.reserve(ctx, c, pod, atts); err != nil {
+		d.reportFailure(c, err)
+		return nil, err
+	}
 	rec := &attachmentapi.Record{ContainerID: c.req.ContainerID, Netns: c.req.Netns,
 		PodNamespace: pod.Namespace, PodName: pod.Name, PodUID: pod.UID}
 	done, err := d.attachAll(ctx, c, rec, atts)
@@ -209,6 +213,9 @@ func (d *Delegator) attach(ctx context.Context, c *call, rec *attachmentapi.Reco
 func (d *Delegator) prepareEntry(c *call, a attachment) (attachmentapi.Attachment, *netconf.Delegate, error) {
 	entry := attachmentapi.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
 		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource, PodNetwork: a.podNetwork}
+	if a.claimDevice != nil {
+		entry.Claim = a.claimDevice.Claim.UID
+	}
 	if a.sel.HasDefaultRoute {
 		entry.DefaultRoute = &attachmentapi.DefaultRoute{Gateways: a.sel.DefaultRoute}
 	}
@@ -362,6 +369,7 @@ func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachmentap
 	if err := c.store.Remove(rec.ContainerID); err != nil {
 		return err
 	}
+	d.release(ctx, rec.ContainerID)
 	d.devices.forget(rec.PodUID)
 	return nil
 }

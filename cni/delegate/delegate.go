@@ -25,6 +25,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/pluginexec"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/podresources"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
@@ -43,6 +44,12 @@ type StatusSink interface {
 // ClaimStatusSink writes a DRA claim's device status (KEP-4817).
 type ClaimStatusSink interface {
 	SetClaimDeviceStatus(ctx context.Context, claim netclaim.ClaimRef, devices []netclaim.DeviceStatus) error
+}
+
+// Ledger is the device ledger's hand-out path (ledger.Book).
+type Ledger interface {
+	Reserve(ctx context.Context, req ledger.Request) error
+	Release(ctx context.Context, h ledger.Holder)
 }
 
 // Options configure a Delegator. Every path has a production default.
@@ -72,6 +79,10 @@ type Options struct {
 	// PodNetworks serves the KEP-3698 references; nil refuses them.
 	PodNetworks cache.PodNetworkSource
 	Devices     DeviceSource
+	// Ledger is where an ADD reserves the devices it attaches before it
+	// records them, and where their teardown gives them back; without
+	// one, an ADD of a network with a device is refused.
+	Ledger Ledger
 	// Claims lists the devices of a pod's prepared DRA claims; nil when
 	// the agent runs no DRA driver.
 	Claims netclaim.Source

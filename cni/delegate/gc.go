@@ -84,10 +84,14 @@ func (d *Delegator) collect(ctx context.Context, c *call, id string) (bool, erro
 	}
 	defer unlock()
 	rec, err := c.store.Load(id)
+	if errors.Is(err, os.ErrNotExist) {
+		return true, nil // gone meanwhile
+	}
 	if err != nil {
-		// Gone meanwhile, or unreadable even under its lock: nothing
-		// to delete from, and nothing a network must keep for it.
-		return true, nil
+		// Unreadable even under its lock: torn down as its DEL would,
+		// so that the device ledger, which cannot tell what it holds
+		// and hands nothing out meanwhile, can read every record again.
+		return true, d.delUntrusted(ctx, c.forContainer(&attachmentapi.Record{ContainerID: id}), nil, err)
 	}
 	d.opts.Logger.Info("GC: deleting the attachments of a container the runtime no longer has", "container", id)
 	if doubt := attachments.Doubtful(rec); doubt != nil {

@@ -41,6 +41,7 @@ type Metrics struct {
 	socketRefused        *prometheus.CounterVec
 	lastGoodUnkept       prometheus.Gauge
 	vfLayout             vfLayoutMetrics
+	ledger               ledgerMetrics
 }
 
 // CNI requests take from a millisecond (DEL of nothing) to tens of
@@ -76,6 +77,7 @@ func New() *Metrics {
 		lastGoodUnkept: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "config", Name: "last_good_unkept",
 			Help: "1 when the pool configuration served could not be kept as the last good copy (--last-good-config) for the next start, else 0."}),
 		vfLayout: newVFLayoutMetrics(),
+		ledger:   newLedgerMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "The running hwnet release; always 1."}, []string{"version", "revision", "goversion"})
@@ -85,6 +87,7 @@ func New() *Metrics {
 		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.vfLayout.collectors()...)
+	m.reg.MustRegister(m.ledger.collectors()...)
 	return m
 }
 

@@ -92,7 +92,8 @@ type View struct {
 	Links LinkStates
 	// Held are the devices a container holds: kubelet allocated them, so
 	// their device-info file exists. Their netdev may be in a pod. nil
-	// means unknown: every device may be held.
+	// means unknown: a device whose netdev is away may be held, or lost,
+	// and is not judged healthy.
 	Held map[string]bool
 	// Netdevs remembers, for each function once seen with a netdev, the
 	// driver it had then.
@@ -139,8 +140,12 @@ func (v View) netdevLost(d *pools.Device) (bool, string) {
 	case nd != nil && v.Links.present(nd):
 		v.Netdevs[fn.Address] = fn.Driver
 		return false, ""
-	case v.Held == nil || v.Held[d.ID] || !v.NetdevAway(d):
+	case !v.NetdevAway(d) || v.Held[d.ID]:
 		return false, ""
+	case v.Held == nil:
+		// No container may hold it, or one may: never judged healthy
+		// until the ledger can say.
+		return true, "its netdev is away from the node's network namespace and whether a container holds the device is unknown"
 	case nd != nil:
 		return true, fmt.Sprintf("its netdev %s left the node's network namespace while no container holds the device", nd.Name)
 	}

@@ -1,11 +1,20 @@
-// Package ledger is the node's one record of who holds each device: a pod
-// kubelet allocated it to through a device plugin (kubelet's PodResources
-// API), a DRA claim the driver prepared it for (the driver's checkpoint),
-// a container hwnet's CNI attached it to (the attachment records). It is
-// rebuilt from those sources, never kept only in memory, so an agent that
-// restarts knows at once what its predecessor handed out. Every decision
-// that hands a device out or cleans one up asks it: the device plugins'
-// lists, the ResourceSlices, health, the device-info collector.
+// Package ledger is the node's one record of who holds each device, and
+// the one path a device takes to change hands.
+//
+// The holders are a pod kubelet allocated the device to through a device
+// plugin (kubelet's PodResources API), a DRA claim a driver prepared it for
+// (every hwnet DRA checkpoint on the node), a container hwnet's CNI
+// attached it to (the attachment records). They are read from those
+// sources (Reader), never kept only in memory, so an agent that restarts
+// knows what its predecessor handed out before any front end serves.
+//
+// A Book keeps them live: every hand-out (device plugin Allocate, DRA
+// prepare, the CNI ADD's device binding) is a Reserve, synchronous, under
+// one lock, refused with an error naming the device and its holder when
+// it conflicts, and every give-back a Release. A VF layout change or a
+// pool's mode switch fences the devices it changes first. The Book fails
+// closed: while a source cannot be read, no device is handed out, and
+// the front ends offer none (Ledger.Unknown), until it is read again.
 package ledger
 
 import (
@@ -13,6 +22,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -42,8 +52,13 @@ type Holder struct {
 	// Container is the container's name (Pod) or the sandbox's ID
 	// (Container).
 	Container string `json:"container,omitempty"`
-	// PodUIDs are the pods a Claim is reserved for, or a Container's pod.
+	// PodUIDs are the pods a Claim is reserved for, a Container's pod, or
+	// a Pod's UID when the pods' cache knows it.
 	PodUIDs []string `json:"podUIDs,omitempty"`
+	// UID is a Claim's UID; for a Container, the UID of the claim its
+	// attachment has the device through, if any (a shared claim holds it
+	// for pods it was not prepared for).
+	UID string `json:"uid,omitempty"`
 	// Since is when the hold began as far as its source says: the
 	// device-info file's, checkpoint's or record's time; zero if unknown.
 	Since time.Time `json:"since,omitzero"`
@@ -51,14 +66,20 @@ type Holder struct {
 
 // String names the holder as an operator reads it.
 func (h Holder) String() string {
-	switch h.Kind {
-	case Pod:
+	switch {
+	case h.Pending():
+		return fmt.Sprintf("an allocation of %s kubelet has not reported yet", h.Resource)
+	case h.Kind == Pod:
 		return fmt.Sprintf("pod %s/%s (container %s, %s)", h.Namespace, h.Name, h.Container, h.Resource)
-	case Claim:
+	case h.Kind == Claim:
 		return fmt.Sprintf("claim %s/%s", h.Namespace, h.Name)
 	}
 	return fmt.Sprintf("container %s of pod %s/%s", shortID(h.Container), h.Namespace, h.Name)
 }
+
+// Pending reports whether h is a device plugin allocation Allocate made
+// that kubelet's PodResources does not report yet: its pod is not known.
+func (h Holder) Pending() bool { return h.Kind == Pod && h.Name == "" }
 
 func shortID(id string) string {
 	if len(id) > 12 {
@@ -78,6 +99,8 @@ type Ledger struct {
 	ReadAt time.Time
 	// taken is when the read began.
 	taken time.Time
+	// fences are the fences in force, by key (a Book's).
+	fences []Fence
 }
 
 // Older reports whether l was read before o began to be read: l is no
@@ -96,7 +119,7 @@ func New(byDevice map[string][]Holder, unknown []string) *Ledger {
 
 func compareHolders(a, b Holder) int {
 	return cmp.Or(cmp.Compare(a.Kind, b.Kind), cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name),
-		cmp.Compare(a.Container, b.Container), cmp.Compare(a.Resource, b.Resource))
+		cmp.Compare(a.Container, b.Container), cmp.Compare(a.Resource, b.Resource), cmp.Compare(a.UID, b.UID))
 }
 
 // Holders are the device's holders, none when it is free.
@@ -117,6 +140,18 @@ func (l *Ledger) PodsOnly(device string) bool {
 
 // Complete reports whether every source was read.
 func (l *Ledger) Complete() bool { return l != nil && len(l.Unknown) == 0 }
+
+// UnknownWhy says why any device may be held by a holder the ledger does
+// not know, "" when every source was read.
+func (l *Ledger) UnknownWhy() string {
+	switch {
+	case l == nil:
+		return "the device ledger is not read yet"
+	case len(l.Unknown) == 0:
+		return ""
+	}
+	return "who holds it is unknown: " + strings.Join(l.Unknown, "; ")
+}
 
 // Held is the set of held devices, or nil when a source is unknown: then
 // any device may be held.
@@ -144,11 +179,12 @@ func (l *Ledger) Equal(o *Ledger) bool {
 	if l == nil || o == nil {
 		return l == o
 	}
-	return slices.Equal(l.Unknown, o.Unknown) && maps.EqualFunc(l.byDevice, o.byDevice, func(a, b []Holder) bool {
-		return slices.EqualFunc(a, b, func(x, y Holder) bool {
-			return compareHolders(x, y) == 0 && x.Since.Equal(y.Since) && slices.Equal(x.PodUIDs, y.PodUIDs)
+	return slices.Equal(l.Unknown, o.Unknown) && slices.EqualFunc(l.fences, o.fences, Fence.equal) &&
+		maps.EqualFunc(l.byDevice, o.byDevice, func(a, b []Holder) bool {
+			return slices.EqualFunc(a, b, func(x, y Holder) bool {
+				return compareHolders(x, y) == 0 && x.Since.Equal(y.Since) && slices.Equal(x.PodUIDs, y.PodUIDs) && x.UID == y.UID
+			})
 		})
-	})
 }
 
 // Counts are how many of the devices are free and held by each kind of

@@ -6,7 +6,8 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"sync/atomic"
+	"path/filepath"
+	"slices"
 	"time"
 
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
@@ -38,8 +39,19 @@ type Sources struct {
 	// DevinfoDir holds the device plugins' device-info files, whose times
 	// say since when a pod holds a device.
 	DevinfoDir string
-	// Checkpoint is the DRA driver's checkpoint file.
+	// Checkpoint is the running DRA driver's checkpoint file, read
+	// whatever it holds.
 	Checkpoint string
+	// PluginsDir is kubelet's DRA plugins directory: every hwnet
+	// checkpoint in a driver's directory under it (checkpoint.Owned) is
+	// read too, whatever the driver's name and with DRA on or off, so
+	// that claims a renamed or disabled driver prepared still hold their
+	// devices.
+	PluginsDir string
+	// PodUID, when set, names the UID of the pod kubelet reports by
+	// namespace and name (PodResources says no UID), "" when unknown: a
+	// pod recreated under the same name is then another pod.
+	PodUID func(namespace, name string) string
 	// Records are the CNI attachment records.
 	Records Records
 	// Metrics counts the PodResources requests.
@@ -56,13 +68,12 @@ type Reader struct {
 	client *podresources.Client
 	// last are each source's holders as last read, kept when a read
 	// fails: a hold is not forgotten because its source hiccuped.
-	last       map[string]map[string][]Holder
-	checkpoint fileStamp
-	records    map[string]cachedRecord
+	last        map[string]map[string][]Holder
+	checkpoints map[string]cachedCheckpoint
+	records     map[string]cachedRecord
 	// recordsChanged and devinfo are the directories' times last read.
 	recordsChanged time.Time
 	devinfo        dirTimes
-	latest         atomic.Pointer[Ledger]
 	// podsAt is when kubelet was last asked, podsErr what it answered;
 	// seen and seenChanged are the cheap sources' times (Poll).
 	podsAt      time.Time
@@ -80,6 +91,13 @@ type fileStamp struct {
 	size int64
 }
 
+// cachedCheckpoint is one checkpoint file as last read: its holders, nil
+// for a file that is not hwnet's.
+type cachedCheckpoint struct {
+	stamp   fileStamp
+	holders map[string][]Holder
+}
+
 // dirTimes are the modification times of a directory's files, as of the
 // directory's own time.
 type dirTimes struct {
@@ -94,7 +112,8 @@ type cachedRecord struct {
 
 // NewReader reads from src.
 func NewReader(src Sources) *Reader {
-	return &Reader{src: src, last: map[string]map[string][]Holder{}, records: map[string]cachedRecord{}, now: time.Now}
+	return &Reader{src: src, last: map[string]map[string][]Holder{}, checkpoints: map[string]cachedCheckpoint{},
+		records: map[string]cachedRecord{}, now: time.Now}
 }
 
 // Close ends the talk with kubelet.
@@ -146,7 +165,7 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 		add(podsSource, r.last[podsSource], r.podsErr)
 		readAt = r.podsAt
 	}
-	if r.src.Checkpoint != "" {
+	if r.src.Checkpoint != "" || r.src.PluginsDir != "" {
 		got, err := r.claims(ctx)
 		add(claimsSource, got, err)
 	}
@@ -186,7 +205,7 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 			for res, ids := range c.Devices {
 				for _, id := range ids {
 					h := Holder{Kind: Pod, Resource: res, Namespace: p.Namespace, Name: p.Name, Container: c.Name,
-						Since: since[devinfo.FileName(res, id)]}
+						Since: since[devinfo.FileName(res, id)], PodUIDs: r.podUIDs(p.Namespace, p.Name)}
 					out[id] = append(out[id], h)
 				}
 			}
@@ -221,31 +240,100 @@ func (r *Reader) devinfoTimes() map[string]time.Time {
 	return out
 }
 
-// claims are the DRA claims the checkpoint holds, read again only when
-// the file changed.
-func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
-	fi, err := os.Stat(r.src.Checkpoint)
-	if errors.Is(err, fs.ErrNotExist) {
-		return map[string][]Holder{}, nil
+// podUIDs is the pod's UID as the pods' cache knows it, none when not.
+func (r *Reader) podUIDs(namespace, name string) []string {
+	if r.src.PodUID == nil {
+		return nil
 	}
+	if uid := r.src.PodUID(namespace, name); uid != "" {
+		return []string{uid}
+	}
+	return nil
+}
+
+// checkpointFile is the name of a DRA driver's checkpoint in its plugin
+// directory (package dra writes it).
+const checkpointFile = "checkpoint.json"
+
+// claims are the DRA claims every hwnet checkpoint holds, each file read
+// again only when it changed. One that cannot be read makes the source
+// unknown.
+func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
+	paths, err := r.checkpointPaths()
 	if err != nil {
 		return nil, err
+	}
+	next := make(map[string]cachedCheckpoint, len(paths))
+	out := map[string][]Holder{}
+	var errs []error
+	for _, path := range paths {
+		c, err := r.checkpoint(path)
+		if err != nil {
+			errs = append(errs, err)
+			c = r.checkpoints[path]
+		}
+		next[path] = c
+		for id, hs := range c.holders {
+			out[id] = append(out[id], hs...)
+		}
+	}
+	r.checkpoints = next
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// checkpointPaths are the running driver's checkpoint and every other
+// driver's under PluginsDir, sorted.
+func (r *Reader) checkpointPaths() ([]string, error) {
+	var paths []string
+	if r.src.PluginsDir != "" {
+		found, err := filepath.Glob(filepath.Join(r.src.PluginsDir, "*", checkpointFile))
+		if err != nil {
+			return nil, err
+		}
+		paths = found
+	}
+	if r.src.Checkpoint != "" && !slices.Contains(paths, filepath.Clean(r.src.Checkpoint)) {
+		paths = append(paths, filepath.Clean(r.src.Checkpoint))
+	}
+	slices.Sort(paths)
+	return paths, nil
+}
+
+// checkpoint reads one checkpoint file, unless it is as last read. A file
+// gone holds nothing; one in another driver's directory that is not
+// hwnet's holds nothing either.
+func (r *Reader) checkpoint(path string) (cachedCheckpoint, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return cachedCheckpoint{}, nil
+	}
+	if err != nil {
+		return cachedCheckpoint{}, err
 	}
 	stamp := fileStamp{fi.ModTime(), fi.Size()}
-	if last, ok := r.last[claimsSource]; ok && stamp == r.checkpoint {
+	if last, ok := r.checkpoints[path]; ok && last.stamp == stamp {
 		return last, nil
 	}
-	cp, err := checkpoint.Load(r.src.Checkpoint)
+	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, err
+		return cachedCheckpoint{}, err
 	}
-	r.checkpoint = stamp
+	if path != filepath.Clean(r.src.Checkpoint) && !checkpoint.Owned(data, filepath.Base(filepath.Dir(path))) {
+		return cachedCheckpoint{stamp: stamp}, nil
+	}
+	cp, err := checkpoint.Decode(data)
+	if err != nil {
+		return cachedCheckpoint{}, fmt.Errorf("%s: %w", path, err)
+	}
 	out := map[string][]Holder{}
-	for _, c := range cp.Claims {
+	for uid, c := range cp.Claims {
 		for _, d := range c.Devices {
-			out[d.PCIAddress] = append(out[d.PCIAddress], Holder{Kind: Claim, Resource: d.Resource,
+			out[d.PCIAddress] = append(out[d.PCIAddress], Holder{Kind: Claim, Resource: d.Resource, UID: string(uid),
 				Namespace: c.Namespace, Name: c.Name, PodUIDs: c.Pods, Since: c.Prepared})
 		}
 	}
-	return out, nil
+	return cachedCheckpoint{stamp: stamp, holders: out}, nil
 }

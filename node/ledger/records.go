@@ -2,6 +2,9 @@ package ledger
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"io/fs"
 	"time"
 
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
@@ -9,8 +12,8 @@ import (
 
 // containers are the devices the CNI attachment records hold. The records
 // are listed again only when the set changed, and a record decoded again
-// only when its file changed; one that cannot be read holds what it held
-// when last read (nothing, if never).
+// only when its file changed. One that cannot be read makes the source
+// unknown: it may hold any device.
 func (r *Reader) containers(context.Context) (map[string][]Holder, error) {
 	changed, err := r.src.Records.Changed()
 	if err != nil {
@@ -23,31 +26,49 @@ func (r *Reader) containers(context.Context) (map[string][]Holder, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.recordsChanged = changed
 	next := make(map[string]cachedRecord, len(ids))
 	out := map[string][]Holder{}
+	var errs []error
 	for _, id := range ids {
-		c := r.record(id)
+		c, err := r.record(id)
+		if err != nil {
+			errs = append(errs, err)
+		}
 		next[id] = c
 		for dev, h := range c.holders {
 			out[dev] = append(out[dev], h)
 		}
 	}
 	r.records = next
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	r.recordsChanged = changed
 	return out, nil
 }
 
-func (r *Reader) record(id string) cachedRecord {
+// record reads one record, unless its file is as last read. One removed
+// meanwhile holds nothing.
+func (r *Reader) record(id string) (cachedRecord, error) {
 	last := r.records[id]
 	mod, err := r.src.Records.Modified(id)
-	if err != nil || mod.Equal(last.mod) {
-		return last
+	if errors.Is(err, fs.ErrNotExist) {
+		return cachedRecord{}, nil
+	}
+	if err != nil {
+		return last, fmt.Errorf("record %s: %w", id, err)
+	}
+	if mod.Equal(last.mod) && last.holders != nil {
+		return last, nil
 	}
 	rec, err := r.src.Records.Load(id)
-	if err != nil {
-		return last
+	if errors.Is(err, fs.ErrNotExist) {
+		return cachedRecord{}, nil
 	}
-	return cachedRecord{mod: mod, holders: recordHolders(rec, mod)}
+	if err != nil {
+		return last, fmt.Errorf("record %s: %w", id, err)
+	}
+	return cachedRecord{mod: mod, holders: recordHolders(rec, mod)}, nil
 }
 
 // recordHolders are the devices a record's attachments hold, by device ID.
@@ -58,7 +79,7 @@ func recordHolders(rec *attachmentapi.Record, mod time.Time) map[string]Holder {
 			continue
 		}
 		h := Holder{Kind: Container, Resource: a.Resource, Namespace: rec.PodNamespace, Name: rec.PodName,
-			Container: rec.ContainerID, Since: mod.UTC().Truncate(time.Second)}
+			Container: rec.ContainerID, Since: mod.UTC().Truncate(time.Second), UID: a.Claim}
 		if rec.PodUID != "" {
 			h.PodUIDs = []string{rec.PodUID}
 		}

@@ -76,11 +76,10 @@ type WatchOptions struct {
 	Nudge <-chan struct{}
 }
 
-// Watch polls the ledger, as o says, until ctx ends, and calls changed
-// with every ledger that differs from the latest one (its previous poll's,
-// or one given to Settle since), the first included. The reader is closed
-// when Watch returns.
-func (r *Reader) Watch(ctx context.Context, o WatchOptions, changed func(*Ledger)) {
+// Watch polls the ledger, as o says, until ctx ends, and calls apply
+// with every poll's ledger, the first included. The reader is closed when
+// Watch returns.
+func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(*Ledger)) {
 	defer r.Close()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -96,9 +95,7 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, changed func(*Ledger
 		if ctx.Err() != nil {
 			return
 		}
-		if prev := r.latest.Swap(l); prev == nil || !l.Equal(prev) {
-			changed(l)
-		}
+		apply(l)
 		next := podsStale
 		if urgent {
 			next = o.Interval
@@ -106,13 +103,3 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, changed func(*Ledger
 		timer.Reset(next)
 	}
 }
-
-// Latest is the last ledger Watch read, changed or not, or the one given
-// to Settle since; nil before the first. It is safe for concurrent use.
-func (r *Reader) Latest() *Ledger { return r.latest.Load() }
-
-// Settle makes l, read by another reader, the latest: what Watch's next
-// poll is compared with, so that a change since l is reported even if
-// Watch's own previous poll already saw the same. It is safe for
-// concurrent use.
-func (r *Reader) Settle(l *Ledger) { r.latest.Store(l) }

@@ -19,8 +19,10 @@
 package checkpoint
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -87,6 +89,34 @@ type Device struct {
 	VF *vfsettings.Record `json:"vf,omitempty"`
 }
 
+// Marker is what Encode writes in the file's "format" field (outside
+// the checksum, which older readers ignore): the device ledger reads every
+// DRA driver's plugin directory and tells hwnet's checkpoints by it.
+const Marker = "hwnet.io/dra-checkpoint"
+
+// Owned reports whether data, the checkpoint.json of the DRA driver
+// named driverName, is an hwnet checkpoint: it carries the Marker
+// (looked for in the bytes, so that a torn file still counts), or,
+// written before there was one, it decodes as a checkpoint whose devices
+// all have CDI names of the driver's kind, "<driverName>/net=...".
+func Owned(data []byte, driverName string) bool {
+	if bytes.Contains(data, []byte(`"`+Marker+`"`)) {
+		return true
+	}
+	cp, err := Decode(data)
+	if err != nil || cp.Version > 3 {
+		return false
+	}
+	for _, c := range cp.Claims {
+		for _, d := range c.Devices {
+			if !strings.HasPrefix(d.CDIDevice, driverName+"/net=") {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // New is an empty checkpoint of the current version.
 func New() *Checkpoint {
 	return &Checkpoint{Version: Version, Claims: map[types.UID]*Claim{}}
@@ -104,9 +134,10 @@ func Encode(cp *Checkpoint) ([]byte, error) {
 		return nil, fmt.Errorf("DRA checkpoint: %w", err)
 	}
 	file := struct {
+		Format   string          `json:"format"`
 		Version  int             `json:"version"`
 		Checksum uint32          `json:"checksum"`
 		Claims   json.RawMessage `json:"claims"`
-	}{Version, sum, claims}
+	}{Marker, Version, sum, claims}
 	return json.MarshalIndent(&file, "", "  ")
 }

@@ -1,0 +1,444 @@
+package ledger
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hwnet-io/hwnet/internal/metrics"
+)
+
+// BookOptions configure a Book.
+type BookOptions struct {
+	// Sources are read at Load, on a conflict and by Watch.
+	Sources Sources
+	// SysfsRoot is where a VF's PF is read (its physfn link), for fences.
+	SysfsRoot string
+	// FenceDir keeps the fences that outlive the agent (Fence.Layout).
+	FenceDir string
+	Logger   *slog.Logger
+	Metrics  *metrics.Metrics
+	// Changed is called, without the Book's lock, after each change of
+	// what Snapshot says; it must not block.
+	Changed func()
+}
+
+// pendingGrace is how long a device plugin allocation kubelet does not
+// report yet is kept: kubelet records an allocation as Allocate returns,
+// so a PodResources answer this much younger that still does not name it
+// means the pod was refused or is gone.
+const pendingGrace = 10 * time.Second
+
+// reserveReadTimeout bounds the fresh read a conflicting Reserve makes
+// under the lock.
+const reserveReadTimeout = 2 * time.Second
+
+// Book is the node's live ledger and the one path a device takes to
+// change hands. Its methods are safe for concurrent use; each takes one
+// lock, so a Reserve sees every Reserve, Release and Fence before it.
+type Book struct {
+	o      BookOptions
+	log    *slog.Logger
+	files  fenceFiles
+	mu     sync.Mutex
+	reader *Reader
+	// sourced is the sources as last read, by this Book's reader or
+	// Watch's; live the holds Reserve took that Release has not given
+	// back; fences the fences in force by key; verdicts why each
+	// unhealthy device is (Judge).
+	sourced  *Ledger
+	live     []liveHold
+	fences   map[string]Fence
+	verdicts map[string]string
+	// pfs caches each VF's PF, read from sysfs.
+	pfs  map[string]string
+	snap atomic.Pointer[Ledger]
+	now  func() time.Time
+}
+
+// liveHold is a hold Reserve took.
+type liveHold struct {
+	device string
+	holder Holder
+	at     time.Time
+}
+
+// NewBook makes a Book that holds nothing and knows nothing: every source
+// is unknown until Load.
+func NewBook(o BookOptions) *Book {
+	if o.Logger == nil {
+		o.Logger = slog.New(slog.DiscardHandler)
+	}
+	b := &Book{o: o, log: o.Logger, files: fenceFiles{dir: o.FenceDir}, reader: NewReader(o.Sources),
+		fences: map[string]Fence{}, verdicts: map[string]string{}, pfs: map[string]string{}, now: time.Now}
+	b.sourced = New(map[string][]Holder{}, []string{"the device ledger: not read yet"})
+	b.snap.Store(b.sourced)
+	return b
+}
+
+// Load reads every source and the fences an earlier agent left: before
+// any front end serves, the Book knows what its predecessor handed out
+// and which PF it was changing. A fence file that cannot be read fails
+// the load: which PF it fences is not known.
+func (b *Book) Load(ctx context.Context) error {
+	fences, err := LoadFences(b.o.FenceDir)
+	if err != nil {
+		return fmt.Errorf("device ledger: fences in %s: %w", b.o.FenceDir, err)
+	}
+	b.mu.Lock()
+	for _, f := range fences {
+		b.fences[f.Key] = f
+	}
+	b.mu.Unlock()
+	b.Refresh(ctx)
+	return nil
+}
+
+// Close ends the talk with kubelet.
+func (b *Book) Close() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.reader.Close()
+}
+
+// Snapshot is who holds what now, with the fences in force. It never
+// blocks.
+func (b *Book) Snapshot() *Ledger { return b.snap.Load() }
+
+// Refresh reads every source now and returns the new snapshot.
+func (b *Book) Refresh(ctx context.Context) *Ledger {
+	b.mu.Lock()
+	b.readLocked(ctx, true)
+	l, changed := b.publishLocked()
+	b.mu.Unlock()
+	b.changed(l, changed)
+	return l
+}
+
+// readLocked reads the sources with the Book's reader; kubelet only with
+// askKubelet.
+func (b *Book) readLocked(ctx context.Context, askKubelet bool) {
+	b.applyLocked(b.reader.read(ctx, askKubelet))
+}
+
+// Apply takes a read of the sources made by another reader (Watch's),
+// unless the Book has a newer one.
+func (b *Book) Apply(l *Ledger) {
+	b.mu.Lock()
+	if l.Older(b.sourced) {
+		b.mu.Unlock()
+		return
+	}
+	b.applyLocked(l)
+	snap, changed := b.publishLocked()
+	b.mu.Unlock()
+	b.changed(snap, changed)
+}
+
+// applyLocked makes l the sources' view and drops the pending
+// allocations it settles: kubelet reports them, or, answering late
+// enough, does not.
+func (b *Book) applyLocked(l *Ledger) {
+	b.sourced = l
+	b.live = slices.DeleteFunc(b.live, func(h liveHold) bool {
+		if !h.holder.Pending() || l.ReadAt.Before(h.at) {
+			return false
+		}
+		reported := slices.ContainsFunc(l.Holders(h.device), func(o Holder) bool {
+			return o.Kind == Pod && o.Resource == h.holder.Resource
+		})
+		return reported || !l.ReadAt.Before(h.at.Add(pendingGrace))
+	})
+}
+
+// publishLocked makes the snapshot anew and reports whether it changed.
+func (b *Book) publishLocked() (*Ledger, bool) {
+	byDevice := make(map[string][]Holder, len(b.sourced.byDevice)+len(b.live))
+	for id, hs := range b.sourced.byDevice {
+		byDevice[id] = slices.Clone(hs)
+	}
+	for _, h := range b.live {
+		hs := byDevice[h.device]
+		if !slices.ContainsFunc(hs, func(o Holder) bool { return sameHolder(o, h.holder) }) {
+			byDevice[h.device] = append(hs, h.holder)
+		}
+	}
+	l := New(byDevice, b.sourced.Unknown)
+	l.ReadAt, l.taken = b.sourced.ReadAt, b.sourced.taken
+	l.fences = slices.SortedFunc(maps.Values(b.fences), func(a, c Fence) int { return strings.Compare(a.Key, c.Key) })
+	prev := b.snap.Swap(l)
+	return l, !l.Equal(prev)
+}
+
+// changed reports a new snapshot, l, to the metrics and, when it says
+// something else than the last one, to Changed.
+func (b *Book) changed(l *Ledger, changed bool) {
+	if !changed {
+		return
+	}
+	b.o.Metrics.SetLedgerUnknown(len(l.Unknown))
+	b.o.Metrics.SetLedgerFences(len(l.fences))
+	if b.o.Changed != nil {
+		b.o.Changed()
+	}
+}
+
+// Request is one hand-out: devices going to one holder.
+type Request struct {
+	// Devices are device IDs (PCI addresses, "<address>:p<port>").
+	Devices []string
+	Holder  Holder
+}
+
+// Reserve hands the devices to the holder, or refuses with a *Conflict
+// naming the first device that cannot go and why: a fence covers it, a
+// source is unknown, it is unhealthy, or a holder it is not compatible
+// with has it. A conflict that a fresh read could settle (a pod kubelet
+// may have let go, a source back, a file another process changed) reads
+// every source once more under the lock before refusing. A Reserve the
+// same holder already has is no change.
+func (b *Book) Reserve(ctx context.Context, req Request) error {
+	if len(req.Devices) == 0 {
+		return nil
+	}
+	b.mu.Lock()
+	err := b.checkLocked(req)
+	var c *Conflict
+	if errors.As(err, &c) && c.refreshable {
+		rctx, cancel := context.WithTimeout(ctx, reserveReadTimeout)
+		b.readLocked(rctx, true)
+		cancel()
+		err = b.checkLocked(req)
+	}
+	if err != nil {
+		b.mu.Unlock()
+		b.o.Metrics.LedgerRefused(conflictReason(err))
+		return err
+	}
+	at := b.now()
+	for _, d := range req.Devices {
+		if !slices.ContainsFunc(b.live, func(h liveHold) bool { return h.device == d && sameHolder(h.holder, req.Holder) }) {
+			b.live = append(b.live, liveHold{device: d, holder: req.Holder, at: at})
+		}
+	}
+	l, changed := b.publishLocked()
+	b.mu.Unlock()
+	b.changed(l, changed)
+	return nil
+}
+
+// Release gives back every device the holder has through Reserve, and
+// reads the sources that are files again: the caller removed the hold
+// from its own (checkpoint, record) first.
+func (b *Book) Release(ctx context.Context, h Holder) {
+	b.mu.Lock()
+	b.live = slices.DeleteFunc(b.live, func(l liveHold) bool { return sameHolder(l.holder, h) })
+	b.readLocked(ctx, false)
+	l, changed := b.publishLocked()
+	b.mu.Unlock()
+	b.changed(l, changed)
+}
+
+// checkLocked is nil when every device of req may go to its holder.
+func (b *Book) checkLocked(req Request) error {
+	for _, d := range req.Devices {
+		if f, ok := b.fencedLocked(d); ok {
+			return &Conflict{Device: d, Reason: Fenced, Why: f.Reason}
+		}
+		if !b.sourced.Complete() {
+			return &Conflict{Device: d, Reason: Unknown, Why: b.sourced.UnknownWhy(), refreshable: true}
+		}
+		if why, bad := b.verdicts[d]; bad {
+			return &Conflict{Device: d, Reason: Unhealthy, Why: why}
+		}
+		all := b.holdersLocked(d)
+		for _, e := range all {
+			if !compatible(req.Holder, e, all) {
+				return &Conflict{Device: d, Reason: Held, Holder: e, Why: e.String(), refreshable: b.sourcedHold(d, e)}
+			}
+		}
+	}
+	return nil
+}
+
+// sourcedHold reports whether only a source says e holds d: a fresh read
+// may find it gone. A hold Reserve took stands until Release.
+func (b *Book) sourcedHold(d string, e Holder) bool {
+	return !slices.ContainsFunc(b.live, func(h liveHold) bool { return h.device == d && sameHolder(h.holder, e) && !e.Pending() })
+}
+
+// holdersLocked are the device's holders: the sources' and the live ones.
+func (b *Book) holdersLocked(d string) []Holder {
+	hs := slices.Clone(b.sourced.Holders(d))
+	for _, h := range b.live {
+		if h.device == d && !slices.ContainsFunc(hs, func(o Holder) bool { return sameHolder(o, h.holder) }) {
+			hs = append(hs, h.holder)
+		}
+	}
+	return hs
+}
+
+// fencedLocked is the fence that covers the device, if any. A device
+// whose PF cannot be read while a PF is fenced counts as covered: it may
+// be a VF the change is taking away.
+func (b *Book) fencedLocked(d string) (Fence, bool) {
+	if len(b.fences) == 0 {
+		return Fence{}, false
+	}
+	pf, err := b.pfOfLocked(FunctionOf(d))
+	for _, f := range b.fences {
+		if f.covers(d, pf) {
+			return f, true
+		}
+		if err != nil && f.PF != "" {
+			return Fence{Key: f.Key, PF: f.PF, Reason: fmt.Sprintf("%s; and the device's PF cannot be read: %v", f.Reason, err)}, true
+		}
+	}
+	return Fence{}, false
+}
+
+// pfOfLocked is the PF of the function at addr, "" when it is no VF.
+func (b *Book) pfOfLocked(addr string) (string, error) {
+	if pf, ok := b.pfs[addr]; ok {
+		return pf, nil
+	}
+	dev := filepath.Join(b.o.SysfsRoot, "bus/pci/devices", addr)
+	if _, err := os.Stat(dev); err != nil {
+		return "", err
+	}
+	target, err := os.Readlink(filepath.Join(dev, "physfn"))
+	if errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	if err != nil {
+		return "", err
+	}
+	pf := filepath.Base(target)
+	b.pfs[addr] = pf
+	return pf, nil
+}
+
+// Judge records why each unhealthy device is; Reserve refuses them. The
+// map replaces the last one; the caller must not change it afterwards.
+func (b *Book) Judge(unhealthy map[string]string) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.verdicts = unhealthy
+}
+
+// Fence withdraws the devices f covers from every front end. With free,
+// it is refused with a *Conflict while any of them is held or a source is
+// unknown (a fresh read first, as Reserve), so that a change that takes
+// devices away never runs under a holder. A fence with a Layout is kept
+// on disk before Fence returns.
+func (b *Book) Fence(ctx context.Context, f Fence, free bool) error {
+	if f.Since.IsZero() {
+		f.Since = b.now()
+	}
+	b.mu.Lock()
+	err := b.fenceCheckLocked(f, free)
+	var c *Conflict
+	if errors.As(err, &c) && c.refreshable {
+		rctx, cancel := context.WithTimeout(ctx, reserveReadTimeout)
+		b.readLocked(rctx, true)
+		cancel()
+		err = b.fenceCheckLocked(f, free)
+	}
+	if err == nil && f.Layout != nil {
+		err = b.files.save(f)
+	}
+	if err != nil {
+		b.mu.Unlock()
+		return err
+	}
+	b.fences[f.Key] = f
+	l, changed := b.publishLocked()
+	b.mu.Unlock()
+	b.changed(l, changed)
+	return nil
+}
+
+// fenceCheckLocked is nil when f may be taken: without free always, with
+// it when no device f covers is held and every source was read.
+func (b *Book) fenceCheckLocked(f Fence, free bool) error {
+	if !free {
+		return nil
+	}
+	if !b.sourced.Complete() {
+		return &Conflict{Device: cmpOr(f.PF, strings.Join(f.Devices, ",")), Reason: Unknown, Why: b.sourced.UnknownWhy(), refreshable: true}
+	}
+	ids := slices.Sorted(maps.Keys(b.snap.Load().byDevice))
+	for _, id := range ids {
+		pf, err := b.pfOfLocked(FunctionOf(id))
+		if err != nil && f.PF != "" {
+			pf = f.PF // a held device whose PF cannot be read may be the fence's
+		}
+		if !f.covers(id, pf) {
+			continue
+		}
+		if hs := b.holdersLocked(id); len(hs) > 0 {
+			return &Conflict{Device: id, Reason: Held, Holder: hs[0], Why: hs[0].String(), refreshable: b.sourcedHold(id, hs[0])}
+		}
+	}
+	return nil
+}
+
+func cmpOr(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+// Unfence lifts the fence with the key, from disk too. A fence already
+// lifted is no error.
+func (b *Book) Unfence(key string) error {
+	b.mu.Lock()
+	f, ok := b.fences[key]
+	if !ok {
+		b.mu.Unlock()
+		return nil
+	}
+	if f.Layout != nil {
+		if err := b.files.remove(key); err != nil {
+			b.mu.Unlock()
+			return err
+		}
+	}
+	delete(b.fences, key)
+	l, changed := b.publishLocked()
+	b.mu.Unlock()
+	b.changed(l, changed)
+	return nil
+}
+
+// Watch polls the sources as o says until ctx ends and applies each read
+// to the Book, with a reader of its own: a slow kubelet holds no Reserve
+// up. It polls every o.Interval, not only when o.Urgent, while a source
+// is unknown (to serve again as soon as it is back) or an allocation
+// waits for kubelet to report it. The reader is closed when Watch
+// returns.
+func (b *Book) Watch(ctx context.Context, o WatchOptions) {
+	r := NewReader(b.o.Sources)
+	r.now = b.now
+	urgent := o.Urgent
+	o.Urgent = func() bool { return b.Unsettled() || (urgent != nil && urgent()) }
+	r.Watch(ctx, o, b.Apply)
+}
+
+// Unsettled reports whether a source is unknown or an allocation waits
+// for kubelet to report it: only reading the sources again settles it.
+func (b *Book) Unsettled() bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return !b.sourced.Complete() || slices.ContainsFunc(b.live, func(h liveHold) bool { return h.holder.Pending() })
+}

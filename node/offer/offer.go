@@ -1,0 +1,179 @@
+// Package offer decides what each pool offers its front end (a device
+// plugin's ListAndWatch, the DRA driver's ResourceSlices): the devices that
+// match the pool now and the ones it lost but keeps listing, each with its
+// health (package devhealth) and what keeps it from being handed out (the
+// device ledger: a holder the front end did not hand it to, a fence, a
+// source of holders that cannot be read).
+package offer
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/pools"
+)
+
+// State is a device of a pool and whether its front end may hand it out.
+type State struct {
+	pools.Device
+	Healthy bool
+	// Reason says why a device is unhealthy.
+	Reason string
+	// HeldBy names what holds the device other than the pool's own
+	// front end (a DRA claim after a mode switch, a sandbox whose pod is
+	// gone).
+	HeldBy string
+	// Fenced says why a fence withdraws the device: its PF's VF layout
+	// is changing, its pool is switching front end.
+	Fenced string
+	// Unknown says why who holds the device is not known: a source of
+	// holders cannot be read.
+	Unknown string
+	// DeadPF is true for a VF whose PF carries no VF's traffic
+	// (devhealth.View.DeadPF).
+	DeadPF bool
+}
+
+// Offered reports whether pods may get the device now.
+func (s State) Offered() bool { return s.Withheld() == "" }
+
+// Withheld says why the device is not offered, "" when it is.
+func (s State) Withheld() string {
+	switch {
+	case s.Fenced != "":
+		return "fenced: " + s.Fenced
+	case s.Unknown != "":
+		return s.Unknown
+	case s.HeldBy != "":
+		return "held by " + s.HeldBy
+	case !s.Healthy:
+		return "unhealthy: " + s.Reason
+	}
+	return ""
+}
+
+// Pool is what a pool lists: the devices that match it now, and the ones
+// it lost but keeps listing as unhealthy.
+type Pool struct {
+	Matched []pools.Device
+	lost    []State
+}
+
+// Rematch is the pool's devices after a re-discovery matched it anew. A
+// device the pool listed before and no longer matches is kept, unhealthy,
+// so that kubelet stops handing it out while pods that hold it run on:
+//   - it left the pool's selectors (e.g. its driver changed) and no other
+//     pool took it;
+//   - it vanished from the PCI bus although its PF still enables it.
+//
+// It is dropped when another pool took it, or when its PF's sriov_numvfs
+// no longer covers it: the admin removed it on purpose.
+func (p Pool) Rematch(matched []pools.Device, inv *discovery.Inventory, pooled map[string]bool) Pool {
+	next := Pool{Matched: matched}
+	inPool := make(map[string]bool, len(matched))
+	for _, d := range matched {
+		inPool[d.ID] = true
+	}
+	prev := slices.Concat(p.Matched, lostDevices(p.lost))
+	for i := range prev {
+		d := &prev[i]
+		if inPool[d.ID] || pooled[d.ID] {
+			continue
+		}
+		if reason, keep := lostReason(d, inv); keep {
+			next.lost = append(next.lost, State{Device: *d, Reason: reason})
+		}
+	}
+	return next
+}
+
+func lostDevices(lost []State) []pools.Device {
+	devs := make([]pools.Device, len(lost))
+	for i := range lost {
+		devs[i] = lost[i].Device
+	}
+	return devs
+}
+
+// lostReason says why a device the pool no longer matches stays listed,
+// or keep=false when it should go.
+func lostReason(d *pools.Device, inv *discovery.Inventory) (reason string, keep bool) {
+	if f, ok := inv.Function(d.Function.Address); ok {
+		if len(f.Excluded) > 0 {
+			return fmt.Sprintf("no longer offered: %s", f.Excluded[0]), true
+		}
+		return fmt.Sprintf("no longer matches the pool's selectors (driver %q)", f.Driver), true
+	}
+	if d.PF != "" && d.VFIndex >= numVFs(inv, d.PF) {
+		if _, ok := inv.Function(d.PF); ok {
+			return "", false
+		}
+	}
+	return "disappeared from the PCI bus", true
+}
+
+// numVFs is the PF's sriov_numvfs, or 0 when the address is no PF.
+func numVFs(inv *discovery.Inventory, pf string) int {
+	i, ok := slices.BinarySearchFunc(inv.PFs, pf, func(p discovery.PF, addr string) int { return cmp.Compare(p.Address, addr) })
+	if !ok {
+		return 0
+	}
+	return inv.PFs[i].SRIOV.NumVFs
+}
+
+// States is the list the pool's front end serves: matched devices with
+// their health and what keeps them from being handed out, and the lost
+// ones, sorted by ID.
+func (p Pool) States(v devhealth.View, l *ledger.Ledger, fe ledger.FrontEnd) []State {
+	out := make([]State, 0, len(p.Matched)+len(p.lost))
+	unknown := l.UnknownWhy()
+	for i := range p.Matched {
+		d := &p.Matched[i]
+		ok, reason := v.Device(d)
+		s := State{Device: *d, Healthy: ok, Reason: reason, DeadPF: v.DeadPF(d), Unknown: unknown}
+		if h, foreign := l.Foreign(s.ID, fe); foreign {
+			s.HeldBy = h.String()
+		}
+		if f, fenced := l.Fenced(s.ID, d.PF); fenced {
+			s.Fenced = f.Reason
+		}
+		out = append(out, s)
+	}
+	for _, s := range p.lost {
+		s.DeadPF = v.DeadPF(&s.Device)
+		s.Unknown = unknown
+		out = append(out, s)
+	}
+	slices.SortFunc(out, func(a, b State) int { return cmp.Compare(a.ID, b.ID) })
+	return out
+}
+
+// AwaitsRelease reports whether a device's verdict waits on a hold
+// ending, which only reading the ledger again tells: a holder the pool's
+// front end did not hand it to (it is offered once that one lets go), or
+// device plugin pods alone holding a device whose netdev is away (in a
+// pod, or gone: lost once they let go).
+func (p Pool) AwaitsRelease(v devhealth.View, l *ledger.Ledger, fe ledger.FrontEnd) bool {
+	return slices.ContainsFunc(p.Matched, func(d pools.Device) bool {
+		_, foreign := l.Foreign(d.ID, fe)
+		return foreign || (l.PodsOnly(d.ID) && v.NetdevAway(&d))
+	})
+}
+
+// Unhealthy is why each unhealthy device of the states is, for the
+// ledger's Judge: a hand-out of one is refused.
+func Unhealthy(states ...[]State) map[string]string {
+	out := map[string]string{}
+	for _, ss := range states {
+		for _, s := range ss {
+			if !s.Healthy {
+				out[s.ID] = s.Reason
+			}
+		}
+	}
+	return out
+}
