@@ -16,7 +16,6 @@ import (
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
-	"github.com/hwnet-io/hwnet/internal/startup"
 	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -206,8 +205,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		"discovery", discovered.Round(time.Millisecond), "startup", time.Since(start).Round(time.Millisecond))
 	a.watchLedger(wctx, &wg)
 	a.startVFLayouts(wctx, &wg)
-	if a.opts.ReleaseStartupPages {
-		go startup.ReleasePages(a.log)
+	if a.opts.Serving != nil {
+		go a.opts.Serving()
 	}
 	a.loop(ctx, ev)
 	a.shutdown()

@@ -211,10 +211,12 @@ func TestAgentModeSwitchKeepsHeldDevices(t *testing.T) {
 
 	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir), claimHeld)
 	f.writeConfig(t, dpConfig)
-	st := f.wait(t, dpdk, "the claim's VF unhealthy to kubelet", health(claimHeld, pluginapi.Unhealthy))
-	if st.Healthy() != 3 {
-		t.Errorf("%d VFs healthy, want 3: only the claim's VF is held", st.Healthy())
-	}
+	// While the pool switches, its devices are fenced: all unhealthy for a
+	// moment; then only the claim's.
+	f.wait(t, dpdk, "only the claim's VF unhealthy to kubelet", func(st testkubelet.State) bool {
+		d, ok := st.Device(claimHeld)
+		return ok && d.Health == pluginapi.Unhealthy && st.Healthy() == 3
+	})
 	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir))
 	f.wait(t, dpdk, "every VF healthy once the claim is unprepared", counts(4, 4))
 }

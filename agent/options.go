@@ -93,10 +93,10 @@ type Options struct {
 	MetricsAddr string
 	Pprof       bool
 	Metrics     *metrics.Metrics
-	// ReleaseStartupPages gives the executable's start-up pages back to the
-	// kernel once serving (startup.ReleasePages); off in tests, where the
-	// executable is the test binary.
-	ReleaseStartupPages bool
+	// Serving, when set, is called once, on a goroutine of its own, when
+	// the agent first serves (cmd/hwnet-agent gives the executable's
+	// start-up pages back then).
+	Serving func()
 }
 
 // Production defaults: where kubelet, the pool ConfigMap and Multus

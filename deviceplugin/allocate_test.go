@@ -15,6 +15,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
@@ -204,7 +205,7 @@ func TestAllocateHandsOutDevices(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := New(tt.res, Options{PluginDir: dir, DevinfoDir: dir, DevRoot: n.node.DevRoot()})
+			p := New(tt.res, Options{PluginDir: dir, DevinfoDir: dir, DevRoot: n.node.DevRoot(), Ledger: openLedger(t)})
 			p.SetDevices(tt.devices)
 			resp, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: tt.allocate}},
@@ -269,7 +270,7 @@ func TestAllocateRejects(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			dir := t.TempDir()
-			p := New(pools.Resource{Prefix: "intel.com", Name: "a"}, Options{PluginDir: dir, DevinfoDir: dir})
+			p := New(pools.Resource{Prefix: "intel.com", Name: "a"}, Options{PluginDir: dir, DevinfoDir: dir, Ledger: openLedger(t)})
 			p.SetDevices(n.devices(t, pf0))
 			_, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{"0000:3b:01.1"}}, {DevicesIds: tt.ids}},
@@ -284,13 +285,73 @@ func TestAllocateRejects(t *testing.T) {
 	}
 }
 
+// TestAllocateRefusedByTheLedger: Allocate is a reservation in the device
+// ledger, whatever the plugin last listed: a device a claim holds, one the
+// ledger judges unhealthy, one a fence withdraws and any device while a
+// source of holders cannot be read are refused with FailedPrecondition
+// naming the device and why, and nothing is written for them.
+func TestAllocateRefusedByTheLedger(t *testing.T) {
+	n := newTestNode(t)
+	claim := ledger.Holder{Kind: ledger.Claim, Namespace: "ns", Name: "c", UID: "uid-c"}
+	tests := []struct {
+		name    string
+		book    func(t *testing.T) *ledger.Book
+		wantErr string
+	}{
+		{"held by a claim", func(t *testing.T) *ledger.Book {
+			b := openLedger(t)
+			if err := b.Reserve(context.Background(), ledger.Request{Devices: []string{netVF}, Holder: claim}); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}, "device 0000:3b:01.0 is held by claim ns/c"},
+		{"unhealthy", func(t *testing.T) *ledger.Book {
+			b := openLedger(t)
+			b.Judge(map[string]string{netVF: "PF 0000:3b:00.0 link enp59s0f0 is down"})
+			return b
+		}, "device 0000:3b:01.0 is unhealthy: PF 0000:3b:00.0 link enp59s0f0 is down"},
+		{"fenced", func(t *testing.T) *ledger.Book {
+			b := openLedger(t)
+			f := ledger.Fence{Key: "k", Devices: []string{netVF}, Reason: "its pool is switching front end"}
+			if err := b.Fence(context.Background(), f, false); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}, "device 0000:3b:01.0 is fenced: its pool is switching front end"},
+		{"holders unknown", func(t *testing.T) *ledger.Book {
+			src := ledger.Sources{PodResourcesSocket: filepath.Join(t.TempDir(), "no-kubelet.sock")}
+			b := ledger.NewBook(ledger.BookOptions{Sources: src})
+			if err := b.Load(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}, "device 0000:3b:01.0: who holds it is unknown: kubelet PodResources"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			p := New(pools.Resource{Prefix: "intel.com", Name: "a"}, Options{PluginDir: dir, DevinfoDir: dir, Ledger: tt.book(t)})
+			p.SetDevices(n.devices(t, pf0))
+			_, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
+				ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{netVF}}},
+			})
+			if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("Allocate error = %v, want FailedPrecondition with %q", err, tt.wantErr)
+			}
+			if files, _ := devinfo.List(dir); len(files) > 0 {
+				t.Errorf("device-info files written for a refused allocation: %v", files)
+			}
+		})
+	}
+}
+
 func TestAllocateFailsWhenDeviceInfoCannotBeWritten(t *testing.T) {
 	n := newTestNode(t)
 	file := filepath.Join(t.TempDir(), "file")
 	if err := os.WriteFile(file, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	p := New(pools.Resource{Prefix: "intel.com", Name: "a"}, Options{DevinfoDir: filepath.Join(file, "dp")})
+	p := New(pools.Resource{Prefix: "intel.com", Name: "a"}, Options{DevinfoDir: filepath.Join(file, "dp"), Ledger: openLedger(t)})
 	p.SetDevices(n.devices(t, pf0))
 	_, err := p.Allocate(context.Background(), &pluginapi.AllocateRequest{
 		ContainerRequests: []*pluginapi.ContainerAllocateRequest{{DevicesIds: []string{netVF}}},

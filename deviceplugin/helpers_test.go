@@ -17,6 +17,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
@@ -184,6 +185,17 @@ type harness struct {
 	done       chan error
 }
 
+// openLedger is a device ledger with no source: every device free until
+// a Reserve holds it.
+func openLedger(t testing.TB) *ledger.Book {
+	t.Helper()
+	b := ledger.NewBook(ledger.BookOptions{})
+	if err := b.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
 // startHarness runs the plugin of res with devices; opts.PluginDir and
 // opts.DevinfoDir are set to new directories.
 func startHarness(t testing.TB, res pools.Resource, opts Options, devices []offer.State) *harness {
@@ -191,6 +203,9 @@ func startHarness(t testing.TB, res pools.Resource, opts Options, devices []offe
 	dir := sockdir.New(t)
 	h := &harness{dir: dir, kubelet: startKubelet(t, filepath.Join(dir, "kubelet.sock")), done: make(chan error, 1)}
 	opts.PluginDir, opts.DevinfoDir = dir, filepath.Join(dir, "devinfo")
+	if opts.Ledger == nil {
+		opts.Ledger = openLedger(t)
+	}
 	h.plugin = New(res, opts)
 	h.plugin.SetDevices(devices)
 	ctx, cancel := context.WithCancel(context.Background())

@@ -18,6 +18,7 @@ import (
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
@@ -84,7 +85,8 @@ func BenchmarkNodePrepare(b *testing.B) {
 	dir := sockdir.New(b)
 	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
-		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()})
+		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot(),
+		Ledger: openLedger(b, ledger.Sources{Checkpoint: dra.CheckpointPath("", filepath.Join(dir, "plugin"))}, n.node.SysRoot())})
 	if err != nil {
 		b.Fatal(err)
 	}

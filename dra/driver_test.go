@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -141,6 +142,7 @@ func startDriver(t *testing.T, with ...func(*dra.Options)) (*kubeapi.Server, *te
 	opts := dra.Options{NodeName: nodeName, KubeClient: api.Client(),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
 		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
+	opts.Ledger = openLedger(t, ledger.Sources{Checkpoint: dra.CheckpointPath("", opts.PluginDir)}, n.node.SysRoot())
 	for _, f := range with {
 		f(&opts)
 	}

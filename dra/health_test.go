@@ -13,6 +13,7 @@ import (
 	drahealthv1 "k8s.io/kubelet/pkg/apis/dra-health/v1"
 
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/node/ledger"
 )
 
 // healthStream opens kubelet's health stream (KEP-4680) on the driver's
@@ -115,7 +116,8 @@ func TestHealthStreamContextEnd(t *testing.T) {
 	n := newTestNode(t)
 	dir := t.TempDir()
 	drv, err := dra.NewUnregistered(dra.Options{NodeName: nodeName, PluginDir: filepath.Join(dir, "plugin"),
-		RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"), HealthResend: time.Hour})
+		RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"), HealthResend: time.Hour,
+		Ledger: openLedger(t, ledger.Sources{}, n.node.SysRoot())})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,14 +19,17 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
 )
 
 const nodeName = "node-a"
 
-// preparer is a driver kubelet does not know, with its directories.
+// preparer is a driver kubelet does not know, with its directories and
+// the device ledger it reserves in, which reads its checkpoint.
 type preparer struct {
-	drv  *dra.Driver
-	opts dra.Options
+	drv    *dra.Driver
+	opts   dra.Options
+	ledger *ledger.Book
 }
 
 func newPreparer(t testing.TB, n *testNode, dir string, admin ...dra.VFAdmin) *preparer {
@@ -36,11 +39,24 @@ func newPreparer(t testing.TB, n *testNode, dir string, admin ...dra.VFAdmin) *p
 	if len(admin) > 0 {
 		opts.VFAdmin = admin[0]
 	}
+	book := openLedger(t, ledger.Sources{Checkpoint: dra.CheckpointPath("", opts.PluginDir)}, n.node.SysRoot())
+	opts.Ledger = book
 	drv, err := dra.NewUnregistered(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &preparer{drv: drv, opts: opts}
+	return &preparer{drv: drv, opts: opts, ledger: book}
+}
+
+// openLedger is a device ledger of src, read.
+func openLedger(t testing.TB, src ledger.Sources, sysfs string) *ledger.Book {
+	t.Helper()
+	b := ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: sysfs})
+	if err := b.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
 }
 
 func claim(uid string, results ...resourceapi.DeviceRequestAllocationResult) *resourceapi.ResourceClaim {
@@ -152,6 +168,56 @@ func TestPrepare(t *testing.T) {
 	}
 }
 
+// TestPrepareRefusedByTheLedger: prepare is a reservation in the device
+// ledger, not a check of the last published devices: a device published
+// free that a device plugin allocation took since, one judged unhealthy
+// (whatever taints the claim tolerates) and one a fence withdraws are
+// refused, naming the device and why, and nothing is written for the
+// claim.
+func TestPrepareRefusedByTheLedger(t *testing.T) {
+	n := newTestNode(t)
+	const vf = "0000:3b:01.6"
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, b *ledger.Book)
+		want  string
+	}{
+		{"allocated through a device plugin since", func(t *testing.T, b *ledger.Book) {
+			pod := ledger.Holder{Kind: ledger.Pod, Resource: "intel.com/sriov_dpdk"}
+			if err := b.Reserve(context.Background(), ledger.Request{Devices: []string{vf}, Holder: pod}); err != nil {
+				t.Fatal(err)
+			}
+		}, "device 0000:3b:01.6 is held by an allocation of intel.com/sriov_dpdk kubelet has not reported yet"},
+		{"unhealthy", func(_ *testing.T, b *ledger.Book) {
+			b.Judge(map[string]string{vf: "bound to vfio-pci but its VFIO group device is missing"})
+		}, "device 0000:3b:01.6 is unhealthy: bound to vfio-pci but its VFIO group device is missing"},
+		{"fenced", func(t *testing.T, b *ledger.Book) {
+			if err := b.Fence(context.Background(), ledger.Fence{Key: "k", Devices: []string{vf}, Reason: "its pool is switching front end"}, false); err != nil {
+				t.Fatal(err)
+			}
+		}, "device 0000:3b:01.6 is fenced: its pool is switching front end"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPreparer(t, n, t.TempDir())
+			if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+				t.Fatal(err)
+			}
+			tt.setup(t, p.ledger)
+			res := p.prepare(t, claim("x", alloc("r", dra.DeviceName(vf))))
+			if res.Err == nil || res.Err.Error() != tt.want {
+				t.Fatalf("prepare: %v, want %q", res.Err, tt.want)
+			}
+			if files, _ := devinfo.List(p.opts.DevinfoDir); len(files) > 0 {
+				t.Errorf("device-info files written for a refused claim: %v", files)
+			}
+			if _, err := os.Stat(filepath.Join(p.opts.CDIDir, dra.DefaultDriverName+"-x.json")); err == nil {
+				t.Error("CDI spec written for a refused claim")
+			}
+		})
+	}
+}
+
 // TestPrepareUnprepare: prepare is idempotent, refuses a device another
 // claim holds and one the node does not publish; unprepare works from the
 // checkpoint alone, after a restart, and twice.
@@ -176,7 +242,7 @@ func TestPrepareUnprepare(t *testing.T) {
 		claim *resourceapi.ResourceClaim
 		want  string
 	}{
-		{claim("b", alloc("r", "pci-0000-3b-01-6")), `request "r": device pci-0000-3b-01-6 is already prepared for claim ns/claim-a`},
+		{claim("b", alloc("r", "pci-0000-3b-01-6")), `device 0000:3b:01.6 is held by claim ns/claim-a`},
 		{claim("e", admin), `request "r": device pci-0000-3b-01-5: adminAccess is not supported by hwnet.io: a network device has one holder, and handing it to an admin pod as well would take it from that pod`},
 		{claim("c", alloc("r", "pci-0000-3e-01-0")), `request "r": device pci-0000-3e-01-0 of pool node-a is not one this node publishes`},
 		{&resourceapi.ResourceClaim{ObjectMeta: metav1.ObjectMeta{UID: "d"}}, "not allocated"},

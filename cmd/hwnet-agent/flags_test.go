@@ -42,8 +42,8 @@ func TestParseFlagsReleaseStartupPages(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%v: %v", tt.args, err)
 		}
-		if c.opts.ReleaseStartupPages != tt.want {
-			t.Errorf("%v: ReleaseStartupPages %t, want %t", tt.args, c.opts.ReleaseStartupPages, tt.want)
+		if c.releaseStartupPages != tt.want {
+			t.Errorf("%v: releaseStartupPages %t, want %t", tt.args, c.releaseStartupPages, tt.want)
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/deploy/uninstall"
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/internal/startup"
 	"github.com/hwnet-io/hwnet/internal/version"
 	"github.com/hwnet-io/hwnet/node/podresources"
 )
@@ -48,6 +49,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		err = uninstall.Run(ctx, uninstallOptions(c.opts))
 	} else {
 		var a *agent.Agent
+		if c.releaseStartupPages {
+			c.opts.Serving = func() { startup.ReleasePages(c.opts.Logger) }
+		}
 		if a, err = agent.New(c.opts); err == nil {
 			err = a.Run(ctx)
 		}

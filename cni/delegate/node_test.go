@@ -22,12 +22,14 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/podresources"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
@@ -75,6 +77,9 @@ type testNode struct {
 	dir     string
 	conf    []byte
 	d       *Delegator
+	// ledger is the device ledger the ADDs reserve in, reading kubelet
+	// and the records as the agent's does.
+	ledger *ledger.Book
 	// seen is the Delegator the pod cache tells of pods, as the agent wires it.
 	seen   atomic.Pointer[Delegator]
 	status *report.StatusWriter
@@ -168,10 +173,16 @@ func (n *testNode) start(ctx context.Context) {
 	podNetworks.Warm(ctx)
 	n.status = report.NewStatusWriter(client, "hwnet", quiet)
 	n.t.Cleanup(n.status.Shutdown)
+	n.ledger = ledger.NewBook(ledger.BookOptions{Sources: ledger.Sources{PodResourcesSocket: filepath.Join(n.dir, "pod-resources.sock"),
+		Records: attachments.NewStore(filepath.Join(n.dir, "cache")), PodUID: pods.UIDOf}})
+	if err := n.ledger.Load(ctx); err != nil {
+		n.t.Fatal(err)
+	}
+	n.t.Cleanup(n.ledger.Close)
 	n.d = New(Options{
 		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "devinfo/dp"),
 		CNIDevinfoDir: filepath.Join(n.dir, "devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
-		Pods: pods, NADs: nads, PodNetworks: podNetworks, Devices: devs, Status: n.status, PodWait: 20 * time.Second,
+		Pods: pods, NADs: nads, PodNetworks: podNetworks, Devices: devs, Ledger: n.ledger, Status: n.status, PodWait: 20 * time.Second,
 	})
 	n.seen.Store(n.d)
 }

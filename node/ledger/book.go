@@ -63,6 +63,9 @@ type Book struct {
 	pfs  map[string]string
 	snap atomic.Pointer[Ledger]
 	now  func() time.Time
+	// wake has Watch poll at once after a change: a hold kubelet must
+	// report may have begun.
+	wake chan struct{}
 }
 
 // liveHold is a hold Reserve took.
@@ -79,7 +82,8 @@ func NewBook(o BookOptions) *Book {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
 	b := &Book{o: o, log: o.Logger, files: fenceFiles{dir: o.FenceDir}, reader: NewReader(o.Sources),
-		fences: map[string]Fence{}, verdicts: map[string]string{}, pfs: map[string]string{}, now: time.Now}
+		fences: map[string]Fence{}, verdicts: map[string]string{}, pfs: map[string]string{}, now: time.Now,
+		wake: make(chan struct{}, 1)}
 	b.sourced = New(map[string][]Holder{}, []string{"the device ledger: not read yet"})
 	b.snap.Store(b.sourced)
 	return b
@@ -187,6 +191,10 @@ func (b *Book) changed(l *Ledger, changed bool) {
 	}
 	b.o.Metrics.SetLedgerUnknown(len(l.Unknown))
 	b.o.Metrics.SetLedgerFences(len(l.fences))
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
 	if b.o.Changed != nil {
 		b.o.Changed()
 	}
@@ -432,7 +440,27 @@ func (b *Book) Watch(ctx context.Context, o WatchOptions) {
 	r.now = b.now
 	urgent := o.Urgent
 	o.Urgent = func() bool { return b.Unsettled() || (urgent != nil && urgent()) }
+	nudge := make(chan struct{}, 1)
+	go forward(ctx, nudge, o.Nudge, b.wake)
+	o.Nudge = nudge
 	r.Watch(ctx, o, b.Apply)
+}
+
+// forward signals out, without blocking, for every signal on a or c,
+// until ctx ends.
+func forward(ctx context.Context, out chan<- struct{}, a, c <-chan struct{}) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a:
+		case <-c:
+		}
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	}
 }
 
 // Unsettled reports whether a source is unknown or an allocation waits

@@ -14,6 +14,12 @@ func TestForeign(t *testing.T) {
 	podCtr := Holder{Kind: Container, Namespace: "ns", Name: "cnf", Container: "sandbox-1"}
 	claimCtr := Holder{Kind: Container, Namespace: "ns", Name: "p1", Container: "sandbox-2", PodUIDs: []string{"uid-1"}}
 	strayCtr := Holder{Kind: Container, Namespace: "ns", Name: "gone", Container: "sandbox-3", PodUIDs: []string{"uid-9"}}
+	// A StatefulSet's pod recreated under its name: kubelet reports the
+	// new one, whose UID the pods' cache knows; the old one's sandbox
+	// still holds the device.
+	recreated := Holder{Kind: Pod, Resource: "intel.com/vf", Namespace: "ns", Name: "web-0", Container: "app", PodUIDs: []string{"uid-new"}}
+	oldSandbox := Holder{Kind: Container, Namespace: "ns", Name: "web-0", Container: "sandbox-4", PodUIDs: []string{"uid-old"}}
+	newSandbox := Holder{Kind: Container, Namespace: "ns", Name: "web-0", Container: "sandbox-5", PodUIDs: []string{"uid-new"}}
 	for _, tc := range []struct {
 		name    string
 		holders []Holder
@@ -30,6 +36,8 @@ func TestForeign(t *testing.T) {
 		{"own claim and its pod's attachment", []Holder{claim, claimCtr}, draFE, nil},
 		{"device plugin pod in a DRA pool", []Holder{pod, podCtr}, draFE, &podCtr},
 		{"stray attachment in a DRA pool", []Holder{claim, strayCtr}, draFE, &strayCtr},
+		{"a recreated pod's own attachment", []Holder{recreated, newSandbox}, dp, nil},
+		{"the old pod's attachment beside its recreated namesake", []Holder{recreated, oldSandbox}, dp, &oldSandbox},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			l := New(map[string][]Holder{"0000:3b:02.0": tc.holders}, nil)

@@ -155,3 +155,23 @@ func TestWatchNudged(t *testing.T) {
 		}
 	}
 }
+
+// TestPodHoldersByUID: kubelet names pods without their UID; the pods'
+// cache gives it, so that a pod recreated under the same name is told
+// from the old one.
+func TestPodHoldersByUID(t *testing.T) {
+	kubelet, src := newSources(t)
+	kubelet.SetPod("ns", "web-0", "intel.com/vf", "0000:3b:02.0")
+	src.PodUID = func(namespace, name string) string {
+		if namespace == "ns" && name == "web-0" {
+			return "uid-new"
+		}
+		return ""
+	}
+	r := ledger.NewReader(src)
+	defer r.Close()
+	hs := r.Read(t.Context()).Holders("0000:3b:02.0")
+	if len(hs) != 1 || len(hs[0].PodUIDs) != 1 || hs[0].PodUIDs[0] != "uid-new" {
+		t.Errorf("holders %+v, want pod ns/web-0 with uid-new", hs)
+	}
+}

@@ -1,0 +1,366 @@
+package ledger_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
+)
+
+// Devices of a made-up node: a PF with two VFs, and a PF with one
+// (sysfsWithVFs).
+const (
+	pfA  = "0000:3b:00.0"
+	vfA0 = "0000:3b:02.0"
+	vfA1 = "0000:3b:02.1"
+	pfB  = "0000:3e:00.0"
+	vfB0 = "0000:3e:02.0"
+)
+
+// sysfsWithVFs is a sysfs tree where each VF's physfn names its PF, as the
+// Book reads it for fences.
+func sysfsWithVFs(t testing.TB) string {
+	t.Helper()
+	root := t.TempDir()
+	devices := filepath.Join(root, "bus/pci/devices")
+	for vf, pf := range map[string]string{vfA0: pfA, vfA1: pfA, vfB0: pfB, pfA: "", pfB: ""} {
+		if err := os.MkdirAll(filepath.Join(devices, vf), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if pf != "" {
+			if err := os.Symlink("../"+pf, filepath.Join(devices, vf, "physfn")); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return root
+}
+
+func openBook(t testing.TB, o ledger.BookOptions) *ledger.Book {
+	t.Helper()
+	b := ledger.NewBook(o)
+	if err := b.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b
+}
+
+var (
+	dpPod     = ledger.Holder{Kind: ledger.Pod, Resource: "intel.com/vf"}
+	otherDP   = ledger.Holder{Kind: ledger.Pod, Resource: "intel.com/other"}
+	claimC    = ledger.Holder{Kind: ledger.Claim, Namespace: "ns", Name: "c", UID: "uid-c", PodUIDs: []string{"pod-1"}}
+	claimD    = ledger.Holder{Kind: ledger.Claim, Namespace: "ns", Name: "d", UID: "uid-d", PodUIDs: []string{"pod-2"}}
+	sandbox1  = ledger.Holder{Kind: ledger.Container, Resource: "intel.com/vf", Namespace: "ns", Name: "p1", Container: "sandbox-1", PodUIDs: []string{"pod-1"}}
+	sandbox2  = ledger.Holder{Kind: ledger.Container, Namespace: "ns", Name: "p2", Container: "sandbox-2", PodUIDs: []string{"pod-2"}}
+	viaClaimC = ledger.Holder{Kind: ledger.Container, Namespace: "ns", Name: "p3", Container: "sandbox-3", PodUIDs: []string{"pod-3"}, UID: "uid-c"}
+)
+
+// TestReserveConflicts: one device has one holder. Each front end's own
+// hands may overlap where the holder is one (kubelet's allocations of a
+// resource, a claim and its pods' attachments); everything else is refused
+// with a message naming the device and the holder.
+func TestReserveConflicts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		first, now ledger.Holder
+		want       string
+	}{
+		{"the same resource's allocations", dpPod, dpPod, ""},
+		{"another resource's allocation", dpPod, otherDP, "device 0000:3b:02.0 is held by an allocation of intel.com/vf kubelet has not reported yet"},
+		{"a claim over an allocation", dpPod, claimC, "device 0000:3b:02.0 is held by an allocation of intel.com/vf"},
+		{"an allocation over a claim", claimC, dpPod, "device 0000:3b:02.0 is held by claim ns/c"},
+		{"a second claim", claimC, claimD, "device 0000:3b:02.0 is held by claim ns/c"},
+		{"the same claim again", claimC, claimC, ""},
+		{"the claim's pod's attachment", claimC, sandbox1, ""},
+		{"another pod's attachment of a claim's device", claimC, sandbox2, "device 0000:3b:02.0 is held by claim ns/c"},
+		{"a shared claim's other pod, through the claim", claimC, viaClaimC, ""},
+		{"an allocation's attachment", dpPod, sandbox1, ""},
+		{"a second sandbox", sandbox1, sandbox2, "device 0000:3b:02.0 is held by container sandbox-1 of pod ns/p1"},
+		{"an allocation over a stray sandbox", sandbox1, dpPod, "device 0000:3b:02.0 is held by container sandbox-1 of pod ns/p1"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openBook(t, ledger.BookOptions{})
+			ctx := context.Background()
+			if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: tc.first}); err != nil {
+				t.Fatal(err)
+			}
+			err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: tc.now})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Reserve: %v, want it granted", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Reserve: %v, want %q", err, tc.want)
+			}
+			var c *ledger.Conflict
+			if tc.want != "" && (!errors.As(err, &c) || c.Reason != ledger.Held) {
+				t.Errorf("error %v is not a Held conflict", err)
+			}
+		})
+	}
+}
+
+// TestReleaseFreesTheDevice: a released hold is gone at once, for every
+// device the holder had.
+func TestReleaseFreesTheDevice(t *testing.T) {
+	b := openBook(t, ledger.BookOptions{})
+	ctx := context.Background()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0, vfA1}, Holder: claimC}); err != nil {
+		t.Fatal(err)
+	}
+	b.Release(ctx, ledger.Holder{Kind: ledger.Claim, Namespace: "ns", Name: "c", UID: "uid-c"})
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0, vfA1}, Holder: claimD}); err != nil {
+		t.Fatalf("after the release: %v", err)
+	}
+	if hs := b.Snapshot().Holders(vfA1); len(hs) != 1 || hs[0].Name != "d" {
+		t.Errorf("holders of %s %+v, want claim d alone", vfA1, hs)
+	}
+}
+
+// TestReserveRacesHaveOneWinner: claims reserving one device at once: one
+// gets it, every other is refused.
+func TestReserveRacesHaveOneWinner(t *testing.T) {
+	for round := range 50 {
+		b := openBook(t, ledger.BookOptions{})
+		var wg sync.WaitGroup
+		var mu sync.Mutex
+		won := 0
+		for i := range 8 {
+			h := ledger.Holder{Kind: ledger.Claim, Namespace: "ns", Name: "c", UID: string(rune('a' + i))}
+			wg.Go(func() {
+				if b.Reserve(context.Background(), ledger.Request{Devices: []string{vfA0}, Holder: h}) == nil {
+					mu.Lock()
+					won++
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		if won != 1 {
+			t.Fatalf("round %d: %d claims got the device, want 1", round, won)
+		}
+	}
+}
+
+// TestPendingAllocation: an allocation kubelet has not reported yet holds
+// the device against other front ends until kubelet reports the pod, and
+// goes once a PodResources answer 10 s younger still does not name it (the
+// pod was refused or is gone).
+func TestPendingAllocation(t *testing.T) {
+	kubelet, src := newSources(t)
+	src.Checkpoint = ""
+	var now time.Time
+	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	ledger.SetBookClock(b, func() time.Time { return now })
+	now = time.Now()
+	ctx := context.Background()
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0, vfA1}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
+	now = now.Add(time.Second)
+	l := b.Refresh(ctx)
+	if hs := l.Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
+		t.Errorf("reported allocation: holders %+v, want pod ns/cnf alone", hs)
+	}
+	if hs := l.Holders(vfA1); len(hs) != 1 || !hs[0].Pending() {
+		t.Errorf("unreported allocation after 1 s: holders %+v, want the pending allocation", hs)
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: claimC}); err == nil {
+		t.Error("a claim got a device an unreported allocation holds")
+	}
+	now = now.Add(10 * time.Second)
+	if hs := b.Refresh(ctx).Holders(vfA1); len(hs) != 0 {
+		t.Errorf("unreported allocation after 11 s: holders %+v, want none", hs)
+	}
+}
+
+// TestFailClosed: a source that cannot be read at start holds nothing the
+// Book knows of, so every device is unknown: refused, and named so, until
+// the source is back, when a Reserve reads it again and goes through.
+func TestFailClosed(t *testing.T) {
+	dir := t.TempDir()
+	socket := filepath.Join(dir, "kubelet.sock")
+	b := openBook(t, ledger.BookOptions{Sources: ledger.Sources{PodResourcesSocket: socket}})
+	ctx := context.Background()
+	err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: claimC})
+	var c *ledger.Conflict
+	if !errors.As(err, &c) || c.Reason != ledger.Unknown || !strings.Contains(err.Error(), "who holds it is unknown: kubelet PodResources") {
+		t.Fatalf("Reserve with kubelet's PodResources unreadable: %v, want an Unknown conflict naming it", err)
+	}
+	if why := b.Snapshot().UnknownWhy(); why == "" {
+		t.Error("the snapshot says every source was read")
+	}
+	if err := b.Fence(ctx, ledger.Fence{Key: "k", PF: pfA}, true); err == nil {
+		t.Error("a fence that needs its devices free was taken with the holders unknown")
+	}
+	kubelet, err := testkubelet.ServePodResources(socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer kubelet.Close()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: claimC}); err != nil {
+		t.Fatalf("Reserve with kubelet back: %v", err)
+	}
+}
+
+// TestFences: a PF's fence covers the PF, its VFs (found through sysfs,
+// whatever their addresses) and their ports; one that needs its devices
+// free waits for a held VF, a port's hold included; a durable one outlives
+// the Book and goes with Unfence.
+func TestFences(t *testing.T) {
+	sysfs := sysfsWithVFs(t)
+	fences := filepath.Join(t.TempDir(), "fences")
+	o := ledger.BookOptions{SysfsRoot: sysfs, FenceDir: fences}
+	b := openBook(t, o)
+	ctx := context.Background()
+	port := vfA1 + ":p1"
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{port}, Holder: claimC}); err != nil {
+		t.Fatal(err)
+	}
+	layout := ledger.Fence{Key: "vf-layout/" + pfA, PF: pfA, Reason: "its PF's VF layout is changing",
+		Layout: &fenceapi.LayoutChange{Before: []fenceapi.VF{{Driver: "iavf"}, {Driver: "iavf"}}, Target: fenceapi.Layout{NumVFs: 1}}}
+	if err := b.Fence(ctx, layout, true); err == nil || !strings.Contains(err.Error(), "device "+port+" is held by claim ns/c") {
+		t.Fatalf("Fence with a VF port held: %v, want it refused naming the port and the claim", err)
+	}
+	b.Release(ctx, claimC)
+	if err := b.Fence(ctx, layout, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range []string{pfA, vfA0, port} {
+		if err := b.Reserve(ctx, ledger.Request{Devices: []string{d}, Holder: claimD}); err == nil || !strings.Contains(err.Error(), "is fenced: its PF's VF layout is changing") {
+			t.Errorf("Reserve of %s under its PF's fence: %v, want refused as fenced", d, err)
+		}
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfB0}, Holder: claimD}); err != nil {
+		t.Errorf("Reserve of another PF's VF: %v", err)
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{"0000:3b:09.0"}, Holder: claimD}); err == nil {
+		t.Error("a VF whose PF cannot be read was handed out while a PF is fenced")
+	}
+
+	again := openBook(t, o)
+	if fs := again.Snapshot().Fences(); len(fs) != 1 || fs[0].Key != layout.Key || fs[0].Layout == nil || fs[0].Layout.Target.NumVFs != 1 {
+		t.Fatalf("fences after a restart %+v, want the layout's", fs)
+	}
+	if err := again.Unfence(layout.Key); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(fences); len(entries) != 0 {
+		t.Errorf("fence files left after Unfence: %v", entries)
+	}
+	if err := again.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: claimD}); err != nil {
+		t.Errorf("Reserve after the fence was lifted: %v", err)
+	}
+}
+
+// TestUnhealthyRefused: a device the agent judged unhealthy is refused,
+// whoever asks.
+func TestUnhealthyRefused(t *testing.T) {
+	b := openBook(t, ledger.BookOptions{})
+	b.Judge(map[string]string{vfA0: "its netdev is gone"})
+	err := b.Reserve(context.Background(), ledger.Request{Devices: []string{vfA0}, Holder: claimC})
+	if err == nil || err.Error() != "device 0000:3b:02.0 is unhealthy: its netdev is gone" {
+		t.Fatalf("Reserve of an unhealthy device: %v", err)
+	}
+}
+
+// TestEveryHwnetCheckpoint: the claims of every hwnet checkpoint under
+// kubelet's plugins directory hold their devices (a renamed driver's, one
+// of an agent with DRA off); another driver's checkpoint.json is none of
+// hwnet's business; a torn hwnet checkpoint makes every device unknown.
+func TestEveryHwnetCheckpoint(t *testing.T) {
+	plugins := t.TempDir()
+	old := checkpoint.New()
+	old.Claims["uid-old"] = &checkpoint.Claim{Namespace: "ns", Name: "old", Devices: []checkpoint.Device{{PCIAddress: vfA0, CDIDevice: "old.hwnet.io/net=x"}}}
+	writeCheckpoint(t, filepath.Join(plugins, "old.hwnet.io"), old)
+	foreign := filepath.Join(plugins, "gpu.example.com")
+	if err := os.MkdirAll(foreign, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(foreign, "checkpoint.json"), []byte(`{"checksum": 1, "v1": {"preparedClaims": {}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	b := openBook(t, ledger.BookOptions{Sources: ledger.Sources{PluginsDir: plugins}})
+	l := b.Snapshot()
+	if !l.Complete() {
+		t.Fatalf("unknown: %v", l.Unknown)
+	}
+	if hs := l.Holders(vfA0); len(hs) != 1 || hs[0].Name != "old" || hs[0].UID != "uid-old" {
+		t.Errorf("holders of %s %+v, want the renamed driver's claim", vfA0, hs)
+	}
+	torn := filepath.Join(plugins, "torn.hwnet.io")
+	if err := os.MkdirAll(torn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(torn, "checkpoint.json"), []byte(`{"format": "`+checkpoint.Marker+`", "version": 3, "claims": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if l := b.Refresh(context.Background()); l.Complete() || !strings.Contains(l.UnknownWhy(), "torn.hwnet.io") {
+		t.Errorf("with a torn hwnet checkpoint: unknown %q, want it named", l.UnknownWhy())
+	}
+}
+
+// TestUnreadableRecordFailsClosed: a CNI record that cannot be read may
+// hold any device: the records are unknown until it goes.
+func TestUnreadableRecordFailsClosed(t *testing.T) {
+	recs := &fakeRecords{unreadable: "abc"}
+	b := openBook(t, ledger.BookOptions{Sources: ledger.Sources{Records: recs}})
+	if why := b.Snapshot().UnknownWhy(); !strings.Contains(why, "record abc") {
+		t.Fatalf("unknown %q, want the record named", why)
+	}
+	recs.unreadable = ""
+	recs.changed = recs.changed.Add(time.Second)
+	if l := b.Refresh(context.Background()); !l.Complete() {
+		t.Errorf("unknown %v after the record went", l.Unknown)
+	}
+}
+
+func writeCheckpoint(t testing.TB, dir string, cp *checkpoint.Checkpoint) {
+	t.Helper()
+	data, err := checkpoint.Encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "checkpoint.json"), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// fakeRecords are CNI records of which one may be unreadable.
+type fakeRecords struct {
+	changed    time.Time
+	unreadable string
+}
+
+func (f *fakeRecords) Changed() (time.Time, error) { return f.changed, nil }
+
+func (f *fakeRecords) List() ([]string, error) {
+	if f.unreadable == "" {
+		return nil, nil
+	}
+	return []string{f.unreadable}, nil
+}
+
+func (f *fakeRecords) Load(id string) (*attachmentapi.Record, error) {
+	return nil, errors.New("checksum mismatch")
+}
+
+func (f *fakeRecords) Modified(string) (time.Time, error) { return f.changed, nil }
