@@ -2,7 +2,6 @@ package agent
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"time"
 
@@ -106,34 +105,20 @@ func (a *Agent) reportLedger(l *ledger.Ledger) {
 const modeSwitchFence = "pool-switch"
 
 // fenceMoving fences the devices res serves through another front end
-// (another pool, device plugin or DRA) than now, or not at all, and
-// publishes their withdrawal; the returned func lifts the fence and
-// publishes again.
+// than now (offer.Moving) and publishes their withdrawal; the returned
+// func lifts the fence and publishes again.
 func (a *Agent) fenceMoving(ctx context.Context, res *pools.Result) func() {
-	now := map[string]ledger.FrontEnd{}
-	for _, p := range res.Pools {
-		for _, d := range p.Devices {
-			now[d.ID] = frontEnd(p.Resource.FullName(), p.Resource.Mode == pools.DRA)
-		}
-	}
-	var moving []string
-	served := func(name string, devs []pools.Device, dra bool) {
-		for _, d := range devs {
-			if fe, ok := now[d.ID]; !ok || fe != frontEnd(name, dra) {
-				moving = append(moving, d.ID)
-			}
-		}
-	}
+	served := map[ledger.FrontEnd][]pools.Device{}
 	for name, run := range a.pools {
-		served(name, run.devices.Matched, false)
+		served[frontEnd(name, false)] = run.devices.Matched
 	}
 	for name, run := range a.draPools {
-		served(name, run.devices.Matched, true)
+		served[frontEnd(name, true)] = run.devices.Matched
 	}
+	moving := offer.Moving(served, res)
 	if len(moving) == 0 {
 		return func() {}
 	}
-	slices.Sort(moving)
 	f := ledger.Fence{Key: modeSwitchFence, Devices: moving, Reason: "its pool is switching front end"}
 	if err := a.book.Fence(ctx, f, false); err != nil {
 		a.log.Error("devices switching front end not fenced", "devices", len(moving), "err", err)

@@ -177,3 +177,26 @@ func Unhealthy(states ...[]State) map[string]string {
 	}
 	return out
 }
+
+// Moving are the devices, sorted, that served lists under one front end
+// and res, a new match, serves under another or under none: a pool's mode
+// switch, a device moving to another pool, a pool removed.
+func Moving(served map[ledger.FrontEnd][]pools.Device, res *pools.Result) []string {
+	next := map[string]ledger.FrontEnd{}
+	for _, p := range res.Pools {
+		fe := ledger.FrontEnd{Resource: p.Resource.FullName(), DRA: p.Resource.Mode == pools.DRA}
+		for _, d := range p.Devices {
+			next[d.ID] = fe
+		}
+	}
+	var out []string
+	for fe, devs := range served {
+		for _, d := range devs {
+			if now, ok := next[d.ID]; !ok || now != fe {
+				out = append(out, d.ID)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
