@@ -124,6 +124,10 @@ func TestDeployMountsWhatTheAgentReads(t *testing.T) {
 			o := c.opts
 			return []string{o.PodResourcesSocket, o.DevinfoDir, o.DRAPluginsDir, o.FenceDir, o.CNI.CacheDir}
 		}, true},
+		{"../../deploy/uninstall/hwnet-uninstall.yaml", func(c command) []string {
+			u := uninstallOptions(c.opts)
+			return []string{u.PodResourcesSocket, u.DevinfoDir, u.DRAPluginsDir, u.CNI.CacheDir}
+		}, false},
 	} {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {
 			container := daemonSet(t, tc.file).Spec.Template.Spec.Containers[0]
