@@ -28,6 +28,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/status"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/podresources"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
@@ -168,7 +169,13 @@ func (n *testNode) start(ctx context.Context) {
 	podNetworks.Warm(ctx)
 	n.status = report.NewStatusWriter(client, "hwnet", quiet)
 	n.t.Cleanup(n.status.Shutdown)
-	n.d = New(Options{
+	// A device ledger of live holds only, as if every source read empty:
+	// the ADDs' own reservations are what it refuses by.
+	book := ledger.NewBook(ledger.BookOptions{})
+	if err := book.Load(ctx); err != nil {
+		n.t.Fatal(err)
+	}
+	n.d = New(Options{Ledger: book,
 		ConfDir: filepath.Join(n.dir, "net.d"), DPDevinfoDir: filepath.Join(n.dir, "devinfo/dp"),
 		CNIDevinfoDir: filepath.Join(n.dir, "devinfo/cni"), AllowedNamespaces: []string{"default", otherNS},
 		Pods: pods, NADs: nads, PodNetworks: podNetworks, Devices: devs, Status: n.status, PodWait: 20 * time.Second,
