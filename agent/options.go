@@ -107,7 +107,7 @@ const (
 	DefaultPluginDir      = "/var/lib/kubelet/device-plugins"
 	DefaultDevinfoDir     = "/var/run/k8s.cni.cncf.io/devinfo/dp"
 	DefaultDRAPluginsDir  = dra.DefaultPluginsDir
-	DefaultFenceDir       = "/var/lib/hwnet/fences"
+	DefaultFenceDir       = ledger.DefaultFenceDir
 )
 
 // Production intervals: uevents say when the PCI layout changed, so

@@ -23,10 +23,13 @@ import (
 const devicesHelp = `usage: hwnetctl devices [flags]
 
 Every pooled device of the node, and any other device something holds (--all:
-every PF, VF and NIC function): its pool, the pool's mode, its health and who
-holds it since when: a pod kubelet allocated it to through a device plugin
-(kubelet's PodResources), a DRA claim prepared for it (the DRA driver's
-checkpoint), a container hwnet's CNI attached it to (hwnet's records). Run it
+every PF, VF and NIC function): its pool, the pool's mode, its health, the
+fence that withdraws it (its PF's VF layout is changing, its pool is switching
+front end) and who holds it since when: a pod kubelet allocated it to through a
+device plugin (kubelet's PodResources), a DRA claim prepared for it (every
+hwnet DRA checkpoint under kubelet's plugins directory), a container hwnet's
+CNI attached it to (hwnet's records). While a source cannot be read, every
+device says its holders are unknown, and the agent offers none of them. Run it
 on the node, e.g. in the hwnet-agent pod, with the agent's paths.
 `
 
@@ -55,12 +58,15 @@ func runDevices(ctx context.Context, args []string, out, errOut io.Writer) error
 	if err != nil {
 		return err
 	}
-	held, unknown := lf.read(ctx)
-	for _, u := range unknown {
+	held, fences := lf.read(ctx)
+	for _, u := range held.Unknown {
 		name, why, _ := strings.Cut(u, ": ")
 		fmt.Fprintf(errOut, "hwnetctl devices: holders from %s unknown: %s\n", name, why)
 	}
-	return render(out, node.devices(held, unknown, *all))
+	if fences != nil {
+		fmt.Fprintf(errOut, "hwnetctl devices: fences unknown: %v\n", fences)
+	}
+	return render(out, node.devices(held, fences, *all))
 }
 
 // pooledNode is the node's functions and the pools a config makes of them.
@@ -85,16 +91,21 @@ func readNode(ctx context.Context, df discoveryFlags, configFile string) (*poole
 	return &pooledNode{inv: inv, match: cfg.Match(inv)}, nil
 }
 
-// ledgerFlags say where the device ledger's sources are, with the agent's
-// defaults.
-type ledgerFlags struct{ podResources, devinfoDir, checkpoint, cacheDir *string }
+// ledgerFlags say where the device ledger's sources and fences are, with
+// the agent's defaults.
+type ledgerFlags struct {
+	podResources, devinfoDir, pluginsDir, checkpoint, cacheDir, fenceDir *string
+}
 
 func addLedgerFlags(fs *flag.FlagSet) ledgerFlags {
 	return ledgerFlags{
 		podResources: fs.String("pod-resources-socket", podresources.DefaultSocket, "kubelet's PodResources API: the pods' device plugin devices"),
 		devinfoDir:   fs.String("devinfo-dir", devinfo.DPDir, "the device plugins' device-info files: since when a pod holds a device"),
-		checkpoint:   fs.String("dra-checkpoint", dra.CheckpointPath("", ""), "the DRA driver's checkpoint: the claims prepared on the node"),
-		cacheDir:     fs.String("cni-cache-dir", pluginconf.DefaultCacheDir, "hwnet's CNI attachment records: the containers' devices"),
+		pluginsDir: fs.String("dra-plugins-dir", dra.DefaultPluginsDir,
+			"kubelet's DRA plugins directory, as the agent's --dra-plugins-dir: every hwnet DRA checkpoint in a driver's directory under it holds its claims"),
+		checkpoint: fs.String("dra-checkpoint", "", "a DRA driver's checkpoint outside --dra-plugins-dir (the ones in it are all read)"),
+		cacheDir:   fs.String("cni-cache-dir", pluginconf.DefaultCacheDir, "hwnet's CNI attachment records: the containers' devices"),
+		fenceDir:   fs.String("fence-dir", ledger.DefaultFenceDir, "the agent's --fence-dir: the PFs whose VF layout is changing"),
 	}
 }
 
@@ -111,21 +122,27 @@ const (
 func (f ledgerFlags) sources() (ledger.Sources, []string) {
 	src := ledger.Sources{DevinfoDir: *f.devinfoDir}
 	var unknown []string
-	if err := present(*f.podResources, "--pod-resources-socket"); err != nil {
-		unknown = append(unknown, podResourcesSource+": "+err.Error())
-	} else {
+	there := func(source, path, flag string) bool {
+		err := present(path, flag)
+		if err != nil {
+			unknown = append(unknown, source+": "+err.Error())
+		}
+		return err == nil
+	}
+	if there(podResourcesSource, *f.podResources, "--pod-resources-socket") {
 		src.PodResourcesSocket = *f.podResources
 	}
-	// The driver writes its checkpoint at its first prepare, into the
+	// kubelet makes its plugins directory at start, whether a DRA driver
+	// runs or not: without it, this is not where kubelet keeps it.
+	if there(checkpointSource, *f.pluginsDir, "--dra-plugins-dir") {
+		src.PluginsDir = *f.pluginsDir
+	}
+	// A driver writes its checkpoint at its first prepare, into the
 	// directory it registers from: the directory says it runs here.
-	if err := present(filepath.Dir(*f.checkpoint), "--dra-checkpoint"); err != nil {
-		unknown = append(unknown, checkpointSource+": "+err.Error())
-	} else {
+	if *f.checkpoint != "" && there(checkpointSource, filepath.Dir(*f.checkpoint), "--dra-checkpoint") {
 		src.Checkpoint = *f.checkpoint
 	}
-	if err := present(*f.cacheDir, "--cni-cache-dir"); err != nil {
-		unknown = append(unknown, recordsSource+": "+err.Error())
-	} else {
+	if there(recordsSource, *f.cacheDir, "--cni-cache-dir") {
 		src.Records = attachments.NewStore(*f.cacheDir)
 	}
 	return src, unknown
@@ -152,13 +169,22 @@ func unwrapPath(err error) error {
 	return err
 }
 
-// read reads the ledger once, and names every source it could not read.
-func (f ledgerFlags) read(ctx context.Context) (*ledger.Ledger, []string) {
+// read reads the ledger once with the fences in force, as the agent
+// loads it at start, every source it could not read in its Unknown; and
+// why the fences cannot be read, if they cannot.
+func (f ledgerFlags) read(ctx context.Context) (*ledger.Ledger, error) {
 	src, unknown := f.sources()
-	r := ledger.NewReader(src)
-	defer r.Close()
+	book := ledger.NewBook(ledger.BookOptions{Sources: src, FenceDir: *f.fenceDir})
+	defer book.Close()
 	ctx, cancel := context.WithTimeout(ctx, nodeTimeout)
 	defer cancel()
-	l := r.Read(ctx)
-	return l, append(unknown, l.Unknown...)
+	fences := book.Load(ctx)
+	l := book.Snapshot()
+	if fences != nil {
+		l = book.Refresh(ctx) // Load stops at the fences, before the sources
+	}
+	// The ledger is this command's own: a source not there is as unknown
+	// as one that failed.
+	l.Unknown = append(unknown, l.Unknown...)
+	return l, fences
 }

@@ -2,6 +2,7 @@ package ctl_test
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -17,8 +18,10 @@ import (
 
 	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
@@ -73,9 +76,23 @@ func heldNode(t *testing.T) []string {
 	}
 	cpFile := filepath.Join(dir, "dra", "checkpoint.json")
 	touch(t, cpFile, data, time.Now())
+	pluginsDir := filepath.Join(dir, "plugins")
+	if err := os.Mkdir(pluginsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return []string{"devices", "--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--config", writeConfig(t, "pools.yaml", poolConfig),
 		"--pod-resources-socket", filepath.Join(dir, "kubelet.sock"), "--devinfo-dir", devinfoDir,
-		"--dra-checkpoint", cpFile, "--cni-cache-dir", cacheDir}
+		"--dra-plugins-dir", pluginsDir, "--dra-checkpoint", cpFile, "--cni-cache-dir", cacheDir, "--fence-dir", filepath.Join(dir, "fences")}
+}
+
+// flagValue is the value args give flag.
+func flagValue(t *testing.T, args []string, flag string) string {
+	t.Helper()
+	i := slices.Index(args, flag)
+	if i < 0 || i+1 == len(args) {
+		t.Fatalf("no %s in %q", flag, args)
+	}
+	return args[i+1]
 }
 
 // touch writes data to path, unless nil, and sets its modification time.
@@ -105,13 +122,13 @@ func cells(line string) []string {
 func TestDevicesTable(t *testing.T) {
 	args := heldNode(t)
 	rows := map[string]string{
-		"0000:3b:01.0": "intel.com/low|devicePlugin|healthy|none|-",
-		"0000:3b:01.3": "intel.com/netdev|devicePlugin|unhealthy: link enp59s0f0v3 is up but has no carrier|none|-",
-		"0000:3b:01.5": "intel.com/netdev|devicePlugin|healthy|container 1a2b3c4d5e6f of pod default/cnf; pod default/cnf (main)|2025-01-02T03:04:05Z",
-		"0000:3b:01.6": "intel.com/dpdk|dra|healthy|claim default/x|2025-01-02T03:00:00Z",
-		"0000:3b:01.1": "intel.com/low|devicePlugin|not offered: held by claim default/x|claim default/x|2025-01-02T03:00:00Z",
-		"0000:3e:01.0": "-|-|healthy|pod default/old (main, as intel.com/old)|-",
-		"0000:3b:00.0": "-|-|healthy|none|-",
+		"0000:3b:01.0": "intel.com/low|devicePlugin|healthy|-|none|-",
+		"0000:3b:01.3": "intel.com/netdev|devicePlugin|unhealthy: link enp59s0f0v3 is up but has no carrier|-|none|-",
+		"0000:3b:01.5": "intel.com/netdev|devicePlugin|healthy|-|container 1a2b3c4d5e6f of pod default/cnf; pod default/cnf (main)|2025-01-02T03:04:05Z",
+		"0000:3b:01.6": "intel.com/dpdk|dra|healthy|-|claim default/x|2025-01-02T03:00:00Z",
+		"0000:3b:01.1": "intel.com/low|devicePlugin|not offered: held by claim default/x|-|claim default/x|2025-01-02T03:00:00Z",
+		"0000:3e:01.0": "-|-|healthy|-|pod default/old (main, as intel.com/old)|-",
+		"0000:3b:00.0": "-|-|healthy|-|none|-",
 	}
 	for _, tc := range []struct {
 		name   string
@@ -163,7 +180,7 @@ func deviceRows(t *testing.T, out string) (map[string]string, []string) {
 	for i, line := range strings.Split(strings.TrimSuffix(out, "\n"), "\n") {
 		c := cells(line)
 		if i == 0 {
-			if strings.Join(c, " ") != "DEVICE POOL MODE HEALTH HOLDER SINCE" {
+			if strings.Join(c, " ") != "DEVICE POOL MODE HEALTH FENCED HOLDER SINCE" {
 				t.Errorf("heading %q", line)
 			}
 			continue
@@ -238,29 +255,36 @@ func TestDevicesMachineOutput(t *testing.T) {
 }
 
 // TestDevicesMissingSources: a source that is not there is no error: a
-// warning names it and why, and the devices are listed without its holds.
+// warning names it and why, the devices are listed without its holds, and
+// each says its holders are unknown, from which source and why.
 func TestDevicesMissingSources(t *testing.T) {
 	args := heldNode(t)
 	missing := filepath.Join(t.TempDir(), "missing")
 	for _, tc := range []struct {
-		flag, inStderr string
+		flag, source string
 	}{
-		{"--pod-resources-socket", "holders from kubelet PodResources unknown: --pod-resources-socket: " + missing + ": no such file or directory"},
-		{"--dra-checkpoint", "holders from DRA checkpoint unknown: --dra-checkpoint: " + missing + ": no such file or directory"},
-		{"--cni-cache-dir", "holders from CNI attachment records unknown: --cni-cache-dir: " + missing + ": no such file or directory"},
+		{"--pod-resources-socket", "kubelet PodResources"},
+		{"--dra-plugins-dir", "DRA checkpoint"},
+		{"--dra-checkpoint", "DRA checkpoint"},
+		{"--cni-cache-dir", "CNI attachment records"},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
 			value := missing
 			if tc.flag == "--dra-checkpoint" {
 				value = filepath.Join(missing, "checkpoint.json") // its directory says whether the driver runs
 			}
-			code, out, errOut := run(t, append(args, tc.flag, value, "-o", "json")...)
-			if code != 0 || strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, tc.inStderr) {
-				t.Errorf("exit %d, stderr %q; want exit 0 and one line %q", code, errOut, tc.inStderr)
+			why := tc.flag + ": " + missing + ": no such file or directory"
+			listed, errOut := listFenced(t, append(args, tc.flag, value)...)
+			if want := "holders from " + tc.source + " unknown: " + why; strings.Count(errOut, "\n") != 1 || !strings.Contains(errOut, want) {
+				t.Errorf("stderr %q; want one line %q", errOut, want)
 			}
-			var listed struct{ UnknownSources []string }
-			if err := json.Unmarshal([]byte(out), &listed); err != nil || len(listed.UnknownSources) != 1 {
-				t.Errorf("unknownSources %q (%v), want the missing source", listed.UnknownSources, err)
+			if len(listed.UnknownSources) != 1 {
+				t.Errorf("unknownSources %q, want the missing source", listed.UnknownSources)
+			}
+			for _, d := range listed.Devices {
+				if want := "who holds it is unknown: " + tc.source + ": " + why; d.Unknown != want {
+					t.Errorf("%s: unknown %q, want %q", d.Device, d.Unknown, want)
+				}
 			}
 		})
 	}
@@ -303,7 +327,7 @@ func TestDevicesMlx4Ports(t *testing.T) {
 	none := filepath.Join(dir, "none")
 	_, out, _ := run(t, "devices", "--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--config", config, "-o", "json",
 		"--pod-resources-socket", filepath.Join(dir, "kubelet.sock"), "--devinfo-dir", none,
-		"--dra-checkpoint", filepath.Join(none, "checkpoint.json"), "--cni-cache-dir", none)
+		"--dra-plugins-dir", none, "--cni-cache-dir", none, "--fence-dir", none)
 	var listed listedDevices
 	if err := json.Unmarshal([]byte(out), &listed); err != nil {
 		t.Fatalf("%v: %s", err, out)
@@ -314,5 +338,138 @@ func TestDevicesMlx4Ports(t *testing.T) {
 	}
 	if want := []string{"0000:3b:00.0:p0 intel.com/first 0", "0000:3b:00.0:p1 intel.com/second 1"}; !slices.Equal(got, want) {
 		t.Errorf("devices %q, want %q", got, want)
+	}
+}
+
+// pfOf is the PCI address of the PF of the function at addr under the
+// node's sysfs, "" when it is no VF.
+func pfOf(t *testing.T, sysRoot, addr string) string {
+	t.Helper()
+	target, err := os.Readlink(filepath.Join(sysRoot, "bus/pci/devices", ledger.FunctionOf(addr), "physfn"))
+	if errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return filepath.Base(target)
+}
+
+// fencedDevices is what scripts read of `devices -o json` about fences
+// and unknown holders.
+type fencedDevices struct {
+	Devices []struct {
+		Device  string         `json:"device"`
+		Fenced  string         `json:"fenced"`
+		Unknown string         `json:"unknown"`
+		Holders []listedHolder `json:"holders"`
+	} `json:"devices"`
+	UnknownSources []string `json:"unknownSources"`
+}
+
+func listFenced(t *testing.T, args ...string) (fencedDevices, string) {
+	t.Helper()
+	code, out, errOut := run(t, append(args, "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	var listed fencedDevices
+	if err := json.Unmarshal([]byte(out), &listed); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	return listed, errOut
+}
+
+// TestDevicesFenced: a PF whose VF layout is changing has its fence in
+// the agent's fence directory; the PF and each of its VFs show it fenced,
+// with the reason, and no other device; a fence file that cannot be read
+// leaves every device's fence unknown.
+func TestDevicesFenced(t *testing.T) {
+	args := heldNode(t)
+	sysRoot, fenceDir := flagValue(t, args, "--sysfs"), flagValue(t, args, "--fence-dir")
+	const pf, reason = "0000:3b:00.0", "its VF layout is changing to 4 VFs"
+	data, err := fenceapi.Encode(&fenceapi.Record{Key: "vf-layout/" + pf, PF: pf, Reason: reason, Since: time.Now().UTC()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	touch(t, filepath.Join(fenceDir, fenceapi.FileName("vf-layout/"+pf)), data, time.Now())
+	listed, errOut := listFenced(t, append(args, "--all")...)
+	if errOut != "" {
+		t.Errorf("stderr %q", errOut)
+	}
+	fencedVFs := 0
+	for _, d := range listed.Devices {
+		want := ""
+		if d.Device == pf || pfOf(t, sysRoot, d.Device) == pf {
+			want, fencedVFs = reason, fencedVFs+1
+		}
+		if d.Fenced != want {
+			t.Errorf("%s: fenced %q, want %q", d.Device, d.Fenced, want)
+		}
+	}
+	if fencedVFs < 2 {
+		t.Errorf("%d devices of PF %s listed, want the PF and its VFs", fencedVFs, pf)
+	}
+	rows, _ := deviceRows(t, mustRun(t, args...))
+	if got := rows["0000:3b:01.0"]; !strings.Contains(got, "|"+reason+"|") {
+		t.Errorf("0000:3b:01.0: %q, want FENCED %q", got, reason)
+	}
+
+	touch(t, filepath.Join(fenceDir, fenceapi.FileName("vf-layout/0000:3e:00.0")), []byte(`{"version":1,`), time.Now())
+	listed, errOut = listFenced(t, args...)
+	if !strings.Contains(errOut, "fences unknown: ") || strings.Count(errOut, "\n") != 1 {
+		t.Errorf("stderr %q, want one line saying the fences are unknown", errOut)
+	}
+	for _, d := range listed.Devices {
+		if !strings.HasPrefix(d.Fenced, "fences unknown: ") || !strings.Contains(d.Fenced, fenceDir) {
+			t.Errorf("%s: fenced %q, want the fences in %s unknown", d.Device, d.Fenced, fenceDir)
+		}
+	}
+}
+
+// TestDevicesUnknownHolders: a torn checkpoint in any driver's directory
+// under the plugins directory that carries hwnet's marker leaves every
+// device's holders unknown, naming the file; another driver's own torn
+// checkpoint is none of hwnet's.
+func TestDevicesUnknownHolders(t *testing.T) {
+	cp := checkpoint.New()
+	cp.Claims[types.UID("uid-y")] = &checkpoint.Claim{Namespace: "default", Name: "y",
+		Devices: []checkpoint.Device{{Request: "vf", Resource: "intel.com/netdev", PCIAddress: "0000:3b:01.2"}}}
+	data, err := checkpoint.Encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name    string
+		data    []byte
+		unknown bool
+	}{
+		{"torn hwnet checkpoint", data[:len(data)-12], true},
+		{"another driver's torn checkpoint", []byte(`{"version":1,"entries":`), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			args := heldNode(t)
+			torn := filepath.Join(flagValue(t, args, "--dra-plugins-dir"), "net.example.com", "checkpoint.json")
+			touch(t, torn, tc.data, time.Now())
+			listed, errOut := listFenced(t, args...)
+			if !tc.unknown {
+				if errOut != "" || len(listed.UnknownSources) != 0 {
+					t.Errorf("stderr %q, unknown sources %q; want none", errOut, listed.UnknownSources)
+				}
+				return
+			}
+			if want := "holders from DRA checkpoint unknown: " + torn; !strings.HasPrefix(errOut, "hwnetctl devices: "+want) {
+				t.Errorf("stderr %q, want %q", errOut, want)
+			}
+			for _, d := range listed.Devices {
+				if !strings.Contains(d.Unknown, "DRA checkpoint: "+torn) {
+					t.Errorf("%s: unknown %q, want the torn checkpoint named", d.Device, d.Unknown)
+				}
+			}
+			rows, _ := deviceRows(t, mustRun(t, args...))
+			if got := rows["0000:3b:01.0"]; !strings.HasSuffix(got, "|unknown: DRA checkpoint|-") {
+				t.Errorf("0000:3b:01.0: %q, want HOLDER unknown: DRA checkpoint", got)
+			}
+		})
 	}
 }

@@ -38,7 +38,15 @@ type deviceView struct {
 	// to (a claim in a device plugin pool, a device plugin pod in a DRA
 	// pool, a sandbox whose pod is gone): the agent does not offer the
 	// device while it holds it.
-	HeldBy  string         `json:"heldBy,omitempty"`
+	HeldBy string `json:"heldBy,omitempty"`
+	// Fenced says why a fence withdraws the device from every front end
+	// (its PF's VF layout is changing, its pool is switching front end),
+	// or that the fences cannot be read.
+	Fenced string `json:"fenced,omitempty"`
+	// Unknown says, while a source of holders cannot be read, which and
+	// why: the device may have holders Holders lacks, and the agent hands
+	// it to no one meanwhile.
+	Unknown string         `json:"unknown,omitempty"`
 	Holders []deviceHolder `json:"holders"`
 }
 
@@ -58,16 +66,17 @@ type deviceHolder struct {
 
 // devices lists the node's devices, sorted by PCI address: with all every
 // function, else the pooled ones and any other something holds, and a
-// held device that is no longer on the node.
-func (n *pooledNode) devices(held *ledger.Ledger, unknown []string, all bool) devicesOutput {
+// held device that is no longer on the node. fences is why the fences
+// cannot be read, nil when they were.
+func (n *pooledNode) devices(held *ledger.Ledger, fences error, all bool) devicesOutput {
 	placed := map[string]pooledDevice{}
 	for _, p := range n.match.Pools {
 		for _, d := range p.Devices {
 			placed[d.ID] = pooledDevice{d, p.Resource}
 		}
 	}
-	view := n.healthView(held, unknown)
-	out := devicesOutput{Devices: []deviceView{}, UnknownSources: unknown}
+	view := n.healthView(held)
+	out := devicesOutput{Devices: []deviceView{}, UnknownSources: held.Unknown}
 	onNode := map[string]bool{}
 	for _, d := range n.functions() {
 		onNode[d.ID] = true
@@ -76,16 +85,31 @@ func (n *pooledNode) devices(held *ledger.Ledger, unknown []string, all bool) de
 			d = p.dev
 		}
 		if all || pooled || len(held.Holders(d.ID)) > 0 {
-			out.Devices = append(out.Devices, deviceRow(view, &d, p.res, held))
+			row := deviceRow(view, &d, p.res, held)
+			row.Fenced = fenced(held, fences, d.ID, d.PF)
+			out.Devices = append(out.Devices, row)
 		}
 	}
 	for _, id := range held.Devices() {
 		if !onNode[id] {
-			out.Devices = append(out.Devices, deviceView{Device: id, Reason: "not on the node", Holders: holders(held.Holders(id))})
+			out.Devices = append(out.Devices, deviceView{Device: id, Reason: "not on the node", Fenced: fenced(held, fences, id, ""),
+				Unknown: held.UnknownWhy(), Holders: holders(held.Holders(id))})
 		}
 	}
 	slices.SortFunc(out.Devices, func(a, b deviceView) int { return cmp.Compare(a.Device, b.Device) })
 	return out
+}
+
+// fenced says why a fence withdraws the device whose function's PF is pf
+// ("" for no VF), "" for none; with the fences unknown, that.
+func fenced(l *ledger.Ledger, fences error, id, pf string) string {
+	if fences != nil {
+		return "fences unknown: " + fences.Error()
+	}
+	if f, ok := l.Fenced(id, pf); ok {
+		return f.Reason
+	}
+	return ""
 }
 
 // pooledDevice is a device as its pool has it, and the pool's resource.
@@ -96,13 +120,12 @@ type pooledDevice struct {
 
 // healthView is what the agent judges health from, as far as one look at
 // the node sees it: no link events since discovery, netdevs seeded from
-// the inventory, and the held devices, unknown when a source is.
-func (n *pooledNode) healthView(held *ledger.Ledger, unknown []string) devhealth.View {
+// the inventory, and the held devices, none known while a source is
+// unknown (then any device may be held: none is judged lost for want of
+// a holder).
+func (n *pooledNode) healthView(held *ledger.Ledger) devhealth.View {
 	v := devhealth.View{Inv: n.inv, Links: devhealth.LinkStates{}, Netdevs: devhealth.NetdevMemory{}, Held: held.Held()}
 	v.Netdevs.Seed(n.inv)
-	if len(unknown) > 0 {
-		v.Held = nil // any device may be held: none is judged lost for want of a holder
-	}
 	return v
 }
 
@@ -138,7 +161,7 @@ func withPorts(out []pools.Device, dev pools.Device) []pools.Device {
 }
 
 func deviceRow(v devhealth.View, d *pools.Device, res pools.Resource, held *ledger.Ledger) deviceView {
-	row := deviceView{Device: d.ID, Holders: holders(held.Holders(d.ID))}
+	row := deviceView{Device: d.ID, Unknown: held.UnknownWhy(), Holders: holders(held.Holders(d.ID))}
 	if res.Name != "" {
 		row.Pool, row.Mode = res.FullName(), res.Mode
 		fe := ledger.FrontEnd{Resource: res.FullName(), DRA: res.Mode == pools.DRA}
@@ -180,11 +203,21 @@ func deviceRenderers() map[string]devicesRenderer {
 	}
 }
 
-// renderDevicesTable writes one row per device. SINCE is when its first
-// hold began, in UTC: a time the sources all give, to the second.
+// renderDevicesTable writes one row per device. FENCED is why a fence
+// withdraws it. HOLDER ends with the sources that cannot be read, by name
+// (stderr says why): a device may have holders they would list. SINCE is
+// when its first hold began, in UTC: a time the sources all give, to the
+// second.
 func renderDevicesTable(w io.Writer, v devicesOutput) error {
+	unknown := make([]string, 0, len(v.UnknownSources))
+	for _, u := range v.UnknownSources {
+		name, _, _ := strings.Cut(u, ": ")
+		if !slices.Contains(unknown, name) {
+			unknown = append(unknown, name)
+		}
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DEVICE\tPOOL\tMODE\tHEALTH\tHOLDER\tSINCE")
+	fmt.Fprintln(tw, "DEVICE\tPOOL\tMODE\tHEALTH\tFENCED\tHOLDER\tSINCE")
 	for _, d := range v.Devices {
 		health := "healthy"
 		switch {
@@ -193,19 +226,17 @@ func renderDevicesTable(w io.Writer, v devicesOutput) error {
 		case d.HeldBy != "":
 			health = "not offered: held by " + d.HeldBy
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", d.Device, dash(d.Pool), dash(string(d.Mode)), health,
-			holderNames(d), since(d.Holders))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", d.Device, dash(d.Pool), dash(string(d.Mode)), health, dash(d.Fenced),
+			holderNames(d, unknown), since(d.Holders))
 	}
 	return tw.Flush()
 }
 
-// holderNames names the device's holders as an operator reads them; a
-// pod's resource only when it is not the device's pool.
-func holderNames(d deviceView) string {
-	if len(d.Holders) == 0 {
-		return "none"
-	}
-	names := make([]string, 0, len(d.Holders))
+// holderNames names the device's holders as an operator reads them, a
+// pod's resource only when it is not the device's pool, then "unknown:"
+// and the sources that cannot be read, if any.
+func holderNames(d deviceView, unknown []string) string {
+	names := make([]string, 0, len(d.Holders)+1)
 	for _, h := range d.Holders {
 		var name string
 		switch h.Kind {
@@ -218,6 +249,12 @@ func holderNames(d deviceView) string {
 			name = ledger.Holder{Kind: h.Kind, Namespace: h.Namespace, Name: h.Name, Container: h.Container}.String()
 		}
 		names = append(names, name)
+	}
+	if d.Unknown != "" && len(unknown) > 0 {
+		names = append(names, "unknown: "+strings.Join(unknown, ", "))
+	}
+	if len(names) == 0 {
+		return "none"
 	}
 	return strings.Join(names, "; ")
 }

@@ -364,3 +364,42 @@ func TestAllowedNamespacesAgentAndController(t *testing.T) {
 		}
 	}
 }
+
+// agentMounts are the hwnet-agent container's volume mounts by path, each
+// true when read-only.
+func agentMounts(t *testing.T, objs map[string]*unstructured.Unstructured) map[string]bool {
+	t.Helper()
+	containers, _, _ := unstructured.NestedSlice(objs["DaemonSet/hwnet-agent"].Object, "spec", "template", "spec", "containers")
+	mounts, _, _ := unstructured.NestedSlice(containers[0].(map[string]any), "volumeMounts")
+	out := map[string]bool{}
+	for _, m := range mounts {
+		m := m.(map[string]any)
+		ro, _ := m["readOnly"].(bool)
+		out[m["mountPath"].(string)] = ro
+	}
+	return out
+}
+
+// TestAgentMountsLedgerSources: with DRA on or off, the agent sees
+// kubelet's DRA plugins directory, where every hwnet checkpoint holds its
+// claims' devices (read-only is enough without the driver), and writes
+// its fences under /var/lib/hwnet.
+func TestAgentMountsLedgerSources(t *testing.T) {
+	helm := tool(t, "HWNET_HELM", "helm", defaultHelm)
+	for _, tc := range []struct {
+		name string
+		objs map[string]*unstructured.Unstructured
+		dra  bool
+	}{
+		{"chart", helmTemplate(t, helm), true},
+		{"chart without DRA", helmTemplate(t, helm, "dra.enabled=false"), false},
+	} {
+		mounts := agentMounts(t, tc.objs)
+		if ro, ok := mounts["/var/lib/kubelet/plugins"]; !ok || ro == tc.dra {
+			t.Errorf("%s: /var/lib/kubelet/plugins mounted %t, read-only %t; want mounted, read-only %t", tc.name, ok, ro, !tc.dra)
+		}
+		if ro, ok := mounts["/var/lib/hwnet"]; !ok || ro {
+			t.Errorf("%s: /var/lib/hwnet (the fences) mounted %t, read-only %t; want read-write", tc.name, ok, ro)
+		}
+	}
+}

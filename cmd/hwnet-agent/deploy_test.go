@@ -3,6 +3,7 @@ package main
 import (
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -20,7 +21,8 @@ type manifest struct {
 		Template struct {
 			Spec struct {
 				Containers []struct {
-					Args []string `json:"args"`
+					Args         []string      `json:"args"`
+					VolumeMounts []volumeMount `json:"volumeMounts"`
 				} `json:"containers"`
 			} `json:"spec"`
 		} `json:"template"`
@@ -68,5 +70,81 @@ func checkDocument(t *testing.T, m manifest) {
 				t.Errorf("DaemonSet args %v: %v", c.Args, err)
 			}
 		}
+	}
+}
+
+type volumeMount struct {
+	MountPath string `json:"mountPath"`
+	ReadOnly  bool   `json:"readOnly"`
+}
+
+// daemonSet reads the first DaemonSet of a manifest file.
+func daemonSet(t *testing.T, file string) manifest {
+	t.Helper()
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range strings.Split(string(data), "\n---\n") {
+		var m manifest
+		if err := yaml.Unmarshal([]byte(doc), &m); err != nil {
+			t.Fatalf("%s: %v", file, err)
+		}
+		if m.Kind == "DaemonSet" {
+			return m
+		}
+	}
+	t.Fatalf("%s has no DaemonSet", file)
+	return manifest{}
+}
+
+// mountOf is the mount a path of the host is seen through, if any.
+func mountOf(mounts []volumeMount, path string) (volumeMount, bool) {
+	for _, m := range mounts {
+		if path == m.MountPath || strings.HasPrefix(path, m.MountPath+"/") {
+			return m, true
+		}
+	}
+	return volumeMount{}, false
+}
+
+// TestDeployMountsWhatTheAgentReads: the agent's and the uninstall's
+// DaemonSets mount every source of the device ledger at the path their
+// arguments give it (kubelet's PodResources, the device-info files, every
+// hwnet DRA checkpoint, the CNI records), and the agent its fences
+// read-write: a source not mounted would read as holding nothing.
+func TestDeployMountsWhatTheAgentReads(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		paths func(command) []string
+		// fences: the DaemonSet writes its fences.
+		fences bool
+	}{
+		{"../../deploy/hwnet-agent.yaml", func(c command) []string {
+			o := c.opts
+			return []string{o.PodResourcesSocket, o.DevinfoDir, o.DRAPluginsDir, o.FenceDir, o.CNI.CacheDir}
+		}, true},
+		{"../../deploy/uninstall/hwnet-uninstall.yaml", func(c command) []string {
+			u := uninstallOptions(c.opts)
+			return []string{u.PodResourcesSocket, u.DevinfoDir, u.DRAPluginsDir, u.CNI.CacheDir}
+		}, false},
+	} {
+		t.Run(filepath.Base(tc.file), func(t *testing.T) {
+			container := daemonSet(t, tc.file).Spec.Template.Spec.Containers[0]
+			c, err := parseFlags(container.Args, io.Discard)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, p := range tc.paths(c) {
+				if _, ok := mountOf(container.VolumeMounts, p); !ok {
+					t.Errorf("%s is not mounted", p)
+				}
+			}
+			if tc.fences {
+				if m, _ := mountOf(container.VolumeMounts, c.opts.FenceDir); m.ReadOnly {
+					t.Errorf("the fence directory %s is mounted read-only (%s)", c.opts.FenceDir, m.MountPath)
+				}
+			}
+		})
 	}
 }

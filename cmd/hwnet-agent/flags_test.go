@@ -5,6 +5,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/hwnet-io/hwnet/agent"
 )
 
 // TestParseFlagsRejects: bad flags are errors that name the flag.
@@ -81,6 +83,26 @@ func TestParseFlagsVFAdmin(t *testing.T) {
 		}
 		if got := fmt.Sprintf("%T", c.opts.VFAdmin); got != tt.want {
 			t.Errorf("%v: VF admin %s, want %s", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestParseFlagsLedgerDirs: the device ledger's DRA plugins directory and
+// fence directory reach the agent, the agent's defaults unless set.
+func TestParseFlagsLedgerDirs(t *testing.T) {
+	for _, tt := range []struct {
+		args              []string
+		wantPlugins, want string
+	}{
+		{nil, agent.DefaultDRAPluginsDir, agent.DefaultFenceDir},
+		{[]string{"--dra-plugins-dir=/k/plugins", "--fence-dir", "/h/fences"}, "/k/plugins", "/h/fences"},
+	} {
+		c, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatalf("%v: %v", tt.args, err)
+		}
+		if c.opts.DRAPluginsDir != tt.wantPlugins || c.opts.FenceDir != tt.want {
+			t.Errorf("%v: DRAPluginsDir %q, FenceDir %q; want %q, %q", tt.args, c.opts.DRAPluginsDir, c.opts.FenceDir, tt.wantPlugins, tt.want)
 		}
 	}
 }

@@ -68,7 +68,8 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 func uninstallOptions(o agent.Options) uninstall.Options {
 	u := uninstall.Options{ConfigFile: o.ConfigFile, PluginDir: o.PluginDir, DevinfoDir: o.DevinfoDir,
 		LastGoodConfig: o.LastGoodConfig, ProbeAddr: o.ProbeAddr, Logger: o.Logger,
-		PodResourcesSocket: cmp.Or(o.PodResourcesSocket, podresources.DefaultSocket)}
+		PodResourcesSocket: cmp.Or(o.PodResourcesSocket, podresources.DefaultSocket),
+		DRAPluginsDir:      cmp.Or(o.DRAPluginsDir, agent.DefaultDRAPluginsDir)}
 	if o.DRA != nil {
 		u.DRACheckpoint = dra.CheckpointPath(o.DRA.DriverName, o.DRA.PluginDir)
 	}

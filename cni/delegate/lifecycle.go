@@ -6,8 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
-	"strings"
+	"slices"
 
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
@@ -94,17 +93,33 @@ func (d *Delegator) delUntrusted(ctx context.Context, c *call, rec *attachmentap
 	if err := d.deleteDefault(ctx, c, def); err != nil {
 		return errors.Join(cause, err)
 	}
-	files, _ := filepath.Glob(filepath.Join(d.opts.CNIDevinfoDir, "*-"+c.req.ContainerID+"_*"))
+	files, err := d.devinfoFiles(c)
+	if err != nil {
+		left = append(left, err)
+	}
 	for _, f := range files {
 		if err := d.releaseDevice(ctx, c, f); err != nil {
 			left = append(left, err)
 		}
-		os.Remove(f) // best effort: what is left is said below
+		os.Remove(f.Path) // best effort: what is left is said below
 	}
 	d.opts.Logger.Warn("attachment record not trusted: tore down what it could, the default network from the current configuration, "+
 		"released the devices its device-info files name and removed the record and those files; what it could not undo is in left",
 		"container", c.req.ContainerID, "err", cause, "left", errors.Join(left...))
 	return nil
+}
+
+// devinfoFiles are the container's CNI device-info files, by the parsed
+// container ID of their names: a name that could also be the file of a
+// container with a record (its ID ends with this one's, "x-a" and "a") is
+// left to that container, whose device it may be.
+func (d *Delegator) devinfoFiles(c *call) ([]devinfo.CNIFile, error) {
+	ids, err := c.store.List()
+	if err != nil {
+		return nil, fmt.Errorf("device-info files not released: which containers hold records is unknown: %w", err)
+	}
+	recorded := func(id string) bool { return slices.Contains(ids, id) }
+	return devinfo.CNIFiles(d.opts.CNIDevinfoDir, c.req.ContainerID, recorded)
 }
 
 // deleteDefault runs the default network's DEL, from the current
@@ -128,12 +143,12 @@ func (d *Delegator) deleteDefault(ctx context.Context, c *call, rec *attachmenta
 // interface, which moves the netdev back and restores its name from the
 // alias host-device keeps. A device without a netdev (vfio-pci) needs
 // nothing.
-func (d *Delegator) releaseDevice(ctx context.Context, c *call, file string) error {
-	info, err := devinfo.ReadFile(file)
+func (d *Delegator) releaseDevice(ctx context.Context, c *call, file devinfo.CNIFile) error {
+	info, err := devinfo.ReadFile(file.Path)
 	if err != nil || info.PCI == nil {
 		return err
 	}
-	ifName := file[strings.LastIndex(file, "_")+1:]
+	ifName := file.IfName
 	conf, err := json.Marshal(hostDeviceRelease{CNIVersion: "1.0.0", Name: "hwnet-release", Type: "host-device", PCIBusID: info.PCI.PCIAddress})
 	if err != nil {
 		return err

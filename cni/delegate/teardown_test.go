@@ -16,8 +16,10 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/invoke"
 	"github.com/containernetworking/cni/pkg/version"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 )
 
@@ -130,6 +132,50 @@ func TestSpec7_2_UntrustedRecordDoesNotWedge(t *testing.T) {
 				t.Errorf("a second DEL: %v", err)
 			}
 		})
+	}
+}
+
+// DEL of a container whose record cannot be trusted gives back the
+// devices of its own device-info files only: not those of a container
+// whose ID ends with its own ("x-a" for "a"), whose file a glob of the ID
+// matched, taking a running pod's device-info file and VF.
+func TestSpec7_2_UntrustedRecordTakesOnlyItsOwnDevices(t *testing.T) {
+	n := newTestNode(t, "cni-tail")
+	n.createNAD(podNS, "sriov-a", sriovRes, sriovNAD)
+	iavf := n.vfs("iavf", "0000:3e:00.0")
+	ctx := context.Background()
+	pods, netns := map[string]*corev1.Pod{}, map[string]string{}
+	for i, id := range []string{"x-a", "a"} {
+		pods[id] = n.createPod(id, `[{"name":"sriov-a","ips":["10.56.0.4`+strconv.Itoa(i)+`/24"]}]`, map[string][]string{sriovRes: {iavf[i].Addr}})
+		netns[id] = n.podNetns("hwnet-" + id)
+		waitPod(t, n, podNS, id)
+		if _, err := n.call(ctx, "ADD", id, netns[id], pods[id]); err != nil {
+			t.Fatalf("ADD %s: %v", id, err)
+		}
+	}
+	if err := os.Truncate(filepath.Join(n.dir, "cache", "containers", "a.json"), 17); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := n.call(ctx, "DEL", "a", netns["a"], pods["a"]); err != nil {
+		t.Fatalf("DEL of a with its record torn: %v", err)
+	}
+	nodeNS := "/var/run/netns/" + n.node.NetnsName()
+	if _, ok := linksIn(t, nodeNS)[iavf[1].Netdev.Name]; !ok {
+		t.Errorf("a's VF %s is not back in the node", iavf[1].Addr)
+	}
+	others := filepath.Join(n.dir, "devinfo", "cni", devinfo.CNIFileName(podNS+"/sriov-a", "x-a", "net1"))
+	if _, err := os.Stat(others); err != nil {
+		t.Errorf("x-a's device-info file: %v; want it kept", err)
+	}
+	if _, ok := linksIn(t, netns["x-a"])["net1"]; !ok {
+		t.Error("x-a's VF left its pod")
+	}
+	if _, err := n.call(ctx, "DEL", "x-a", netns["x-a"], pods["x-a"]); err != nil {
+		t.Fatalf("DEL of x-a: %v", err)
+	}
+	n.assertNoRecords(t)
+	if _, ok := linksIn(t, nodeNS)[iavf[0].Netdev.Name]; !ok {
+		t.Errorf("x-a's VF %s is not back in the node after its own DEL", iavf[0].Addr)
 	}
 }
 

@@ -40,10 +40,13 @@ type Options struct {
 	LastGoodConfig string
 	// CNI is the CNI side's paths; nil when it was not served.
 	CNI *daemon.Options
-	// PodResourcesSocket and DRACheckpoint ("" when DRA was off) are,
-	// with the CNI records, where the device ledger says which devices
-	// running pods still hold: their device-info files stay.
+	// PodResourcesSocket, DRAPluginsDir (every hwnet DRA checkpoint in a
+	// driver's directory under it) and DRACheckpoint (the driver's own,
+	// "" when DRA was off) are, with the CNI records, where the device
+	// ledger says which devices running pods still hold: their
+	// device-info files stay.
 	PodResourcesSocket string
+	DRAPluginsDir      string
 	DRACheckpoint      string
 	// ProbeAddr, when set, answers /readyz once the node is clean (Run).
 	ProbeAddr string
@@ -56,8 +59,9 @@ type Options struct {
 // files, the CNI device-info files, the attachment records, the CRI
 // network API's socket and networks, and the last good pool
 // configuration. The device-info files of devices running pods still hold
-// stay (their applications read them); so do all of them when kubelet
-// cannot say which are held. It refuses while an agent still answers on
+// stay (their applications read them); so do all of them while a source
+// of holders (kubelet's PodResources, any hwnet DRA checkpoint, a CNI
+// record) cannot be read. It refuses while an agent still answers on
 // the CNI socket: that agent would write its configuration again. It
 // returns the paths it removed.
 func Remove(ctx context.Context, opts Options) ([]string, error) {
@@ -105,9 +109,11 @@ func existing(ctx context.Context, opts Options) ([]string, error) {
 // ledgerTimeout bounds the wait for kubelet's PodResources API.
 const ledgerTimeout = 5 * time.Second
 
-// heldDevices reads the device ledger: who still holds which device.
+// heldDevices reads the device ledger: who still holds which device,
+// every hwnet DRA checkpoint included, as the agent reads it.
 func heldDevices(ctx context.Context, opts Options) *ledger.Ledger {
-	src := ledger.Sources{PodResourcesSocket: opts.PodResourcesSocket, DevinfoDir: opts.DevinfoDir, Checkpoint: opts.DRACheckpoint}
+	src := ledger.Sources{PodResourcesSocket: opts.PodResourcesSocket, DevinfoDir: opts.DevinfoDir, Checkpoint: opts.DRACheckpoint,
+		PluginsDir: opts.DRAPluginsDir}
 	if opts.CNI != nil {
 		src.Records = opts.CNI.Records()
 	}

@@ -1,15 +1,21 @@
 package uninstall
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/server"
@@ -39,7 +45,7 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 	}
 	t.Cleanup(kubelet.Close)
 	kubelet.SetPod("default", "cnf", "intel.com/sriov_net", heldVF)
-	o := Options{PodResourcesSocket: filepath.Join(dir, "kubelet.sock"), ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
+	o := Options{PodResourcesSocket: filepath.Join(dir, "kubelet.sock"), DRAPluginsDir: filepath.Join(dir, "plugins"), ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
 		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"),
 		CNI: &daemon.Options{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
@@ -132,17 +138,87 @@ func TestRemoveRefusedWhileAgentRuns(t *testing.T) {
 	<-done
 }
 
-// TestRemoveKeepsDevinfoWithoutKubelet: when kubelet cannot say which
-// devices pods hold, no pool's device-info file is removed; the rest is.
-func TestRemoveKeepsDevinfoWithoutKubelet(t *testing.T) {
-	o, want, _ := uninstallNode(t)
-	o.PodResourcesSocket = filepath.Join(t.TempDir(), "no-kubelet.sock")
+// writeCheckpoint writes an hwnet DRA checkpoint of the driver named
+// driver under the plugins directory, with one claim on device, torn when
+// asked (its hwnet marker kept).
+func writeCheckpoint(t *testing.T, pluginsDir, driver, device string, torn bool) {
+	t.Helper()
+	cp := checkpoint.New()
+	cp.Claims[types.UID("uid-c")] = &checkpoint.Claim{Namespace: "default", Name: "c",
+		Devices: []checkpoint.Device{{Request: "vf", Resource: "intel.com/sriov_net", PCIAddress: device}}}
+	data, err := checkpoint.Encode(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if torn {
+		data = data[:len(data)-10]
+	}
+	path := filepath.Join(pluginsDir, driver, "checkpoint.json")
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRemoveKeepsDevinfoOfClaims: a claim any hwnet DRA checkpoint under
+// kubelet's plugins directory records, whatever its driver's name, holds
+// its device: the device-info file stays, while DRA is off.
+func TestRemoveKeepsDevinfoOfClaims(t *testing.T) {
+	o, want, kept := uninstallNode(t)
+	claimed := filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0"))
+	writeCheckpoint(t, o.DRAPluginsDir, "net.example.com", "0000:3b:02.0", false)
 	removed, err := Remove(context.Background(), o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	poolFile := filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0"))
-	if slices.Contains(removed, poolFile) || len(removed) != len(want)-1 {
-		t.Errorf("removed %q; want everything but the pool's device-info files", removed)
+	want = slices.DeleteFunc(want, func(p string) bool { return p == claimed })
+	slices.Sort(removed)
+	slices.Sort(want)
+	if !slices.Equal(removed, want) {
+		t.Errorf("removed %q\nwant    %q", removed, want)
+	}
+	for _, p := range append(kept, claimed) {
+		if _, err := os.Stat(p); err != nil {
+			t.Errorf("%s removed: %v; want it kept", p, err)
+		}
+	}
+}
+
+// TestRemoveKeepsDevinfoWithSourceUnknown: while a source of holders
+// cannot be read (kubelet gone, an hwnet checkpoint torn in any driver's
+// directory), no pool's device-info file is removed, the log says why,
+// and the rest goes.
+func TestRemoveKeepsDevinfoWithSourceUnknown(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		spoil func(t *testing.T, o *Options)
+		inLog string
+	}{
+		{"kubelet gone", func(t *testing.T, o *Options) {
+			o.PodResourcesSocket = filepath.Join(t.TempDir(), "no-kubelet.sock")
+		}, "no-kubelet.sock"},
+		{"torn checkpoint", func(t *testing.T, o *Options) {
+			writeCheckpoint(t, o.DRAPluginsDir, "other.example.com", "0000:3b:03.0", true)
+		}, filepath.Join("other.example.com", "checkpoint.json")},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o, want, _ := uninstallNode(t)
+			tc.spoil(t, &o)
+			var log bytes.Buffer
+			o.Logger = slog.New(slog.NewTextHandler(&log, nil))
+			removed, err := Remove(context.Background(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			poolFile := filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0"))
+			if slices.Contains(removed, poolFile) || len(removed) != len(want)-1 {
+				t.Errorf("removed %q; want everything but the pool's device-info files", removed)
+			}
+			if !strings.Contains(log.String(), "device-info files left in place") || !strings.Contains(log.String(), tc.inLog) {
+				t.Errorf("log %q; want it to say the files stay because of %s", log.String(), tc.inLog)
+			}
+		})
 	}
 }

@@ -114,6 +114,10 @@ func (d fenceFiles) remove(key string) error {
 	return nil
 }
 
+// DefaultFenceDir is where the agent keeps its durable fences, and where
+// hwnetctl reads them.
+const DefaultFenceDir = "/var/lib/hwnet/fences"
+
 // LoadFences reads the durable fences in dir; a missing directory holds
 // none. A file that cannot be read is an error naming it: the PF it
 // fences is not known.
