@@ -86,6 +86,10 @@ func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 		// The kernel here has neither devlink nor vDPA netlink.
 		ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA(nil),
 	}
+	// kubelet makes its plugins directory as it starts.
+	if err := os.MkdirAll(f.opts.DRAPluginsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	f.writeConfig(t, config)
 	return f
 }

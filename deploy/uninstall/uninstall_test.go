@@ -51,6 +51,9 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 			DevinfoDir: filepath.Join(dir, "devinfo-cni"), NetworkAPISocket: filepath.Join(dir, "run", "cri-network.sock"),
 			NetworkDir: filepath.Join(dir, "networks")}}
+	if err := os.MkdirAll(o.DRAPluginsDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
 	os.WriteFile(o.ConfigFile, []byte("resourceList:\n  - resourceName: sriov_net\n    selectors: {drivers: [iavf]}\n"), 0o644)
 	info := devinfo.NewPCI(devinfo.PCI{PCIAddress: "0000:3b:02.0"})
 	for _, f := range []struct{ res, id string }{{"intel.com/sriov_net", "0000:3b:02.0"}, {"example.com/other", "0000:3b:02.0"}, {"intel.com/sriov_net", heldVF}} {

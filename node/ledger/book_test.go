@@ -310,8 +310,17 @@ func TestEveryHwnetCheckpoint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(torn, "checkpoint.json"), []byte(`{"format": "`+checkpoint.Marker+`", "version": 3, "claims": {`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if l := b.Refresh(context.Background()); l.Complete() || !strings.Contains(l.UnknownWhy(), "torn.hwnet.io") {
+	l = b.Refresh(context.Background())
+	if l.Complete() || !strings.Contains(l.UnknownWhy(), "torn.hwnet.io") {
 		t.Errorf("with a torn hwnet checkpoint: unknown %q, want it named", l.UnknownWhy())
+	}
+	fresh := openBook(t, ledger.BookOptions{Sources: ledger.Sources{PluginsDir: plugins}})
+	if hs := fresh.Snapshot().Holders(vfA0); len(hs) != 1 || hs[0].Name != "old" {
+		t.Errorf("a fresh read beside the torn checkpoint: holders of %s %+v, want the other checkpoint's claim", vfA0, hs)
+	}
+	unmounted := openBook(t, ledger.BookOptions{Sources: ledger.Sources{PluginsDir: filepath.Join(plugins, "missing")}})
+	if why := unmounted.Snapshot().UnknownWhy(); !strings.Contains(why, "missing") {
+		t.Errorf("plugins directory missing (not mounted): unknown %q, want it named", why)
 	}
 }
 

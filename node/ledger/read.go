@@ -141,11 +141,14 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 	byDevice := map[string][]Holder{}
 	var unknown []string
 	add := func(name string, got map[string][]Holder, err error) {
+		switch {
+		case err == nil:
+			r.last[name] = got
+		case got == nil:
+			got = r.last[name]
+		}
 		if err != nil {
 			unknown = append(unknown, fmt.Sprintf("%s: %v", name, err))
-			got = r.last[name]
-		} else {
-			r.last[name] = got
 		}
 		for id, hs := range got {
 			byDevice[id] = append(byDevice[id], hs...)
@@ -278,10 +281,9 @@ func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
 		}
 	}
 	r.checkpoints = next
-	if err := errors.Join(errs...); err != nil {
-		return nil, err
-	}
-	return out, nil
+	// The files read hold what they hold; one that cannot be read holds
+	// what it held when last read, and makes the source unknown.
+	return out, errors.Join(errs...)
 }
 
 // checkpointPaths are the running driver's checkpoint and every other
@@ -289,6 +291,11 @@ func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
 func (r *Reader) checkpointPaths() ([]string, error) {
 	var paths []string
 	if r.src.PluginsDir != "" {
+		// kubelet makes its plugins directory as it starts: one that is
+		// not there is not mounted, and its checkpoints are not known.
+		if _, err := os.Stat(r.src.PluginsDir); err != nil {
+			return nil, err
+		}
 		found, err := filepath.Glob(filepath.Join(r.src.PluginsDir, "*", checkpointFile))
 		if err != nil {
 			return nil, err

@@ -41,7 +41,7 @@ func (r *Reader) containers(context.Context) (map[string][]Holder, error) {
 	}
 	r.records = next
 	if err := errors.Join(errs...); err != nil {
-		return nil, err
+		return out, err // read again at the next poll, changed or not
 	}
 	r.recordsChanged = changed
 	return out, nil
