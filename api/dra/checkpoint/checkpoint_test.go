@@ -206,3 +206,32 @@ func jsonOf(t *testing.T, cp *checkpoint.Checkpoint) string {
 	}
 	return string(data)
 }
+
+// TestOwned: an hwnet checkpoint is told from another DRA driver's
+// checkpoint.json by its marker (even torn), or, written before there was
+// one, by its devices' CDI names of the driver's kind.
+func TestOwned(t *testing.T) {
+	current, err := checkpoint.Encode(sample())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		data   []byte
+		driver string
+		want   bool
+	}{
+		{"current, with its marker", current, "hwnet.io", true},
+		{"current, torn", current[:len(current)/3], "hwnet.io", true},
+		{"version 1, its driver's CDI names", []byte(v1File), "hwnet.io", true},
+		{"version 1 in another driver's directory", []byte(v1File), "gpu.example.com", false},
+		{"another driver's format", []byte(`{"checksum": 1, "v1": {"preparedClaims": {}}}`), "gpu.example.com", false},
+		{"not JSON", []byte("garbage"), "gpu.example.com", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := checkpoint.Owned(tt.data, tt.driver); got != tt.want {
+				t.Errorf("Owned = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
