@@ -13,6 +13,7 @@ import (
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
@@ -373,3 +374,43 @@ func (f *fakeRecords) Load(id string) (*attachmentapi.Record, error) {
 }
 
 func (f *fakeRecords) Modified(string) (time.Time, error) { return f.changed, nil }
+
+// TestWatchPollsWhileUnknown: a poll that finds a source gone has the
+// watch poll every interval, not every 30 s, so that hand-outs resume as
+// soon as the source is back.
+func TestWatchPollsWhileUnknown(t *testing.T) {
+	kubelet, src := newSources(t)
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	nudge := make(chan struct{}, 1)
+	loaded := b.Snapshot().ReadAt
+	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge})
+	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
+	kubelet.Close()
+	// A device-info file written, as by Allocate: the next poll asks
+	// kubelet, and finds it gone.
+	if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vfA0, devinfo.NewPCI(devinfo.PCI{PCIAddress: vfA0})); err != nil {
+		t.Fatal(err)
+	}
+	nudge <- struct{}{}
+	waitSnapshot(ctx, t, b, "kubelet's PodResources unknown", func(l *ledger.Ledger) bool { return !l.Complete() })
+	back, err := testkubelet.ServePodResources(src.PodResourcesSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	waitSnapshot(ctx, t, b, "kubelet's PodResources read again", (*ledger.Ledger).Complete)
+}
+
+// waitSnapshot waits until the Book's snapshot satisfies cond.
+func waitSnapshot(ctx context.Context, t *testing.T, b *ledger.Book, what string, cond func(*ledger.Ledger) bool) {
+	t.Helper()
+	for !cond(b.Snapshot()) {
+		select {
+		case <-ctx.Done():
+			t.Fatalf("waiting for %s: %v; unknown: %v", what, ctx.Err(), b.Snapshot().Unknown)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}

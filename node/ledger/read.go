@@ -185,11 +185,12 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 	ctx, cancel := context.WithTimeout(ctx, podResourcesTimeout)
 	defer cancel()
+	// Without its socket kubelet is not up: no use waiting for it.
+	if _, err := os.Stat(r.src.PodResourcesSocket); err != nil {
+		r.Close()
+		return nil, err
+	}
 	if r.client == nil {
-		// Without its socket kubelet is not up: no use waiting for it.
-		if _, err := os.Stat(r.src.PodResourcesSocket); err != nil {
-			return nil, err
-		}
 		c, err := podresources.Dial(ctx, r.src.PodResourcesSocket)
 		if err != nil {
 			return nil, err
@@ -199,6 +200,9 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 	list, err := r.client.List(ctx)
 	r.src.Metrics.PodResourcesRequest(err)
 	if err != nil {
+		// A kubelet that restarts serves a new socket: the next read
+		// dials it, rather than wait out gRPC's reconnection backoff.
+		r.Close()
 		return nil, err
 	}
 	since := r.devinfoTimes()

@@ -90,14 +90,15 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(*Ledger))
 		case <-o.Nudge:
 		case <-timer.C:
 		}
-		urgent := o.Urgent()
-		l := r.Poll(ctx, first || urgent)
+		l := r.Poll(ctx, first || o.Urgent())
 		if ctx.Err() != nil {
 			return
 		}
 		apply(l)
+		// Asked after the poll: the poll may have found a source gone,
+		// which only polling often finds back.
 		next := podsStale
-		if urgent {
+		if o.Urgent() {
 			next = o.Interval
 		}
 		timer.Reset(next)
