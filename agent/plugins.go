@@ -47,7 +47,7 @@ func (a *Agent) kubeletStarted() {
 	for _, run := range a.pools {
 		run.plugin.KubeletStarted()
 	}
-	a.nudgeLedger()
+	a.book.Recheck()
 }
 
 // publish sends the pool's current list, judged by v, to its plugin.

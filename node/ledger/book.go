@@ -64,8 +64,9 @@ type Book struct {
 	snap atomic.Pointer[Ledger]
 	now  func() time.Time
 	// wake has Watch poll at once after a change: a hold kubelet must
-	// report may have begun.
-	wake chan struct{}
+	// report may have begun. recheck makes that poll ask kubelet.
+	wake    chan struct{}
+	recheck atomic.Bool
 }
 
 // liveHold is a hold Reserve took.
@@ -439,7 +440,7 @@ func (b *Book) Watch(ctx context.Context, o WatchOptions) {
 	r := NewReader(b.o.Sources)
 	r.now = b.now
 	urgent := o.Urgent
-	o.Urgent = func() bool { return b.Unsettled() || (urgent != nil && urgent()) }
+	o.Urgent = func() bool { return b.recheck.Swap(false) || b.Unsettled() || (urgent != nil && urgent()) }
 	nudge := make(chan struct{}, 1)
 	go forward(ctx, nudge, o.Nudge, b.wake)
 	o.Nudge = nudge
@@ -460,6 +461,16 @@ func forward(ctx context.Context, out chan<- struct{}, a, c <-chan struct{}) {
 		case out <- struct{}{}:
 		default:
 		}
+	}
+}
+
+// Recheck has Watch read every source, kubelet's PodResources included,
+// at once: kubelet came back, and may have let pods go while it was down.
+func (b *Book) Recheck() {
+	b.recheck.Store(true)
+	select {
+	case b.wake <- struct{}{}:
+	default:
 	}
 }
 

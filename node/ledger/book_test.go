@@ -414,3 +414,20 @@ func waitSnapshot(ctx context.Context, t *testing.T, b *ledger.Book, what string
 		}
 	}
 }
+
+// TestRecheckAsksKubeletAtOnce: kubelet back from a restart may have let
+// pods go while it was down; Recheck has the watch ask it at once, not at
+// its next 30 s poll.
+func TestRecheckAsksKubeletAtOnce(t *testing.T) {
+	kubelet, src := newSources(t)
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	loaded := b.Snapshot().ReadAt
+	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }})
+	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
+	kubelet.SetPod("ns", "cnf", "intel.com/vf")
+	b.Recheck()
+	waitSnapshot(ctx, t, b, "the pod's hold gone", func(l *ledger.Ledger) bool { return len(l.Holders(vfA0)) == 0 })
+}
