@@ -123,14 +123,14 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, holders *le
 		return
 	}
 	m.setWhy(t, "")
-	m.apply(ctx, t, want, key)
+	m.apply(ctx, t, st, want, key)
 }
 
 // apply changes the PF and reports how it went.
-func (m *Manager) apply(ctx context.Context, t pools.PFLayout, want Want, key string) {
+func (m *Manager) apply(ctx context.Context, t pools.PFLayout, before State, want Want, key string) {
 	start := time.Now()
 	m.o.Log.Info("VF layout: changing the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "want", want.String())
-	_, err := m.o.Sysfs.Apply(ctx, t.PF, want)
+	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, before.Bindings())
 	took := time.Since(start)
 	var ae *ApplyError
 	switch {

@@ -4,7 +4,8 @@
 // says none of its VFs is held, writes sysfs as the kernel wants it
 // (sriov_numvfs through 0; per VF unbind, driver_override,
 // drivers_probe), checks each step took, and puts the PF back as it was
-// when a step fails. A PF already as declared is not written to.
+// when a step fails: each VF on the driver it had, with the
+// driver_override it had. A PF already as declared is not written to.
 package vflayout
 
 import (
@@ -19,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -53,15 +55,14 @@ func WantOf(l *pools.VFLayout) Want {
 	return w
 }
 
-// Want is the layout s is: what a rollback restores.
-func (s State) Want() Want {
-	w := Want{NumVFs: len(s), Drivers: map[int]string{}}
+// Bindings are each VF's driver and driver_override, by index: what a
+// rollback puts back, exactly.
+func (s State) Bindings() []fenceapi.VF {
+	out := make([]fenceapi.VF, len(s))
 	for i, vf := range s {
-		if vf.Override != "" {
-			w.Drivers[i] = vf.Driver
-		}
+		out[i] = fenceapi.VF{Driver: vf.Driver, Override: vf.Override}
 	}
-	return w
+	return out
 }
 
 // fits reports whether vf, index i, is as w wants it: on the driver its
