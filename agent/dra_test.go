@@ -211,10 +211,11 @@ func TestAgentModeSwitchKeepsHeldDevices(t *testing.T) {
 
 	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir), claimHeld)
 	f.writeConfig(t, dpConfig)
-	st := f.wait(t, dpdk, "the claim's VF unhealthy to kubelet", health(claimHeld, pluginapi.Unhealthy))
-	if st.Healthy() != 3 {
-		t.Errorf("%d VFs healthy, want 3: only the claim's VF is held", st.Healthy())
-	}
+	// While the pool switches front end its devices are fenced, all
+	// unhealthy to kubelet: the list to judge is the one after.
+	f.wait(t, dpdk, "the claim's VF alone unhealthy to kubelet", func(st testkubelet.State) bool {
+		return health(claimHeld, pluginapi.Unhealthy)(st) && st.Healthy() == 3
+	})
 	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir))
 	f.wait(t, dpdk, "every VF healthy once the claim is unprepared", counts(4, 4))
 }
