@@ -78,6 +78,7 @@ func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), Netns: "/run/netns/" + node.NetnsName(),
 		ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: k.Dir,
 		PodResourcesSocket: filepath.Join(dir, "pr.sock"), DevinfoDir: filepath.Join(dir, "devinfo"),
+		FenceDir: filepath.Join(dir, "fences"),
 		// Hardware changes reach the agent as uevents, which the virtual
 		// node sends: no test waits for the safety rescan.
 		PollInterval: 100 * time.Millisecond, RescanInterval: time.Hour, GCInterval: time.Hour,

@@ -12,6 +12,7 @@ import (
 func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 	a.vfs = vflayout.New(vflayout.Options{
 		Sysfs:   vflayout.Sysfs{Root: a.opts.SysfsRoot, Settle: vflayout.DefaultSettle},
+		Book:    a.book,
 		Log:     a.log,
 		Events:  a.events,
 		Metrics: a.metrics,
@@ -22,7 +23,8 @@ func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // updateVFLayouts hands the manager the layouts the configuration
-// declares for the current inventory, and who holds what now.
+// declares for the current inventory; called at each ledger change too,
+// as a holder letting go may let a change start.
 func (a *Agent) updateVFLayouts() {
 	if a.vfs == nil {
 		return
@@ -31,5 +33,5 @@ func (a *Agent) updateVFLayouts() {
 	for _, w := range warnings {
 		a.reportOnce("VF layouts", w)
 	}
-	a.vfs.Update(layouts, a.holders)
+	a.vfs.Update(layouts)
 }

@@ -23,7 +23,7 @@ vfLayouts:
 	f.podres.SetPod("default", "cnf", netdevice, "0000:3b:01.3")
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
-	f.waitLog(t, `msg="VF layout waits" pf=0000:3b:00.0 layout=pf0 why="0000:3b:01.3 is held by pod default/cnf`)
+	f.waitLog(t, `msg="VF layout waits" pf=0000:3b:00.0 layout=pf0 why="device 0000:3b:01.3 is held by pod default/cnf`)
 	f.wait(t, netdevice, "the held PF's VFs as they were", counts(12, 12))
 
 	f.podres.SetPod("default", "cnf", netdevice)
