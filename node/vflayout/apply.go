@@ -43,11 +43,7 @@ func (s Sysfs) Apply(ctx context.Context, pf string, want Want, before []fenceap
 		return false, nil
 	}
 	if err := s.set(ctx, pf, want); err != nil {
-		// The rollback runs even when ctx ended: a PF left half way is
-		// worse than a late stop.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(s, len(before)))
-		defer cancel()
-		return true, &ApplyError{PF: pf, Err: err, Rollback: s.Restore(rctx, pf, before)}
+		return true, &ApplyError{PF: pf, Err: err, Rollback: s.Restore(ctx, pf, before)}
 	}
 	return true, nil
 }
@@ -60,8 +56,11 @@ func rollbackTimeout(s Sysfs, n int) time.Duration {
 // Restore brings the PF back to before: its VF count, then each VF on the
 // driver it had ("" unbound) with its driver_override as it was. It is
 // nil only when sysfs, read after, shows every VF so; else it says what
-// went wrong and what differs.
+// went wrong and what differs. It runs even when ctx ended: a PF left
+// half way is worse than a late stop.
 func (s Sysfs) Restore(ctx context.Context, pf string, before []fenceapi.VF) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(s, len(before)))
+	defer cancel()
 	err := s.restore(ctx, pf, before)
 	if diff := s.differs(pf, before); diff != nil {
 		return errors.Join(err, diff)

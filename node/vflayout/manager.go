@@ -55,6 +55,9 @@ type Manager struct {
 	// on each, not tried again until the configuration changes.
 	why    map[string]string
 	failed map[string]string
+	// recovered is set once the changes an earlier agent left were seen
+	// to.
+	recovered bool
 }
 
 // New makes a Manager; Run starts it.
@@ -97,6 +100,7 @@ func (m *Manager) Run(ctx context.Context) {
 
 // reconcile brings every PF to its layout, or says why it waits.
 func (m *Manager) reconcile(ctx context.Context, layouts []pools.PFLayout) {
+	m.recoverOnce(ctx, layouts)
 	targeted := map[string]bool{}
 	for _, t := range layouts {
 		targeted[t.PF] = true
@@ -124,28 +128,41 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
 	case want.SatisfiedBy(st):
 		delete(m.failed, t.PF)
 		m.setWhy(t, "")
+		// A fence still standing (an earlier agent stopped after its
+		// last write) is done with: sysfs shows the layout.
+		m.lift(t.PF)
 		return
 	case m.failed[t.PF] == key:
 		return // failed as it stands; a new layout is tried again
 	}
-	if err := m.fence(ctx, t, st, want); err != nil {
+	f, free := m.fenceFor(t, st, want)
+	// The fence withdraws the PF, its VFs present and to come and their
+	// ports from every front end before the first write, and keeps on
+	// disk what the change is; the ledger refuses it while any of them is
+	// held or a source of holders cannot be read.
+	if err := m.o.Book.Fence(ctx, f, free); err != nil {
 		m.refused(t, key, err)
 		return
 	}
 	m.setWhy(t, "")
-	m.apply(ctx, t, st, want, key)
+	m.apply(ctx, t, f.Layout.Before, want, key)
 }
 
-// fence withdraws the PF, its VFs present and to come and their ports
-// from every front end before the first write, and keeps on disk what
-// the change is: no hand-out of one succeeds until it is lifted. The
-// ledger refuses it while any of them is held or a source of holders
-// cannot be read.
-func (m *Manager) fence(ctx context.Context, t pools.PFLayout, st State, want Want) error {
-	return m.o.Book.Fence(ctx, ledger.Fence{
-		Key: fenceKey(t.PF), PF: t.PF, Reason: fmt.Sprintf("its PF's VF layout %s is being applied", t.Layout.Name),
-		Layout: &fenceapi.LayoutChange{Name: t.Layout.Name, Before: st.Bindings(), Target: want.layout()},
-	}, true)
+// fenceFor is the fence the change takes, and whether the PF's VFs must
+// be free for it. A PF fenced already (an earlier agent stopped half way,
+// a rollback failed) keeps what it had before that change, which a
+// failure rolls back to; none of its VFs could be handed out since.
+func (m *Manager) fenceFor(t pools.PFLayout, st State, want Want) (ledger.Fence, bool) {
+	f := ledger.Fence{Key: fenceKey(t.PF), PF: t.PF, Reason: fmt.Sprintf("its PF's VF layout %s is being applied", t.Layout.Name),
+		Layout: &fenceapi.LayoutChange{Name: t.Layout.Name, Before: st.Bindings(), Target: want.layout()}}
+	old, ok := m.standing(t.PF)
+	if !ok || old.Layout == nil {
+		return f, true
+	}
+	m.o.Log.Info("VF layout: the PF is fenced already, by a change that did not end; a failure rolls back to what it had before that one",
+		"pf", t.PF, "layout", t.Layout.Name, "since", old.Since)
+	f.Since, f.Layout.Before = old.Since, old.Layout.Before
+	return f, false
 }
 
 // refused reports a fence the ledger refused: a holder or an unknown
@@ -164,10 +181,10 @@ func (m *Manager) refused(t pools.PFLayout, key string, err error) {
 
 // apply changes the PF, reports how it went and lifts its fence unless
 // its VFs are in a state no one checked.
-func (m *Manager) apply(ctx context.Context, t pools.PFLayout, before State, want Want, key string) {
+func (m *Manager) apply(ctx context.Context, t pools.PFLayout, before []fenceapi.VF, want Want, key string) {
 	start := time.Now()
 	m.o.Log.Info("VF layout: changing the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "want", want.String())
-	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, before.Bindings())
+	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, before)
 	took := time.Since(start)
 	ae, isApply := errors.AsType[*ApplyError](err)
 	switch {

@@ -215,8 +215,10 @@ func (l *logBuffer) Write(p []byte) (int, error) {
 	return l.b.Write(p)
 }
 
-func (l *logBuffer) contains(s string) bool {
+func (l *logBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return strings.Contains(l.b.String(), s)
+	return l.b.String()
 }
+
+func (l *logBuffer) contains(s string) bool { return strings.Contains(l.String(), s) }
