@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"sync"
 
+	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
 )
 
@@ -24,14 +26,32 @@ func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 
 // updateVFLayouts hands the manager the layouts the configuration
 // declares for the current inventory; called at each ledger change too,
-// as a holder letting go may let a change start.
+// as a holder letting go may let a change start. A layout its PF cannot
+// take makes the agent unready while it stands.
 func (a *Agent) updateVFLayouts() {
-	if a.vfs == nil {
-		return
-	}
 	layouts, warnings := a.cfg.Layouts(a.inv)
 	for _, w := range warnings {
 		a.reportOnce("VF layouts", w)
 	}
-	a.vfs.Update(layouts)
+	a.setUnfitLayouts(layouts)
+	if a.vfs != nil {
+		a.vfs.Update(layouts)
+	}
+}
+
+// setUnfitLayouts records, for /readyz, why the layouts PFs cannot take
+// cannot apply; nil when each can.
+func (a *Agent) setUnfitLayouts(layouts []pools.PFLayout) {
+	var unfit []string
+	for _, l := range layouts {
+		if why := l.Unfit(); why != "" {
+			unfit = append(unfit, why)
+		}
+	}
+	if len(unfit) == 0 {
+		a.unfitLayouts.Store(nil)
+		return
+	}
+	msg := strings.Join(unfit, "; ")
+	a.unfitLayouts.Store(&msg)
 }

@@ -55,6 +55,8 @@ type Manager struct {
 	// on each, not tried again until the configuration changes.
 	why    map[string]string
 	failed map[string]string
+	// unfit is why each PF cannot take its layout, reported once.
+	unfit map[string]string
 	// recovered is set once the changes an earlier agent left were seen
 	// to.
 	recovered bool
@@ -62,7 +64,8 @@ type Manager struct {
 
 // New makes a Manager; Run starts it.
 func New(o Options) *Manager {
-	return &Manager{o: o, updates: make(chan []pools.PFLayout, 1), why: map[string]string{}, failed: map[string]string{}}
+	return &Manager{o: o, updates: make(chan []pools.PFLayout, 1), why: map[string]string{}, failed: map[string]string{},
+		unfit: map[string]string{}}
 }
 
 // Update hands the Manager the layouts the PFs should have; it is called
@@ -98,8 +101,10 @@ func (m *Manager) Run(ctx context.Context) {
 	}
 }
 
-// reconcile brings every PF to its layout, or says why it waits.
+// reconcile brings every PF to its layout, or says why it waits or
+// cannot take it.
 func (m *Manager) reconcile(ctx context.Context, layouts []pools.PFLayout) {
+	layouts = m.fitting(layouts)
 	m.recoverOnce(ctx, layouts)
 	targeted := map[string]bool{}
 	for _, t := range layouts {
@@ -214,6 +219,27 @@ func (m *Manager) lift(pf string) {
 	if err := m.o.Book.Unfence(fenceKey(pf)); err != nil {
 		m.o.Log.Error("VF layout: the PF's fence not lifted, its VFs stay withdrawn", "pf", pf, "err", err)
 	}
+}
+
+// fitting are the layouts their PFs can take; each one a PF cannot take
+// (Unfit) is reported once, and not applied.
+func (m *Manager) fitting(layouts []pools.PFLayout) []pools.PFLayout {
+	var out []pools.PFLayout
+	unfit := map[string]string{}
+	for _, t := range layouts {
+		why := t.Unfit()
+		if why == "" {
+			out = append(out, t)
+			continue
+		}
+		unfit[t.PF] = why
+		if m.unfit[t.PF] != why {
+			m.o.Log.Error("VF layout cannot apply", "pf", t.PF, "layout", t.Layout.Name, "why", why)
+			m.o.Events.VFLayoutInvalid(describe(t), t.Layout.Name, why)
+		}
+	}
+	m.unfit = unfit
+	return out
 }
 
 // setWhy records why the PF waits ("" for not waiting), with an Event

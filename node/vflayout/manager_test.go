@@ -12,11 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
@@ -222,3 +224,36 @@ func (l *logBuffer) String() string {
 }
 
 func (l *logBuffer) contains(s string) bool { return strings.Contains(l.String(), s) }
+
+// TestManagerUnfitLayout: a layout asking the PF for more VFs than its
+// sriov_totalvfs is not tried: a VFLayoutInvalid Node Event names the PF,
+// the count asked and sriov_totalvfs, the log says it, and nothing is
+// fenced or written.
+func TestManagerUnfitLayout(t *testing.T) {
+	api := kubeapi.Start(t)
+	n, sys := newNode(t)
+	b := newBookNode(t, n, t.TempDir())
+	b.serveKubelet(t)
+	if err := b.book.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var fenced atomicFlag
+	b.onChange = func() {
+		if _, ok := b.layoutFence(); ok {
+			fenced.set()
+		}
+	}
+	logs, orig := &logBuffer{}, drivers(n)
+	many := []pools.PFLayout{{PF: pf, PFName: "enp59s0f0", TotalVFs: 256, Layout: &pools.VFLayout{Name: "many", NumVFs: 300}}}
+	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Events: events.Start(t.Context(), api.Client(), "node-1")}, many)
+
+	kubeapi.WaitNodeEvent(t, api.Client(), "node-1", events.ReasonVFLayoutInvalid,
+		`VF layout many cannot apply to PF enp59s0f0 (0000:3b:00.0): vfLayouts[0] "many": numVfs 300 is more than PF 0000:3b:00.0 has (sriov_totalvfs 256)`)
+	if !logs.contains(`msg="VF layout cannot apply" pf=0000:3b:00.0 layout=many why=`) {
+		t.Errorf("not logged:\n%s", logs)
+	}
+	if got := drivers(n); !equal(got, orig) || fenced.get() || mgr.Waiting() {
+		t.Errorf("VFs %q (want %q), fenced %t, waiting %t: the layout was tried", got, orig, fenced.get(), mgr.Waiting())
+	}
+}
