@@ -74,8 +74,10 @@ type Agent struct {
 	// vfs brings PFs to their declared VF layouts, once started.
 	vfs *vflayout.Manager
 	// rejected says why the configuration file is not the one served;
-	// nil while it is. Read by /readyz on other goroutines.
-	rejected atomic.Pointer[string]
+	// nil while it is. unfitLayouts says why vfLayouts cannot apply to
+	// their PFs; nil while each can. Read by /readyz on other goroutines.
+	rejected     atomic.Pointer[string]
+	unfitLayouts atomic.Pointer[string]
 }
 
 // poolRun is one pool's device plugin and what it lists.

@@ -211,11 +211,10 @@ func TestAgentModeSwitchKeepsHeldDevices(t *testing.T) {
 
 	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir), claimHeld)
 	f.writeConfig(t, dpConfig)
-	// While the pool switches, its devices are fenced: all unhealthy for a
-	// moment; then only the claim's.
-	f.wait(t, dpdk, "only the claim's VF unhealthy to kubelet", func(st testkubelet.State) bool {
-		d, ok := st.Device(claimHeld)
-		return ok && d.Health == pluginapi.Unhealthy && st.Healthy() == 3
+	// While the pool switches front end its devices are fenced, all
+	// unhealthy to kubelet: the list to judge is the one after.
+	f.wait(t, dpdk, "the claim's VF alone unhealthy to kubelet", func(st testkubelet.State) bool {
+		return health(claimHeld, pluginapi.Unhealthy)(st) && st.Healthy() == 3
 	})
 	writeClaim(t, dra.CheckpointPath("", f.opts.DRA.PluginDir))
 	f.wait(t, dpdk, "every VF healthy once the claim is unprepared", counts(4, 4))

@@ -29,10 +29,14 @@ func (a *Agent) serveObservability(ctx context.Context, wg *sync.WaitGroup) erro
 // notReady is nil once every pool is registered with kubelet, kubelet
 // accepted the DRA driver's registration when it runs, the device ledger
 // reads every source of holders and, when the agent serves CNI, its socket
-// answers; else it says what is missing.
+// answers; else it says what is missing. A configuration it does not
+// serve, or a VF layout a PF cannot take, makes it unready too.
 func (a *Agent) notReady(ctx context.Context) error {
 	if r := a.rejected.Load(); r != nil {
 		return fmt.Errorf("pool configuration %s rejected, serving the last good one: %s", a.opts.ConfigFile, *r)
+	}
+	if u := a.unfitLayouts.Load(); u != nil {
+		return fmt.Errorf("VF layouts not applied: %s", *u)
 	}
 	plugins := a.plugins.Load()
 	if plugins == nil {

@@ -67,11 +67,11 @@ func TestAgentProbesMetricsEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitHTTP(t, metricsURL+"/metrics", http.StatusOK, `hwnet_pool_unhealthy_devices{resource="intel.com/sriov_netdevice"} 6`)
-	waitNodeEvent(t, api, events.ReasonDeviceUnhealthy, "link enp59s0f0 is down")
+	kubeapi.WaitNodeEvent(t, api.Client(), "node-1", events.ReasonDeviceUnhealthy, "link enp59s0f0 is down")
 	if err := f.node.SetLinkUp(ctx, "enp59s0f0", true); err != nil {
 		t.Fatal(err)
 	}
-	waitNodeEvent(t, api, events.ReasonDeviceHealthy, "healthy again")
+	kubeapi.WaitNodeEvent(t, api.Client(), "node-1", events.ReasonDeviceHealthy, "healthy again")
 
 	if err := os.Remove(socket); err != nil {
 		t.Fatal(err)
@@ -133,23 +133,6 @@ func waitHTTP(t *testing.T, url string, code int, text string) {
 		last = resp.Status + ": " + string(body)
 	}
 	t.Fatalf("GET %s never answered %d with %q; last: %.2000s", url, code, text, last)
-}
-
-func waitNodeEvent(t *testing.T, api *kubeapi.Server, reason, message string) {
-	t.Helper()
-	for deadline := time.Now().Add(react); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		list, err := api.Client().CoreV1().Events("default").List(context.Background(), metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Node,involvedObject.name=node-1,reason=" + reason})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, e := range list.Items {
-			if strings.Contains(e.Message, message) {
-				return
-			}
-		}
-	}
-	t.Fatalf("no Node Event %s with %q", reason, message)
 }
 
 // TestAgentBadConfigAndRestart: a bad pool configuration plus a restart

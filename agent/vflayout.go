@@ -2,8 +2,10 @@ package agent
 
 import (
 	"context"
+	"strings"
 	"sync"
 
+	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
 )
 
@@ -12,6 +14,7 @@ import (
 func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 	a.vfs = vflayout.New(vflayout.Options{
 		Sysfs:   vflayout.Sysfs{Root: a.opts.SysfsRoot, Settle: vflayout.DefaultSettle},
+		Book:    a.book,
 		Log:     a.log,
 		Events:  a.events,
 		Metrics: a.metrics,
@@ -22,14 +25,33 @@ func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 }
 
 // updateVFLayouts hands the manager the layouts the configuration
-// declares for the current inventory, and who holds what now.
+// declares for the current inventory; called at each ledger change too,
+// as a holder letting go may let a change start. A layout its PF cannot
+// take makes the agent unready while it stands.
 func (a *Agent) updateVFLayouts() {
-	if a.vfs == nil {
-		return
-	}
 	layouts, warnings := a.cfg.Layouts(a.inv)
 	for _, w := range warnings {
 		a.reportOnce("VF layouts", w)
 	}
-	a.vfs.Update(layouts, a.holders)
+	a.setUnfitLayouts(layouts)
+	if a.vfs != nil {
+		a.vfs.Update(layouts)
+	}
+}
+
+// setUnfitLayouts records, for /readyz, why the layouts PFs cannot take
+// cannot apply; nil when each can.
+func (a *Agent) setUnfitLayouts(layouts []pools.PFLayout) {
+	var unfit []string
+	for _, l := range layouts {
+		if why := l.Unfit(); why != "" {
+			unfit = append(unfit, why)
+		}
+	}
+	if len(unfit) == 0 {
+		a.unfitLayouts.Store(nil)
+		return
+	}
+	msg := strings.Join(unfit, "; ")
+	a.unfitLayouts.Store(&msg)
 }

@@ -1,6 +1,8 @@
 package agent_test
 
 import (
+	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/hwnet-io/hwnet/node/virtualnode"
@@ -23,11 +25,33 @@ vfLayouts:
 	f.podres.SetPod("default", "cnf", netdevice, "0000:3b:01.3")
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
-	f.waitLog(t, `msg="VF layout waits" pf=0000:3b:00.0 layout=pf0 why="0000:3b:01.3 is held by pod default/cnf`)
+	f.waitLog(t, `msg="VF layout waits" pf=0000:3b:00.0 layout=pf0 why="device 0000:3b:01.3 is held by pod default/cnf`)
 	f.wait(t, netdevice, "the held PF's VFs as they were", counts(12, 12))
 
 	f.podres.SetPod("default", "cnf", netdevice)
 	f.wait(t, netdevice, "VFs 2-3 of PF 0 on iavf, PF 1's 6", counts(8, 8))
 	f.wait(t, dpdk, "VFs 0-1 of PF 0 on vfio-pci, PF 1's 6-7", counts(4, 4))
 	f.waitLog(t, `msg="VF layout applied" pf=0000:3b:00.0 layout=pf0`)
+}
+
+// TestAgentVFLayoutBeyondTotalVFs: a layout asking the first E810-C
+// (sriov_totalvfs 256) for 300 VFs makes the agent unready, saying which
+// layout, PF, count and sriov_totalvfs, and its VFs stay as they are; the
+// agent is ready again once the configuration drops it.
+func TestAgentVFLayoutBeyondTotalVFs(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig+`
+vfLayouts:
+  - {name: many, selectors: {pfNames: [enp59s0f0]}, numVfs: 300}
+`)
+	probes := "http://" + freeAddr(t)
+	f.opts.ProbeAddr = strings.TrimPrefix(probes, "http://")
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	waitHTTP(t, probes+"/readyz", http.StatusServiceUnavailable,
+		`VF layouts not applied: vfLayouts[0] "many": numVfs 300 is more than PF 0000:3b:00.0 has (sriov_totalvfs 256)`)
+	f.waitLog(t, `msg="VF layout cannot apply" pf=0000:3b:00.0 layout=many`)
+
+	f.writeConfig(t, defaultConfig)
+	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
+	f.wait(t, netdevice, "the PF's VFs as they were", counts(12, 12))
 }

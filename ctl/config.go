@@ -10,6 +10,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -28,7 +29,8 @@ func runConfig(ctx context.Context, args []string, out, errOut io.Writer) error 
 }
 
 // checkConfig validates a pool config and shows the pools it gives on this
-// node, as the agent would register them.
+// node, as the agent would register them, and what its VF layouts say
+// here.
 func checkConfig(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("config check", errOut)
 	file := fs.String("config", "", "pool config: sriovdp's config.json, or the same in YAML (required)")
@@ -57,12 +59,25 @@ func checkConfig(ctx context.Context, args []string, out, errOut io.Writer) erro
 		return indented{fmt.Errorf("config %s: %w", *file, err)}
 	}
 	report := newCheckReport(cfg, cfg.Match(inv))
+	report.Warnings = append(report.Warnings, layoutWarnings(cfg, inv)...)
 	if *format == "json" {
 		enc := json.NewEncoder(out)
 		enc.SetIndent("", "  ")
 		return enc.Encode(report)
 	}
 	return report.renderTable(out)
+}
+
+// layoutWarnings are what the vfLayouts say on this node: a PF several
+// select, a layout asking for more VFs than its PF has.
+func layoutWarnings(cfg *pools.Config, inv *discovery.Inventory) []string {
+	layouts, warnings := cfg.Layouts(inv)
+	for _, l := range layouts {
+		if why := l.Unfit(); why != "" {
+			warnings = append(warnings, why+"; not applied")
+		}
+	}
+	return warnings
 }
 
 // indented shows each line of a multi-line error (errors.Join's) after

@@ -72,6 +72,30 @@ func TestConfigCheckTable(t *testing.T) {
 	}
 }
 
+// TestConfigCheckVFLayouts: what the vfLayouts say on this node are
+// warnings: a layout asking a PF for more VFs than its sriov_totalvfs, and
+// a PF two layouts select.
+func TestConfigCheckVFLayouts(t *testing.T) {
+	config := poolConfig + `
+vfLayouts:
+  - {name: many, selectors: {pfNames: [enp59s0f0]}, numVfs: 300}
+  - {name: ib, selectors: {pfNames: [ibp65s0f0]}, numVfs: 8}
+  - {name: mellanox, selectors: {vendors: ["15b3"]}, numVfs: 4}
+`
+	code, out, errOut := run(t, configCheckArgs(t, config)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{
+		`vfLayouts[0] "many": numVfs 300 is more than PF 0000:3b:00.0 has (sriov_totalvfs 256); not applied`,
+		`PF 0000:41:00.0 is matched by vfLayouts[2] "mellanox" too; vfLayouts[1] "ib" applies`,
+	} {
+		if !strings.Contains(out, "\n  "+want+"\n") {
+			t.Errorf("warnings lack\n%s\n---- output:\n%s", want, out)
+		}
+	}
+}
+
 // TestConfigCheckJSON: the same as data, for scripts.
 func TestConfigCheckJSON(t *testing.T) {
 	code, out, errOut := run(t, configCheckArgs(t, poolConfig, "-o", "json")...)

@@ -9,6 +9,7 @@ const (
 	ReasonVFLayoutWaiting = "VFLayoutWaiting"
 	ReasonVFLayoutApplied = "VFLayoutApplied"
 	ReasonVFLayoutFailed  = "VFLayoutFailed"
+	ReasonVFLayoutInvalid = "VFLayoutInvalid"
 )
 
 // VFLayoutWaiting reports a PF whose declared layout waits, and why: a
@@ -34,4 +35,13 @@ func (e *Node) VFLayoutFailed(pf, layout, why string) {
 		return
 	}
 	e.recorder.Eventf(e.node, corev1.EventTypeWarning, ReasonVFLayoutFailed, "VF layout %s of PF %s not applied: %s", layout, pf, why)
+}
+
+// VFLayoutInvalid reports a layout the PF cannot take, such as more VFs
+// than its sriov_totalvfs: it is not applied.
+func (e *Node) VFLayoutInvalid(pf, layout, why string) {
+	if e == nil {
+		return
+	}
+	e.recorder.Eventf(e.node, corev1.EventTypeWarning, ReasonVFLayoutInvalid, "VF layout %s cannot apply to PF %s: %s", layout, pf, why)
 }

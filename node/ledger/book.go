@@ -385,8 +385,14 @@ func (b *Book) fenceCheckLocked(f Fence, free bool) error {
 	if !b.sourced.Complete() {
 		return &Conflict{Device: cmpOr(f.PF, strings.Join(f.Devices, ",")), Reason: Unknown, Why: b.sourced.UnknownWhy(), refreshable: true}
 	}
-	ids := slices.Sorted(maps.Keys(b.snap.Load().byDevice))
-	for _, id := range ids {
+	// The sources as last read, not the snapshot: a fresh read under the
+	// lock is not published yet.
+	ids := slices.Collect(maps.Keys(b.sourced.byDevice))
+	for _, h := range b.live {
+		ids = append(ids, h.device)
+	}
+	slices.Sort(ids)
+	for _, id := range slices.Compact(ids) {
 		pf, err := b.pfOfLocked(FunctionOf(id))
 		if err != nil && f.PF != "" {
 			pf = f.PF // a held device whose PF cannot be read may be the fence's

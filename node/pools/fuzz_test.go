@@ -113,7 +113,8 @@ func checkMatch(t *testing.T, cfg *pools.Config, res *pools.Result) {
 }
 
 // checkLayouts: an accepted layout's driver ranges lie within its VFs,
-// none in two; each PF gets at most one layout, never more VFs than it has.
+// none in two; each PF gets at most one layout, Unfit when it asks for
+// more VFs than the PF has.
 func checkLayouts(t *testing.T, cfg *pools.Config, inv *discovery.Inventory) {
 	for _, l := range cfg.VFLayouts {
 		if l.Name == "" || len(l.Selectors) == 0 || l.NumVFs < 0 {
@@ -134,8 +135,8 @@ func checkLayouts(t *testing.T, cfg *pools.Config, inv *discovery.Inventory) {
 	got, _ := cfg.Layouts(inv)
 	pfs := map[string]bool{}
 	for _, l := range got {
-		if pfs[l.PF] || l.Layout.NumVFs > l.TotalVFs {
-			t.Errorf("PF %s: layout %q twice or beyond its %d VFs", l.PF, l.Layout.Name, l.TotalVFs)
+		if pfs[l.PF] || (l.Layout.NumVFs > l.TotalVFs) != (l.Unfit() != "") {
+			t.Errorf("PF %s: layout %q twice, or beyond its %d VFs without saying so: %q", l.PF, l.Layout.Name, l.TotalVFs, l.Unfit())
 		}
 		pfs[l.PF] = true
 	}

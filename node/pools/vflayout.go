@@ -48,9 +48,20 @@ func (l *VFLayout) DriverOf(i int) string {
 type PFLayout struct {
 	// PF is the PF's PCI address; PFName its netdev, "" without one.
 	PF, PFName string
-	// TotalVFs is the PF's sriov_totalvfs.
+	// TotalVFs is the PF's sriov_totalvfs: a layout asking for more
+	// cannot apply (Unfit).
 	TotalVFs int
 	Layout   *VFLayout
+}
+
+// Unfit says why the PF cannot take its layout, "" when it can: the
+// layout asks for more VFs than the PF's sriov_totalvfs.
+func (l PFLayout) Unfit() string {
+	if l.Layout.NumVFs <= l.TotalVFs {
+		return ""
+	}
+	return fmt.Sprintf("%s: numVfs %d is more than PF %s has (sriov_totalvfs %d)",
+		layoutEntry(l.Layout.Index, l.Layout.Name), l.Layout.NumVFs, l.PF, l.TotalVFs)
 }
 
 // maxNumVFs is the most VFs a PF can have: sriov_totalvfs is 16 bits.
@@ -198,7 +209,8 @@ func (e entry) checkRanges(path, value string, rs []IndexRange, numVFs int, earl
 // Layouts returns the layout each PF of inv should have: the first
 // vfLayouts entry that matches it, in inventory order. A PF that several
 // entries match goes to the first, and a warning says so; a layout that
-// asks for more VFs than the PF has gets a warning and is left out.
+// asks for more VFs than the PF has is returned too, for whoever applies
+// it to say so (Unfit).
 func (c *Config) Layouts(inv *discovery.Inventory) (out []PFLayout, warnings []string) {
 	for i := range inv.PFs {
 		pf := &inv.PFs[i]
@@ -216,11 +228,6 @@ func (c *Config) Layouts(inv *discovery.Inventory) (out []PFLayout, warnings []s
 		for _, j := range matched[1:] {
 			warnings = append(warnings, fmt.Sprintf("PF %s is matched by %s too; %s applies",
 				pf.Address, layoutEntry(j, c.VFLayouts[j].Name), layoutEntry(l.Index, l.Name)))
-		}
-		if l.NumVFs > pf.SRIOV.TotalVFs {
-			warnings = append(warnings, fmt.Sprintf("%s: numVfs %d is more than PF %s has (sriov_totalvfs %d); not applied",
-				layoutEntry(l.Index, l.Name), l.NumVFs, pf.Address, pf.SRIOV.TotalVFs))
-			continue
 		}
 		out = append(out, PFLayout{PF: pf.Address, PFName: cand.pfName(), TotalVFs: pf.SRIOV.TotalVFs, Layout: l})
 	}

@@ -121,7 +121,8 @@ func TestParseVFLayoutErrors(t *testing.T) {
 
 // TestLayouts: each PF gets the first layout that selects it, by the
 // selectors pools use (names, addresses, IDs, drivers, tags); a second
-// match and a count beyond sriov_totalvfs are warnings.
+// match is a warning, a count beyond sriov_totalvfs makes the layout
+// Unfit.
 func TestLayouts(t *testing.T) {
 	db, err := hwdb.Open()
 	if err != nil {
@@ -139,15 +140,16 @@ vfLayouts:
 	got, warnings := cfg.Layouts(inv)
 	var names []string
 	for _, l := range got {
-		names = append(names, l.PF+" "+l.PFName+" "+l.Layout.Name)
+		names = append(names, strings.TrimSpace(l.PF+" "+l.PFName+" "+l.Layout.Name+" "+l.Unfit()))
 	}
-	want := []string{"0000:3b:00.0 enp59s0f0 ice", "0000:41:00.0 ibp65s0f0 ib"}
+	want := []string{"0000:3b:00.0 enp59s0f0 ice",
+		`0000:3e:00.0 enp62s0f0 by-tag vfLayouts[1] "by-tag": numVfs 300 is more than PF 0000:3e:00.0 has (sriov_totalvfs 256)`,
+		"0000:41:00.0 ibp65s0f0 ib"}
 	if !reflect.DeepEqual(names, want) {
-		t.Errorf("layouts %q, want %q", names, want)
+		t.Errorf("layouts\n%s\nwant\n%s", strings.Join(names, "\n"), strings.Join(want, "\n"))
 	}
 	wantWarnings := []string{
 		`PF 0000:3e:00.0 is matched by vfLayouts[2] "ice" too; vfLayouts[1] "by-tag" applies`,
-		`vfLayouts[1] "by-tag": numVfs 300 is more than PF 0000:3e:00.0 has (sriov_totalvfs 256); not applied`,
 	}
 	if !reflect.DeepEqual(warnings, wantWarnings) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))

@@ -2,19 +2,22 @@ package vflayout
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
+
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 )
 
 // ApplyError is a change that failed, and what putting the PF back did.
 type ApplyError struct {
 	PF  string
 	Err error
-	// Rollback is nil when the PF is back as it was.
+	// Rollback is nil when sysfs shows every VF back as it was.
 	Rollback error
 }
 
@@ -28,30 +31,117 @@ func (e *ApplyError) Error() string {
 func (e *ApplyError) Unwrap() error { return e.Err }
 
 // Apply brings the PF's VFs to want. It writes nothing when they are
-// already so (changed false). A change that fails is undone: the PF gets
-// the VF count and bindings it had, and the error is an *ApplyError. The
-// caller makes sure no VF of the PF is held.
-func (s Sysfs) Apply(ctx context.Context, pf string, want Want) (changed bool, err error) {
-	before, err := s.Read(pf)
+// already so (changed false). A change that fails is undone to before
+// (Restore), and the error is an *ApplyError. The caller makes sure no
+// VF of the PF is held.
+func (s Sysfs) Apply(ctx context.Context, pf string, want Want, before []fenceapi.VF) (changed bool, err error) {
+	cur, err := s.Read(pf)
 	if err != nil {
 		return false, err
 	}
-	if want.SatisfiedBy(before) {
+	if want.SatisfiedBy(cur) {
 		return false, nil
 	}
 	if err := s.set(ctx, pf, want); err != nil {
-		// The rollback runs even when ctx ended: a PF left half way is
-		// worse than a late stop.
-		rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(s, before))
-		defer cancel()
-		return true, &ApplyError{PF: pf, Err: err, Rollback: s.set(rctx, pf, before.Want())}
+		return true, &ApplyError{PF: pf, Err: err, Rollback: s.Restore(ctx, pf, before)}
 	}
 	return true, nil
 }
 
-// rollbackTimeout gives each step of a rollback its Settle.
-func rollbackTimeout(s Sysfs, st State) time.Duration {
-	return s.Settle * time.Duration(2+3*len(st))
+// rollbackTimeout gives each step of a rollback of n VFs its Settle.
+func rollbackTimeout(s Sysfs, n int) time.Duration {
+	return s.Settle * time.Duration(2+3*n)
+}
+
+// Restore brings the PF back to before: its VF count, then each VF on the
+// driver it had ("" unbound) with its driver_override as it was. It is
+// nil only when sysfs, read after, shows every VF so; else it says what
+// went wrong and what differs. It runs even when ctx ended: a PF left
+// half way is worse than a late stop.
+func (s Sysfs) Restore(ctx context.Context, pf string, before []fenceapi.VF) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(s, len(before)))
+	defer cancel()
+	err := s.restore(ctx, pf, before)
+	if diff := s.differs(pf, before); diff != nil {
+		return errors.Join(err, diff)
+	}
+	return nil
+}
+
+func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF) error {
+	cur, err := s.Read(pf)
+	if err != nil {
+		return err
+	}
+	if len(cur) != len(before) {
+		if cur, err = s.setNumVFs(ctx, pf, len(cur), len(before)); err != nil {
+			return err
+		}
+	}
+	// Each VF is tried: one that cannot be put back leaves the others
+	// to be.
+	var errs []error
+	for i, vf := range cur {
+		if err := s.restoreVF(ctx, vf, before[i]); err != nil {
+			errs = append(errs, fmt.Errorf("VF %d (%s): %w", i, vf.Addr, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// restoreVF puts the VF on the driver it had, through an override naming
+// it (which binds whatever the driver's ID table says), then writes the
+// override it had.
+func (s Sysfs) restoreVF(ctx context.Context, vf VF, was fenceapi.VF) error {
+	if vf.Driver != was.Driver {
+		if err := s.unbind(ctx, vf); err != nil {
+			return err
+		}
+		if was.Driver != "" {
+			if err := s.probe(ctx, vf.Addr, was.Driver); err != nil {
+				return err
+			}
+		}
+	}
+	now, err := s.readVF(vf.Addr)
+	if err != nil || now.Override == was.Override {
+		return err
+	}
+	return s.writeOverride(vf.Addr, was.Override)
+}
+
+// differs says how the PF's VFs differ from before, nil when they do not.
+func (s Sysfs) differs(pf string, before []fenceapi.VF) error {
+	st, err := s.Read(pf)
+	if err != nil {
+		return err
+	}
+	if len(st) != len(before) {
+		return fmt.Errorf("the PF has %d VFs, it had %d", len(st), len(before))
+	}
+	var diffs []string
+	for i, vf := range st {
+		if was := before[i]; vf.Driver != was.Driver || vf.Override != was.Override {
+			diffs = append(diffs, fmt.Sprintf("VF %d (%s) is %s, it was %s", i, vf.Addr,
+				describeBinding(vf.Driver, vf.Override), describeBinding(was.Driver, was.Override)))
+		}
+	}
+	if len(diffs) > 0 {
+		return errors.New(strings.Join(diffs, "; "))
+	}
+	return nil
+}
+
+// describeBinding says what a VF is bound to, as ApplyError shows it.
+func describeBinding(driver, override string) string {
+	on := "unbound"
+	if driver != "" {
+		on = "on " + driver
+	}
+	if override == "" {
+		return on + " with no driver_override"
+	}
+	return on + " with driver_override " + override
 }
 
 // set writes the PF's VFs to want and checks they are so.
@@ -118,28 +208,47 @@ func (s Sysfs) setNumVFs(ctx context.Context, pf string, have, want int) (State,
 }
 
 // rebind binds the VF to driver, or with driver "" to the kernel's
-// choice: unbind, driver_override, drivers_probe.
+// choice with no override.
 func (s Sysfs) rebind(ctx context.Context, vf VF, driver string) error {
-	dev := "bus/pci/devices/" + vf.Addr
-	if vf.Driver != "" {
-		if err := s.write(dev+"/driver/unbind", vf.Addr); err != nil {
-			return fmt.Errorf("unbind from %s: %w", vf.Driver, err)
-		}
-		if err := s.settle(ctx, "unbound", func() (bool, error) { return s.driver(vf.Addr) == "", nil }); err != nil {
-			return err
-		}
+	if err := s.unbind(ctx, vf); err != nil {
+		return err
 	}
-	// A newline alone clears the override.
-	if err := s.write(dev+"/driver_override", driver+"\n"); err != nil {
-		return fmt.Errorf("driver_override %q: %w", driver, err)
+	return s.probe(ctx, vf.Addr, driver)
+}
+
+// unbind unbinds the VF from its driver, if it has one.
+func (s Sysfs) unbind(ctx context.Context, vf VF) error {
+	if vf.Driver == "" {
+		return nil
 	}
-	if err := s.write("bus/pci/drivers_probe", vf.Addr); err != nil {
+	if err := s.write("bus/pci/devices/"+vf.Addr+"/driver/unbind", vf.Addr); err != nil {
+		return fmt.Errorf("unbind from %s: %w", vf.Driver, err)
+	}
+	return s.settle(ctx, "unbound", func() (bool, error) { return s.driver(vf.Addr) == "", nil })
+}
+
+// probe binds the unbound VF at addr to override, or with override "" to
+// the kernel's choice: driver_override, then drivers_probe.
+func (s Sysfs) probe(ctx context.Context, addr, override string) error {
+	if err := s.writeOverride(addr, override); err != nil {
+		return err
+	}
+	if err := s.write("bus/pci/drivers_probe", addr); err != nil {
 		return fmt.Errorf("drivers_probe: %w", err)
 	}
-	bound := func() (bool, error) { d := s.driver(vf.Addr); return d != "" && (driver == "" || d == driver), nil }
-	what := "bound to " + driver
-	if driver == "" {
+	bound := func() (bool, error) { d := s.driver(addr); return d != "" && (override == "" || d == override), nil }
+	what := "bound to " + override
+	if override == "" {
 		what = "bound to its driver"
 	}
 	return s.settle(ctx, what, bound)
+}
+
+// writeOverride writes the VF's driver_override; "" clears it.
+func (s Sysfs) writeOverride(addr, override string) error {
+	// A newline alone clears the override.
+	if err := s.write("bus/pci/devices/"+addr+"/driver_override", override+"\n"); err != nil {
+		return fmt.Errorf("driver_override %q: %w", override, err)
+	}
+	return nil
 }

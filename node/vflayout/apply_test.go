@@ -4,10 +4,14 @@ import (
 	"errors"
 	"io/fs"
 	"maps"
+	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/node/vflayout"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
@@ -52,6 +56,16 @@ func ifindexes(n *virtualnode.Node) map[string]int {
 	return out
 }
 
+// bindings are the PF's VFs' drivers and overrides now.
+func bindings(t *testing.T, sys vflayout.Sysfs) []fenceapi.VF {
+	t.Helper()
+	st, err := sys.Read(pf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Bindings()
+}
+
 func want(num int, drivers map[int]string) vflayout.Want {
 	if drivers == nil {
 		drivers = map[int]string{}
@@ -80,7 +94,7 @@ func TestApply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := ifindexes(n)
-			changed, err := sys.Apply(ctx, pf, tc.want)
+			changed, err := sys.Apply(ctx, pf, tc.want, bindings(t, sys))
 			if err != nil || !changed {
 				t.Fatalf("Apply: changed %t, %v", changed, err)
 			}
@@ -119,7 +133,7 @@ func equal(a, b []string) bool {
 func TestApplyUnchangedWritesNothing(t *testing.T) {
 	n, sys := newNode(t)
 	before := mtimes(t, n.SysRoot())
-	changed, err := sys.Apply(t.Context(), pf, want(8, map[int]string{6: "vfio-pci", 7: "vfio-pci"}))
+	changed, err := sys.Apply(t.Context(), pf, want(8, map[int]string{6: "vfio-pci", 7: "vfio-pci"}), bindings(t, sys))
 	if err != nil || changed {
 		t.Fatalf("Apply of the layout the PF has: changed %t, %v", changed, err)
 	}
@@ -159,7 +173,7 @@ func mtimes(t *testing.T, root string) map[string]time.Time {
 func TestApplyRollsBack(t *testing.T) {
 	n, sys := newNode(t)
 	orig := drivers(n)
-	_, err := sys.Apply(t.Context(), pf, want(300, map[int]string{0: "vfio-pci"}))
+	_, err := sys.Apply(t.Context(), pf, want(300, map[int]string{0: "vfio-pci"}), bindings(t, sys))
 	var ae *vflayout.ApplyError
 	if !errors.As(err, &ae) || ae.Rollback != nil {
 		t.Fatalf("Apply of 300 VFs on a PF of 256: %v, want an ApplyError with the PF back", err)
@@ -168,4 +182,51 @@ func TestApplyRollsBack(t *testing.T) {
 		t.Errorf("after the rollback the VFs are on %q, want %q", got, orig)
 	}
 	t.Log(err)
+}
+
+// TestApplyRollsBackExactly: a rollback puts each VF back on the driver it
+// had and its driver_override as it was, and says they are back only once
+// sysfs shows it. The change names a driver that does not exist for VF 0,
+// which the emulation binds without keeping the override, so the change
+// fails its last check; VF 3 was unbound, VF 4 had an override naming
+// another driver than its own (written, never probed). A "no override
+// before" read as "any driver will do" left VF 0 on the missing driver,
+// bound VF 3 and gave VF 4 an override of iavf, and said they were back.
+func TestApplyRollsBackExactly(t *testing.T) {
+	n, sys := newNode(t)
+	vf3, vf4 := "0000:3b:01.3", "0000:3b:01.4"
+	if err := n.BindDriver(t.Context(), vf3, ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.SysRoot(), "bus/pci/devices", vf4, "driver_override"), []byte("vfio-pci\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := bindings(t, sys)
+	if before[3] != (fenceapi.VF{}) || before[4] != (fenceapi.VF{Driver: "iavf", Override: "vfio-pci"}) {
+		t.Fatalf("VFs 3 and 4 before: %+v, %+v", before[3], before[4])
+	}
+	_, err := sys.Apply(t.Context(), pf, want(8, map[int]string{0: "no-such-driver", 6: "vfio-pci", 7: "vfio-pci"}), before)
+	var ae *vflayout.ApplyError
+	if !errors.As(err, &ae) || ae.Rollback != nil || !strings.Contains(err.Error(), "back as they were") {
+		t.Fatalf("Apply: %v, want an ApplyError with the PF back as it was", err)
+	}
+	if after := bindings(t, sys); !slices.Equal(after, before) {
+		t.Errorf("after the rollback the VFs are\n%+v\nwant\n%+v", after, before)
+	}
+}
+
+// TestRestoreSaysWhatDiffers: a rollback that cannot put a VF back says
+// which VF is on what, and what it was on, instead of "back as they
+// were".
+func TestRestoreSaysWhatDiffers(t *testing.T) {
+	_, sys := newNode(t)
+	// A driver name the kernel cannot have: the bind never shows.
+	sys.Settle = 200 * time.Millisecond
+	before := bindings(t, sys)
+	before[0] = fenceapi.VF{Driver: "no/driver"}
+	err := sys.Restore(t.Context(), pf, before)
+	want := "VF 0 (0000:3b:01.0) is unbound with driver_override no/driver, it was on no/driver with no driver_override"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Restore: %v, want it to say %q", err, want)
+	}
 }

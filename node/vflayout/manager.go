@@ -5,10 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync/atomic"
 	"time"
 
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -18,9 +18,24 @@ import (
 // DefaultSettle is how long a sysfs write may take to show.
 const DefaultSettle = 10 * time.Second
 
+// Book is what the Manager needs of the device ledger: the fence that
+// withdraws a PF, its VFs and their ports from every front end while
+// they change, and the fences in force.
+type Book interface {
+	Fence(ctx context.Context, f ledger.Fence, free bool) error
+	Unfence(key string) error
+	Snapshot() *ledger.Ledger
+}
+
+// FenceKeyPrefix starts the key of the fence a PF's layout change takes.
+const FenceKeyPrefix = "vf-layout/"
+
+func fenceKey(pf string) string { return FenceKeyPrefix + pf }
+
 // Options configure a Manager.
 type Options struct {
 	Sysfs   Sysfs
+	Book    Book
 	Log     *slog.Logger
 	Events  *events.Node
 	Metrics *metrics.Metrics
@@ -31,35 +46,36 @@ type Options struct {
 }
 
 // Manager brings the PFs to their layouts, one change at a time, on a
-// goroutine of its own (Run), from the latest layouts and ledger Update
-// gave it.
+// goroutine of its own (Run), from the latest layouts Update gave it.
 type Manager struct {
 	o       Options
-	updates chan update
+	updates chan []pools.PFLayout
 	waiting atomic.Bool
 	// Run's goroutine's: why each PF waits, and the layout that failed
 	// on each, not tried again until the configuration changes.
 	why    map[string]string
 	failed map[string]string
-}
-
-type update struct {
-	layouts []pools.PFLayout
-	holders *ledger.Ledger
+	// unfit is why each PF cannot take its layout, reported once.
+	unfit map[string]string
+	// recovered is set once the changes an earlier agent left were seen
+	// to.
+	recovered bool
 }
 
 // New makes a Manager; Run starts it.
 func New(o Options) *Manager {
-	return &Manager{o: o, updates: make(chan update, 1), why: map[string]string{}, failed: map[string]string{}}
+	return &Manager{o: o, updates: make(chan []pools.PFLayout, 1), why: map[string]string{}, failed: map[string]string{},
+		unfit: map[string]string{}}
 }
 
-// Update hands the Manager the layouts the PFs should have and who holds
-// which device now. It never blocks: a newer update replaces one not yet
-// taken.
-func (m *Manager) Update(layouts []pools.PFLayout, holders *ledger.Ledger) {
+// Update hands the Manager the layouts the PFs should have; it is called
+// again whenever the device ledger changes, as a holder letting go may
+// let a change start. It never blocks: a newer update replaces one not
+// yet taken.
+func (m *Manager) Update(layouts []pools.PFLayout) {
 	for {
 		select {
-		case m.updates <- update{layouts, holders}:
+		case m.updates <- layouts:
 			return
 		default:
 		}
@@ -79,21 +95,24 @@ func (m *Manager) Run(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case u := <-m.updates:
-			m.reconcile(ctx, u)
+		case layouts := <-m.updates:
+			m.reconcile(ctx, layouts)
 		}
 	}
 }
 
-// reconcile brings every PF of u to its layout, or says why it waits.
-func (m *Manager) reconcile(ctx context.Context, u update) {
+// reconcile brings every PF to its layout, or says why it waits or
+// cannot take it.
+func (m *Manager) reconcile(ctx context.Context, layouts []pools.PFLayout) {
+	layouts = m.fitting(layouts)
+	m.recoverOnce(ctx, layouts)
 	targeted := map[string]bool{}
-	for _, t := range u.layouts {
+	for _, t := range layouts {
 		targeted[t.PF] = true
 		if ctx.Err() != nil {
 			return
 		}
-		m.reconcilePF(ctx, t, u.holders)
+		m.reconcilePF(ctx, t)
 	}
 	for pf := range m.why {
 		if !targeted[pf] {
@@ -103,7 +122,7 @@ func (m *Manager) reconcile(ctx context.Context, u update) {
 	m.waiting.Store(len(m.why) > 0)
 }
 
-func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, holders *ledger.Ledger) {
+func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
 	want := WantOf(t.Layout)
 	key := t.Layout.Name + ": " + want.String()
 	st, err := m.o.Sysfs.Read(t.PF)
@@ -114,32 +133,73 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, holders *le
 	case want.SatisfiedBy(st):
 		delete(m.failed, t.PF)
 		m.setWhy(t, "")
+		// A fence still standing (an earlier agent stopped after its
+		// last write) is done with: sysfs shows the layout.
+		m.lift(t.PF)
 		return
 	case m.failed[t.PF] == key:
 		return // failed as it stands; a new layout is tried again
 	}
-	if why := heldWhy(t.PF, st, holders); why != "" {
-		m.setWhy(t, why)
+	f, free := m.fenceFor(t, st, want)
+	// The fence withdraws the PF, its VFs present and to come and their
+	// ports from every front end before the first write, and keeps on
+	// disk what the change is; the ledger refuses it while any of them is
+	// held or a source of holders cannot be read.
+	if err := m.o.Book.Fence(ctx, f, free); err != nil {
+		m.refused(t, key, err)
 		return
 	}
 	m.setWhy(t, "")
-	m.apply(ctx, t, want, key)
+	m.apply(ctx, t, f.Layout.Before, want, key)
 }
 
-// apply changes the PF and reports how it went.
-func (m *Manager) apply(ctx context.Context, t pools.PFLayout, want Want, key string) {
+// fenceFor is the fence the change takes, and whether the PF's VFs must
+// be free for it. A PF fenced already (an earlier agent stopped half way,
+// a rollback failed) keeps what it had before that change, which a
+// failure rolls back to; none of its VFs could be handed out since.
+func (m *Manager) fenceFor(t pools.PFLayout, st State, want Want) (ledger.Fence, bool) {
+	f := ledger.Fence{Key: fenceKey(t.PF), PF: t.PF, Reason: fmt.Sprintf("its PF's VF layout %s is being applied", t.Layout.Name),
+		Layout: &fenceapi.LayoutChange{Name: t.Layout.Name, Before: st.Bindings(), Target: want.layout()}}
+	old, ok := m.standing(t.PF)
+	if !ok || old.Layout == nil {
+		return f, true
+	}
+	m.o.Log.Info("VF layout: the PF is fenced already, by a change that did not end; a failure rolls back to what it had before that one",
+		"pf", t.PF, "layout", t.Layout.Name, "since", old.Since)
+	f.Since, f.Layout.Before = old.Since, old.Layout.Before
+	return f, false
+}
+
+// refused reports a fence the ledger refused: a holder or an unknown
+// source makes the change wait; anything else (the fence cannot be kept
+// on disk) fails it, with no VF touched.
+func (m *Manager) refused(t pools.PFLayout, key string, err error) {
+	if c, ok := errors.AsType[*ledger.Conflict](err); ok {
+		m.setWhy(t, c.Error())
+		return
+	}
+	m.setWhy(t, "")
+	m.failed[t.PF] = key
+	m.o.Log.Error("VF layout not applied: the PF cannot be fenced", "pf", t.PF, "layout", t.Layout.Name, "err", err)
+	m.o.Events.VFLayoutFailed(describe(t), t.Layout.Name, "the PF cannot be fenced, its VFs are untouched: "+err.Error())
+}
+
+// apply changes the PF, reports how it went and lifts its fence unless
+// its VFs are in a state no one checked.
+func (m *Manager) apply(ctx context.Context, t pools.PFLayout, before []fenceapi.VF, want Want, key string) {
 	start := time.Now()
 	m.o.Log.Info("VF layout: changing the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "want", want.String())
-	_, err := m.o.Sysfs.Apply(ctx, t.PF, want)
+	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, before)
 	took := time.Since(start)
-	var ae *ApplyError
+	ae, isApply := errors.AsType[*ApplyError](err)
 	switch {
 	case err == nil:
 		m.o.Metrics.ObserveVFLayoutChange(t.PF, "applied", took)
 		m.o.Log.Info("VF layout applied", "pf", t.PF, "layout", t.Layout.Name, "took", took.Round(time.Millisecond))
 		m.o.Events.VFLayoutApplied(describe(t), t.Layout.Name, fmt.Sprintf("%s in %s", want, took.Round(time.Millisecond)))
+		m.lift(t.PF)
 		return
-	case errors.As(err, &ae) && ae.Rollback == nil:
+	case isApply && ae.Rollback == nil:
 		m.o.Metrics.ObserveVFLayoutChange(t.PF, "rolled_back", took)
 	default:
 		m.o.Metrics.ObserveVFLayoutChange(t.PF, "rollback_failed", took)
@@ -147,6 +207,39 @@ func (m *Manager) apply(ctx context.Context, t pools.PFLayout, want Want, key st
 	m.failed[t.PF] = key
 	m.o.Log.Error("VF layout not applied", "pf", t.PF, "layout", t.Layout.Name, "err", err)
 	m.o.Events.VFLayoutFailed(describe(t), t.Layout.Name, err.Error())
+	if isApply && ae.Rollback != nil {
+		m.o.Log.Error("VF layout: the PF stays fenced, its VFs withdrawn: they are not as they were", "pf", t.PF)
+		return
+	}
+	m.lift(t.PF)
+}
+
+// lift lifts the PF's fence: its VFs are offered again.
+func (m *Manager) lift(pf string) {
+	if err := m.o.Book.Unfence(fenceKey(pf)); err != nil {
+		m.o.Log.Error("VF layout: the PF's fence not lifted, its VFs stay withdrawn", "pf", pf, "err", err)
+	}
+}
+
+// fitting are the layouts their PFs can take; each one a PF cannot take
+// (Unfit) is reported once, and not applied.
+func (m *Manager) fitting(layouts []pools.PFLayout) []pools.PFLayout {
+	var out []pools.PFLayout
+	unfit := map[string]string{}
+	for _, t := range layouts {
+		why := t.Unfit()
+		if why == "" {
+			out = append(out, t)
+			continue
+		}
+		unfit[t.PF] = why
+		if m.unfit[t.PF] != why {
+			m.o.Log.Error("VF layout cannot apply", "pf", t.PF, "layout", t.Layout.Name, "why", why)
+			m.o.Events.VFLayoutInvalid(describe(t), t.Layout.Name, why)
+		}
+	}
+	m.unfit = unfit
+	return out
 }
 
 // setWhy records why the PF waits ("" for not waiting), with an Event
@@ -168,27 +261,6 @@ func (m *Manager) setWhy(t pools.PFLayout, why string) {
 	if m.o.Waiting != nil {
 		m.o.Waiting()
 	}
-}
-
-// heldWhy names what holds the PF or one of its VFs, "" when all are
-// free; a ledger with a source unread cannot say they are.
-func heldWhy(pf string, st State, holders *ledger.Ledger) string {
-	if !holders.Complete() {
-		if holders == nil {
-			return "the device ledger is not read yet"
-		}
-		return "the device ledger cannot say its VFs are free: " + strings.Join(holders.Unknown, "; ")
-	}
-	devices := []string{pf}
-	for _, vf := range st {
-		devices = append(devices, vf.Addr)
-	}
-	for _, d := range devices {
-		if hs := holders.Holders(d); len(hs) > 0 {
-			return fmt.Sprintf("%s is held by %s", d, hs[0])
-		}
-	}
-	return ""
 }
 
 // describe names the PF as an admin knows it.

@@ -1,49 +1,182 @@
 package vflayout_test
 
 import (
+	"bytes"
 	"log/slog"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
-// TestManagerWaitsForHolders: while a pod holds one of the PF's VFs, the
-// layout waits and says so (Waiting, the metric) and nothing changes; an
-// incomplete ledger cannot say the VFs are free either; once they are,
-// the layout is applied.
-func TestManagerWaitsForHolders(t *testing.T) {
-	n, sys := newNode(t)
-	m := metrics.New()
-	var nudged atomicFlag
-	mgr := vflayout.New(vflayout.Options{Sysfs: sys, Log: slog.New(slog.DiscardHandler), Metrics: m, Waiting: nudged.set})
+// dpdkLayout asks the default node's first E810-C for 4 VFs, 0-1 on
+// vfio-pci.
+var dpdkLayout = []pools.PFLayout{{PF: pf, PFName: "enp59s0f0", TotalVFs: 256, Layout: &pools.VFLayout{Name: "dpdk", NumVFs: 4,
+	Drivers: []pools.VFDriver{{VFs: []pools.IndexRange{{First: 0, Last: 1}}, Driver: "vfio-pci"}}}}}
+
+// dpdkDrivers are the PF's VFs' drivers under dpdkLayout.
+var dpdkDrivers = []string{"vfio-pci", "vfio-pci", "iavf", "iavf"}
+
+// bookNode is a device ledger of a virtual node, as the agent has it:
+// kubelet's PodResources at socket (served or not), the fences in
+// fenceDir; each change of the ledger hands the manager, once set, its
+// layouts again, as the agent does.
+type bookNode struct {
+	book     *ledger.Book
+	socket   string
+	fenceDir string
+	mgr      atomic.Pointer[vflayout.Manager]
+	layouts  atomic.Pointer[[]pools.PFLayout]
+	// onChange, if set, is called at each change before the manager.
+	onChange func()
+}
+
+func newBookNode(t *testing.T, n *virtualnode.Node, fenceDir string) *bookNode {
+	t.Helper()
+	b := &bookNode{socket: filepath.Join(t.TempDir(), "kubelet.sock"), fenceDir: fenceDir}
+	b.book = ledger.NewBook(ledger.BookOptions{Sources: ledger.Sources{PodResourcesSocket: b.socket},
+		SysfsRoot: n.SysRoot(), FenceDir: fenceDir, Changed: b.changed})
+	t.Cleanup(b.book.Close)
+	return b
+}
+
+func (b *bookNode) changed() {
+	if b.onChange != nil {
+		b.onChange()
+	}
+	if m, l := b.mgr.Load(), b.layouts.Load(); m != nil && l != nil {
+		m.Update(*l)
+	}
+}
+
+// serveKubelet starts kubelet's PodResources.
+func (b *bookNode) serveKubelet(t *testing.T) *testkubelet.PodResources {
+	t.Helper()
+	k, err := testkubelet.ServePodResources(b.socket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(k.Close)
+	return k
+}
+
+// start runs a manager on the node's sysfs until the test ends and hands
+// it layouts.
+func (b *bookNode) start(t *testing.T, sys vflayout.Sysfs, o vflayout.Options, layouts []pools.PFLayout) *vflayout.Manager {
+	t.Helper()
+	o.Sysfs, o.Book = sys, b.book
+	mgr := vflayout.New(o)
 	go mgr.Run(t.Context())
-	layouts := []pools.PFLayout{{PF: pf, PFName: "enp59s0f0", TotalVFs: 256, Layout: &pools.VFLayout{Name: "dpdk", NumVFs: 4,
-		Drivers: []pools.VFDriver{{VFs: []pools.IndexRange{{First: 0, Last: 1}}, Driver: "vfio-pci"}}}}}
+	b.layouts.Store(&layouts)
+	b.mgr.Store(mgr)
+	mgr.Update(layouts)
+	return mgr
+}
+
+// layoutFence is the PF's layout fence in force, if any.
+func (b *bookNode) layoutFence() (ledger.Fence, bool) {
+	for _, f := range b.book.Snapshot().Fences() {
+		if f.Key == vflayout.FenceKeyPrefix+pf {
+			return f, true
+		}
+	}
+	return ledger.Fence{}, false
+}
+
+// fenceFiles are the files in the fence directory.
+func (b *bookNode) fenceFiles(t *testing.T) []string {
+	t.Helper()
+	entries, err := os.ReadDir(b.fenceDir)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, e := range entries {
+		out = append(out, e.Name())
+	}
+	return out
+}
+
+// TestManagerFencesThePF: the change takes the PF's fence before its
+// first write, which the ledger refuses while a source of holders cannot
+// be read (kubelet not up) and while a pod holds a port ("addr:pN", as
+// mlx4 IDs them) of one of its VFs: the layout waits and says why (the
+// log, Waiting, the metric) and nothing changes. Once the VFs are free
+// the fence is taken, with the change recorded on disk, while the VFs are
+// still as they were, and lifted once the layout is applied.
+func TestManagerFencesThePF(t *testing.T) {
+	n, sys := newNode(t)
+	b := newBookNode(t, n, t.TempDir())
+	var fencedWith atomic.Pointer[[]string]
+	b.onChange = func() {
+		if _, ok := b.layoutFence(); ok && fencedWith.Load() == nil {
+			d := drivers(n)
+			fencedWith.Store(&d)
+		}
+	}
+	m, logs := metrics.New(), &logBuffer{}
+	var nudged atomicFlag
+	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Waiting: nudged.set}, dpdkLayout)
 	orig := drivers(n)
 
-	held := ledger.New(map[string][]ledger.Holder{vf2: {{Kind: ledger.Pod, Namespace: "default", Name: "holder", Container: "c", Resource: "intel.com/x"}}}, nil)
-	mgr.Update(layouts, held)
-	waitFor(t, "the layout waits for the holder", func() bool {
-		return mgr.Waiting() && nudged.get() && strings.Contains(scrape(m), `hwnet_vf_layout_waiting{pf="0000:3b:00.0"} 1`)
+	waitFor(t, "the layout waits for the ledger", func() bool {
+		return mgr.Waiting() && nudged.get() && strings.Contains(scrape(m), `hwnet_vf_layout_waiting{pf="0000:3b:00.0"} 1`) &&
+			logs.contains(`msg="VF layout waits" pf=0000:3b:00.0 layout=dpdk why="device 0000:3b:00.0: who holds it is unknown`)
 	})
-	mgr.Update(layouts, ledger.New(nil, []string{"kubelet: connection refused"}))
-	mgr.Update(layouts, ledger.New(map[string][]ledger.Holder{}, []string{"kubelet: connection refused"}))
+	kubelet := b.serveKubelet(t)
+	kubelet.SetPod("default", "holder", "intel.com/x", "0000:3b:01.3:p1")
+	b.book.Refresh(t.Context())
+	waitFor(t, "the layout waits for the holder of a VF's port", func() bool {
+		return logs.contains(`why="device 0000:3b:01.3:p1 is held by pod default/holder (container main, intel.com/x)"`)
+	})
 	if got := drivers(n); !equal(got, orig) {
-		t.Fatalf("VFs changed while held or unknown: %q", got)
+		t.Fatalf("VFs changed while unknown or held: %q", got)
 	}
 
-	mgr.Update(layouts, ledger.New(map[string][]ledger.Holder{}, nil))
-	waitFor(t, "the layout applied once its VFs are free", func() bool {
-		return equal(drivers(n), []string{"vfio-pci", "vfio-pci", "iavf", "iavf"}) && !mgr.Waiting() &&
+	kubelet.SetPod("default", "holder", "intel.com/x")
+	b.book.Refresh(t.Context())
+	waitFor(t, "the layout applied once its VFs are free, and its fence lifted", func() bool {
+		_, fenced := b.layoutFence()
+		return equal(drivers(n), dpdkDrivers) && !mgr.Waiting() && !fenced && len(b.fenceFiles(t)) == 0 &&
 			strings.Contains(scrape(m), `hwnet_vf_layout_changes_total{pf="0000:3b:00.0",result="applied"} 1`)
 	})
+	if got := fencedWith.Load(); got == nil || !equal(*got, orig) {
+		t.Errorf("the PF was fenced with its VFs on %v, want before the first write (%q)", got, orig)
+	}
+}
+
+// TestManagerUnfencedWritesNothing: a fence the ledger cannot keep on
+// disk (no fence directory) fails the change before any write: an agent
+// dying half way would leave no trace of it.
+func TestManagerUnfencedWritesNothing(t *testing.T) {
+	n, sys := newNode(t)
+	b := newBookNode(t, n, "")
+	b.serveKubelet(t)
+	if err := b.book.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	orig := drivers(n)
+	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, dpdkLayout)
+	waitFor(t, "the change failed", func() bool {
+		return logs.contains(`msg="VF layout not applied: the PF cannot be fenced" pf=0000:3b:00.0 layout=dpdk err=`)
+	})
+	if got := drivers(n); !equal(got, orig) {
+		t.Errorf("VFs changed without a fence: %q", got)
+	}
 }
 
 func scrape(m *metrics.Metrics) string {
@@ -71,3 +204,56 @@ type atomicFlag struct{ v atomic.Bool }
 
 func (f *atomicFlag) set()      { f.v.Store(true) }
 func (f *atomicFlag) get() bool { return f.v.Load() }
+
+// logBuffer keeps what a logger on other goroutines writes.
+type logBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func (l *logBuffer) contains(s string) bool { return strings.Contains(l.String(), s) }
+
+// TestManagerUnfitLayout: a layout asking the PF for more VFs than its
+// sriov_totalvfs is not tried: a VFLayoutInvalid Node Event names the PF,
+// the count asked and sriov_totalvfs, the log says it, and nothing is
+// fenced or written.
+func TestManagerUnfitLayout(t *testing.T) {
+	api := kubeapi.Start(t)
+	n, sys := newNode(t)
+	b := newBookNode(t, n, t.TempDir())
+	b.serveKubelet(t)
+	if err := b.book.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	var fenced atomicFlag
+	b.onChange = func() {
+		if _, ok := b.layoutFence(); ok {
+			fenced.set()
+		}
+	}
+	logs, orig := &logBuffer{}, drivers(n)
+	many := []pools.PFLayout{{PF: pf, PFName: "enp59s0f0", TotalVFs: 256, Layout: &pools.VFLayout{Name: "many", NumVFs: 300}}}
+	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)),
+		Events: events.Start(t.Context(), api.Client(), "node-1")}, many)
+
+	kubeapi.WaitNodeEvent(t, api.Client(), "node-1", events.ReasonVFLayoutInvalid,
+		`VF layout many cannot apply to PF enp59s0f0 (0000:3b:00.0): vfLayouts[0] "many": numVfs 300 is more than PF 0000:3b:00.0 has (sriov_totalvfs 256)`)
+	if !logs.contains(`msg="VF layout cannot apply" pf=0000:3b:00.0 layout=many why=`) {
+		t.Errorf("not logged:\n%s", logs)
+	}
+	if got := drivers(n); !equal(got, orig) || fenced.get() || mgr.Waiting() {
+		t.Errorf("VFs %q (want %q), fenced %t, waiting %t: the layout was tried", got, orig, fenced.get(), mgr.Waiting())
+	}
+}

@@ -1,10 +1,12 @@
 // Package vflayout brings each PF's VFs to the layout the pools
 // configuration declares for it (vfLayouts): the number of VFs and the
-// driver each is bound to. It changes a PF only when the device ledger
-// says none of its VFs is held, writes sysfs as the kernel wants it
-// (sriov_numvfs through 0; per VF unbind, driver_override,
-// drivers_probe), checks each step took, and puts the PF back as it was
-// when a step fails. A PF already as declared is not written to.
+// driver each is bound to. It changes a PF only under a fence of the
+// device ledger, which withdraws the PF and its VFs from every front end
+// and which the ledger refuses while any of them is held. It writes sysfs
+// as the kernel wants it (sriov_numvfs through 0; per VF unbind,
+// driver_override, drivers_probe), checks each step took, and puts the
+// PF back as it was when a step fails: each VF on the driver it had, with
+// the driver_override it had. A PF already as declared is not written to.
 package vflayout
 
 import (
@@ -19,6 +21,7 @@ import (
 	"strings"
 	"time"
 
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -53,15 +56,19 @@ func WantOf(l *pools.VFLayout) Want {
 	return w
 }
 
-// Want is the layout s is: what a rollback restores.
-func (s State) Want() Want {
-	w := Want{NumVFs: len(s), Drivers: map[int]string{}}
+// layout is w as a fence file records it.
+func (w Want) layout() fenceapi.Layout {
+	return fenceapi.Layout{NumVFs: w.NumVFs, Drivers: maps.Clone(w.Drivers)}
+}
+
+// Bindings are each VF's driver and driver_override, by index: what a
+// rollback puts back, exactly.
+func (s State) Bindings() []fenceapi.VF {
+	out := make([]fenceapi.VF, len(s))
 	for i, vf := range s {
-		if vf.Override != "" {
-			w.Drivers[i] = vf.Driver
-		}
+		out[i] = fenceapi.VF{Driver: vf.Driver, Override: vf.Override}
 	}
-	return w
+	return out
 }
 
 // fits reports whether vf, index i, is as w wants it: on the driver its
