@@ -126,7 +126,7 @@ func TestDeployMountsWhatTheAgentReads(t *testing.T) {
 		}, true},
 		{"../../deploy/uninstall/hwnet-uninstall.yaml", func(c command) []string {
 			u := uninstallOptions(c.opts)
-			return []string{u.PodResourcesSocket, u.DevinfoDir, u.DRAPluginsDir, u.CNI.CacheDir}
+			return []string{u.PodResourcesSocket, u.DevinfoDir, u.DRAPluginsDir, u.FenceDir, u.CNI.CacheDir}
 		}, false},
 	} {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {

@@ -67,7 +67,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 // agent's flags name them.
 func uninstallOptions(o agent.Options) uninstall.Options {
 	u := uninstall.Options{ConfigFile: o.ConfigFile, PluginDir: o.PluginDir, DevinfoDir: o.DevinfoDir,
-		LastGoodConfig: o.LastGoodConfig, ProbeAddr: o.ProbeAddr, Logger: o.Logger,
+		LastGoodConfig: o.LastGoodConfig, FenceDir: cmp.Or(o.FenceDir, agent.DefaultFenceDir), ProbeAddr: o.ProbeAddr, Logger: o.Logger,
 		PodResourcesSocket: cmp.Or(o.PodResourcesSocket, podresources.DefaultSocket),
 		DRAPluginsDir:      cmp.Or(o.DRAPluginsDir, agent.DefaultDRAPluginsDir)}
 	if o.DRA != nil {

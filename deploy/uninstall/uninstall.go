@@ -38,6 +38,9 @@ type Options struct {
 	PluginDir      string
 	DevinfoDir     string
 	LastGoodConfig string
+	// FenceDir holds the fences of VF layout changes under way ("" none):
+	// with no agent left to finish them, they go, each one logged.
+	FenceDir string
 	// CNI is the CNI side's paths; nil when it was not served.
 	CNI *daemon.Options
 	// PodResourcesSocket, DRAPluginsDir (every hwnet DRA checkpoint in a
@@ -91,6 +94,9 @@ func existing(ctx context.Context, opts Options) ([]string, error) {
 	paths, err := poolPaths(opts, heldDevices(ctx, opts))
 	if opts.LastGoodConfig != "" {
 		paths = append(paths, opts.LastGoodConfig)
+	}
+	if opts.FenceDir != "" {
+		paths = append(paths, opts.FenceDir)
 	}
 	if opts.CNI != nil {
 		cni, cerr := cniPaths(*opts.CNI)
@@ -191,11 +197,25 @@ func recordedDevinfo(cacheDir string) ([]string, error) {
 	return files, nil
 }
 
+// logFences warns of each VF layout change an agent left under way: its
+// PF may be half way between two layouts, and no agent is left to finish
+// or undo it.
+func logFences(log *slog.Logger, dir string) {
+	fences, err := ledger.LoadFences(dir)
+	if err != nil {
+		log.Warn("fences of VF layout changes under way cannot be read", "dir", dir, "err", err)
+	}
+	for _, f := range fences {
+		log.Warn("a VF layout change was under way: check the PF's VFs by hand", "pf", f.PF, "fence", f.Key, "reason", f.Reason)
+	}
+}
+
 // Run is hwnet-agent --uninstall: Remove, then, with ProbeAddr, /readyz
 // answers ok until ctx ends, so the uninstall DaemonSet's rollout says
 // when every node is clean.
 func Run(ctx context.Context, opts Options) error {
 	log := cmp.Or(opts.Logger, slog.Default())
+	logFences(log, opts.FenceDir)
 	removed, err := Remove(ctx, opts)
 	for _, p := range removed {
 		log.Info("removed", "path", p)

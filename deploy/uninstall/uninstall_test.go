@@ -46,7 +46,7 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 	t.Cleanup(kubelet.Close)
 	kubelet.SetPod("default", "cnf", "intel.com/sriov_net", heldVF)
 	o := Options{PodResourcesSocket: filepath.Join(dir, "kubelet.sock"), DRAPluginsDir: filepath.Join(dir, "plugins"), ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
-		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"),
+		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"), FenceDir: filepath.Join(dir, "fences"),
 		CNI: &daemon.Options{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 			DevinfoDir: filepath.Join(dir, "devinfo-cni"), NetworkAPISocket: filepath.Join(dir, "run", "cri-network.sock"),
@@ -73,12 +73,13 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 	conf, shim := filepath.Join(o.CNI.ConfDir, daemon.DefaultConfFileName), filepath.Join(o.CNI.BinDir, "hwnet")
 	poolSocket := filepath.Join(o.PluginDir, "intel.com_sriov_net.sock")
 	network := filepath.Join(o.CNI.NetworkDir, "default_net-a.json")
-	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig, o.CNI.NetworkAPISocket, network} {
+	fence := filepath.Join(o.FenceDir, "vf-layout_0000_3b_00.0.json")
+	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig, o.CNI.NetworkAPISocket, network, fence} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, nil, 0o644)
 	}
 	want := []string{conf, shim, o.CNI.SocketPath, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
-		o.LastGoodConfig, o.CNI.NetworkAPISocket, o.CNI.NetworkDir, cniInfo, o.CNI.CacheDir}
+		o.LastGoodConfig, o.FenceDir, o.CNI.NetworkAPISocket, o.CNI.NetworkDir, cniInfo, o.CNI.CacheDir}
 	kept := []string{filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0")),
 		filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", heldVF))}
 	return o, want, kept

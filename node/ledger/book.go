@@ -220,29 +220,37 @@ func (b *Book) Reserve(ctx context.Context, req Request) error {
 		return nil
 	}
 	b.mu.Lock()
-	err := b.checkLocked(req)
-	var c *Conflict
-	if errors.As(err, &c) && c.refreshable {
-		rctx, cancel := context.WithTimeout(ctx, reserveReadTimeout)
-		b.readLocked(rctx, true)
-		cancel()
-		err = b.checkLocked(req)
-	}
-	if err != nil {
-		b.mu.Unlock()
-		b.o.Metrics.LedgerRefused(conflictReason(err))
-		return err
-	}
-	at := b.now()
-	for _, d := range req.Devices {
-		if !slices.ContainsFunc(b.live, func(h liveHold) bool { return h.device == d && sameHolder(h.holder, req.Holder) }) {
-			b.live = append(b.live, liveHold{device: d, holder: req.Holder, at: at})
+	err := b.freshCheckLocked(ctx, func() error { return b.checkLocked(req) })
+	if err == nil {
+		at := b.now()
+		for _, d := range req.Devices {
+			if !slices.ContainsFunc(b.live, func(h liveHold) bool { return h.device == d && sameHolder(h.holder, req.Holder) }) {
+				b.live = append(b.live, liveHold{device: d, holder: req.Holder, at: at})
+			}
 		}
 	}
 	l, changed := b.publishLocked()
 	b.mu.Unlock()
 	b.changed(l, changed)
-	return nil
+	if err != nil {
+		b.o.Metrics.LedgerRefused(conflictReason(err))
+	}
+	return err
+}
+
+// freshCheckLocked runs check, and once more after a fresh read of every
+// source when its conflict is one a fresh read could settle. The read is
+// published whatever the outcome.
+func (b *Book) freshCheckLocked(ctx context.Context, check func() error) error {
+	err := check()
+	var c *Conflict
+	if !errors.As(err, &c) || !c.refreshable {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, reserveReadTimeout)
+	defer cancel()
+	b.readLocked(rctx, true)
+	return check()
 }
 
 // Release gives back every device the holder has through Reserve, and
@@ -354,26 +362,20 @@ func (b *Book) Fence(ctx context.Context, f Fence, free bool) error {
 		f.Since = b.now()
 	}
 	b.mu.Lock()
-	err := b.fenceCheckLocked(f, free)
-	var c *Conflict
-	if errors.As(err, &c) && c.refreshable {
-		rctx, cancel := context.WithTimeout(ctx, reserveReadTimeout)
-		b.readLocked(rctx, true)
-		cancel()
-		err = b.fenceCheckLocked(f, free)
-	}
+	err := b.freshCheckLocked(ctx, func() error { return b.fenceCheckLocked(f, free) })
 	if err == nil && f.Layout != nil {
 		err = b.files.save(f)
 	}
-	if err != nil {
-		b.mu.Unlock()
-		return err
+	if err == nil {
+		b.fences[f.Key] = f
 	}
-	b.fences[f.Key] = f
 	l, changed := b.publishLocked()
 	b.mu.Unlock()
 	b.changed(l, changed)
-	return nil
+	if err != nil {
+		b.o.Metrics.LedgerRefused(conflictReason(err))
+	}
+	return err
 }
 
 // fenceCheckLocked is nil when f may be taken: without free always, with
