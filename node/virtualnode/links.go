@@ -347,6 +347,58 @@ func (l *links) setUp(name string, up bool) error {
 	return nil
 }
 
+// operPoll is how often waitVethStates looks, operSettle how long it
+// waits at most: the link watch fires within a second, later on a loaded
+// machine.
+const (
+	operPoll   = 2 * time.Millisecond
+	operSettle = 30 * time.Second
+)
+
+// waitVethStates waits until netlink reports the operstate a veth pair
+// settles at with these administrative states, or ctx ends: each end is
+// down when itself is, lowerlayerdown when only its peer is, else up.
+func (l *links) waitVethStates(ctx context.Context, a, b *Netdev) error {
+	if a == nil || b == nil || a.Name == "" || b.Name == "" {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, operSettle)
+	defer cancel()
+	for _, end := range []struct {
+		nd       *Netdev
+		peerIsUp bool
+	}{{a, b.Up}, {b, a.Up}} {
+		want := netlink.LinkOperState(netlink.OperUp)
+		switch {
+		case !end.nd.Up:
+			want = netlink.OperDown
+		case !end.peerIsUp:
+			want = netlink.OperLowerLayerDown
+		}
+		if err := l.waitOperState(ctx, end.nd.Name, want); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *links) waitOperState(ctx context.Context, name string, want netlink.LinkOperState) error {
+	for {
+		link, err := l.h.LinkByName(name)
+		if err != nil {
+			return fmt.Errorf("link %s: %w", name, err)
+		}
+		if link.Attrs().OperState == want {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("link %s: operstate %s, want %s: %w", name, link.Attrs().OperState, want, ctx.Err())
+		case <-time.After(operPoll):
+		}
+	}
+}
+
 // setUpLoopback brings lo up, as on any booted host.
 func (l *links) setUpLoopback() error {
 	if err := l.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: 1}}); err != nil {

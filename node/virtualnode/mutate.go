@@ -278,6 +278,12 @@ func (n *Node) changeLink(ctx context.Context, ifname string, link func(*Functio
 		return err
 	}
 	apply(f)
+	// The kernel sets a veth's operstate after the change, from its
+	// link watch: the change is made once netlink says so, or a reader
+	// right after it sees the state before.
+	if err := n.changeLinks(func(ls *links) error { return ls.waitVethStates(ctx, f.Netdev, f.Representor) }); err != nil {
+		return err
+	}
 	l := n.layout()
 	l.writeLinkChange(f)
 	if err := l.Err(); err != nil {
