@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/hwdb"
@@ -58,9 +59,10 @@ type Agent struct {
 	awaitingRelease atomic.Bool
 	ledgerNudge     chan struct{}
 	ledgerChanged   chan struct{}
-	// podUIDs looks a pod's UID up in the CNI side's pod cache, once
-	// that runs.
-	podUIDs atomic.Pointer[func(namespace, name string) string]
+	// pods is the CNI side's cache of the node's pods, once that runs:
+	// the ledger names pods' UIDs and tells a starting kubelet's answer
+	// from a release with it.
+	pods atomic.Pointer[daemon.PodLookup]
 	// collector removes the device-info files of devices nothing holds,
 	// for every resource served since start.
 	collector *ledger.Collector

@@ -26,7 +26,7 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	deps := daemon.Deps{Logger: a.log, Metrics: a.metrics, REST: cfg, Client: client, Events: a.events, Served: a.nudgeLedger,
 		DevicePluginDevinfoDir: a.opts.DevinfoDir, PodResourcesSocket: a.opts.PodResourcesSocket,
 		VFAdmin: a.opts.VFAdmin, SysfsRoot: a.opts.SysfsRoot, Ledger: a.book,
-		PodCache: func(uidOf func(namespace, name string) string) { a.podUIDs.Store(&uidOf) }}
+		PodCache: func(p daemon.PodLookup) { a.pods.Store(&p) }}
 	if a.dra != nil {
 		deps.Claims, deps.ClaimDriver = a.dra, a.dra.Name()
 	}

@@ -23,6 +23,9 @@ const ledgerReadTimeout = 2 * time.Second
 func (a *Agent) newBook() *ledger.Book {
 	src := ledger.Sources{PodResourcesSocket: a.opts.PodResourcesSocket, DevinfoDir: a.opts.DevinfoDir, Metrics: a.metrics,
 		PluginsDir: a.opts.DRAPluginsDir, PodUID: a.podUID}
+	if a.opts.CNI != nil {
+		src.PodRunning = a.podRunning
+	}
 	if d := a.opts.DRA; d != nil {
 		src.Checkpoint = dra.CheckpointPath(d.DriverName, d.PluginDir)
 	}
@@ -36,10 +39,20 @@ func (a *Agent) newBook() *ledger.Book {
 // podUID is the UID of the pod of the node's pod cache with that name, ""
 // when the CNI side is off or the cache knows none or two.
 func (a *Agent) podUID(namespace, name string) string {
-	if f := a.podUIDs.Load(); f != nil {
-		return (*f)(namespace, name)
+	if p := a.pods.Load(); p != nil {
+		return (*p).UIDOf(namespace, name)
 	}
 	return ""
+}
+
+// podRunning reports whether the node's pod cache holds a pod of that
+// name (and UID) that has not ended; before the cache runs, every pod
+// may.
+func (a *Agent) podRunning(namespace, name, uid string) bool {
+	if p := a.pods.Load(); p != nil {
+		return (*p).Running(namespace, name, uid)
+	}
+	return true
 }
 
 // loadLedger reads every source of the ledger and the fences an earlier

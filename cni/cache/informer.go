@@ -77,6 +77,10 @@ func (p *InformerPods) Pod(ctx context.Context, ref PodRef) (Pod, error) {
 // UIDOf is the UID of the one pod of that name, "" for none or two.
 func (p *InformerPods) UIDOf(namespace, name string) string { return p.cache.uidOf(namespace, name) }
 
+// Running reports whether a pod of that name, and UID when not "", is
+// cached and has not ended.
+func (p *InformerPods) Running(namespace, name, uid string) bool { return p.cache.running(namespace, name, uid) }
+
 func (p *InformerPods) onAdd(obj any) {
 	if pod, ok := obj.(*corev1.Pod); ok {
 		p.cache.set(podFrom(pod))

@@ -207,6 +207,10 @@ func (k *KubeletPods) Pod(ctx context.Context, ref PodRef) (Pod, error) {
 // UIDOf is the UID of the one pod of that name, "" for none or two.
 func (k *KubeletPods) UIDOf(namespace, name string) string { return k.cache.uidOf(namespace, name) }
 
+// Running reports whether a pod of that name, and UID when not "", is
+// cached and has not ended.
+func (k *KubeletPods) Running(namespace, name, uid string) bool { return k.cache.running(namespace, name, uid) }
+
 // getPod asks kubelet for the pod by UID, for a pod its watch stream has
 // not reported yet.
 func (k *KubeletPods) getPod(ctx context.Context, ref PodRef) (Pod, bool) {

@@ -31,6 +31,8 @@ type Pod struct {
 	// those its spec names (resourceClaimName) and those made for it from
 	// a template (status.resourceClaimStatuses).
 	Claims []string
+	// Ended is true once the pod's phase is Succeeded or Failed.
+	Ended bool
 }
 
 // PodRef names a pod as the runtime does in CNI_ARGS (K8S_POD_NAMESPACE,
@@ -60,6 +62,11 @@ type PodSource interface {
 	// when the cache holds none or two (an old pod terminating beside its
 	// namesake): kubelet's PodResources names pods without their UID.
 	UIDOf(namespace, name string) string
+	// Running reports whether the cache holds a pod of that namespace
+	// and name, and UID when not "", that has not ended (phase Succeeded
+	// or Failed): kubelet still holds its devices, whatever a kubelet
+	// that is starting says.
+	Running(namespace, name, uid string) bool
 }
 
 // podCache holds the pods of the node by UID: two pods of one name can
@@ -137,6 +144,19 @@ func (c *podCache) uidOf(namespace, name string) string {
 	return uid
 }
 
+// running reports whether a pod of that name, and UID when not "", is
+// cached and has not ended.
+func (c *podCache) running(namespace, name, uid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range c.pods {
+		if p.Namespace == namespace && p.Name == name && (uid == "" || p.UID == uid) && !p.Ended {
+			return true
+		}
+	}
+	return false
+}
+
 // wait returns the pod once the cache holds it. onMiss, if not nil, is
 // asked once, after the first miss, for the pod from elsewhere.
 func (c *podCache) wait(ctx context.Context, ref PodRef, onMiss func(context.Context, PodRef) (Pod, bool)) (Pod, error) {
@@ -180,7 +200,8 @@ func (p Pod) clone() Pod {
 
 // podFrom keeps what the CNI side needs of a Kubernetes pod.
 func podFrom(p *corev1.Pod) Pod {
-	return Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Annotations: p.Annotations, Claims: claimNames(p)}
+	return Pod{Namespace: p.Namespace, Name: p.Name, UID: string(p.UID), Annotations: p.Annotations, Claims: claimNames(p),
+		Ended: p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed}
 }
 
 // claimNames lists the names of the pod's ResourceClaims.

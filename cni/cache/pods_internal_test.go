@@ -61,3 +61,29 @@ func BenchmarkPodLookup(b *testing.B) {
 		})
 	}
 }
+
+// TestRunningAndUIDOf: the ledger's two questions to the node's pods. A
+// pod runs until its phase says it ended; two pods of one name (the old
+// one terminating beside its namesake) have no one UID.
+func TestRunningAndUIDOf(t *testing.T) {
+	c := newPodCache()
+	running := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "web-0", UID: "u-old"}, Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	done := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: "job", UID: "u-job"}, Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}
+	c.set(podFrom(running))
+	c.set(podFrom(done))
+	for _, tc := range []struct {
+		name, uid string
+		want      bool
+	}{{"web-0", "", true}, {"web-0", "u-old", true}, {"web-0", "u-new", false}, {"job", "", false}, {"gone", "", false}} {
+		if got := c.running("ns", tc.name, tc.uid); got != tc.want {
+			t.Errorf("running(%s, %q) = %t, want %t", tc.name, tc.uid, got, tc.want)
+		}
+	}
+	if uid := c.uidOf("ns", "web-0"); uid != "u-old" {
+		t.Errorf("uidOf web-0 = %q, want u-old", uid)
+	}
+	c.set(Pod{Namespace: "ns", Name: "web-0", UID: "u-new"})
+	if uid := c.uidOf("ns", "web-0"); uid != "" {
+		t.Errorf("uidOf with two web-0 = %q, want none", uid)
+	}
+}

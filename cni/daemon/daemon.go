@@ -61,9 +61,14 @@ type Deps struct {
 	// Ledger is the device ledger an ADD reserves its devices in;
 	// without one an ADD of a network with a device is refused.
 	Ledger delegate.Ledger
-	// PodCache, when set, is given the lookup of a pod's UID by name in
-	// the node's pod cache once it runs.
-	PodCache func(uidOf func(namespace, name string) string)
+	// PodCache, when set, is given the node's pod cache once it runs.
+	PodCache func(PodLookup)
+}
+
+// PodLookup is what the rest of the agent reads of the node's pod cache.
+type PodLookup interface {
+	UIDOf(namespace, name string) string
+	Running(namespace, name, uid string) bool
 }
 
 // Start serves CNI requests until ctx ends: caches first, then the

@@ -35,7 +35,7 @@ func newDelegator(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps,
 	}
 	log.Info("CNI pod cache", "source", source)
 	if deps.PodCache != nil {
-		deps.PodCache(pods.UIDOf)
+		deps.PodCache(pods)
 	}
 	nads, podNetworks, err := startInformers(ctx, wg, deps)
 	if err != nil {

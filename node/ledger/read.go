@@ -52,6 +52,10 @@ type Sources struct {
 	// namespace and name (PodResources says no UID), "" when unknown: a
 	// pod recreated under the same name is then another pod.
 	PodUID func(namespace, name string) string
+	// PodRunning, when set, reports whether the node's pods cache holds a
+	// pod of that name, and UID when not "", that has not ended: kubelet
+	// omitting such a pod (it is starting) does not release its devices.
+	PodRunning func(namespace, name, uid string) bool
 	// Records are the CNI attachment records.
 	Records Records
 	// Metrics counts the PodResources requests.
@@ -74,6 +78,10 @@ type Reader struct {
 	// recordsChanged and devinfo are the directories' times last read.
 	recordsChanged time.Time
 	devinfo        dirTimes
+	// socket and incarnationAt are kubelet's PodResources socket as last
+	// answered and when a new one was first (carry).
+	socket        socketID
+	incarnationAt time.Time
 	// podsAt is when kubelet was last asked, podsErr what it answered;
 	// seen and seenChanged are the cheap sources' times (Poll).
 	podsAt      time.Time
@@ -186,10 +194,12 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 	ctx, cancel := context.WithTimeout(ctx, podResourcesTimeout)
 	defer cancel()
 	// Without its socket kubelet is not up: no use waiting for it.
-	if _, err := os.Stat(r.src.PodResourcesSocket); err != nil {
+	fi, err := os.Stat(r.src.PodResourcesSocket)
+	if err != nil {
 		r.Close()
 		return nil, err
 	}
+	r.noteIncarnation(fi)
 	if r.client == nil {
 		c, err := podresources.Dial(ctx, r.src.PodResourcesSocket)
 		if err != nil {
@@ -218,7 +228,7 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 			}
 		}
 	}
-	return out, nil
+	return r.carry(out), nil
 }
 
 // devinfoTimes are the device-info files' modification times by file

@@ -175,3 +175,52 @@ func TestPodHoldersByUID(t *testing.T) {
 		t.Errorf("holders %+v, want pod ns/web-0 with uid-new", hs)
 	}
 }
+
+// TestStartingKubeletReleasesNothing: a kubelet that (re)starts serves
+// PodResources before it has loaded its pods, and answers without them.
+// A pod it omits keeps its devices while the node's pods cache says it
+// runs, and lets them go once the cache says it ended; without the cache,
+// for 30 s after kubelet started.
+func TestStartingKubeletReleasesNothing(t *testing.T) {
+	const vf = "0000:3b:02.0"
+	for _, tc := range []struct {
+		name    string
+		running func(ns, name, uid string) bool
+		after   time.Duration
+		held    bool
+	}{
+		{"the cache says it runs", func(string, string, string) bool { return true }, time.Minute, true},
+		{"the cache says it ended", func(string, string, string) bool { return false }, 0, false},
+		{"no cache, kubelet just started", nil, time.Second, true},
+		{"no cache, kubelet up 30 s", nil, 31 * time.Second, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kubelet, src := newSources(t)
+			src.PodRunning = tc.running
+			kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
+			r := ledger.NewReader(src)
+			defer r.Close()
+			now := time.Now()
+			ledger.SetClock(r, func() time.Time { return now })
+			if hs := r.Read(t.Context()).Holders(vf); len(hs) != 1 {
+				t.Fatalf("before the restart: holders %+v", hs)
+			}
+			// kubelet restarts: a new socket, no pod loaded yet.
+			kubelet.Close()
+			restarted, err := testkubelet.ServePodResources(src.PodResourcesSocket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer restarted.Close()
+			r.Read(t.Context())
+			now = now.Add(tc.after)
+			l := r.Read(t.Context())
+			if !l.Complete() {
+				t.Fatalf("unknown: %v", l.Unknown)
+			}
+			if got := len(l.Holders(vf)) == 1; got != tc.held {
+				t.Errorf("held %t, want %t (holders %+v)", got, tc.held, l.Holders(vf))
+			}
+		})
+	}
+}
