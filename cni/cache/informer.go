@@ -79,7 +79,9 @@ func (p *InformerPods) UIDOf(namespace, name string) string { return p.cache.uid
 
 // Running reports whether a pod of that name, and UID when not "", is
 // cached and has not ended.
-func (p *InformerPods) Running(namespace, name, uid string) bool { return p.cache.running(namespace, name, uid) }
+func (p *InformerPods) Running(namespace, name, uid string) bool {
+	return p.cache.running(namespace, name, uid)
+}
 
 func (p *InformerPods) onAdd(obj any) {
 	if pod, ok := obj.(*corev1.Pod); ok {

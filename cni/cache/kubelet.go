@@ -209,7 +209,9 @@ func (k *KubeletPods) UIDOf(namespace, name string) string { return k.cache.uidO
 
 // Running reports whether a pod of that name, and UID when not "", is
 // cached and has not ended.
-func (k *KubeletPods) Running(namespace, name, uid string) bool { return k.cache.running(namespace, name, uid) }
+func (k *KubeletPods) Running(namespace, name, uid string) bool {
+	return k.cache.running(namespace, name, uid)
+}
 
 // getPod asks kubelet for the pod by UID, for a pod its watch stream has
 // not reported yet.
