@@ -139,7 +139,7 @@ func heldTaint(addrs ...string) func(kubeapi.SliceDevices) bool {
 			return false
 		}
 		for n, dev := range d {
-			isHeld := len(dev.Taints) == 1 && dev.Taints[0].Key == "hwnet.io/held"
+			isHeld := len(dev.Taints) == 1 && dev.Taints[0].Key == heldTaintKey
 			if slices.Contains(names, n) != isHeld {
 				return false
 			}

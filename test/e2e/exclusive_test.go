@@ -1,0 +1,187 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/hwnet-io/hwnet/test/kubeapi"
+)
+
+// Issue 41, "exclusive by construction": every hand-out is one
+// reservation in the agent's device ledger, refused while a source of
+// holders cannot be read, and a device changing front end or PF layout is
+// withdrawn (fenced) meanwhile. These tests run it on the real cluster.
+
+// The taints hwnet puts on a published device that no claim may get
+// (docs/dra.md): something else holds it, or who holds it is unknown.
+const (
+	heldTaintKey    = "hwnet.io/held"
+	unknownTaintKey = "hwnet.io/unknown"
+)
+
+// dpdkEnv names the VFs of intel.com/sriov_dpdk a container got.
+const dpdkEnv = "PCIDEVICE_INTEL_COM_SRIOV_DPDK"
+
+// missingSocket is a PodResources socket no kubelet serves, in kubelet's
+// PodResources directory: the agent watches that directory for the
+// socket, and its root file system is read-only.
+const missingSocket = "/var/lib/kubelet/pod-resources/missing.sock"
+
+// Where the agent keeps a VF layout change's fence (agent.DefaultFenceDir)
+// and serves its probes (deploy/hwnet-agent.yaml's --probe-addr).
+const (
+	fenceDir  = "/var/lib/hwnet/fences"
+	probePort = 8141
+)
+
+// TestFault_PodResourcesUnreadable (issue 41, the defect as reported): a
+// pod without networks holds a VF of intel.com/sriov_dpdk through the
+// device plugin; the agent restarts with a PodResources socket it cannot
+// read and the pool in DRA mode. A claim for the held VF is never
+// allocated; every device of the node is published tainted
+// hwnet.io/unknown and the device plugins list none healthy; /readyz
+// names the missing source; a claim tolerating the taint is refused at
+// prepare, naming why. With the right socket back the held VF is tainted
+// hwnet.io/held until its pod goes; then a claim gets it.
+func TestFault_PodResourcesUnreadable(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	e.endsAtBaseline(ctx, t)
+	e.defaultPoolsAtEnd(t)
+	e.agentLogOnFailure(t)
+	holder := e.startPod(ctx, t, workloadPod("unread-holder", "", map[corev1.ResourceName]int64{dpdkResource: 1}))
+	held := e.podEnv(ctx, t, holder.Name)[dpdkEnv]
+	e.createClaimTemplate(ctx, t, "dpdk-held-vf", vfClaim{class: "hwnet-sriov-dpdk", addr: held})
+	e.createClaimTemplate(ctx, t, "dpdk-held-vf-tolerating",
+		vfClaim{class: "hwnet-sriov-dpdk", addr: held, tolerate: []string{unknownTaintKey}})
+	// One restart: the ConfigMap first, then the args, whose change
+	// restarts the agent, which reads both.
+	e.putPools(ctx, t, draPoolsConfig(t, e.repo))
+	restore := e.withAgentArgs(ctx, t, func(a []string) []string { return append(a, "--pod-resources-socket="+missingSocket) })
+	e.slices(t, "the DRA pools' devices published", func(d kubeapi.SliceDevices) bool { return len(d) == draDevicesOnNode })
+	e.turnedAway(ctx, t, e.draPod(t, claimPodFile, "unread-claim", "dpdk-held-vf"),
+		fmt.Sprintf("a claim for VF %s, which pod %s holds", held, holder.Name))
+	e.slices(t, "every device tainted "+unknownTaintKey, everyTainted(unknownTaintKey))
+	e.waitAllocatable(ctx, t, fabricA, 0)
+	e.waitAllocatable(ctx, t, ibResource, 0)
+	t.Logf("/readyz: %s", e.waitNotReady(ctx, t, "kubelet PodResources", missingSocket))
+	// Deleted once refused: kubelet would try it again only after a
+	// backoff of a minute or more.
+	tolerating := e.draPod(t, claimPodFile, "unread-tolerating", "dpdk-held-vf-tolerating")
+	e.cleanupPods(t, tolerating.Name)
+	e.createPod(ctx, t, tolerating)
+	t.Log(e.waitEventWith(ctx, t, tolerating.Name, "FailedPrepareDynamicResources",
+		"device "+held+": who holds it is unknown", "kubelet PodResources"))
+	if err := e.deletePods(ctx, tolerating.Name); err != nil {
+		t.Fatal(err)
+	}
+
+	if err := restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	e.slices(t, "the held VF tainted "+heldTaintKey, heldTaint(held))
+	if err := e.deletePods(ctx, holder.Name); err != nil {
+		t.Fatal(err)
+	}
+	e.slices(t, "the VF free once its pod is gone", tainted())
+	freed := e.startPod(ctx, t, e.draPod(t, claimPodFile, "unread-freed", "dpdk-held-vf"))
+	if got := e.podEnv(ctx, t, freed.Name)[dpdkEnv]; got != held {
+		t.Errorf("the claim for %s, freed, got %q", held, got)
+	}
+	if err := e.deletePods(ctx, freed.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// defaultPoolsAtEnd puts the default pools configuration back when the
+// test ends and waits until hwnet is ready with it.
+func (e *env) defaultPoolsAtEnd(t *testing.T) {
+	original := e.defaultPools(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		e.usePools(ctx, t, original)
+	})
+}
+
+// agentLogOnFailure writes the running agent's last log lines to the
+// test's log if the test fails: registered after the cleanup that replaces
+// the agent, it runs before it, after those registered later (the test's
+// pods deleted).
+func (e *env) agentLogOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
+		defer cancel()
+		name, err := runningAgent(ctx, e.client, e.c.NodeName())
+		if err != nil {
+			t.Logf("no agent log: %v", err)
+			return
+		}
+		out, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "logs", "--tail=300", name)
+		t.Logf("the last lines of hwnet-agent %s's log (%v):\n%s", name, err, out)
+	})
+}
+
+// everyTainted is a condition: the node's draDevicesOnNode devices are
+// published, each with a taint with the key.
+func everyTainted(key string) func(kubeapi.SliceDevices) bool {
+	return func(d kubeapi.SliceDevices) bool {
+		return len(d) == draDevicesOnNode && !slices.ContainsFunc(slices.Collect(maps.Values(d)), func(dev resourceapi.Device) bool {
+			return !slices.ContainsFunc(dev.Taints, func(t resourceapi.DeviceTaint) bool { return t.Key == key })
+		})
+	}
+}
+
+// waitNotReady waits until the agent's /readyz answers 503 with a reason
+// naming every one of parts, and returns it.
+func (e *env) waitNotReady(ctx context.Context, t *testing.T, parts ...string) string {
+	t.Helper()
+	url := fmt.Sprintf("http://%s:%d/readyz", e.c.NodeIP(), probePort)
+	var body string
+	mustPoll(ctx, t, fmt.Sprintf("/readyz 503 naming %q", parts), func(ctx context.Context) error {
+		out, err := Exec(ctx, e.c, nil, "curl", "-s", "-w", "%{http_code}", url)
+		if err != nil {
+			return err
+		}
+		body = string(out)
+		if !strings.HasSuffix(body, "503") || !containsAll(body, parts) {
+			return fmt.Errorf("it answers %q", body)
+		}
+		body = strings.TrimSpace(strings.TrimSuffix(body, "503"))
+		return nil
+	})
+	return body
+}
+
+// endsAtBaseline checks, once the test's later cleanups have run (its
+// pods deleted, the default configuration back), that the node is as it
+// was now: its links and attachment files as before; no device held (a
+// pod, a claim in the DRA checkpoint, a CNI record) and every source of
+// the ledger read; no device-info file of the device plugins and no fence
+// left; every pool's allocatable whole.
+func (e *env) endsAtBaseline(ctx context.Context, t *testing.T) {
+	t.Helper()
+	before := e.mustSnapshot(ctx, t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		e.checkNoLeaks(ctx, t, before, true)
+		e.waitUnheld(ctx, t, slices.Collect(maps.Keys(e.pools))...)
+		if left, err := e.find(ctx, devinfoDir, fenceDir); err != nil || len(left) > 0 {
+			t.Errorf("device-info files and fences left: %v (%v)", left, err)
+		}
+		if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
+			t.Error(err)
+		}
+	})
+}
