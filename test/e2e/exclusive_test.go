@@ -6,10 +6,15 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
@@ -100,6 +105,94 @@ func TestFault_PodResourcesUnreadable(t *testing.T) {
 	}
 }
 
+// TestKubeletRestartDuringModeSwitch (issue 41): two pods hold VFs of
+// intel.com/sriov_netdevice through the device plugin; the pool switches
+// to DRA and kubelet restarts at once, so that the agent serving the
+// switched pool sees kubelet go and come back. Claims for one VF each,
+// one more than the free VFs, wait meanwhile. No held VF is ever published
+// untainted or allocated to a claim: the claims get the free VFs, the one
+// too many waits, and the held VFs end tainted hwnet.io/held. Once the
+// pods are gone the waiting claim and one more get the VFs they held.
+func TestKubeletRestartDuringModeSwitch(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	e.endsAtBaseline(ctx, t)
+	e.defaultPoolsAtEnd(t)
+	e.agentLogOnFailure(t)
+	holders := []string{"krs-holder-0", "krs-holder-1"}
+	for _, name := range holders {
+		e.startPod(ctx, t, workloadPod(name, "", map[corev1.ResourceName]int64{sriovResource: 1}))
+	}
+	held := e.heldVFs(ctx, t, holders...)
+	offers := e.watchOffers(ctx, t, held)
+	e.createClaimTemplate(ctx, t, "krs-one-vf", vfClaim{})
+	full := int(e.pools[sriovResource])
+	claims := make([]string, full-len(holders)+1)
+	for i := range claims {
+		claims[i] = fmt.Sprintf("krs-claim-%d", i)
+		e.cleanupPods(t, claims[i])
+		e.createPod(ctx, t, e.draPod(t, claimPodFile, claims[i], "krs-one-vf"))
+	}
+
+	e.switchPools(ctx, t, draPoolsConfig(t, e.repo))
+	if err := e.c.RestartKubelet(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waiting := e.oneWaits(ctx, t, claims)
+	e.slices(t, "the held VFs tainted "+heldTaintKey, heldTaint(held...))
+	offers.check(t)
+
+	if err := e.deletePods(ctx, holders...); err != nil {
+		t.Fatal(err)
+	}
+	last := e.startPod(ctx, t, e.draPod(t, claimPodFile, "krs-claim-last", "krs-one-vf"))
+	if _, err := e.waitRunning(ctx, waiting, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.heldVFs(ctx, t, waiting, last.Name); !slices.Equal(slices.Sorted(slices.Values(got)), slices.Sorted(slices.Values(held))) {
+		t.Errorf("claims of pods %s and %s got %v, want the VFs freed, %v", waiting, last.Name, got, held)
+	}
+	if err := e.deletePods(ctx, append(claims, last.Name)...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// oneWaits waits until every pod of names but one runs, and returns that
+// one, which the scheduler must turn away: the others hold every free
+// device.
+func (e *env) oneWaits(ctx context.Context, t *testing.T, names []string) string {
+	t.Helper()
+	var waiting string
+	mustPoll(ctx, t, fmt.Sprintf("all but one of %v Running", names), func(ctx context.Context) error {
+		var others []*corev1.Pod
+		for _, name := range names {
+			p, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			if p.Status.Phase != corev1.PodRunning {
+				others = append(others, p)
+			}
+		}
+		switch len(others) {
+		case 0:
+			t.Fatalf("pods %v all run, with more devices than were free: one was given a held one", names)
+		case 1:
+		default:
+			return fmt.Errorf("%d not Running", len(others))
+		}
+		switch p := others[0]; {
+		case unschedulable(p):
+			waiting = p.Name
+			return nil
+		case p.Spec.NodeName != "":
+			t.Fatalf("pod %s was scheduled with the free devices taken: it was given a held one", p.Name)
+		}
+		return fmt.Errorf("pod %s is %s", others[0].Name, others[0].Status.Phase)
+	})
+	return waiting
+}
+
 // defaultPoolsAtEnd puts the default pools configuration back when the
 // test ends and waits until hwnet is ready with it.
 func (e *env) defaultPoolsAtEnd(t *testing.T) {
@@ -184,4 +277,102 @@ func (e *env) endsAtBaseline(ctx context.Context, t *testing.T) {
 			t.Error(err)
 		}
 	})
+}
+
+// offerWatch records, from informers on the node's ResourceSlices and on
+// every ResourceClaim, each time one of its devices was published without
+// a taint or allocated to a claim.
+type offerWatch struct {
+	node    string
+	devices []string // device names in the slices
+	stop    func()
+	mu      sync.Mutex
+	seen    []string
+	checked bool
+}
+
+// watchOffers watches the VFs at addrs being offered until its check, or
+// the test's end, which reports what it saw.
+func (e *env) watchOffers(ctx context.Context, t *testing.T, addrs []string) *offerWatch {
+	t.Helper()
+	w := &offerWatch{node: e.c.NodeName()}
+	for _, a := range addrs {
+		w.devices = append(w.devices, deviceName(a))
+	}
+	factory := informers.NewSharedInformerFactory(e.client, 0)
+	handler := func(check func(any)) cache.ResourceEventHandlerFuncs {
+		return cache.ResourceEventHandlerFuncs{AddFunc: check, UpdateFunc: func(_, obj any) { check(obj) }}
+	}
+	for _, reg := range []struct {
+		inf   cache.SharedIndexInformer
+		check func(any)
+	}{
+		{factory.Resource().V1().ResourceSlices().Informer(), w.slice},
+		{factory.Resource().V1().ResourceClaims().Informer(), w.claim},
+	} {
+		if _, err := reg.inf.AddEventHandler(handler(reg.check)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	w.stop = sync.OnceFunc(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	t.Cleanup(func() { w.check(t) })
+	factory.Start(wctx.Done())
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("informer of %v not synced", typ)
+		}
+	}
+	return w
+}
+
+// check stops the watch and fails the test, once, if it saw one of its
+// devices offered.
+func (w *offerWatch) check(t *testing.T) {
+	t.Helper()
+	w.stop()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.seen) > 0 && !w.checked {
+		t.Errorf("held devices %v offered:\n%s", w.devices, strings.Join(w.seen, "\n"))
+	}
+	w.checked = true
+}
+
+func (w *offerWatch) slice(obj any) {
+	s, ok := obj.(*resourceapi.ResourceSlice)
+	if !ok || s.Spec.NodeName == nil || *s.Spec.NodeName != w.node {
+		return
+	}
+	for _, d := range s.Spec.Devices {
+		if slices.Contains(w.devices, d.Name) && len(d.Taints) == 0 {
+			w.note("%s published without a taint in ResourceSlice %s (resourceVersion %s)", d.Name, s.Name, s.ResourceVersion)
+		}
+	}
+}
+
+func (w *offerWatch) claim(obj any) {
+	c, ok := obj.(*resourceapi.ResourceClaim)
+	if !ok || c.Status.Allocation == nil {
+		return
+	}
+	for _, r := range c.Status.Allocation.Devices.Results {
+		if r.Pool == w.node && slices.Contains(w.devices, r.Device) {
+			w.note("%s allocated to claim %s/%s", r.Device, c.Namespace, c.Name)
+		}
+	}
+}
+
+// note records what it saw the first time, with the time: an informer
+// hands the same object on at each of its updates.
+func (w *offerWatch) note(format string, args ...any) {
+	what := fmt.Sprintf(format, args...)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !slices.ContainsFunc(w.seen, func(s string) bool { return strings.HasSuffix(s, " "+what) }) {
+		w.seen = append(w.seen, time.Now().Format("15:04:05.000")+": "+what)
+	}
 }
