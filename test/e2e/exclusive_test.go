@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -191,6 +194,66 @@ func (e *env) oneWaits(ctx context.Context, t *testing.T, names []string) string
 		return fmt.Errorf("pod %s is %s", others[0].Name, others[0].Status.Phase)
 	})
 	return waiting
+}
+
+// TestDRAOffWithClaimPrepared (issue 41): a pod holds a VF of
+// intel.com/sriov_netdevice through a claim; the agent restarts without
+// --dra, with the pool back in devicePlugin mode. While the claim is
+// prepared, the pool's device plugin lists its VF unhealthy: allocatable
+// is one short and a pod asking for the whole pool never gets it. The
+// claim's pod, deleted, stays Terminating: kubelet cannot unprepare the
+// claim without its driver, so the claim still holds the VF, and still no
+// pod gets it. Turning DRA on again (docs/dra.md) lets kubelet unprepare
+// the claim: the pod goes and allocatable is whole again.
+func TestDRAOffWithClaimPrepared(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	e.endsAtBaseline(ctx, t)
+	e.defaultPoolsAtEnd(t)
+	e.agentLogOnFailure(t)
+	e.usePools(ctx, t, draPoolsConfig(t, e.repo))
+	e.createClaimTemplate(ctx, t, "draoff-one-vf", vfClaim{})
+	claimPod := e.startPod(ctx, t, e.draPod(t, claimPodFile, "draoff-claim", "draoff-one-vf"))
+	full := e.pools[sriovResource]
+
+	e.putPools(ctx, t, e.defaultPools(t))
+	restore := e.withAgentArgs(ctx, t, func(a []string) []string {
+		return slices.DeleteFunc(a, func(arg string) bool { return arg == "--dra" })
+	})
+	e.waitAllocatable(ctx, t, sriovResource, full-1)
+	e.noPodGetsEveryVF(ctx, t, "draoff-every-vf", full)
+
+	if err := e.client.CoreV1().Pods(podNamespace).Delete(ctx, claimPod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitKubeletLogged(ctx, t, "unprepare dynamic resources: DRA driver hwnet.io is not registered", string(claimPod.UID))
+	e.noPodGetsEveryVF(ctx, t, "draoff-every-vf-unprepare-failed", full)
+	if err := restore(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.deletePods(ctx, claimPod.Name); err != nil {
+		t.Fatal(err)
+	}
+	e.waitAllocatable(ctx, t, sriovResource, full)
+}
+
+// waitKubeletLogged waits until kubelet's log has a line with every one of
+// parts.
+func (e *env) waitKubeletLogged(ctx context.Context, t *testing.T, parts ...string) {
+	t.Helper()
+	log := filepath.Join(e.c.LogDir(), "kubelet.log")
+	mustPoll(ctx, t, fmt.Sprintf("kubelet to log %q", parts), func(context.Context) error {
+		data, err := os.ReadFile(log)
+		if err != nil {
+			return err
+		}
+		for line := range strings.Lines(string(data)) {
+			if containsAll(line, parts) {
+				return nil
+			}
+		}
+		return errors.New("not logged")
+	})
 }
 
 // defaultPoolsAtEnd puts the default pools configuration back when the
