@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -18,7 +19,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/tools/cache"
+	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -254,6 +257,133 @@ func (e *env) waitKubeletLogged(ctx context.Context, t *testing.T, parts ...stri
 		}
 		return errors.New("not logged")
 	})
+}
+
+// TestVFLayoutWithPodArriving (issue 41): the second E810-C's VF layout
+// changes from 8 VFs to 4, which removes every VF of the PF (the kernel
+// takes sriov_numvfs through 0), while a pod asking for a VF of
+// intel.com/sriov_dpdk arrives. The change starts when a pod holding one
+// of the PF's VFs goes, with the kernel held: the agent's first write is
+// not enacted until the pod's VF is allocated, as a driver slow to remove
+// VFs holds it. With the first E810-C's VF 6 taken, the pod's preferred VF
+// is one of the changing PF (the NUMA node with the most free VFs); it
+// must get the first E810-C's other VF instead, or wait for the layout and
+// get a VF present after it: no pod holds a VF the change removes. Until
+// the VF layout change fences its PF (node/vflayout), this fails.
+func TestVFLayoutWithPodArriving(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	e.endsAtBaseline(ctx, t)
+	original := e.defaultPools(t)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		e.restoreVFs(ctx, t, original, secondE810)
+	})
+	e.agentLogOnFailure(t)
+	var changing []string
+	for _, f := range e.c.Node().Devices() {
+		if f.PF == secondE810.addr {
+			changing = append(changing, f.Addr)
+		}
+	}
+	blocker := e.startPod(ctx, t, workloadPod("layout-blocker", "", map[corev1.ResourceName]int64{dpdkResource: 1}))
+	if vf := e.podEnv(ctx, t, blocker.Name)[dpdkEnv]; slices.Contains(changing, vf) {
+		t.Fatalf("pod %s got VF %s of %s, want one of the first E810-C", blocker.Name, vf, secondE810.name)
+	}
+	holder := e.startPod(ctx, t, workloadPod("layout-holder", "", map[corev1.ResourceName]int64{sriovResource: 1}))
+	e.switchPools(ctx, t, withVFLayout(original, secondE810, 4, ""))
+	e.waitNodeEvent(ctx, t, "VFLayoutWaiting", secondE810.name, holder.Name)
+	resume, err := e.c.PauseVNodeKernel()
+	if err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	t.Cleanup(func() { resume() })
+	if err := e.deletePods(ctx, holder.Name); err != nil {
+		t.Fatal(err)
+	}
+	e.waitNumVFsWritten(ctx, t, secondE810, 0)
+
+	pod := workloadPod("layout-arriving", "", map[corev1.ResourceName]int64{dpdkResource: 1})
+	e.cleanupPods(t, pod.Name)
+	e.createPod(ctx, t, pod)
+	during := e.allocatedTo(ctx, t, pod.Name, layoutHold)
+	if err := resume(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("kernel held %.1fs; the arriving pod got %v meanwhile", time.Since(paused).Seconds(), during)
+	e.waitNodeVFs(ctx, t, secondE810, slices.Repeat([]string{"iavf"}, 4))
+	for _, vf := range during {
+		if slices.Contains(changing, vf) {
+			t.Errorf("pod %s got VF %s of %s while its VF layout changed, which removed it", pod.Name, vf, secondE810.name)
+		}
+	}
+	if _, err := e.waitRunning(ctx, pod.Name, 0); err != nil {
+		t.Fatal(err)
+	}
+	for _, vf := range e.allocatedTo(ctx, t, pod.Name, podTimeout) {
+		if _, ok := e.c.Node().Device(vf); !ok {
+			t.Errorf("pod %s holds VF %s, which the node no longer has", pod.Name, vf)
+		}
+	}
+	if err := e.deletePods(ctx, pod.Name, blocker.Name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// layoutHold is how long TestVFLayoutWithPodArriving holds the kernel
+// for kubelet to allocate the arriving pod's devices (about a second
+// after its creation), well inside the agent's 10 s wait for a sysfs
+// write to show, after which it would roll the change back.
+const layoutHold = 5 * time.Second
+
+// waitNumVFsWritten waits until the PF's sriov_numvfs reads n: the agent
+// wrote it, whether or not the kernel has enacted it.
+func (e *env) waitNumVFsWritten(ctx context.Context, t *testing.T, pf layoutPF, n int) {
+	t.Helper()
+	attr := filepath.Join(e.c.Node().SysRoot(), "bus/pci/devices", pf.addr, "sriov_numvfs")
+	mustPoll(ctx, t, fmt.Sprintf("%s written %d", attr, n), func(context.Context) error {
+		data, err := os.ReadFile(attr)
+		if err == nil && strings.TrimSpace(string(data)) != strconv.Itoa(n) {
+			err = fmt.Errorf("it reads %q", data)
+		}
+		return err
+	})
+}
+
+// allocatedTo are the devices kubelet's PodResources lists for the pod,
+// once it lists any, waiting at most within; nil when it lists none by
+// then.
+func (e *env) allocatedTo(ctx context.Context, t *testing.T, pod string, within time.Duration) []string {
+	t.Helper()
+	var got []string
+	err := cluster.Poll(ctx, within, "kubelet to allocate pod "+pod+"'s devices", func(ctx context.Context) error {
+		resp, err := e.podres.List(ctx, &podresv1.ListPodResourcesRequest{})
+		if err != nil {
+			return err
+		}
+		for _, p := range resp.PodResources {
+			if p.Namespace != podNamespace || p.Name != pod {
+				continue
+			}
+			for _, c := range p.Containers {
+				for _, d := range c.Devices {
+					got = append(got, d.DeviceIds...)
+				}
+			}
+		}
+		if len(got) == 0 {
+			return errors.New("none yet")
+		}
+		return nil
+	})
+	if err != nil {
+		t.Logf("%v: the pod waits", err)
+		return nil
+	}
+	slices.Sort(got)
+	return got
 }
 
 // defaultPoolsAtEnd puts the default pools configuration back when the

@@ -21,9 +21,15 @@ type layoutPF struct {
 	drivers    string
 }
 
-// connectX6 is the PF whose VF layout TestVFLayout changes: its 4 VFs on
-// mlx5_core are the nvidia.com/ib pool.
-var connectX6 = layoutPF{addr: "0000:41:00.0", name: "ibp65s0f0", vfs: slices.Repeat([]string{"mlx5_core"}, 4)}
+// The PFs whose VF layout the tests change: the ConnectX-6, whose 4 VFs
+// on mlx5_core are the nvidia.com/ib pool, and the second E810-C, whose
+// VFs 0-5 are intel.com/sriov_netdevice and 6-7 half of
+// intel.com/sriov_dpdk.
+var (
+	connectX6  = layoutPF{addr: "0000:41:00.0", name: "ibp65s0f0", vfs: slices.Repeat([]string{"mlx5_core"}, 4)}
+	secondE810 = layoutPF{addr: "0000:3e:00.0", name: "enp62s0f0",
+		vfs: append(slices.Repeat([]string{"iavf"}, 6), "vfio-pci", "vfio-pci"), drivers: `[{vfs: "6-7", driver: vfio-pci}]`}
+)
 
 // TestVFLayout (issue 34): the pools ConfigMap declares 8 VFs for the
 // ConnectX-6, which has 4, with VFs 0-1 on vfio-pci. While a pod holds
