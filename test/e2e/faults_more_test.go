@@ -63,20 +63,29 @@ func TestFault_HangingPlugin(t *testing.T) {
 	if err := e.create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"hang-net", `type="hwnet-test-plugin"`, "plugin timeout of " + hangTimeout}
-	mustPoll(ctx, t, "a FailedCreatePodSandBox Event naming "+strings.Join(want, ", "), func(ctx context.Context) error {
-		events, err := e.podEvents(ctx, pod.Name, "FailedCreatePodSandBox")
+	e.waitEventWith(ctx, t, pod.Name, "FailedCreatePodSandBox", "hang-net", `type="hwnet-test-plugin"`, "plugin timeout of "+hangTimeout)
+	e.deleteLeavingNothing(ctx, t, before, pod.Name)
+}
+
+// waitEventWith waits for a Warning Event of the pod with the reason whose
+// message has every one of parts, and returns the message.
+func (e *env) waitEventWith(ctx context.Context, t *testing.T, pod, reason string, parts ...string) string {
+	t.Helper()
+	var found string
+	mustPoll(ctx, t, fmt.Sprintf("a %s Event of pod %s naming %q", reason, pod, parts), func(ctx context.Context) error {
+		events, err := e.podEvents(ctx, pod, reason)
 		if err != nil {
 			return err
 		}
 		for _, ev := range events {
-			if containsAll(ev.Message, want) {
+			if containsAll(ev.Message, parts) {
+				found = ev.Message
 				return nil
 			}
 		}
-		return fmt.Errorf("none yet%s", e.lastEvent(ctx, pod.Name))
+		return fmt.Errorf("none yet%s", e.lastEvent(ctx, pod))
 	})
-	e.deleteLeavingNothing(ctx, t, before, pod.Name)
+	return found
 }
 
 func containsAll(s string, subs []string) bool {
@@ -100,59 +109,77 @@ func (e *env) applyForTest(ctx context.Context, t *testing.T, manifest, name str
 }
 
 // agentArgs runs hwnet-agent with args added to its DaemonSet's until the
-// test ends, and waits until such an agent is ready.
+// test ends, and waits until such an agent is ready with every pool.
 func (e *env) agentArgs(ctx context.Context, t *testing.T, args ...string) {
 	t.Helper()
-	dss := e.client.AppsV1().DaemonSets(AgentNamespace)
-	ds, err := dss.Get(ctx, "hwnet-agent", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	original := slices.Clone(ds.Spec.Template.Spec.Containers[0].Args)
-	set := func(ctx context.Context, args []string) error {
-		ds, err := dss.Get(ctx, "hwnet-agent", metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		ds.Spec.Template.Spec.Containers[0].Args = args
-		if _, err := dss.Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
-			return err
-		}
-		return e.waitAgentArgs(ctx, args)
-	}
+	// Registered first, so it runs once the original args are back.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		if err := set(ctx, original); err != nil {
+		if err := WaitHwnetReady(ctx, e.c, e.pools, io.Discard); err != nil {
 			t.Error(err)
 		}
 	})
-	if err := set(ctx, append(slices.Clone(original), args...)); err != nil {
+	e.withAgentArgs(ctx, t, func(a []string) []string { return append(a, args...) })
+	if err := WaitHwnetReady(ctx, e.c, e.pools, io.Discard); err != nil {
 		t.Fatal(err)
 	}
 }
 
-// waitAgentArgs waits until the node's hwnet-agent runs with args and is
-// ready with every pool.
-func (e *env) waitAgentArgs(ctx context.Context, args []string) error {
-	err := cluster.Poll(ctx, podTimeout, "hwnet-agent running with "+strings.Join(args, " "), func(ctx context.Context) error {
-		name, err := runningAgent(ctx, e.client, e.c.NodeName())
-		if err != nil {
-			return err
+// withAgentArgs runs hwnet-agent with its DaemonSet's args as edit makes
+// them and waits until such an agent runs, ready or not: an agent that
+// cannot read a source of holders is never ready. The returned restore
+// puts the original args back and waits until such an agent is ready; the
+// test's end does too.
+func (e *env) withAgentArgs(ctx context.Context, t *testing.T, edit func([]string) []string) (restore func(context.Context) error) {
+	t.Helper()
+	ds, err := e.client.AppsV1().DaemonSets(AgentNamespace).Get(ctx, "hwnet-agent", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	original := ds.Spec.Template.Spec.Containers[0].Args
+	restore = func(ctx context.Context) error { return e.setAgentArgs(ctx, original, true) }
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := restore(ctx); err != nil {
+			t.Error(err)
 		}
-		p, err := e.client.CoreV1().Pods(AgentNamespace).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		if !slices.Equal(p.Spec.Containers[0].Args, args) || !podReady(p) {
-			return fmt.Errorf("%s runs %v, ready %t", name, p.Spec.Containers[0].Args, podReady(p))
-		}
-		return nil
 	})
+	if err := e.setAgentArgs(ctx, edit(slices.Clone(original)), false); err != nil {
+		t.Fatal(err)
+	}
+	return restore
+}
+
+// setAgentArgs puts args in the agent's DaemonSet and waits until the
+// node's agent pod runs with them, and is ready when ready says so.
+func (e *env) setAgentArgs(ctx context.Context, args []string, ready bool) error {
+	dss := e.client.AppsV1().DaemonSets(AgentNamespace)
+	ds, err := dss.Get(ctx, "hwnet-agent", metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
-	return WaitHwnetReady(ctx, e.c, e.pools, io.Discard)
+	ds.Spec.Template.Spec.Containers[0].Args = args
+	if _, err := dss.Update(ctx, ds, metav1.UpdateOptions{}); err != nil {
+		return err
+	}
+	return cluster.Poll(ctx, podTimeout, "hwnet-agent running with "+strings.Join(args, " "), func(ctx context.Context) error {
+		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
+			LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + e.c.NodeName()})
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && slices.Equal(p.Spec.Containers[0].Args, args) &&
+				(podReady(&p) || !ready) {
+				return nil
+			}
+			seen = append(seen, fmt.Sprintf("%s (%s, ready %t) runs %v", p.Name, p.Status.Phase, podReady(&p), p.Spec.Containers[0].Args))
+		}
+		return fmt.Errorf("%s", strings.Join(seen, "; "))
+	})
 }
 
 // TestFault_VanishedNetdev: a free VF whose netdev leaves the node (here

@@ -42,7 +42,7 @@ func TestDeviceHealthInPodStatus(t *testing.T) {
 		e.usePools(ctx, t, original)
 		e.checkNoLeaks(ctx, t, before, true)
 	})
-	e.createClaimTemplate(ctx, t, "health-one-vf", "")
+	e.createClaimTemplate(ctx, t, "health-one-vf", vfClaim{})
 	t.Run("DRA", func(t *testing.T) { e.draHealth(ctx, t) })
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -49,7 +50,7 @@ func TestPoolModeSwitchWithPodsRunning(t *testing.T) {
 		defer cancel()
 		e.usePools(ctx, t, original)
 	})
-	e.createClaimTemplate(ctx, t, "sriov-any-vf", "")
+	e.createClaimTemplate(ctx, t, "sriov-any-vf", vfClaim{})
 	t.Run("device plugin to DRA", func(t *testing.T) { e.switchToDRAWithPodRunning(ctx, t, vfs) })
 	t.Run("DRA to device plugin", func(t *testing.T) { e.switchToDevicePluginWithClaimRunning(ctx, t, original, vfs) })
 	e.waitAllocatable(ctx, t, sriovResource, int64(len(vfs)))
@@ -73,7 +74,7 @@ func (e *env) switchToDRAWithPodRunning(ctx context.Context, t *testing.T, vfs [
 		t.Fatal(err)
 	}
 	e.slices(t, "the VF free once its pod is gone", tainted())
-	e.createClaimTemplate(ctx, t, "sriov-freed-vf", held)
+	e.createClaimTemplate(ctx, t, "sriov-freed-vf", vfClaim{addr: held})
 	pod := e.startPod(ctx, t, e.draPod(t, claimPodFile, "switch-claims-freed", "sriov-freed-vf"))
 	if got := e.podEnv(ctx, t, pod.Name)[sriovNetdeviceEnv]; got != held {
 		t.Errorf("a claim for %s, freed, got %q", held, got)
@@ -107,6 +108,14 @@ func (e *env) switchToDevicePluginWithClaimRunning(ctx context.Context, t *testi
 // below the full one.
 func (e *env) switchPools(ctx context.Context, t *testing.T, config []byte) {
 	t.Helper()
+	e.putPools(ctx, t, config)
+	e.restartAgent(ctx, t)
+}
+
+// putPools puts config in the hwnet-pools ConfigMap: the next agent reads
+// it at its start, the running one once kubelet updates its volume.
+func (e *env) putPools(ctx context.Context, t *testing.T, config []byte) {
+	t.Helper()
 	cms := e.client.CoreV1().ConfigMaps(AgentNamespace)
 	cm, err := cms.Get(ctx, poolsMap, metav1.GetOptions{})
 	if err != nil {
@@ -116,20 +125,22 @@ func (e *env) switchPools(ctx context.Context, t *testing.T, config []byte) {
 	if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	e.restartAgent(ctx, t)
 }
 
 // heldTaint is a condition: the node's draDevicesOnNode devices are
-// published and only the VF at addr is tainted, as held.
-func heldTaint(addr string) func(kubeapi.SliceDevices) bool {
-	name := deviceName(addr)
+// published and only the VFs at addrs are tainted, as held.
+func heldTaint(addrs ...string) func(kubeapi.SliceDevices) bool {
+	names := make([]string, len(addrs))
+	for i, a := range addrs {
+		names[i] = deviceName(a)
+	}
 	return func(d kubeapi.SliceDevices) bool {
 		if len(d) != draDevicesOnNode {
 			return false
 		}
 		for n, dev := range d {
-			isHeld := len(dev.Taints) == 1 && dev.Taints[0].Key == "hwnet.io/held"
-			if (n == name) != isHeld {
+			isHeld := len(dev.Taints) == 1 && dev.Taints[0].Key == heldTaintKey
+			if slices.Contains(names, n) != isHeld {
 				return false
 			}
 		}
@@ -142,14 +153,28 @@ func deviceName(addr string) string {
 	return "pci-" + strings.NewReplacer(":", "-", ".", "-").Replace(addr)
 }
 
-// createClaimTemplate creates a template for one VF of the sriov_netdevice
-// class, the one at addr when given, deleted when the test ends.
-func (e *env) createClaimTemplate(ctx context.Context, t *testing.T, name, addr string) {
+// vfClaim is what a claim template's one request asks for: a VF of the
+// class (hwnet-sriov-netdevice when ""), the one at addr when given,
+// tolerating the device taints with the keys tolerate.
+type vfClaim struct {
+	class    string
+	addr     string
+	tolerate []string
+}
+
+// createClaimTemplate creates a template of one request, want, deleted
+// when the test ends.
+func (e *env) createClaimTemplate(ctx context.Context, t *testing.T, name string, want vfClaim) {
 	t.Helper()
-	req := resourceapi.DeviceRequest{Name: "vf", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "hwnet-sriov-netdevice"}}
-	if addr != "" {
+	req := resourceapi.DeviceRequest{Name: "vf", Exactly: &resourceapi.ExactDeviceRequest{
+		DeviceClassName: cmp.Or(want.class, "hwnet-sriov-netdevice")}}
+	if want.addr != "" {
 		req.Exactly.Selectors = []resourceapi.DeviceSelector{{CEL: &resourceapi.CELDeviceSelector{
-			Expression: fmt.Sprintf(`device.attributes["k8s.cni.cncf.io"].deviceID == %q`, addr)}}}
+			Expression: fmt.Sprintf(`device.attributes["k8s.cni.cncf.io"].deviceID == %q`, want.addr)}}}
+	}
+	for _, key := range want.tolerate {
+		req.Exactly.Tolerations = append(req.Exactly.Tolerations, resourceapi.DeviceToleration{
+			Key: key, Operator: resourceapi.DeviceTolerationOpExists, Effect: resourceapi.DeviceTaintEffectNoSchedule})
 	}
 	tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: podNamespace},
 		Spec: resourceapi.ResourceClaimTemplateSpec{Spec: resourceapi.ResourceClaimSpec{
@@ -273,36 +298,58 @@ func TestFault_NetdevVanishedAfterItsHolder(t *testing.T) {
 // away, then deletes it.
 func (e *env) noPodGetsEveryVF(ctx context.Context, t *testing.T, name string, n int64) {
 	t.Helper()
-	pod := workloadPod(name, "", map[corev1.ResourceName]int64{sriovResource: n})
-	e.cleanupPods(t, name)
+	e.turnedAway(ctx, t, workloadPod(name, "", map[corev1.ResourceName]int64{sriovResource: n}),
+		fmt.Sprintf("its %d VFs, the unhealthy one among them", n))
+}
+
+// turnedAway creates pod, which must not get what it asks for (what says
+// it), waits until kubelet or the scheduler turns it away, then deletes
+// it. A node tainted not-ready (an agent restarting fails the runtime's
+// CNI STATUS) turns every pod away, which says nothing of its devices: the
+// pod is created once the node has no such taint, and a refusal that
+// blames the node's taints does not count.
+func (e *env) turnedAway(ctx context.Context, t *testing.T, pod *corev1.Pod, what string) {
+	t.Helper()
+	mustPoll(ctx, t, "the node's not-ready taints gone", e.noNotReadyTaint)
+	e.cleanupPods(t, pod.Name)
 	if err := e.create(ctx, pod); err != nil {
 		t.Fatal(err)
 	}
-	mustPoll(ctx, t, "pod "+name+" refused its "+fmt.Sprint(n)+" VFs", func(ctx context.Context) error {
-		p, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, name, metav1.GetOptions{})
+	mustPoll(ctx, t, "pod "+pod.Name+" refused "+what, func(ctx context.Context) error {
+		p, err := e.client.CoreV1().Pods(podNamespace).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
 		switch {
 		case p.Status.Phase == corev1.PodRunning:
-			t.Fatalf("pod %s runs with %d VFs, the unhealthy one among them", name, n)
-		case p.Status.Phase == corev1.PodFailed, unschedulable(p):
+			t.Fatalf("pod %s runs with %s", pod.Name, what)
+		case p.Status.Phase == corev1.PodFailed:
+			t.Logf("pod %s failed: %s", pod.Name, p.Status.Message)
+			return nil
+		case unschedulable(p) && !strings.Contains(scheduledCondition(p).Message, "untolerated taint"):
+			t.Logf("pod %s unschedulable: %s", pod.Name, scheduledCondition(p).Message)
 			return nil
 		}
 		return fmt.Errorf("pod is %s", p.Status.Phase)
 	})
-	if err := e.deletePods(ctx, name); err != nil && !apierrors.IsNotFound(err) {
+	if err := e.deletePods(ctx, pod.Name); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatal(err)
 	}
 }
 
 func unschedulable(p *corev1.Pod) bool {
+	c := scheduledCondition(p)
+	return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
+}
+
+// scheduledCondition is the pod's PodScheduled condition, zero if none.
+func scheduledCondition(p *corev1.Pod) corev1.PodCondition {
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return true
+		if c.Type == corev1.PodScheduled {
+			return c
 		}
 	}
-	return false
+	return corev1.PodCondition{}
 }
 
 // agentLogged waits until the running agent's log has a line with msg

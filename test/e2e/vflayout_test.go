@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,11 +12,23 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// The ConnectX-6 of the default virtual node: 4 VFs on mlx5_core, the
-// nvidia.com/ib pool.
-const (
-	ibPF     = "0000:41:00.0"
-	ibPFName = "ibp65s0f0"
+// layoutPF is a PF of the default virtual node: its PCI address, its
+// netdev, the drivers its VFs have there by VF index, and the vfLayouts
+// drivers value that binds them so.
+type layoutPF struct {
+	addr, name string
+	vfs        []string
+	drivers    string
+}
+
+// The PFs whose VF layout the tests change: the ConnectX-6, whose 4 VFs
+// on mlx5_core are the nvidia.com/ib pool, and the second E810-C, whose
+// VFs 0-5 are intel.com/sriov_netdevice and 6-7 half of
+// intel.com/sriov_dpdk.
+var (
+	connectX6  = layoutPF{addr: "0000:41:00.0", name: "ibp65s0f0", vfs: slices.Repeat([]string{"mlx5_core"}, 4)}
+	secondE810 = layoutPF{addr: "0000:3e:00.0", name: "enp62s0f0",
+		vfs: append(slices.Repeat([]string{"iavf"}, 6), "vfio-pci", "vfio-pci"), drivers: `[{vfs: "6-7", driver: vfio-pci}]`}
 )
 
 // TestVFLayout (issue 34): the pools ConfigMap declares 8 VFs for the
@@ -40,18 +53,18 @@ func TestVFLayout(t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		e.restoreVFs(ctx, t, original)
+		e.restoreVFs(ctx, t, original, connectX6)
 	})
 
 	holder := e.startPod(ctx, t, workloadPod("vflayout-holder", "", map[corev1.ResourceName]int64{ibResource: 1}))
 	held := e.podEnv(ctx, t, holder.Name)["PCIDEVICE_NVIDIA_COM_IB"]
-	e.switchPools(ctx, t, withVFLayout(original, 8, `[{vfs: "0-1", driver: vfio-pci}]`))
-	ev := e.waitNodeEvent(ctx, t, "VFLayoutWaiting", ibPFName, "pod "+podNamespace+"/"+holder.Name)
+	e.switchPools(ctx, t, withVFLayout(original, connectX6, 8, `[{vfs: "0-1", driver: vfio-pci}]`))
+	ev := e.waitNodeEvent(ctx, t, "VFLayoutWaiting", connectX6.name, "pod "+podNamespace+"/"+holder.Name)
 	if !strings.Contains(ev, held) {
 		t.Errorf("waiting Event %q does not name the held VF %s", ev, held)
 	}
-	e.waitMetric(ctx, t, fmt.Sprintf(`hwnet_vf_layout_waiting{pf=%q} 1`, ibPF))
-	if got := e.nodeVFs(ibPF); len(got) != 4 {
+	e.waitMetric(ctx, t, fmt.Sprintf(`hwnet_vf_layout_waiting{pf=%q} 1`, connectX6.addr))
+	if got := e.nodeVFs(connectX6.addr); len(got) != 4 {
 		t.Fatalf("the PF has %d VFs while one is held, want its 4: %v", len(got), got)
 	}
 
@@ -62,9 +75,9 @@ func TestVFLayout(t *testing.T) {
 	e.waitAllocatable(ctx, t, ibResource, 6)
 	t.Logf("allocatable %s=6 %.1fs after the holder's deletion", ibResource, time.Since(deleted).Seconds())
 	e.waitCapacity(ctx, t, dpdkResource, 6)
-	t.Log(e.waitNodeEvent(ctx, t, "VFLayoutApplied", ibPFName, "8 VFs, VF 0 on vfio-pci, VF 1 on vfio-pci"))
-	e.waitMetric(ctx, t, fmt.Sprintf(`hwnet_vf_layout_changes_total{pf=%q,result="applied"} 1`, ibPF))
-	vfs := e.nodeVFs(ibPF)
+	t.Log(e.waitNodeEvent(ctx, t, "VFLayoutApplied", connectX6.name, "8 VFs, VF 0 on vfio-pci, VF 1 on vfio-pci"))
+	e.waitMetric(ctx, t, fmt.Sprintf(`hwnet_vf_layout_changes_total{pf=%q,result="applied"} 1`, connectX6.addr))
+	vfs := e.nodeVFs(connectX6.addr)
 	if len(vfs) != 8 || vfs[0] != "vfio-pci" || vfs[1] != "vfio-pci" || vfs[2] != "mlx5_core" {
 		t.Errorf("the PF's VFs are on %v, want 8, 0-1 on vfio-pci, the rest on mlx5_core", vfs)
 	}
@@ -84,29 +97,30 @@ func TestVFLayout(t *testing.T) {
 	}
 }
 
-// withVFLayout is config with a vfLayouts entry for the ConnectX-6.
-func withVFLayout(config []byte, numVFs int, drivers string) []byte {
-	layout := fmt.Sprintf("\nvfLayouts:\n  - name: ib-dpdk\n    selectors: {pfNames: [%s]}\n    numVfs: %d\n", ibPFName, numVFs)
+// withVFLayout is config with a vfLayouts entry giving the PF numVFs VFs
+// bound as drivers says.
+func withVFLayout(config []byte, pf layoutPF, numVFs int, drivers string) []byte {
+	layout := fmt.Sprintf("\nvfLayouts:\n  - name: e2e-%s\n    selectors: {pfNames: [%s]}\n    numVfs: %d\n", pf.name, pf.name, numVFs)
 	if drivers != "" {
 		layout += "    drivers: " + drivers + "\n"
 	}
 	return append(append([]byte{}, config...), layout...)
 }
 
-// restoreVFs puts the ConnectX-6 back to its 4 VFs on mlx5_core, through
-// a layout as a user would, then the default configuration, and brings
-// the cluster's device files in line with the node's.
-func (e *env) restoreVFs(ctx context.Context, t *testing.T, original []byte) {
+// restoreVFs puts the PF's VFs back as the default virtual node has them,
+// through a layout as a user would, then the default configuration. The
+// cluster's device files are brought in line with the node's first: a VF
+// bound to vfio-pci anew has its VFIO group device only then.
+func (e *env) restoreVFs(ctx context.Context, t *testing.T, original []byte, pf layoutPF) {
 	t.Helper()
-	if vfs := e.nodeVFs(ibPF); len(vfs) != 4 || strings.Join(vfs, ",") != "mlx5_core,mlx5_core,mlx5_core,mlx5_core" {
-		e.switchPools(ctx, t, withVFLayout(original, 4, ""))
-		e.waitAllocatable(ctx, t, ibResource, 4)
-		e.waitAllocatable(ctx, t, dpdkResource, 4)
+	if !slices.Equal(e.nodeVFs(pf.addr), pf.vfs) {
+		e.switchPools(ctx, t, withVFLayout(original, pf, len(pf.vfs), pf.drivers))
+		e.waitNodeVFs(ctx, t, pf, pf.vfs)
 	}
-	e.usePools(ctx, t, original)
 	if err := e.c.SyncDevices(); err != nil {
 		t.Error(err)
 	}
+	e.usePools(ctx, t, original)
 }
 
 // waitCapacity waits until the node's capacity of res is want.
@@ -119,6 +133,17 @@ func (e *env) waitCapacity(ctx context.Context, t *testing.T, res corev1.Resourc
 		}
 		if q := node.Status.Capacity[res]; q.Value() != want {
 			return fmt.Errorf("capacity %s", q.String())
+		}
+		return nil
+	})
+}
+
+// waitNodeVFs waits until the PF's VFs are on the drivers, by VF index.
+func (e *env) waitNodeVFs(ctx context.Context, t *testing.T, pf layoutPF, drivers []string) {
+	t.Helper()
+	mustPoll(ctx, t, fmt.Sprintf("PF %s's VFs on %v", pf.name, drivers), func(context.Context) error {
+		if got := e.nodeVFs(pf.addr); !slices.Equal(got, drivers) {
+			return fmt.Errorf("they are on %v", got)
 		}
 		return nil
 	})

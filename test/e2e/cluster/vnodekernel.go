@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"syscall"
 )
 
 // vnodeKernelPackage is the daemon that does for the virtual node what
@@ -52,4 +53,19 @@ func buildVNodeKernel(ctx context.Context, repo, dir string) (string, error) {
 		return "", fmt.Errorf("go build %s in %s: %w\n%s", vnodeKernelPackage, repo, err, out)
 	}
 	return bin, nil
+}
+
+// PauseVNodeKernel stops the node's hwnet-vnode-kernel (SIGSTOP) until
+// resume is called (SIGCONT): the sysfs writes made meanwhile take effect
+// only then, as with a driver that takes seconds to remove or create VFs,
+// where the emulation otherwise takes a moment.
+func (c *Cluster) PauseVNodeKernel() (resume func() error, err error) {
+	p := c.st.process(vnodeKernel)
+	if !p.running() {
+		return nil, fmt.Errorf("pause %s: the cluster in %s runs none", vnodeKernel, c.p.dir)
+	}
+	if err := p.signal(syscall.SIGSTOP); err != nil {
+		return nil, err
+	}
+	return func() error { return p.signal(syscall.SIGCONT) }, nil
 }
