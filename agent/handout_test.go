@@ -46,11 +46,12 @@ const (
 func TestHandout(t *testing.T) {
 	seed, steps := soakParams(t)
 	w := newWorld(t)
-	s := &soak{w: w, layout: baseLayout(), m: newModel(), outcomes: map[string]int{}}
+	s := &soak{w: w, layout: baseLayout(), m: newModel(), outcomes: map[string]int{}, detail: steps <= 10*sequenceLen}
 	t.Cleanup(func() { s.report() })
 	w.startAgent(s.layout)
 	s.waitBaseline()
 	start := time.Now()
+	s.start = start
 	for done, seq := 0, uint64(0); done < steps; seq++ {
 		n := min(sequenceLen, steps-done)
 		s.sequence(seed+seq, n)
@@ -159,6 +160,11 @@ type soak struct {
 	// log is the current sequence's steps as they ran.
 	log      []string
 	outcomes map[string]int
+	// detail logs each sequence's steps with -v, else one line per
+	// sequence; done counts the steps run since start.
+	detail bool
+	done   int
+	start  time.Time
 }
 
 // step is one thing one actor does.
@@ -220,8 +226,13 @@ func (s *soak) sequence(seed uint64, n int) {
 	s.drain()
 	s.waitBaseline()
 	s.log = append(s.log, fmt.Sprintf("    drained to the baseline (%s)", time.Since(start).Round(time.Millisecond)))
-	if testing.Verbose() {
+	s.done += n
+	switch {
+	case !testing.Verbose():
+	case s.detail:
 		s.w.t.Logf("sequence of seed %d:\n%s", seed, strings.Join(s.log, "\n"))
+	default:
+		s.w.t.Logf("sequence of seed %d passed: %d steps done, %.1f steps/s", seed, s.done, float64(s.done)/time.Since(s.start).Seconds())
 	}
 }
 
