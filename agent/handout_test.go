@@ -22,10 +22,13 @@ import (
 )
 
 // The hand-out soak's knobs: `make test` runs the defaults, `make soak`
-// sets both.
+// sets them.
 const (
-	seedEnv      = "HWNET_HANDOUT_SEED"
-	stepsEnv     = "HWNET_HANDOUT_STEPS"
+	seedEnv  = "HWNET_HANDOUT_SEED"
+	stepsEnv = "HWNET_HANDOUT_STEPS"
+	// skipEnv names steps, comma-separated, a run leaves out: to soak
+	// the rest while a bug one of them finds is being fixed.
+	skipEnv      = "HWNET_HANDOUT_SKIP"
 	defaultSeed  = 1
 	defaultSteps = 60
 	// sequenceLen is how many steps run between two drains back to the
@@ -45,8 +48,10 @@ const (
 // sequence's seed and steps: `make soak SEED=<seed> STEPS=<n>` replays it.
 func TestHandout(t *testing.T) {
 	seed, steps := soakParams(t)
+	run := stepsRun(t)
 	w := newWorld(t)
-	s := &soak{w: w, layout: baseLayout(), m: newModel(), outcomes: map[string]int{}, detail: steps <= 10*sequenceLen}
+	s := &soak{w: w, layout: baseLayout(), m: newModel(), outcomes: map[string]int{}, detail: steps <= 10*sequenceLen,
+		steps: run}
 	t.Cleanup(func() { s.report() })
 	w.startAgent(s.layout)
 	s.waitBaseline()
@@ -82,6 +87,27 @@ func soakParams(t *testing.T) (uint64, int) {
 		steps = n
 	}
 	return seed, steps
+}
+
+// stepsRun are the steps a run takes: all but those skipEnv names.
+func stepsRun(t *testing.T) []step {
+	skip := map[string]bool{}
+	for name := range strings.SplitSeq(os.Getenv(skipEnv), ",") {
+		if name != "" {
+			skip[strings.TrimSpace(name)] = true
+		}
+	}
+	var out []step
+	for _, st := range soakSteps() {
+		if !skip[st.name] {
+			out = append(out, st)
+		}
+		delete(skip, st.name)
+	}
+	if len(skip) > 0 || len(out) == 0 {
+		t.Fatalf("%s=%q: unknown steps %v, or none left", skipEnv, os.Getenv(skipEnv), slices.Sorted(maps.Keys(skip)))
+	}
+	return out
 }
 
 // model is the test's own record of what it handed out, through which
@@ -165,6 +191,7 @@ type soak struct {
 	detail bool
 	done   int
 	start  time.Time
+	steps  []step
 }
 
 // step is one thing one actor does.
@@ -211,9 +238,8 @@ func soakSteps() []step {
 // each, then drains the node back to its baseline.
 func (s *soak) sequence(seed uint64, n int) {
 	s.seed, s.rng, s.log = seed, rand.New(rand.NewPCG(seed, seed)), nil
-	steps := soakSteps()
 	for i := range n {
-		st := s.pick(steps)
+		st := s.pick(s.steps)
 		held, changes := s.m.owners(), s.w.layoutChanges()
 		start := time.Now()
 		out := st.run(s)
