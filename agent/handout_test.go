@@ -55,14 +55,11 @@ func TestHandout(t *testing.T) {
 	t.Cleanup(func() { s.report() })
 	w.startAgent(s.layout)
 	s.waitBaseline()
-	start := time.Now()
-	s.start = start
-	for done, seq := 0, uint64(0); done < steps; seq++ {
-		n := min(sequenceLen, steps-done)
-		s.sequence(seed+seq, n)
-		done += n
+	s.start = time.Now()
+	for seq := uint64(0); s.done < steps; seq++ {
+		s.sequence(seed+seq, min(sequenceLen, steps-s.done))
 	}
-	took := time.Since(start)
+	took := time.Since(s.start)
 	t.Logf("%d steps from seed %d in %s (%.1f steps/s, drains included); outcomes: %v",
 		steps, seed, took.Round(time.Millisecond), float64(steps)/took.Seconds(), s.outcomes)
 	s.checkLive(steps)
@@ -242,8 +239,10 @@ func (s *soak) sequence(seed uint64, n int) {
 		st := s.pick(s.steps)
 		held, changes := s.m.owners(), s.w.layoutChanges()
 		start := time.Now()
+		// Logged before it runs: a step the test fails in is the last.
+		s.log = append(s.log, fmt.Sprintf("%3d %s: did not finish", i+1, st.name))
 		out := st.run(s)
-		s.log = append(s.log, fmt.Sprintf("%3d %s (%s): %s", i+1, st.name, time.Since(start).Round(time.Millisecond), out))
+		s.log[len(s.log)-1] = fmt.Sprintf("%3d %s (%s): %s", i+1, st.name, time.Since(start).Round(time.Millisecond), out)
 		s.outcomes[st.name+" "+strings.Trim(strings.Fields(out)[0], ",:")]++
 		s.checkOwners()
 		s.checkLayout(held, changes)
@@ -282,8 +281,12 @@ func (s *soak) report() {
 	if !s.w.t.Failed() {
 		return
 	}
-	s.w.t.Logf("hand-out soak failed in the sequence of seed %d; replay it with\n  make soak SEED=%d STEPS=%d\nsteps:\n%s\nagent log (tail):\n%s",
-		s.seed, s.seed, sequenceLen, strings.Join(s.log, "\n"), s.w.logs)
+	skip := ""
+	if v := os.Getenv(skipEnv); v != "" {
+		skip = " SKIP=" + v
+	}
+	s.w.t.Logf("hand-out soak failed in the sequence of seed %d; replay it with\n  make soak SEED=%d STEPS=%d%s\nsteps:\n%s\nagent log (tail):\n%s",
+		s.seed, s.seed, sequenceLen, skip, strings.Join(s.log, "\n"), s.w.logs)
 }
 
 // violation fails the test for a broken guarantee.
