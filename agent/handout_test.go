@@ -113,8 +113,10 @@ type model struct {
 	pods      map[string]*dpPod
 	claims    map[string]*claimRec
 	sandboxes map[string]*sandbox
-	// vanished are the netdevs moved out of the node, by device.
+	// vanished are the netdevs moved out of the node, by device;
+	// pf1Down says PF 1's link is down, which takes its VFs' health.
 	vanished map[string]string
+	pf1Down  bool
 	// torn says another driver's checkpoint is torn: unreadable.
 	torn  bool
 	names int
@@ -227,6 +229,7 @@ func soakSteps() []step {
 		{"kubelet-restart", 1, (*soak).kubeletRestart, nil},
 		{"kubelet-down-up", 1, (*soak).kubeletDownUp, func(s *soak) bool { return s.w.podres == nil }},
 		{"netdev-vanish-back", 2, (*soak).netdevVanishBack, func(s *soak) bool { return len(s.m.vanished) > 0 }},
+		{"pf-link-down-up", 1, (*soak).pfLinkDownUp, func(s *soak) bool { return s.m.pf1Down }},
 		{"checkpoint-tear-mend", 1, (*soak).checkpointTearMend, func(s *soak) bool { return s.m.torn }},
 	}
 }
@@ -327,7 +330,7 @@ func (s *soak) checkLayout(before map[string][]string, changes float64) {
 // guards are why each device must not be handed out now, as the test
 // knows it: a VF layout fence file on its PF, a source of holders the
 // test made unreadable while the agent reports it unknown, or its netdev
-// gone while the agent lists it not offered.
+// gone or its PF's link down while the agent lists it not offered.
 func (s *soak) guards(res string, viaDRA bool, ids []string) map[string][]string {
 	out := map[string][]string{}
 	fences, err := ledger.LoadFences(s.w.opts.FenceDir)
@@ -348,9 +351,22 @@ func (s *soak) guards(res string, viaDRA bool, ids []string) map[string][]string
 		if unknown != "" {
 			out[id] = append(out[id], unknown)
 		}
-		if o, ok := listed[id]; ok && !o.offered && s.m.vanished[id] != "" {
-			out[id] = append(out[id], "netdev vanished, listed "+o.why)
+		if o, ok := listed[id]; ok && !o.offered {
+			out[id] = append(out[id], s.impaired(id, o.why)...)
 		}
+	}
+	return out
+}
+
+// impaired is what the test did to a device that takes its health: its
+// netdev moved away, its PF's link down.
+func (s *soak) impaired(id, listed string) []string {
+	var out []string
+	if s.m.vanished[id] != "" {
+		out = append(out, "netdev vanished, listed "+listed)
+	}
+	if s.m.pf1Down && !onPF0(id) {
+		out = append(out, "PF 1's link down, listed "+listed)
 	}
 	return out
 }
@@ -405,11 +421,12 @@ func (s *soak) pool(viaDRA bool) (string, bool) {
 	return out[s.rng.IntN(len(out))], true
 }
 
-// choose takes 1-2 of the offered devices, or, one time in four, one the
-// agent withholds, as an actor with a stale view would: half the time one
-// another owner holds, which only the agent's ledger can refuse.
+// choose takes 1-2 of the offered devices or, as an actor with a stale
+// view would, one the agent withholds: one another owner holds, one the
+// test impaired, or one withheld for another reason, each sometimes.
 func (s *soak) choose(offers []offer, taken func(string) bool) (ids []string, stale bool) {
-	var ok, withheld, held []string
+	var ok []string
+	withheld := make([][]string, 3) // held, impaired, other
 	owners := s.m.owners()
 	for _, o := range offers {
 		switch {
@@ -417,20 +434,33 @@ func (s *soak) choose(offers []offer, taken func(string) bool) (ids []string, st
 		case o.offered:
 			ok = append(ok, o.id)
 		case len(owners[o.id]) > 0:
-			held = append(held, o.id)
+			withheld[0] = append(withheld[0], o.id)
+		case len(s.impaired(o.id, "")) > 0:
+			withheld[1] = append(withheld[1], o.id)
 		default:
-			withheld = append(withheld, o.id)
+			withheld[2] = append(withheld[2], o.id)
 		}
 	}
-	for _, l := range [][]string{ok, withheld, held} {
+	slices.Sort(ok)
+	for _, l := range withheld {
 		slices.Sort(l)
 	}
-	if len(held) > 0 && s.rng.IntN(8) == 0 {
-		return []string{held[s.rng.IntN(len(held))]}, true
+	// One time in eight one held, in three one impaired (impairments
+	// are brief), in eight another; always one when none is offered.
+	kind := -1
+	switch r := s.rng.IntN(24); {
+	case r < 3:
+		kind = 0
+	case r < 11:
+		kind = 1
+	case r < 14:
+		kind = 2
 	}
-	withheld = append(withheld, held...)
-	if len(withheld) > 0 && (len(ok) == 0 || s.rng.IntN(8) == 0) {
-		return []string{withheld[s.rng.IntN(len(withheld))]}, true
+	if kind >= 0 && len(withheld[kind]) > 0 {
+		return []string{withheld[kind][s.rng.IntN(len(withheld[kind]))]}, true
+	}
+	if all := slices.Concat(withheld...); len(ok) == 0 && len(all) > 0 {
+		return []string{all[s.rng.IntN(len(all))]}, true
 	}
 	s.rng.Shuffle(len(ok), func(i, j int) { ok[i], ok[j] = ok[j], ok[i] })
 	return ok[:min(len(ok), 1+s.rng.IntN(2))], false
