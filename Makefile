@@ -57,13 +57,15 @@ test: deps lint kube-bins containerd-cdi helm
 # 1. A failure prints the seed and steps of the sequence that broke, which
 # SEED=<that seed> STEPS=<its length> replays. SOAKTIME bounds the run;
 # each sequence that passes logs a line (every step, for up to 300 steps).
-# SKIP=step,... leaves steps out, to soak the rest around a known bug.
+# SKIP=step,... leaves steps out, to soak the rest around a known bug;
+# FOR=2h ends the run, with its summary, after the sequence that passes 2h.
 SEED     ?= 1
 STEPS    ?= 10000
 SOAKTIME ?= 24h
 SKIP     ?=
+FOR      ?=
 soak:
-	HWNET_REQUIRE_ROOT=1 HWNET_HANDOUT_SEED=$(SEED) HWNET_HANDOUT_STEPS=$(STEPS) HWNET_HANDOUT_SKIP=$(SKIP) \
+	HWNET_REQUIRE_ROOT=1 HWNET_HANDOUT_SEED=$(SEED) HWNET_HANDOUT_STEPS=$(STEPS) HWNET_HANDOUT_SKIP=$(SKIP) HWNET_HANDOUT_FOR=$(FOR) \
 		$(GO) test -count=1 -v -run '^TestHandout$$' -timeout $(SOAKTIME) ./agent
 
 # Unit tests only: no root, no network namespaces.

@@ -28,7 +28,10 @@ const (
 	stepsEnv = "HWNET_HANDOUT_STEPS"
 	// skipEnv names steps, comma-separated, a run leaves out: to soak
 	// the rest while a bug one of them finds is being fixed.
-	skipEnv      = "HWNET_HANDOUT_SKIP"
+	skipEnv = "HWNET_HANDOUT_SKIP"
+	// forEnv, a duration, ends the run with the first sequence that ends
+	// past it, so that a soak bounded in time ends with its summary.
+	forEnv       = "HWNET_HANDOUT_FOR"
 	defaultSeed  = 1
 	defaultSteps = 60
 	// sequenceLen is how many steps run between two drains back to the
@@ -56,13 +59,14 @@ func TestHandout(t *testing.T) {
 	w.startAgent(s.layout)
 	s.waitBaseline()
 	s.start = time.Now()
-	for seq := uint64(0); s.done < steps; seq++ {
+	until := soakUntil(t, s.start)
+	for seq := uint64(0); s.done < steps && time.Now().Before(until); seq++ {
 		s.sequence(seed+seq, min(sequenceLen, steps-s.done))
 	}
 	took := time.Since(s.start)
 	t.Logf("%d steps from seed %d in %s (%.1f steps/s, drains included); outcomes: %v",
-		steps, seed, took.Round(time.Millisecond), float64(steps)/took.Seconds(), s.outcomes)
-	s.checkLive(steps)
+		s.done, seed, took.Round(time.Millisecond), float64(s.done)/took.Seconds(), s.outcomes)
+	s.checkLive(s.done)
 }
 
 // soakParams are the seed and step count from the environment, or the
@@ -84,6 +88,20 @@ func soakParams(t *testing.T) (uint64, int) {
 		steps = n
 	}
 	return seed, steps
+}
+
+// soakUntil is when the run ends, at the latest: start plus forEnv, or
+// never.
+func soakUntil(t *testing.T, start time.Time) time.Time {
+	v := os.Getenv(forEnv)
+	if v == "" {
+		return start.Add(100 * 365 * 24 * time.Hour)
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		t.Fatalf("%s=%q: %v", forEnv, v, err)
+	}
+	return start.Add(d)
 }
 
 // stepsRun are the steps a run takes: all but those skipEnv names.
