@@ -59,7 +59,7 @@ func (s *soak) pickAttachable() (*corev1.Pod, string, string, []string) {
 	}
 	for name, c := range s.m.claims {
 		if c.sandbox == "" {
-			cands = append(cands, cand{c.pod, claimOwner(name), resourceOfDevice(s, c.devices[0]), c.devices})
+			cands = append(cands, cand{c.pod, claimOwner(name), s.poolOf(c.devices[0]), c.devices})
 		}
 	}
 	if len(cands) == 0 {
@@ -70,8 +70,8 @@ func (s *soak) pickAttachable() (*corev1.Pod, string, string, []string) {
 	return c.pod, c.owner, c.res, c.devices
 }
 
-// resourceOfDevice is the pool of a VF by its driver now.
-func resourceOfDevice(s *soak, id string) string {
+// poolOf is the pool of a VF, by the driver it has now.
+func (s *soak) poolOf(id string) string {
 	f, _ := s.w.node.Device(id)
 	return resourceOf(f.Driver)
 }
@@ -273,7 +273,7 @@ func (s *soak) netdevBack(id string) {
 
 // offered reports whether the device's pool offers it now.
 func (s *soak) offered(id string) bool {
-	res := resourceOfDevice(s, id)
+	res := s.poolOf(id)
 	for _, o := range s.w.offers(res, s.layout.dra[res]) {
 		if o.id == id {
 			return o.offered
