@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -15,6 +16,10 @@ type Allocation struct {
 	Class           string
 	Driver, Pool    string
 	Devices         []string
+	// ReservedFor are the pods the claim is reserved for, as the
+	// scheduler reserves it for the pod it places: the DRA driver's
+	// checkpoint names them, and the CNI side finds a pod's claims so.
+	ReservedFor []*corev1.Pod
 }
 
 // AllocatedClaim creates the claim of a and allocates it a's devices, as
@@ -37,6 +42,10 @@ func (s *Server) AllocatedClaim(t testing.TB, a Allocation) *resourceapi.Resourc
 			Request: "vfs", Driver: a.Driver, Pool: a.Pool, Device: d})
 	}
 	c.Status.Allocation = alloc
+	for _, p := range a.ReservedFor {
+		c.Status.ReservedFor = append(c.Status.ReservedFor, resourceapi.ResourceClaimConsumerReference{
+			Resource: "pods", Name: p.Name, UID: p.UID})
+	}
 	if c, err = claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
