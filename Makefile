@@ -46,11 +46,8 @@ lint:
 # The whole suite: unit, root (virtual node with real netns and veth) and
 # fuzz seed corpora. Helm is for the chart's tests. The e2e package alone
 # takes 10-13 min on 2 cores, past go test's default 10 min timeout.
-# TestHandout leaves its vf-layout step out until node/vflayout fences
-# the PF it changes: until then a hand-out races the change (issue 41;
-# `make soak` finds it within a few hundred steps).
 test: deps lint kube-bins containerd-cdi helm
-	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) HWNET_HANDOUT_SKIP=vf-layout $(GO) test -count=1 -race -timeout 30m $(PKGS)
+	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) $(GO) test -count=1 -race -timeout 30m $(PKGS)
 
 # The device hand-out under random interleavings (agent/handout_test.go,
 # issue 41) for STEPS steps from SEED, root: `make test` runs 60 from seed

@@ -160,11 +160,10 @@ func (a *Agent) judge() {
 
 // awaitsRelease reports whether a pooled device's verdict waits on a hold
 // ending (offer.Pool.AwaitsRelease): only then is the ledger polled every
-// --ledger-interval. So is a declared VF layout waiting for its VFs, and
-// the ledger unsettled (ledger.Book.Unsettled): a source of holders it
-// cannot read, or an allocation kubelet has not reported yet.
+// --ledger-interval (and while the ledger is unsettled: Book.Watch). So
+// is a declared VF layout waiting for its VFs.
 func (a *Agent) awaitsRelease(v devhealth.View) bool {
-	if a.book.Unsettled() || (a.vfs != nil && a.vfs.Waiting()) {
+	if a.vfs != nil && a.vfs.Waiting() {
 		return true
 	}
 	for name, run := range a.pools {

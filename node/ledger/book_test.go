@@ -431,3 +431,27 @@ func TestRecheckAsksKubeletAtOnce(t *testing.T) {
 	b.Recheck()
 	waitSnapshot(ctx, t, b, "the pod's hold gone", func(l *ledger.Ledger) bool { return len(l.Holders(vfA0)) == 0 })
 }
+
+// TestWatchSeesAnyCheckpointChange: a poll between kubelet's reads looks
+// at every hwnet checkpoint, not only the running driver's: another
+// driver's torn checkpoint makes the ledger unknown at the next poll.
+func TestWatchSeesAnyCheckpointChange(t *testing.T) {
+	_, src := newSources(t)
+	src.PluginsDir = t.TempDir()
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	nudge := make(chan struct{}, 1)
+	loaded := b.Snapshot().ReadAt
+	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge})
+	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
+	torn := filepath.Join(src.PluginsDir, "old.hwnet.io")
+	if err := os.MkdirAll(torn, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(torn, "checkpoint.json"), []byte(`{"format": "`+checkpoint.Marker+`", "version": 3, "claims": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	nudge <- struct{}{}
+	waitSnapshot(ctx, t, b, "the torn checkpoint seen", func(l *ledger.Ledger) bool { return !l.Complete() })
+}

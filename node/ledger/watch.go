@@ -2,7 +2,9 @@ package ledger
 
 import (
 	"context"
+	"fmt"
 	"os"
+	"strings"
 	"time"
 )
 
@@ -24,8 +26,10 @@ const (
 
 // stamps are the times of the sources that cost a stat to check.
 type stamps struct {
-	checkpoint, records, devinfo time.Time
-	checkpointSize               int64
+	records, devinfo time.Time
+	// checkpoints are every checkpoint's path, time and size, or why
+	// they could not be listed.
+	checkpoints string
 }
 
 // Poll is the ledger now. It asks kubelet when urgent (the caller waits
@@ -49,10 +53,7 @@ func (r *Reader) Poll(ctx context.Context, urgent bool) *Ledger {
 
 // stamps stats the sources; one that cannot be stat'ed has a zero time.
 func (r *Reader) stamps() stamps {
-	var s stamps
-	if fi, err := os.Stat(r.src.Checkpoint); err == nil && r.src.Checkpoint != "" {
-		s.checkpoint, s.checkpointSize = fi.ModTime(), fi.Size()
-	}
+	s := stamps{checkpoints: r.checkpointStamps()}
 	if r.src.Records != nil {
 		s.records, _ = r.src.Records.Changed()
 	}
@@ -60,6 +61,26 @@ func (r *Reader) stamps() stamps {
 		s.devinfo = fi.ModTime()
 	}
 	return s
+}
+
+// checkpointStamps says, in a string that changes when any does, every
+// DRA checkpoint's path, time and size: another driver's checkpoint torn
+// must be seen by the next poll, not at the next read of kubelet.
+func (r *Reader) checkpointStamps() string {
+	if r.src.Checkpoint == "" && r.src.PluginsDir == "" {
+		return ""
+	}
+	paths, err := r.checkpointPaths()
+	if err != nil {
+		return err.Error()
+	}
+	var b strings.Builder
+	for _, p := range paths {
+		if fi, err := os.Stat(p); err == nil {
+			fmt.Fprintf(&b, "%s %d %d\n", p, fi.ModTime().UnixNano(), fi.Size())
+		}
+	}
+	return b.String()
 }
 
 // WatchOptions say when Watch polls.

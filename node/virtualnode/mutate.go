@@ -100,7 +100,7 @@ func (n *Node) enableVFs(ctx context.Context, pf *Function, num int) error {
 func (n *Node) writeNumVFs(pf *Function, num int) error {
 	pf.SRIOV.NumVFs = num
 	l := n.layout()
-	l.file(pf.SysPath+"/sriov_numvfs", strconv.Itoa(num)+"\n")
+	l.replace(pf.SysPath+"/sriov_numvfs", strconv.Itoa(num)+"\n")
 	return l.Err()
 }
 

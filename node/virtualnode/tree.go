@@ -46,6 +46,22 @@ func (t *tree) file(rel, content string) {
 	t.write(t.sys+"/"+rel, content)
 }
 
+// replace writes the file rel below sys as a new file renamed over it: a
+// reader sees the old content or the new, never the empty file a
+// truncating write leaves for a moment (a kernel attribute reads whole).
+// Its temporary name is no attribute the kernel emulation enacts.
+func (t *tree) replace(rel, content string) {
+	path := t.sys + "/" + rel
+	tmp := filepath.Join(filepath.Dir(path), "."+filepath.Base(path)+".new")
+	t.write(tmp, content)
+	if t.err != nil {
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.err = err
+	}
+}
+
 // devFile makes the device node stand-in rel below dev: an empty file.
 func (t *tree) devFile(rel string) {
 	t.write(t.dev+"/"+rel, "")
