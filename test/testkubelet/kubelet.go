@@ -58,6 +58,9 @@ func (k *Kubelet) listen() error {
 	if err != nil {
 		return fmt.Errorf("test kubelet: %w", err)
 	}
+	// stop removes the socket itself: a Serve that starts only after Stop
+	// closes its listener then, which would unlink the restarted socket.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	s := grpc.NewServer()
 	pluginapi.RegisterRegistrationServer(s, registration{k: k})
 	k.mu.Lock()
@@ -74,6 +77,7 @@ func (k *Kubelet) stop() {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	k.server.Stop()
+	os.Remove(filepath.Join(k.Dir, "kubelet.sock"))
 	for name, p := range k.plugins {
 		p.cancel()
 		p.conn.Close()

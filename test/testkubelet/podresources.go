@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"sync"
 
@@ -19,6 +20,7 @@ import (
 type PodResources struct {
 	podresourcesapi.UnimplementedPodResourcesListerServer
 	server *grpc.Server
+	path   string
 
 	mu   sync.Mutex
 	pods []*podresourcesapi.PodResources
@@ -30,14 +32,22 @@ func ServePodResources(path string) (*PodResources, error) {
 	if err != nil {
 		return nil, fmt.Errorf("test kubelet pod resources: %w", err)
 	}
-	pr := &PodResources{server: grpc.NewServer()}
+	// Close removes the socket itself: a Serve that starts only after
+	// Stop closes its listener then, which would unlink the socket a
+	// kubelet restarted at the same path serves by then.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
+	pr := &PodResources{server: grpc.NewServer(), path: path}
 	podresourcesapi.RegisterPodResourcesListerServer(pr.server, pr)
 	go pr.server.Serve(l) //nolint:errcheck // ends with Close
 	return pr, nil
 }
 
-// Close stops serving.
-func (pr *PodResources) Close() { pr.server.Stop() }
+// Close stops serving and removes the socket, as kubelet's goes when it
+// stops.
+func (pr *PodResources) Close() {
+	pr.server.Stop()
+	os.Remove(pr.path)
+}
 
 // SetPod records that kubelet allocated ids of resource to the pod's one
 // container "main", replacing what it held; no ids forgets the pod.
