@@ -22,7 +22,7 @@ const ledgerReadTimeout = 2 * time.Second
 // change keeps on disk.
 func (a *Agent) newBook() *ledger.Book {
 	src := ledger.Sources{PodResourcesSocket: a.opts.PodResourcesSocket, DevinfoDir: a.opts.DevinfoDir, Metrics: a.metrics,
-		PluginsDir: a.opts.DRAPluginsDir, PodUID: a.podUID}
+		PluginsDir: a.opts.DRAPluginsDir, PodUID: a.podUID, KubeletSettle: a.opts.KubeletSettle}
 	if a.opts.CNI != nil {
 		src.PodRunning = a.podRunning
 	}

@@ -74,7 +74,12 @@ type Options struct {
 	// says nothing when an allocation ends, so this bounds how long a
 	// device whose holder ended stays held.
 	LedgerInterval time.Duration
-	Logger         *slog.Logger
+	// KubeletSettle is how long after kubelet's PodResources socket
+	// appeared the agent, when it started too, takes kubelet to list every
+	// pod it runs (ledger.Sources.KubeletSettle); 0 trusts its first
+	// answer.
+	KubeletSettle time.Duration
+	Logger        *slog.Logger
 	// ESwitch and VDPA replace the kernel's devlink and vDPA netlink, which
 	// some kernels lack; nil means the kernel's.
 	ESwitch discovery.ESwitchReader
@@ -118,6 +123,7 @@ const (
 	DefaultGCInterval     = 30 * time.Second
 	DefaultDevinfoGrace   = time.Minute
 	DefaultLedgerInterval = 500 * time.Millisecond
+	DefaultKubeletSettle  = 30 * time.Second
 )
 
 func (o Options) withDefaults() Options {

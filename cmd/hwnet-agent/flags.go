@@ -50,6 +50,7 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 	fs.DurationVar(&o.RescanInterval, "rescan-interval", agent.DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
 	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files of devices nothing holds are removed")
 	fs.DurationVar(&o.LedgerInterval, "ledger-interval", agent.DefaultLedgerInterval, "how often the device ledger (who holds each device: PodResources, every hwnet DRA checkpoint, the CNI records) is read again")
+	fs.DurationVar(&o.KubeletSettle, "kubelet-settle", agent.DefaultKubeletSettle, "how long after kubelet started (its PodResources socket's time) an agent that started too waits before it takes kubelet's answer as listing every pod it runs: a starting kubelet answers before its pods are loaded; until then no device is handed out (0 trusts its first answer)")
 	fs.BoolVar(&c.releaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
 	vfAdmin := fs.String("vf-admin", "netlink", "how VF settings (vlan, spoofchk, trust, rates, link state, MTU, MAC) are set through the PF: netlink, or record:PATH to only append each call to PATH as JSON lines (nodes whose PFs cannot take VF settings, such as the e2e's virtual node)")
 	cni := cniFlags(fs)

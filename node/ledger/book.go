@@ -151,17 +151,18 @@ func (b *Book) Apply(l *Ledger) {
 
 // applyLocked makes l the sources' view and drops the pending
 // allocations it settles: kubelet reports them, or, answering late
-// enough, does not.
+// enough and not starting, does not. A read kubelet did not answer
+// settles none.
 func (b *Book) applyLocked(l *Ledger) {
 	b.sourced = l
 	b.live = slices.DeleteFunc(b.live, func(h liveHold) bool {
-		if !h.holder.Pending() || l.ReadAt.Before(h.at) {
+		if !h.holder.Pending() || l.kubeletAt.Before(h.at) {
 			return false
 		}
 		reported := slices.ContainsFunc(l.Holders(h.device), func(o Holder) bool {
 			return o.Kind == Pod && o.Resource == h.holder.Resource
 		})
-		return reported || !l.ReadAt.Before(h.at.Add(pendingGrace))
+		return reported || !l.kubeletStarting && !l.kubeletAt.Before(h.at.Add(pendingGrace))
 	})
 }
 

@@ -455,3 +455,40 @@ func TestWatchSeesAnyCheckpointChange(t *testing.T) {
 	nudge <- struct{}{}
 	waitSnapshot(ctx, t, b, "the torn checkpoint seen", func(l *ledger.Ledger) bool { return !l.Complete() })
 }
+
+// TestPendingAllocationOutlivesKubeletDown: a read kubelet did not answer
+// says nothing of an allocation it has not reported: the hold stays until
+// kubelet answers without it, late enough.
+func TestPendingAllocationOutlivesKubeletDown(t *testing.T) {
+	kubelet, src := newSources(t)
+	src.Checkpoint = ""
+	now := time.Now()
+	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	ledger.SetBookClock(b, func() time.Time { return now })
+	ctx := context.Background()
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	kubelet.Close()
+	now = now.Add(11 * time.Second)
+	if hs := b.Refresh(ctx).Holders(vfA0); len(hs) != 1 || !hs[0].Pending() {
+		t.Fatalf("kubelet down 11 s after the allocation: holders %+v, want the pending allocation", hs)
+	}
+	back, err := testkubelet.ServePodResources(src.PodResourcesSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer back.Close()
+	b.Refresh(ctx)
+	now = now.Add(kubeletSettleForTest)
+	if hs := b.Refresh(ctx).Holders(vfA0); len(hs) != 0 {
+		t.Errorf("kubelet back and settled without the allocation: holders %+v, want none", hs)
+	}
+}
+
+// kubeletSettleForTest is past the Reader's default settle time.
+const kubeletSettleForTest = 31 * time.Second

@@ -1,17 +1,21 @@
 package ledger
 
 import (
+	"cmp"
+	"fmt"
 	"os"
 	"slices"
 	"syscall"
 	"time"
 )
 
-// kubeletSettle is how long after kubelet (re)starts the pods it no
-// longer reports keep the devices they held, when the node's pods cannot
-// be asked (Sources.PodRunning unset): a kubelet that starts serves
-// PodResources before its pod sources are loaded, and answers without the
-// pods it runs.
+// kubeletSettle is how long after kubelet (re)starts, unless
+// Sources.KubeletSettle says, the pods it no longer reports keep the
+// devices they held when the node's pods cannot be asked
+// (Sources.PodRunning unset), and allocations it has not reported yet
+// are kept whatever it answers: a kubelet that starts serves PodResources
+// before its pod sources are loaded, and answers without the pods it
+// runs.
 const kubeletSettle = 30 * time.Second
 
 // noteIncarnation records when kubelet's PodResources socket was first
@@ -28,6 +32,29 @@ func (r *Reader) noteIncarnation(fi os.FileInfo) {
 		r.incarnationAt = r.now()
 	}
 	r.socket = id
+}
+
+// starting reports whether kubelet restarted less than its settle time
+// ago, as this Reader saw it.
+func (r *Reader) starting() bool {
+	return !r.incarnationAt.IsZero() && r.now().Sub(r.incarnationAt) < r.settle()
+}
+
+// settle is how long a kubelet that started may answer without its pods.
+func (r *Reader) settle() time.Duration { return cmp.Or(r.src.KubeletSettle, kubeletSettle) }
+
+// settled is an error while kubelet, which this Reader has not heard
+// from, started less than KubeletSettle ago: its answer may leave out
+// pods it runs, whose holds this Reader never read.
+func (r *Reader) settled(fi os.FileInfo) error {
+	if r.heard || r.src.KubeletSettle == 0 {
+		return nil
+	}
+	if age := r.now().Sub(fi.ModTime()); age < r.src.KubeletSettle {
+		return fmt.Errorf("kubelet started %s ago; until it has run %s its answer may leave out pods it runs",
+			age.Round(time.Second), r.src.KubeletSettle)
+	}
+	return nil
 }
 
 // socketID tells one socket file from another made at the same path.
@@ -56,7 +83,7 @@ func (r *Reader) carry(got map[string][]Holder) map[string][]Holder {
 // reports, may still run.
 func (r *Reader) stillRuns(h Holder) bool {
 	if r.src.PodRunning == nil {
-		return r.now().Sub(r.incarnationAt) < kubeletSettle
+		return r.starting()
 	}
 	uid := ""
 	if len(h.PodUIDs) > 0 {

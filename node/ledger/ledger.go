@@ -99,6 +99,11 @@ type Ledger struct {
 	ReadAt time.Time
 	// taken is when the read began.
 	taken time.Time
+	// kubeletAt is when kubelet last answered, zero if it never did; and
+	// kubeletStarting says it restarted lately, so its answer may leave
+	// out pods it runs (Reader.starting).
+	kubeletAt       time.Time
+	kubeletStarting bool
 	// fences are the fences in force, by key (a Book's).
 	fences []Fence
 }

@@ -56,6 +56,13 @@ type Sources struct {
 	// pod of that name, and UID when not "", that has not ended: kubelet
 	// omitting such a pod (it is starting) does not release its devices.
 	PodRunning func(namespace, name, uid string) bool
+	// KubeletSettle, when set, is how long after kubelet's PodResources
+	// socket appeared (its time) kubelet is taken to answer with every pod
+	// it runs, by a Reader that has not heard from it before: a kubelet
+	// that starts answers before its pods are loaded, and such a Reader
+	// (an agent that started too) has no earlier answer to carry the holds
+	// it leaves out from. Until then kubelet is unknown.
+	KubeletSettle time.Duration
 	// Records are the CNI attachment records.
 	Records Records
 	// Metrics counts the PodResources requests.
@@ -82,10 +89,14 @@ type Reader struct {
 	// answered and when a new one was first (carry).
 	socket        socketID
 	incarnationAt time.Time
-	// podsAt is when kubelet was last asked, podsErr what it answered;
+	// heard says kubelet answered this Reader once (settled).
+	heard bool
+	// podsAt is when kubelet was last asked, podsErr what it answered,
+	// answeredAt when it last answered;
 	// seen and seenChanged are the cheap sources' times (Poll).
 	podsAt      time.Time
 	podsErr     error
+	answeredAt  time.Time
 	seen        stamps
 	seenChanged time.Time
 	// now is the clock Poll's intervals are measured on; polled is
@@ -170,7 +181,7 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 			if got, err := r.pods(ctx); err != nil {
 				r.podsErr = err
 			} else {
-				r.podsErr, r.last[podsSource] = nil, got
+				r.podsErr, r.last[podsSource], r.answeredAt = nil, got, readAt
 			}
 		}
 		add(podsSource, r.last[podsSource], r.podsErr)
@@ -186,6 +197,7 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 	}
 	l := New(byDevice, unknown)
 	l.ReadAt, l.taken = readAt, taken
+	l.kubeletAt, l.kubeletStarting = r.answeredAt, r.starting()
 	return l
 }
 
@@ -200,6 +212,9 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 		return nil, err
 	}
 	r.noteIncarnation(fi)
+	if err := r.settled(fi); err != nil {
+		return nil, err
+	}
 	if r.client == nil {
 		c, err := podresources.Dial(ctx, r.src.PodResourcesSocket)
 		if err != nil {
@@ -215,6 +230,7 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 		r.Close()
 		return nil, err
 	}
+	r.heard = true
 	since := r.devinfoTimes()
 	out := map[string][]Holder{}
 	for _, p := range list {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -222,5 +223,52 @@ func TestStartingKubeletReleasesNothing(t *testing.T) {
 				t.Errorf("held %t, want %t (holders %+v)", got, tc.held, l.Holders(vf))
 			}
 		})
+	}
+}
+
+// TestStartedWithKubelet: an agent that starts while kubelet does has no
+// earlier answer to keep the holds of pods a starting kubelet leaves out:
+// kubelet is unknown until it has run KubeletSettle (its socket's time),
+// and a pending allocation is not dropped while kubelet starts.
+func TestStartedWithKubelet(t *testing.T) {
+	const vf = "0000:3b:02.0"
+	kubelet, src := newSources(t)
+	src.Checkpoint, src.KubeletSettle = "", 30*time.Second
+	now := time.Now()
+	if err := os.Chtimes(src.PodResourcesSocket, now, now); err != nil {
+		t.Fatal(err)
+	}
+	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	ledger.SetBookClock(b, func() time.Time { return now })
+	if err := b.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if why := b.Snapshot().UnknownWhy(); !strings.Contains(why, "kubelet started 0s ago") {
+		t.Fatalf("unknown %q, want kubelet starting named", why)
+	}
+	now = now.Add(31 * time.Second)
+	if l := b.Refresh(t.Context()); !l.Complete() {
+		t.Fatalf("kubelet up 31 s: unknown %v", l.Unknown)
+	}
+	if err := b.Reserve(t.Context(), ledger.Request{Devices: []string{vf}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	// kubelet restarts before it reports the allocation, and answers
+	// without it for longer than an allocation's grace.
+	kubelet.Close()
+	restarted, err := testkubelet.ServePodResources(src.PodResourcesSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restarted.Close()
+	b.Refresh(t.Context())
+	now = now.Add(20 * time.Second)
+	if hs := b.Refresh(t.Context()).Holders(vf); len(hs) != 1 || !hs[0].Pending() {
+		t.Errorf("20 s into kubelet's start: holders %+v, want the pending allocation", hs)
+	}
+	now = now.Add(11 * time.Second)
+	if hs := b.Refresh(t.Context()).Holders(vf); len(hs) != 0 {
+		t.Errorf("kubelet up 31 s without the allocation: holders %+v, want none", hs)
 	}
 }
