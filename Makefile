@@ -13,7 +13,7 @@ KUBE_VERSION ?= v1.37.1
 # or hwnet-cluster --containerd v1.7.35 then runs.
 CONTAINERD_VERSION ?= v2.4.2
 
-.PHONY: all build test unit soak deps kube-bins containerd-cdi lint bench bench-peers bench-cluster bench-scale bench-discovery fuzz demo demo-node clean
+.PHONY: all build test unit soak soak-ledger deps kube-bins containerd-cdi lint bench bench-peers bench-cluster bench-scale bench-discovery fuzz demo demo-node clean
 
 all: build
 
@@ -64,6 +64,13 @@ FOR      ?=
 soak:
 	HWNET_REQUIRE_ROOT=1 HWNET_HANDOUT_SEED=$(SEED) HWNET_HANDOUT_STEPS=$(STEPS) HWNET_HANDOUT_SKIP=$(SKIP) HWNET_HANDOUT_FOR=$(FOR) \
 		$(GO) test -count=1 -v -run '^TestHandout$$' -timeout $(SOAKTIME) ./agent
+
+# The Book (node/ledger) under random interleavings of every hand-out,
+# give-back and fault of its sources, for STEPS steps from SEED: a few
+# thousand steps a second, no root. `make test` runs 5000 from seed 1.
+soak-ledger:
+	HWNET_LEDGER_SEED=$(SEED) HWNET_LEDGER_STEPS=$(STEPS) \
+		$(GO) test -count=1 -v -run '^TestBookInterleavings$$' -timeout $(SOAKTIME) ./node/ledger
 
 # Unit tests only: no root, no network namespaces.
 unit:
