@@ -86,11 +86,10 @@ func (s *soak) setSandbox(owner, sb string) {
 
 // del is the runtime's CNI DEL of a sandbox.
 func (s *soak) del() string {
-	ids := slices.Sorted(maps.Keys(s.m.sandboxes))
-	if len(ids) == 0 {
+	sb, ok := pickKey(s, s.m.sandboxes)
+	if !ok {
 		return "nothing: no sandbox"
 	}
-	sb := ids[s.rng.IntN(len(ids))]
 	s.tearDown(sb)
 	return "ok " + sb
 }

@@ -7,7 +7,6 @@ import (
 	"math/rand/v2"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/soakenv"
 )
 
 // The hand-out soak's knobs: `make test` runs the defaults, `make soak`
@@ -72,22 +72,7 @@ func TestHandout(t *testing.T) {
 // soakParams are the seed and step count from the environment, or the
 // defaults.
 func soakParams(t *testing.T) (uint64, int) {
-	seed, steps := uint64(defaultSeed), defaultSteps
-	if v := os.Getenv(seedEnv); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", seedEnv, v, err)
-		}
-		seed = n
-	}
-	if v := os.Getenv(stepsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive count", stepsEnv, v)
-		}
-		steps = n
-	}
-	return seed, steps
+	return soakenv.Params(t, seedEnv, stepsEnv, defaultSeed, defaultSteps)
 }
 
 // soakUntil is when the run ends, at the latest: start plus forEnv, or
@@ -554,14 +539,22 @@ func (s *soak) kubeletHolds(res, id string) bool {
 	return false
 }
 
+// pickKey is one of the map's keys, false when it is empty.
+func pickKey[V any](s *soak, m map[string]V) (string, bool) {
+	if len(m) == 0 {
+		return "", false
+	}
+	keys := slices.Sorted(maps.Keys(m))
+	return keys[s.rng.IntN(len(keys))], true
+}
+
 // deletePod is a device plugin pod ending: the runtime tears its sandbox
 // down, kubelet forgets its allocation.
 func (s *soak) deletePod() string {
-	names := slices.Sorted(maps.Keys(s.m.pods))
-	if len(names) == 0 {
+	name, ok := pickKey(s, s.m.pods)
+	if !ok {
 		return "nothing: no device plugin pod"
 	}
-	name := names[s.rng.IntN(len(names))]
 	s.forget(name)
 	return "ok " + name
 }
@@ -642,11 +635,10 @@ func (s *soak) nodePrepare(name, uid string) error {
 // unprepare is a claim's pod ending: the runtime tears its sandbox down,
 // kubelet unprepares the claim, and the claim is deleted.
 func (s *soak) unprepare() string {
-	names := slices.Sorted(maps.Keys(s.m.claims))
-	if len(names) == 0 {
+	name, ok := pickKey(s, s.m.claims)
+	if !ok {
 		return "nothing: no claim"
 	}
-	name := names[s.rng.IntN(len(names))]
 	s.release(name)
 	return "ok claim " + name
 }

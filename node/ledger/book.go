@@ -185,6 +185,18 @@ func (b *Book) publishLocked() (*Ledger, bool) {
 	return l, !l.Equal(prev)
 }
 
+// unlockAndPublish makes the snapshot anew, releases the lock, reports
+// the change and counts err, a refusal, if any; it returns err.
+func (b *Book) unlockAndPublish(err error) error {
+	l, changed := b.publishLocked()
+	b.mu.Unlock()
+	b.changed(l, changed)
+	if err != nil {
+		b.o.Metrics.LedgerRefused(conflictReason(err))
+	}
+	return err
+}
+
 // changed reports a new snapshot, l, to the metrics and, when it says
 // something else than the last one, to Changed.
 func (b *Book) changed(l *Ledger, changed bool) {
@@ -230,13 +242,7 @@ func (b *Book) Reserve(ctx context.Context, req Request) error {
 			}
 		}
 	}
-	l, changed := b.publishLocked()
-	b.mu.Unlock()
-	b.changed(l, changed)
-	if err != nil {
-		b.o.Metrics.LedgerRefused(conflictReason(err))
-	}
-	return err
+	return b.unlockAndPublish(err)
 }
 
 // freshCheckLocked runs check, and once more after a fresh read of every
@@ -261,9 +267,7 @@ func (b *Book) Release(ctx context.Context, h Holder) {
 	b.mu.Lock()
 	b.live = slices.DeleteFunc(b.live, func(l liveHold) bool { return sameHolder(l.holder, h) })
 	b.readLocked(ctx, false)
-	l, changed := b.publishLocked()
-	b.mu.Unlock()
-	b.changed(l, changed)
+	b.unlockAndPublish(nil)
 }
 
 // checkLocked is nil when every device of req may go to its holder.
@@ -370,13 +374,7 @@ func (b *Book) Fence(ctx context.Context, f Fence, free bool) error {
 	if err == nil {
 		b.fences[f.Key] = f
 	}
-	l, changed := b.publishLocked()
-	b.mu.Unlock()
-	b.changed(l, changed)
-	if err != nil {
-		b.o.Metrics.LedgerRefused(conflictReason(err))
-	}
-	return err
+	return b.unlockAndPublish(err)
 }
 
 // fenceCheckLocked is nil when f may be taken: without free always, with
@@ -433,10 +431,7 @@ func (b *Book) Unfence(key string) error {
 		}
 	}
 	delete(b.fences, key)
-	l, changed := b.publishLocked()
-	b.mu.Unlock()
-	b.changed(l, changed)
-	return nil
+	return b.unlockAndPublish(nil)
 }
 
 // Watch polls the sources as o says until ctx ends and applies each read

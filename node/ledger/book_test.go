@@ -381,12 +381,7 @@ func (f *fakeRecords) Modified(string) (time.Time, error) { return f.changed, ni
 func TestWatchPollsWhileUnknown(t *testing.T) {
 	kubelet, src := newSources(t)
 	b := openBook(t, ledger.BookOptions{Sources: src})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	nudge := make(chan struct{}, 1)
-	loaded := b.Snapshot().ReadAt
-	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge})
-	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
+	ctx, nudge := watchBook(t, b)
 	kubelet.Close()
 	// A device-info file written, as by Allocate: the next poll asks
 	// kubelet, and finds it gone.
@@ -401,6 +396,19 @@ func TestWatchPollsWhileUnknown(t *testing.T) {
 	}
 	defer back.Close()
 	waitSnapshot(ctx, t, b, "kubelet's PodResources read again", (*ledger.Ledger).Complete)
+}
+
+// watchBook runs the Book's watch, polling every 10 ms and when nudged,
+// until the test ends or 20 s pass, and waits for its first poll.
+func watchBook(t *testing.T, b *ledger.Book) (context.Context, chan<- struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	nudge := make(chan struct{}, 1)
+	loaded := b.Snapshot().ReadAt
+	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge})
+	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
+	return ctx, nudge
 }
 
 // waitSnapshot waits until the Book's snapshot satisfies cond.
@@ -422,11 +430,7 @@ func TestRecheckAsksKubeletAtOnce(t *testing.T) {
 	kubelet, src := newSources(t)
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
 	b := openBook(t, ledger.BookOptions{Sources: src})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	loaded := b.Snapshot().ReadAt
-	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }})
-	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
+	ctx, _ := watchBook(t, b)
 	kubelet.SetPod("ns", "cnf", "intel.com/vf")
 	b.Recheck()
 	waitSnapshot(ctx, t, b, "the pod's hold gone", func(l *ledger.Ledger) bool { return len(l.Holders(vfA0)) == 0 })
@@ -439,12 +443,7 @@ func TestWatchSeesAnyCheckpointChange(t *testing.T) {
 	_, src := newSources(t)
 	src.PluginsDir = t.TempDir()
 	b := openBook(t, ledger.BookOptions{Sources: src})
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	nudge := make(chan struct{}, 1)
-	loaded := b.Snapshot().ReadAt
-	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge})
-	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
+	ctx, nudge := watchBook(t, b)
 	torn := filepath.Join(src.PluginsDir, "old.hwnet.io")
 	if err := os.MkdirAll(torn, 0o755); err != nil {
 		t.Fatal(err)

@@ -45,20 +45,16 @@ func (r *ilRun) allocate() string {
 
 // deletePod is kubelet letting a pod go, its sandbox torn down first.
 func (r *ilRun) deletePod() string {
-	if r.m.kubeletDown || r.m.kubeletStarting || len(r.m.pods) == 0 {
+	name, ok := pickKey(r, r.m.pods)
+	if !ok || r.m.kubeletDown || r.m.kubeletStarting {
 		return "nothing: no pod, or kubelet is not up"
 	}
-	name := r.pick(slices.Sorted(maps.Keys(r.m.pods)))
 	r.forgetPod(name)
 	return "ok " + name
 }
 
 func (r *ilRun) forgetPod(name string) {
-	for _, id := range slices.Sorted(maps.Keys(r.m.sandboxes)) {
-		if r.m.sandboxes[id].owner == "pod "+name {
-			r.delSandbox(id)
-		}
-	}
+	r.delSandboxesOf("pod " + name)
 	p := r.m.pods[name]
 	delete(r.m.pods, name)
 	r.w.setPod(name, p.resource)
@@ -83,20 +79,16 @@ func (r *ilRun) prepare() string {
 // unprepare takes the claim out of the checkpoint, then releases it, as
 // package dra does.
 func (r *ilRun) unprepare() string {
-	if len(r.m.claims) == 0 {
+	name, ok := pickKey(r, r.m.claims)
+	if !ok {
 		return "nothing: no claim"
 	}
-	name := r.pick(slices.Sorted(maps.Keys(r.m.claims)))
 	r.unprepareClaim(name)
 	return "ok " + name
 }
 
 func (r *ilRun) unprepareClaim(name string) {
-	for _, id := range slices.Sorted(maps.Keys(r.m.sandboxes)) {
-		if r.m.sandboxes[id].owner == "claim "+name {
-			r.delSandbox(id)
-		}
-	}
+	r.delSandboxesOf("claim " + name)
 	c := r.m.claims[name]
 	delete(r.m.claims, name)
 	r.w.writeCheckpoint()
@@ -162,12 +154,30 @@ func (r *ilRun) hasSandbox(owner string) bool {
 }
 
 func (r *ilRun) del() string {
-	if len(r.m.sandboxes) == 0 {
+	id, ok := pickKey(r, r.m.sandboxes)
+	if !ok {
 		return "nothing: no sandbox"
 	}
-	id := r.pick(slices.Sorted(maps.Keys(r.m.sandboxes)))
 	r.delSandbox(id)
 	return "ok " + id
+}
+
+// pickKey is one of the map's keys, false when it is empty.
+func pickKey[V any](r *ilRun, m map[string]V) (string, bool) {
+	if len(m) == 0 {
+		return "", false
+	}
+	return r.pick(slices.Sorted(maps.Keys(m))), true
+}
+
+// delSandboxesOf runs the DEL of the owner's sandboxes, as kubelet
+// does before it lets a pod or a claim go.
+func (r *ilRun) delSandboxesOf(owner string) {
+	for _, id := range slices.Sorted(maps.Keys(r.m.sandboxes)) {
+		if r.m.sandboxes[id].owner == owner {
+			r.delSandbox(id)
+		}
+	}
 }
 
 // delSandbox is the CNI DEL: the record goes, then the hold.
@@ -204,10 +214,10 @@ func (r *ilRun) fence() string {
 }
 
 func (r *ilRun) unfence() string {
-	if len(r.m.fences) == 0 {
+	key, ok := pickKey(r, r.m.fences)
+	if !ok {
 		return "nothing: no fence"
 	}
-	key := r.pick(slices.Sorted(maps.Keys(r.m.fences)))
 	r.lift(key)
 	return "ok " + key
 }

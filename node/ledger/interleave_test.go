@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
-	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/test/soakenv"
 )
 
 // The interleaving test's knobs: `make test` runs the defaults, `make
@@ -60,25 +59,11 @@ func TestBookInterleavings(t *testing.T) {
 }
 
 func ilParams(t *testing.T) (uint64, int) {
-	seed, steps := uint64(ilDefaultSeed), ilDefaultSteps
+	steps := ilDefaultSteps
 	if testing.Short() {
 		steps = 400
 	}
-	if v := os.Getenv(ilSeedEnv); v != "" {
-		n, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: %v", ilSeedEnv, v, err)
-		}
-		seed = n
-	}
-	if v := os.Getenv(ilStepsEnv); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a positive count", ilStepsEnv, v)
-		}
-		steps = n
-	}
-	return seed, steps
+	return soakenv.Params(t, ilSeedEnv, ilStepsEnv, ilDefaultSeed, steps)
 }
 
 // ilModel is what the test did: who holds what in truth, and the faults
