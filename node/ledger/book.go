@@ -233,7 +233,7 @@ func (b *Book) Reserve(ctx context.Context, req Request) error {
 		return nil
 	}
 	b.mu.Lock()
-	err := b.freshCheckLocked(ctx, func() error { return b.checkLocked(req) })
+	err := b.freshCheckLocked(ctx, func(fresh bool) error { return b.checkLocked(req, fresh) })
 	if err == nil {
 		at := b.now()
 		for _, d := range req.Devices {
@@ -246,10 +246,11 @@ func (b *Book) Reserve(ctx context.Context, req Request) error {
 }
 
 // freshCheckLocked runs check, and once more after a fresh read of every
-// source when its conflict is one a fresh read could settle. The read is
-// published whatever the outcome.
-func (b *Book) freshCheckLocked(ctx context.Context, check func() error) error {
-	err := check()
+// source when its conflict is one a fresh read could settle; check is
+// told whether the sources were just read. The read is published
+// whatever the outcome.
+func (b *Book) freshCheckLocked(ctx context.Context, check func(fresh bool) error) error {
+	err := check(false)
 	var c *Conflict
 	if !errors.As(err, &c) || !c.refreshable {
 		return err
@@ -257,7 +258,7 @@ func (b *Book) freshCheckLocked(ctx context.Context, check func() error) error {
 	rctx, cancel := context.WithTimeout(ctx, reserveReadTimeout)
 	defer cancel()
 	b.readLocked(rctx, true)
-	return check()
+	return check(true)
 }
 
 // Release gives back every device the holder has through Reserve, and
@@ -271,7 +272,12 @@ func (b *Book) Release(ctx context.Context, h Holder) {
 }
 
 // checkLocked is nil when every device of req may go to its holder.
-func (b *Book) checkLocked(req Request) error {
+// Unless the sources were just read (fresh), a kubelet allocation over a
+// sandbox's hold is a conflict to read again for: it is compatible only
+// while kubelet still reports the sandbox's pod, and kubelet may have let
+// that pod go, its sandbox left behind (its DEL lost), since it was last
+// asked.
+func (b *Book) checkLocked(req Request, fresh bool) error {
 	for _, d := range req.Devices {
 		if f, ok := b.fencedLocked(d); ok {
 			return &Conflict{Device: d, Reason: Fenced, Why: f.Reason}
@@ -282,11 +288,20 @@ func (b *Book) checkLocked(req Request) error {
 		if why, bad := b.verdicts[d]; bad {
 			return &Conflict{Device: d, Reason: Unhealthy, Why: why}
 		}
-		all := b.holdersLocked(d)
-		for _, e := range all {
-			if !compatible(req.Holder, e, all) {
-				return &Conflict{Device: d, Reason: Held, Holder: e, Why: e.String(), refreshable: b.sourcedHold(d, e)}
-			}
+		if err := b.holdersAllowLocked(req.Holder, d, fresh); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// holdersAllowLocked is nil when every holder of d is compatible with h.
+func (b *Book) holdersAllowLocked(h Holder, d string, fresh bool) error {
+	all := b.holdersLocked(d)
+	for _, e := range all {
+		stale := !fresh && h.Kind == Pod && e.Kind == Container
+		if stale || !compatible(h, e, all) {
+			return &Conflict{Device: d, Reason: Held, Holder: e, Why: e.String(), refreshable: stale || b.sourcedHold(d, e)}
 		}
 	}
 	return nil
@@ -367,7 +382,7 @@ func (b *Book) Fence(ctx context.Context, f Fence, free bool) error {
 		f.Since = b.now()
 	}
 	b.mu.Lock()
-	err := b.freshCheckLocked(ctx, func() error { return b.fenceCheckLocked(f, free) })
+	err := b.freshCheckLocked(ctx, func(bool) error { return b.fenceCheckLocked(f, free) })
 	if err == nil && f.Layout != nil {
 		err = b.files.save(f)
 	}

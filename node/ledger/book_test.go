@@ -3,6 +3,7 @@ package ledger_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -491,3 +492,37 @@ func TestPendingAllocationOutlivesKubeletDown(t *testing.T) {
 
 // kubeletSettleForTest is past the Reader's default settle time.
 const kubeletSettleForTest = 31 * time.Second
+
+// TestAllocationOverALeftSandbox: kubelet lets a pod go whose DEL was
+// lost (the agent was down), and allocates its device again: the Book
+// asks kubelet afresh rather than take the sandbox for the pod's own, and
+// refuses naming the sandbox; a StatefulSet's pod recreated under the
+// same name is another pod.
+func TestAllocationOverALeftSandbox(t *testing.T) {
+	for _, recreated := range []bool{false, true} {
+		t.Run(fmt.Sprintf("recreated=%t", recreated), func(t *testing.T) {
+			m := newILModel()
+			w := newILWorld(t, m)
+			ctx := context.Background()
+			vf := ilVFs(ilPFA)[0]
+			m.pods["p"] = &ilPod{uid: "uid-1", resource: poolA, devices: []string{vf}}
+			w.setPod("p", poolA, vf)
+			w.book.Refresh(ctx)
+			sb := &ilSandbox{pod: "p", podUID: "uid-1", resource: poolA, devices: []string{vf}}
+			h := ledger.Holder{Kind: ledger.Container, Resource: poolA, Namespace: ilNS, Name: "p", Container: "sandbox-1", PodUIDs: []string{"uid-1"}}
+			if err := w.book.Reserve(ctx, ledger.Request{Devices: []string{vf}, Holder: h}); err != nil {
+				t.Fatal(err)
+			}
+			w.writeRecord("sandbox-1", sb)
+			delete(m.pods, "p")
+			w.setPod("p", poolA)
+			if recreated {
+				m.pods["p"] = &ilPod{uid: "uid-2", resource: poolA}
+			}
+			err := w.book.Reserve(ctx, ledger.Request{Devices: []string{vf}, Holder: ledger.Holder{Kind: ledger.Pod, Resource: poolA}})
+			if err == nil || !strings.Contains(err.Error(), "is held by container sandbox-1 of pod ns/p") {
+				t.Fatalf("kubelet's allocation of the left sandbox's device: %v, want it refused naming the sandbox", err)
+			}
+		})
+	}
+}

@@ -27,36 +27,74 @@ func (r *ilRun) allocate() string {
 			}
 		}
 	}
-	devices := slices.DeleteFunc(r.somePoolDevices(res), func(d string) bool { return taken[d] })
+	devices := slices.DeleteFunc(r.kubeletChoice(res), func(d string) bool { return taken[d] })
 	if len(devices) == 0 {
 		return "nothing: kubelet has none of " + res + " free"
 	}
 	name := r.m.name("pod")
+	if len(r.m.gone) > 0 && r.rng.IntN(3) == 0 {
+		name = r.pick(r.m.gone) // a StatefulSet's pod, recreated
+	}
 	if err := r.reserve(ledger.Holder{Kind: ledger.Pod, Resource: res}, "pod "+name, devices); err != nil {
 		return "refused: " + err.Error()
 	}
 	if r.rng.IntN(5) == 0 {
 		return "ok, but kubelet refused the pod"
 	}
-	r.m.pods[name] = &ilPod{uid: name + "-uid", resource: res, devices: devices}
+	r.m.gone = slices.DeleteFunc(r.m.gone, func(n string) bool { return n == name })
+	r.m.pods[name] = &ilPod{uid: r.m.name(name + "-uid"), resource: res, devices: devices}
 	r.w.setPod(name, res, devices...)
 	return "ok " + name + " got " + strings.Join(devices, " ")
 }
 
-// deletePod is kubelet letting a pod go, its sandbox torn down first.
+// kubeletChoice is what kubelet allocates of the resource: some of its
+// devices, often one a sandbox left behind still holds (kubelet let its
+// pod go).
+func (r *ilRun) kubeletChoice(res string) []string {
+	var left []string
+	for _, sb := range r.m.sandboxes {
+		if sb.owner == "" && sb.resource == res {
+			left = append(left, sb.devices...)
+		}
+	}
+	if len(left) > 0 && r.rng.IntN(2) == 0 {
+		slices.Sort(left)
+		return []string{r.pick(left)}
+	}
+	return r.somePoolDevices(res)
+}
+
+// deletePod is kubelet letting a pod go, its sandbox torn down first;
+// or, its DEL lost (the agent was down), left with its sandbox, which
+// holds its devices on its own until the runtime's GC tears it down.
 func (r *ilRun) deletePod() string {
 	name, ok := pickKey(r, r.m.pods)
 	if !ok || r.m.kubeletDown || r.m.kubeletStarting {
 		return "nothing: no pod, or kubelet is not up"
 	}
-	r.forgetPod(name)
-	return "ok " + name
+	if r.rng.IntN(4) > 0 {
+		r.forgetPod(name)
+		return "ok " + name
+	}
+	for _, sb := range r.m.sandboxes {
+		if sb.owner == "pod "+name {
+			sb.owner = ""
+		}
+	}
+	r.letGo(name)
+	return "ok " + name + ", its DEL lost"
 }
 
 func (r *ilRun) forgetPod(name string) {
 	r.delSandboxesOf("pod " + name)
+	r.letGo(name)
+}
+
+// letGo is kubelet forgetting the pod's allocation.
+func (r *ilRun) letGo(name string) {
 	p := r.m.pods[name]
 	delete(r.m.pods, name)
+	r.m.gone = append(r.m.gone, name)
 	r.w.setPod(name, p.resource)
 }
 

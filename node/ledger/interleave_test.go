@@ -79,7 +79,10 @@ type ilModel struct {
 	kubeletDown, kubeletStarting, torn, badRecord, seen bool
 	// kubeletSince is when kubelet started, on the Book's clock.
 	kubeletSince time.Time
-	names        int
+	// gone are the names of pods kubelet let go, which a StatefulSet may
+	// give a new pod.
+	gone  []string
+	names int
 }
 
 type ilPod struct {
