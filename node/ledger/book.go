@@ -150,13 +150,14 @@ func (b *Book) Apply(l *Ledger) {
 }
 
 // applyLocked makes l the sources' view and drops the pending
-// allocations it settles: kubelet reports them, or, answering late
-// enough and not starting, does not. A read kubelet did not answer
-// settles none.
+// allocations it settles: kubelet, asked after the allocation, reports
+// them, or, answering late enough and not starting, does not. A read
+// kubelet did not answer settles none; nor does an answer asked for as
+// the allocation was made, which may report the device's last pod.
 func (b *Book) applyLocked(l *Ledger) {
 	b.sourced = l
 	b.live = slices.DeleteFunc(b.live, func(h liveHold) bool {
-		if !h.holder.Pending() || l.kubeletAt.Before(h.at) {
+		if !h.holder.Pending() || !l.kubeletAt.After(h.at) {
 			return false
 		}
 		reported := slices.ContainsFunc(l.Holders(h.device), func(o Holder) bool {

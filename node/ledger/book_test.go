@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -524,5 +525,31 @@ func TestAllocationOverALeftSandbox(t *testing.T) {
 				t.Fatalf("kubelet's allocation of the left sandbox's device: %v, want it refused naming the sandbox", err)
 			}
 		})
+	}
+}
+
+// TestPendingAllocationNotSettledByTheLastPod: kubelet's answer from
+// before an allocation, which names the device's last pod, does not
+// settle it, even on a clock that read the same for both.
+func TestPendingAllocationNotSettledByTheLastPod(t *testing.T) {
+	kubelet, src := newSources(t)
+	src.Checkpoint = ""
+	now := time.Now()
+	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	ledger.SetBookClock(b, func() time.Time { return now })
+	ctx := context.Background()
+	kubelet.SetPod("ns", "last", "intel.com/vf", vfA0)
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	kubelet.SetPod("ns", "last", "intel.com/vf")
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	// A release reads the files again, and takes kubelet's last answer.
+	b.Release(ctx, claimC)
+	if hs := b.Snapshot().Holders(vfA0); !slices.ContainsFunc(hs, ledger.Holder.Pending) {
+		t.Errorf("holders %+v, want the pending allocation kept", hs)
 	}
 }
