@@ -61,7 +61,7 @@ STEPS    ?= 10000
 SOAKTIME ?= 24h
 SKIP     ?=
 FOR      ?=
-soak:
+soak: deps kube-bins
 	HWNET_REQUIRE_ROOT=1 HWNET_HANDOUT_SEED=$(SEED) HWNET_HANDOUT_STEPS=$(STEPS) HWNET_HANDOUT_SKIP=$(SKIP) HWNET_HANDOUT_FOR=$(FOR) \
 		$(GO) test -count=1 -v -run '^TestHandout$$' -timeout $(SOAKTIME) ./agent
 
