@@ -553,3 +553,38 @@ func TestPendingAllocationNotSettledByTheLastPod(t *testing.T) {
 		t.Errorf("holders %+v, want the pending allocation kept", hs)
 	}
 }
+
+// TestPendingAllocationNotSettledByAStartingKubelet: an answer kubelet
+// gave while it started does not settle an allocation it leaves out, even
+// once kubelet has run its settle time: only a later answer does.
+func TestPendingAllocationNotSettledByAStartingKubelet(t *testing.T) {
+	kubelet, src := newSources(t)
+	src.Checkpoint = ""
+	now := time.Now()
+	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	ledger.SetBookClock(b, func() time.Time { return now })
+	ctx := context.Background()
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	kubelet.Close()
+	restarted, err := testkubelet.ServePodResources(src.PodResourcesSocket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer restarted.Close()
+	now = now.Add(11 * time.Second) // past an allocation's grace
+	b.Refresh(ctx)
+	now = now.Add(kubeletSettleForTest)
+	b.Release(ctx, claimC) // reads the files, takes kubelet's last answer
+	if hs := b.Snapshot().Holders(vfA0); !slices.ContainsFunc(hs, ledger.Holder.Pending) {
+		t.Errorf("after the starting kubelet's answer: holders %+v, want the pending allocation kept", hs)
+	}
+	if hs := b.Refresh(ctx).Holders(vfA0); len(hs) != 0 {
+		t.Errorf("kubelet settled, answering without it: holders %+v, want none", hs)
+	}
+}

@@ -100,8 +100,8 @@ type Ledger struct {
 	// taken is when the read began.
 	taken time.Time
 	// kubeletAt is when kubelet last answered, zero if it never did; and
-	// kubeletStarting says it restarted lately, so its answer may leave
-	// out pods it runs (Reader.starting).
+	// kubeletStarting says it had restarted lately then, so that answer
+	// may leave out pods it runs (Reader.starting).
 	kubeletAt       time.Time
 	kubeletStarting bool
 	// fences are the fences in force, by key (a Book's).

@@ -92,13 +92,15 @@ type Reader struct {
 	// heard says kubelet answered this Reader once (settled).
 	heard bool
 	// podsAt is when kubelet was last asked, podsErr what it answered,
-	// answeredAt when it last answered;
-	// seen and seenChanged are the cheap sources' times (Poll).
-	podsAt      time.Time
-	podsErr     error
-	answeredAt  time.Time
-	seen        stamps
-	seenChanged time.Time
+	// answeredAt when it last answered and answeredStarting whether it
+	// was starting then; seen and seenChanged are the cheap sources'
+	// times (Poll).
+	podsAt           time.Time
+	podsErr          error
+	answeredAt       time.Time
+	answeredStarting bool
+	seen             stamps
+	seenChanged      time.Time
 	// now is the clock Poll's intervals are measured on; polled is
 	// Poll's last ledger.
 	now    func() time.Time
@@ -181,7 +183,7 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 			if got, err := r.pods(ctx); err != nil {
 				r.podsErr = err
 			} else {
-				r.podsErr, r.last[podsSource], r.answeredAt = nil, got, readAt
+				r.podsErr, r.last[podsSource], r.answeredAt, r.answeredStarting = nil, got, readAt, r.starting()
 			}
 		}
 		add(podsSource, r.last[podsSource], r.podsErr)
@@ -197,7 +199,7 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 	}
 	l := New(byDevice, unknown)
 	l.ReadAt, l.taken = readAt, taken
-	l.kubeletAt, l.kubeletStarting = r.answeredAt, r.starting()
+	l.kubeletAt, l.kubeletStarting = r.answeredAt, r.answeredStarting
 	return l
 }
 
