@@ -229,7 +229,7 @@ func (l *links) settle(ctx context.Context, fs []*Function) error {
 
 // notYetUp names the functions' links planned up whose operstate is not.
 func (l *links) notYetUp(fs []*Function) ([]string, error) {
-	all, err := l.h.LinkList()
+	all, err := linkList(l.h)
 	if err != nil {
 		return nil, fmt.Errorf("list links: %w", err)
 	}
@@ -287,7 +287,7 @@ func (l *links) addVeth(nd, peer *Netdev, mac, peerMAC net.HardwareAddr) error {
 // refresh reads the real ifindex and MAC of the functions' veth ends with
 // one link dump. An IPoIB netdev keeps its 20-byte address in the tree.
 func (l *links) refresh(fs []*Function) error {
-	all, err := l.h.LinkList()
+	all, err := linkList(l.h)
 	if err != nil {
 		return fmt.Errorf("list links: %w", err)
 	}
@@ -420,4 +420,20 @@ func (l *links) addDefaultRoute(f *Function) error {
 		return fmt.Errorf("add default route via %s: %w", routeGateway, err)
 	}
 	return nil
+}
+
+// dumpRetries bounds how often a link dump the kernel interrupted (links
+// changed during it, as they do while VFs come and go) is taken again.
+const dumpRetries = 10
+
+// linkList is every link, from a dump no change interrupted: the
+// kernel's answer to a bind does not fail because another link changed.
+func linkList(h *netlink.Handle) ([]netlink.Link, error) {
+	for range dumpRetries - 1 {
+		all, err := h.LinkList()
+		if !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return all, err
+		}
+	}
+	return h.LinkList()
 }

@@ -93,7 +93,7 @@ func (n *Node) newReturner(ns netns.NsHandle, log *slog.Logger) (*returner, erro
 		return nil, fmt.Errorf("return netdevs: netlink in %s: %w", n.st.Netns, err)
 	}
 	r := &returner{n: n, ls: &links{ns: netns.None(), h: h}, sock: sock, log: log, away: map[string]bool{}}
-	all, err := h.LinkList()
+	all, err := linkList(h)
 	if err != nil {
 		r.Close()
 		return nil, fmt.Errorf("return netdevs: list links: %w", err)
