@@ -463,19 +463,13 @@ func TestWatchSeesAnyCheckpointChange(t *testing.T) {
 func TestPendingAllocationOutlivesKubeletDown(t *testing.T) {
 	kubelet, src := newSources(t)
 	src.Checkpoint = ""
-	now := time.Now()
-	b := ledger.NewBook(ledger.BookOptions{Sources: src})
-	ledger.SetBookClock(b, func() time.Time { return now })
+	b, now := clockedBook(t, src)
 	ctx := context.Background()
-	if err := b.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
 		t.Fatal(err)
 	}
 	kubelet.Close()
-	now = now.Add(11 * time.Second)
+	*now = now.Add(11 * time.Second)
 	if hs := b.Refresh(ctx).Holders(vfA0); len(hs) != 1 || !hs[0].Pending() {
 		t.Fatalf("kubelet down 11 s after the allocation: holders %+v, want the pending allocation", hs)
 	}
@@ -485,10 +479,24 @@ func TestPendingAllocationOutlivesKubeletDown(t *testing.T) {
 	}
 	defer back.Close()
 	b.Refresh(ctx)
-	now = now.Add(kubeletSettleForTest)
+	*now = now.Add(kubeletSettleForTest)
 	if hs := b.Refresh(ctx).Holders(vfA0); len(hs) != 0 {
 		t.Errorf("kubelet back and settled without the allocation: holders %+v, want none", hs)
 	}
+}
+
+// clockedBook is a Book on src, loaded, whose clock reads *now; the test
+// moves it.
+func clockedBook(t *testing.T, src ledger.Sources) (*ledger.Book, *time.Time) {
+	t.Helper()
+	now := time.Now()
+	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	ledger.SetBookClock(b, func() time.Time { return now })
+	if err := b.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.Close)
+	return b, &now
 }
 
 // kubeletSettleForTest is past the Reader's default settle time.
@@ -534,15 +542,9 @@ func TestAllocationOverALeftSandbox(t *testing.T) {
 func TestPendingAllocationNotSettledByTheLastPod(t *testing.T) {
 	kubelet, src := newSources(t)
 	src.Checkpoint = ""
-	now := time.Now()
-	b := ledger.NewBook(ledger.BookOptions{Sources: src})
-	ledger.SetBookClock(b, func() time.Time { return now })
-	ctx := context.Background()
 	kubelet.SetPod("ns", "last", "intel.com/vf", vfA0)
-	if err := b.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b, _ := clockedBook(t, src)
+	ctx := context.Background()
 	kubelet.SetPod("ns", "last", "intel.com/vf")
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
 		t.Fatal(err)
@@ -560,14 +562,8 @@ func TestPendingAllocationNotSettledByTheLastPod(t *testing.T) {
 func TestPendingAllocationNotSettledByAStartingKubelet(t *testing.T) {
 	kubelet, src := newSources(t)
 	src.Checkpoint = ""
-	now := time.Now()
-	b := ledger.NewBook(ledger.BookOptions{Sources: src})
-	ledger.SetBookClock(b, func() time.Time { return now })
+	b, now := clockedBook(t, src)
 	ctx := context.Background()
-	if err := b.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
 		t.Fatal(err)
 	}
@@ -577,9 +573,9 @@ func TestPendingAllocationNotSettledByAStartingKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer restarted.Close()
-	now = now.Add(11 * time.Second) // past an allocation's grace
+	*now = now.Add(11 * time.Second) // past an allocation's grace
 	b.Refresh(ctx)
-	now = now.Add(kubeletSettleForTest)
+	*now = now.Add(kubeletSettleForTest)
 	b.Release(ctx, claimC) // reads the files, takes kubelet's last answer
 	if hs := b.Snapshot().Holders(vfA0); !slices.ContainsFunc(hs, ledger.Holder.Pending) {
 		t.Errorf("after the starting kubelet's answer: holders %+v, want the pending allocation kept", hs)
