@@ -25,6 +25,7 @@ const agentSocket = "/run/hwnet/cni.sock"
 func TestRuntimeNetworkReadyIsHwnetStatus(t *testing.T) {
 	e := setup(t)
 	if !e.c.CNIStatusByRuntime() {
+		// skip-ok: CI runs containerd 2.x, which calls STATUS; 1.x is selectable by hand
 		t.Skipf("containerd %s calls no CNI STATUS", e.c.ContainerdVersion())
 	}
 	ctx := testContext(t)

@@ -32,6 +32,7 @@ func TestUnavailableSkipsOrFails(t *testing.T) {
 
 func TestUnavailableHelper(t *testing.T) {
 	if os.Getenv("HWNET_VNODETEST_HELPER") != "1" {
+		// skip-ok: a helper process, run with the variable set by TestUnavailableSkipsOrFails
 		t.Skip("run by TestUnavailableSkipsOrFails")
 	}
 	Unavailable(t, "no frobnicator here")
