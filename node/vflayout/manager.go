@@ -13,10 +13,20 @@ import (
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
+	"k8s.io/utils/clock"
 )
 
 // DefaultSettle is how long a sysfs write may take to show.
 const DefaultSettle = 10 * time.Second
+
+// A layout that failed is tried again after FirstRetry, then after twice
+// as long each time up to MaxRetry: a failure that passes (a driver busy,
+// a module loaded late) heals without the admin, and one that does not
+// churns the PF's VFs at most every MaxRetry.
+const (
+	FirstRetry = 30 * time.Second
+	MaxRetry   = 10 * time.Minute
+)
 
 // Book is what the Manager needs of the device ledger: the fence that
 // withdraws a PF, its VFs and their ports from every front end while
@@ -43,6 +53,8 @@ type Options struct {
 	// VFs' holders: the ledger should then be read often, as only
 	// reading it tells when they let go.
 	Waiting func()
+	// Clock times the retries of a failed layout; nil is the real one.
+	Clock clock.WithTicker
 }
 
 // Manager brings the PFs to their layouts, one change at a time, on a
@@ -52,9 +64,9 @@ type Manager struct {
 	updates chan []pools.PFLayout
 	waiting atomic.Bool
 	// Run's goroutine's: why each PF waits, and the layout that failed
-	// on each, not tried again until the configuration changes.
+	// on each, tried again when its retry is due or the layout changes.
 	why    map[string]string
-	failed map[string]string
+	failed map[string]failure
 	// unfit is why each PF cannot take its layout, reported once.
 	unfit map[string]string
 	// recovered is set once the changes an earlier agent left were seen
@@ -64,8 +76,62 @@ type Manager struct {
 
 // New makes a Manager; Run starts it.
 func New(o Options) *Manager {
-	return &Manager{o: o, updates: make(chan []pools.PFLayout, 1), why: map[string]string{}, failed: map[string]string{},
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	return &Manager{o: o, updates: make(chan []pools.PFLayout, 1), why: map[string]string{}, failed: map[string]failure{},
 		unfit: map[string]string{}}
+}
+
+// failure is a layout that failed on a PF: how often in a row, and when
+// it is due to be tried again.
+type failure struct {
+	key   string
+	tries int
+	next  time.Time
+}
+
+// fail records that the layout key failed on pf, and returns how long
+// until it is tried again.
+func (m *Manager) fail(pf, key string) time.Duration {
+	f := m.failed[pf]
+	if f.key != key {
+		f = failure{key: key}
+	}
+	f.tries++
+	wait := FirstRetry << min(f.tries-1, 10)
+	wait = min(wait, MaxRetry)
+	f.next = m.o.Clock.Now().Add(wait)
+	m.failed[pf] = f
+	return wait
+}
+
+// nextRetry is when the earliest failed layout is due, if any waits for
+// its retry.
+func (m *Manager) nextRetry() (time.Time, bool) {
+	var next time.Time
+	for _, f := range m.failed {
+		if !f.next.IsZero() && (next.IsZero() || f.next.Before(next)) {
+			next = f.next
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// due says whether the layout key may be tried on pf now: it has not
+// failed, or its retry is due, which is then taken (a retry that waits
+// for holders is tried at each change of the ledger, as a first try is).
+func (m *Manager) due(pf, key string) bool {
+	f, ok := m.failed[pf]
+	switch {
+	case !ok || f.key != key || f.next.IsZero():
+		return true
+	case m.o.Clock.Now().Before(f.next):
+		return false
+	}
+	f.next = time.Time{}
+	m.failed[pf] = f
+	return true
 }
 
 // Update hands the Manager the layouts the PFs should have; it is called
@@ -89,14 +155,29 @@ func (m *Manager) Update(layouts []pools.PFLayout) {
 // Waiting reports whether a PF waits for its VFs to be free.
 func (m *Manager) Waiting() bool { return m.waiting.Load() }
 
-// Run applies each update until ctx ends.
+// Run applies each update, and tries again each failed layout when its
+// retry is due, until ctx ends.
 func (m *Manager) Run(ctx context.Context) {
+	var last []pools.PFLayout
 	for {
+		var retry <-chan time.Time
+		var timer clock.Timer
+		if next, ok := m.nextRetry(); ok {
+			timer = m.o.Clock.NewTimer(next.Sub(m.o.Clock.Now()))
+			retry = timer.C()
+		}
 		select {
 		case <-ctx.Done():
+		case last = <-m.updates:
+			m.reconcile(ctx, last)
+		case <-retry:
+			m.reconcile(ctx, last)
+		}
+		if timer != nil {
+			timer.Stop()
+		}
+		if ctx.Err() != nil {
 			return
-		case layouts := <-m.updates:
-			m.reconcile(ctx, layouts)
 		}
 	}
 }
@@ -119,6 +200,11 @@ func (m *Manager) reconcile(ctx context.Context, layouts []pools.PFLayout) {
 			m.setWhy(pools.PFLayout{PF: pf}, "")
 		}
 	}
+	for pf := range m.failed {
+		if !targeted[pf] {
+			delete(m.failed, pf)
+		}
+	}
 	m.waiting.Store(len(m.why) > 0)
 }
 
@@ -137,8 +223,8 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
 		// last write) is done with: sysfs shows the layout.
 		m.lift(t.PF)
 		return
-	case m.failed[t.PF] == key:
-		return // failed as it stands; a new layout is tried again
+	case !m.due(t.PF, key):
+		return // failed as it stands: tried again when due, or a new layout at once
 	}
 	f, free := m.fenceFor(t, st, want)
 	// The fence withdraws the PF, its VFs present and to come and their
@@ -179,9 +265,10 @@ func (m *Manager) refused(t pools.PFLayout, key string, err error) {
 		return
 	}
 	m.setWhy(t, "")
-	m.failed[t.PF] = key
-	m.o.Log.Error("VF layout not applied: the PF cannot be fenced", "pf", t.PF, "layout", t.Layout.Name, "err", err)
-	m.o.Events.VFLayoutFailed(describe(t), t.Layout.Name, "the PF cannot be fenced, its VFs are untouched: "+err.Error())
+	retry := m.fail(t.PF, key)
+	m.o.Log.Error("VF layout not applied: the PF cannot be fenced", "pf", t.PF, "layout", t.Layout.Name, "retryIn", retry, "err", err)
+	m.o.Events.VFLayoutFailed(describe(t), t.Layout.Name,
+		fmt.Sprintf("the PF cannot be fenced, its VFs are untouched (tried again in %s): %v", retry, err))
 }
 
 // apply changes the PF, reports how it went and lifts its fence unless
@@ -197,6 +284,7 @@ func (m *Manager) apply(ctx context.Context, t pools.PFLayout, before []fenceapi
 		m.o.Metrics.ObserveVFLayoutChange(t.PF, "applied", took)
 		m.o.Log.Info("VF layout applied", "pf", t.PF, "layout", t.Layout.Name, "took", took.Round(time.Millisecond))
 		m.o.Events.VFLayoutApplied(describe(t), t.Layout.Name, fmt.Sprintf("%s in %s", want, took.Round(time.Millisecond)))
+		delete(m.failed, t.PF)
 		m.lift(t.PF)
 		return
 	case isApply && ae.Rollback == nil:
@@ -204,9 +292,9 @@ func (m *Manager) apply(ctx context.Context, t pools.PFLayout, before []fenceapi
 	default:
 		m.o.Metrics.ObserveVFLayoutChange(t.PF, "rollback_failed", took)
 	}
-	m.failed[t.PF] = key
-	m.o.Log.Error("VF layout not applied", "pf", t.PF, "layout", t.Layout.Name, "err", err)
-	m.o.Events.VFLayoutFailed(describe(t), t.Layout.Name, err.Error())
+	retry := m.fail(t.PF, key)
+	m.o.Log.Error("VF layout not applied", "pf", t.PF, "layout", t.Layout.Name, "retryIn", retry, "err", err)
+	m.o.Events.VFLayoutFailed(describe(t), t.Layout.Name, fmt.Sprintf("%v (tried again in %s)", err, retry))
 	if isApply && ae.Rollback != nil {
 		m.o.Log.Error("VF layout: the PF stays fenced, its VFs withdrawn: they are not as they were", "pf", t.PF)
 		return

@@ -6,6 +6,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -20,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 // dpdkLayout asks the default node's first E810-C for 4 VFs, 0-1 on
@@ -172,7 +174,7 @@ func TestManagerUnfencedWritesNothing(t *testing.T) {
 	orig := drivers(n)
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, dpdkLayout)
 	waitFor(t, "the change failed", func() bool {
-		return logs.contains(`msg="VF layout not applied: the PF cannot be fenced" pf=0000:3b:00.0 layout=dpdk err=`)
+		return logs.contains(`msg="VF layout not applied: the PF cannot be fenced" pf=0000:3b:00.0 layout=dpdk retryIn=30s err=`)
 	})
 	if got := drivers(n); !equal(got, orig) {
 		t.Errorf("VFs changed without a fence: %q", got)
@@ -256,4 +258,48 @@ func TestManagerUnfitLayout(t *testing.T) {
 	if got := drivers(n); !equal(got, orig) || fenced.get() || mgr.Waiting() {
 		t.Errorf("VFs %q (want %q), fenced %t, waiting %t: the layout was tried", got, orig, fenced.get(), mgr.Waiting())
 	}
+}
+
+// TestManagerRetriesAFailedLayout: a layout that failed (its fence cannot
+// be kept on disk: a file stands where the fence directory goes) is not
+// tried again at every change of the ledger, but after FirstRetry, then
+// twice as long: once the fault is gone, the retry applies it without a
+// change of configuration.
+func TestManagerRetriesAFailedLayout(t *testing.T) {
+	n, sys := newNode(t)
+	fenceDir := filepath.Join(t.TempDir(), "fences")
+	b := newBookNode(t, n, fenceDir)
+	b.serveKubelet(t)
+	if err := b.book.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(fenceDir, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs, orig := &logBuffer{}, drivers(n)
+	clk := clocktesting.NewFakeClock(time.Now())
+	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Clock: clk}, dpdkLayout)
+	const notFenced = `msg="VF layout not applied: the PF cannot be fenced" pf=0000:3b:00.0 layout=dpdk`
+	waitFor(t, "the first failure", func() bool { return logs.contains(notFenced + " retryIn=30s") })
+	waitFor(t, "the retry timer", clk.HasWaiters)
+	clk.Step(vflayout.FirstRetry)
+	waitFor(t, "the retry, failing again, and its longer wait", func() bool { return logs.contains(notFenced + " retryIn=1m0s") })
+
+	if err := os.Remove(fenceDir); err != nil {
+		t.Fatal(err)
+	}
+	// An unfit layout of another PF marks that the manager has taken
+	// this update: the failed layout, not due, must not be tried by it.
+	unfit := pools.PFLayout{PF: "0000:3b:00.1", TotalVFs: 8, Layout: &pools.VFLayout{Name: "marker", NumVFs: 9}}
+	mgr.Update(append(slices.Clone(dpdkLayout), unfit))
+	waitFor(t, "the update taken", func() bool { return logs.contains(`msg="VF layout cannot apply" pf=0000:3b:00.1 layout=marker`) })
+	if got := drivers(n); !equal(got, orig) {
+		t.Fatalf("the failed layout was tried again before its retry was due: VFs %q", got)
+	}
+	waitFor(t, "the retry timer", clk.HasWaiters)
+	clk.Step(2 * vflayout.FirstRetry)
+	waitFor(t, "the layout applied by its retry", func() bool {
+		_, fenced := b.layoutFence()
+		return equal(drivers(n), dpdkDrivers) && !fenced
+	})
 }
