@@ -44,16 +44,14 @@ lint:
 	$(GO) tool staticcheck $(PKGS)
 
 # The whole suite: unit, root (virtual node with real netns and veth) and
-# fuzz seed corpora. Helm is for the chart's tests. The e2e package alone
-# takes 10-20 min on 2 cores, past go test's default 10 min timeout.
-# go test starts packages in the order named: the longest first, so the
-# e2e package, which mostly waits on its cluster, is not the tail; with
-# its waits, three test processes keep two cores busy where two left one
-# idle half the time.
-LONGEST   := ./test/e2e ./test/e2e/image ./cni/delegate
+# fuzz seed corpora, with -race. Helm is for the chart's tests. The e2e
+# package alone takes 10-20 min on 2 cores, past go test's default 10 min
+# timeout. test/suite.sh starts the longest packages first and the e2e
+# multi-node tests in a process of their own; TESTPAR test processes run
+# at once beside it, as the e2e tests mostly wait on their clusters.
 TESTPAR   ?= 3
 test: deps lint kube-bins containerd-cdi helm
-	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) $(GO) test -count=1 -race -p $(TESTPAR) -timeout 30m $(LONGEST) $(PKGS)
+	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) bash test/suite.sh $(GO) $(TESTPAR) $(PKGS)
 
 # The device hand-out under random interleavings (agent/handout_test.go,
 # issue 41) for STEPS steps from SEED, root: `make test` runs 60 from seed
