@@ -5,19 +5,22 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
-	metav1ac "k8s.io/client-go/applyconfigurations/meta/v1"
 	resourceac "k8s.io/client-go/applyconfigurations/resource/v1"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -371,17 +374,19 @@ func (e *identityAPI) gpuStatus(t *testing.T, name string) {
 	}
 }
 
-// applyDeviceStatus applies a status.devices entry for the device as
-// cni/report does (server-side apply of the status subresource, its
-// networkData and Ready condition).
+// applyDeviceStatus writes a status.devices entry for the device with the
+// agent's own writer (cni/report: server-side apply of the status
+// subresource, networkData, the Ready condition and the VF settings in
+// data), so the policy is tried on what the agent really writes.
 func applyDeviceStatus(ctx context.Context, client kubernetes.Interface, claim, driver, pool, device, ifName string) error {
-	ready := metav1ac.Condition().WithType("Ready").WithStatus(metav1.ConditionTrue).WithReason("NetworkAttached").
-		WithMessage("attached to network dataplane as " + ifName).WithLastTransitionTime(metav1.Now().Rfc3339Copy())
-	ac := resourceac.ResourceClaim(claim, "default").WithStatus(resourceac.ResourceClaimStatus().WithDevices(
-		resourceac.AllocatedDeviceStatus().WithDriver(driver).WithPool(pool).WithDevice(device).
-			WithNetworkData(resourceac.NetworkDeviceData().WithInterfaceName(ifName)).WithConditions(ready)))
-	_, err := client.ResourceV1().ResourceClaims("default").ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: "hwnet.io", Force: true})
-	return err
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	vlan := 100
+	return report.NewClaimStatusWriter(client, "hwnet.io").SetClaimDeviceStatus(ctx,
+		netclaim.ClaimRef{Namespace: "default", Name: claim}, []netclaim.DeviceStatus{{
+			Driver: driver, Pool: pool, Device: device, InterfaceName: ifName, IPs: []string{"10.0.0.5/24"},
+			HardwareAddress: "02:00:00:00:00:01", Network: "dataplane", VF: &vfsettings.Settings{VLAN: &vlan},
+		}})
 }
 
 func patchClaimStatus(ctx context.Context, client kubernetes.Interface, claim, body string) error {
