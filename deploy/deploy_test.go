@@ -221,7 +221,7 @@ func containerArgs(t *testing.T, objs map[string]*unstructured.Unstructured, key
 }
 
 // TestRBACPerFeature: the agent holds the DRA driver's permissions, its
-// ResourceSlice policy and --dra together or not at all (Helm's
+// ResourceSlice and claim status policies and --dra together or not at all (Helm's
 // dra.enabled; kustomize's dra component), the controller's policies come
 // with the controller, and the policies name the driver the chart
 // configures.
@@ -264,19 +264,13 @@ func TestRBACPerFeature(t *testing.T) {
 			if got := slices.Contains(agentArgs(t, objs), "--dra"); got != tc.dra {
 				t.Errorf("agent args have --dra: %v, want %v", got, tc.dra)
 			}
-			policy := objs["ValidatingAdmissionPolicy/hwnet-agent-own-node-slices"]
-			if (policy != nil) != tc.dra {
-				t.Errorf("slice policy rendered: %v, want %v", policy != nil, tc.dra)
-			}
-			if policy != nil {
-				vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
-				found := false
-				for _, v := range vars {
-					v := v.(map[string]any)
-					found = found || v["name"] == "driver" && v["expression"] == "'"+tc.driver+"'"
+			for _, name := range []string{"hwnet-agent-own-node-slices", "hwnet-agent-own-node-claim-status"} {
+				policy := objs["ValidatingAdmissionPolicy/"+name]
+				if (policy != nil) != tc.dra {
+					t.Errorf("policy %s rendered: %v, want %v", name, policy != nil, tc.dra)
 				}
-				if !found {
-					t.Errorf("slice policy variables %v, want driver '%s'", vars, tc.driver)
+				if policy != nil && !hasVariable(policy, "driver", "'"+tc.driver+"'") {
+					t.Errorf("policy %s: want variable driver '%s'", name, tc.driver)
 				}
 			}
 			for _, name := range []string{"hwnet-controller-pod-gate", "hwnet-controller-podnetworks"} {
@@ -291,6 +285,17 @@ func TestRBACPerFeature(t *testing.T) {
 			}
 		})
 	}
+}
+
+// hasVariable says whether the policy has the variable name with expression.
+func hasVariable(policy *unstructured.Unstructured, name, expression string) bool {
+	vars, _, _ := unstructured.NestedSlice(policy.Object, "spec", "variables")
+	for _, v := range vars {
+		if v, ok := v.(map[string]any); ok && v["name"] == name && v["expression"] == expression {
+			return true
+		}
+	}
+	return false
 }
 
 // TestKustomizeDRAComponent: deploy/'s resources without the dra
@@ -337,8 +342,8 @@ func TestKustomizeDRAComponent(t *testing.T) {
 	}
 	with := objects(t, command(t, kubectl, "kustomize", "."))
 	if !grants(agentRules(t, with), "resource.k8s.io", "resourceslices", "create") || !slices.Contains(agentArgs(t, with), "--dra") ||
-		with["ValidatingAdmissionPolicy/hwnet-agent-own-node-slices"] == nil {
-		t.Error("deploy/ with its dra component: want the slice RBAC, --dra and the slice policy")
+		with["ValidatingAdmissionPolicy/hwnet-agent-own-node-slices"] == nil || with["ValidatingAdmissionPolicy/hwnet-agent-own-node-claim-status"] == nil {
+		t.Error("deploy/ with its dra component: want the slice RBAC, --dra and the slice and claim status policies")
 	}
 }
 

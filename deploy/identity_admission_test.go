@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -17,6 +18,9 @@ import (
 	"k8s.io/client-go/rest"
 
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/cni/report"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -32,14 +36,20 @@ var identityManifests = []string{
 // token names the node (authentication.kubernetes.io/node-name).
 func saClient(t *testing.T, api *kubeapi.Server, sa, node string) *rest.Config {
 	t.Helper()
+	return saClientIn(t, api, "kube-system", sa, node)
+}
+
+// saClientIn is saClient for the service account sa in namespace ns.
+func saClientIn(t *testing.T, api *kubeapi.Server, ns, sa, node string) *rest.Config {
+	t.Helper()
 	ctx := context.Background()
 	admin := api.Client()
 	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + node, Namespace: "kube-system"},
+		ObjectMeta: metav1.ObjectMeta{Name: sa + "-" + node, Namespace: ns},
 		Spec: corev1.PodSpec{NodeName: node, ServiceAccountName: sa,
 			Containers: []corev1.Container{{Name: "c", Image: "hwnet:dev"}}},
 	}
-	pod, err := admin.CoreV1().Pods("kube-system").Create(ctx, pod, metav1.CreateOptions{})
+	pod, err := admin.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +75,9 @@ func runWrites(t *testing.T, writes []write) {
 	}
 }
 
-// identityAPI is a real API server with deploy/'s identities, their RBAC
-// and admission policies in force, two nodes' pods, and clients with the
-// agent's token on node-a and the controller's.
+// identityAPI is a real API server with one install's identities, their
+// RBAC and admission policies in force, two nodes' pods, and clients with
+// the agent's token on node-a and the controller's.
 type identityAPI struct {
 	api        *kubeapi.Server
 	admin      kubernetes.Interface
@@ -77,19 +87,35 @@ type identityAPI struct {
 	adminDyn   dynamic.Interface
 }
 
-func startIdentityAPI(t *testing.T) *identityAPI {
-	t.Helper()
-	api := kubeapi.Start(t)
-	admin := api.Client()
-	ensureNamespace(t, admin, "kube-system")
-	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworks.yaml")
-	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworkattachments.yaml")
+// install is one way an admin installs hwnet's identities: the namespace
+// of its service accounts and how their RBAC and policies get there.
+type install struct {
+	name      string
+	namespace string
+	apply     func(t *testing.T, api *kubeapi.Server)
+}
+
+// baseInstall is deploy/'s manifests as the kustomize base has them, in
+// kube-system.
+var baseInstall = install{name: "kustomize base", namespace: "kube-system", apply: func(t *testing.T, api *kubeapi.Server) {
 	for _, f := range identityManifests {
 		api.ApplyFile(t, f)
 	}
-	ctrlCfg := saClient(t, api, "hwnet-controller", "node-b")
+}}
+
+// startIdentityAPI starts a kube-apiserver with apiserverArgs, installs
+// inst and waits until every policy is in force.
+func startIdentityAPI(t *testing.T, inst install, apiserverArgs ...string) *identityAPI {
+	t.Helper()
+	api := kubeapi.Start(t, apiserverArgs...)
+	admin := api.Client()
+	ensureNamespace(t, admin, inst.namespace)
+	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworks.yaml")
+	api.ApplyCRD(t, "crds/multinetwork.hwnet.io_podnetworkattachments.yaml")
+	inst.apply(t, api)
+	ctrlCfg := saClientIn(t, api, inst.namespace, "hwnet-controller", "node-b")
 	env := &identityAPI{api: api, admin: admin,
-		agent:      kubernetes.NewForConfigOrDie(saClient(t, api, "hwnet-agent", "node-a")),
+		agent:      kubernetes.NewForConfigOrDie(saClientIn(t, api, inst.namespace, "hwnet-agent", "node-a")),
 		controller: kubernetes.NewForConfigOrDie(ctrlCfg),
 		ctrlDyn:    dynamic.NewForConfigOrDie(ctrlCfg),
 		adminDyn:   dynamic.NewForConfigOrDie(api.Config()),
@@ -110,6 +136,9 @@ func (e *identityAPI) waitPolicies(t *testing.T) {
 	if _, err := e.admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A claim on node-a with a device of node-b's pool: Kubernetes lets
+	// the agent write its entry, only hwnet's policy refuses.
+	e.claim(t, "probe", "node-a", "node-b")
 	// Each probe changes something, so a write that landed before its
 	// policy was in force is no no-op the next time.
 	n := 0
@@ -125,6 +154,10 @@ func (e *identityAPI) waitPolicies(t *testing.T) {
 		"agent slices": func() error {
 			n++
 			return createSlice(ctx, e.agent, fmt.Sprintf("probe-%d", n), "hwnet.io", "node-b")
+		},
+		"agent claim status": func() error {
+			n++
+			return applyDeviceStatus(ctx, e.agent, "probe", "hwnet.io", "node-b", "vf-0", fmt.Sprintf("net%d", n))
 		},
 		"controller pods": func() error { return relabel(e.controller) },
 		"controller podnetworks": func() error {
@@ -207,7 +240,11 @@ func createPodNetwork(ctx context.Context, client dynamic.Interface, name string
 // on node-a, RBAC and the policies leave it the writes its code makes and
 // refuse each write a stolen token would try.
 func TestAgentWritesOnlyItsOwnNodesObjects(t *testing.T) {
-	e := startIdentityAPI(t)
+	startIdentityAPI(t, baseInstall).agentWrites(t)
+}
+
+// agentWrites is the agent's matrix of pod, slice and Event writes.
+func (e *identityAPI) agentWrites(t *testing.T) {
 	ctx := context.Background()
 	for name, node := range map[string]string{"pod-a": "node-a", "pod-b": "node-b"} {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", Labels: map[string]string{"app": "cnf"}},
@@ -290,9 +327,11 @@ func TestAgentWritesOnlyItsOwnNodesObjects(t *testing.T) {
 	})
 }
 
-// claim makes a claim allocated on node with one device of hwnet.io and
-// one of gpu.example.com, as the scheduler would.
-func (e *identityAPI) claim(t *testing.T, name, node string) {
+// claim makes a claim allocated on node with one device of hwnet.io, from
+// pool vfPool, and one of gpu.example.com, from node's pool, as the
+// scheduler would (hwnet's pool is named after its node: vfPool other
+// than node stands for a device the agent does not have).
+func (e *identityAPI) claim(t *testing.T, name, node, vfPool string) {
 	t.Helper()
 	ctx := context.Background()
 	claims := e.admin.ResourceV1().ResourceClaims("default")
@@ -307,7 +346,7 @@ func (e *identityAPI) claim(t *testing.T, name, node string) {
 	}
 	c.Status.Allocation = &resourcev1.AllocationResult{
 		Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
-			{Request: "vf", Driver: "hwnet.io", Pool: node, Device: "vf-0"},
+			{Request: "vf", Driver: "hwnet.io", Pool: vfPool, Device: "vf-0"},
 			{Request: "gpu", Driver: "gpu.example.com", Pool: node, Device: "gpu-0"},
 		}},
 		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchFields: []corev1.NodeSelectorRequirement{
@@ -318,54 +357,147 @@ func (e *identityAPI) claim(t *testing.T, name, node string) {
 	}
 }
 
-// applyDeviceStatus applies a status.devices entry for the device as
-// cni/report does (server-side apply of the status subresource).
-func applyDeviceStatus(ctx context.Context, client kubernetes.Interface, claim, driver, pool, device string) error {
-	ac := resourceac.ResourceClaim(claim, "default").WithStatus(resourceac.ResourceClaimStatus().WithDevices(
-		resourceac.AllocatedDeviceStatus().WithDriver(driver).WithPool(pool).WithDevice(device).
-			WithNetworkData(resourceac.NetworkDeviceData().WithInterfaceName("net1"))))
-	_, err := client.ResourceV1().ResourceClaims("default").ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: "hwnet", Force: true})
+// gpuStatus gives the claim's gpu.example.com device a status entry of its
+// driver, for the agent to leave alone.
+func (e *identityAPI) gpuStatus(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	claims := e.admin.ResourceV1().ResourceClaims("default")
+	c, err := claims.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := c.Status.Allocation.Devices.Results[1]
+	c.Status.Devices = append(c.Status.Devices, resourcev1.AllocatedDeviceStatus{Driver: gpu.Driver, Pool: gpu.Pool, Device: gpu.Device})
+	if _, err := claims.UpdateStatus(ctx, c, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// applyDeviceStatus writes a status.devices entry for the device with the
+// agent's own writer (cni/report: server-side apply of the status
+// subresource, networkData, the Ready condition and the VF settings in
+// data), so the policy is tried on what the agent really writes.
+func applyDeviceStatus(ctx context.Context, client kubernetes.Interface, claim, driver, pool, device, ifName string) error {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	vlan := 100
+	return report.NewClaimStatusWriter(client, "hwnet.io").SetClaimDeviceStatus(ctx,
+		netclaim.ClaimRef{Namespace: "default", Name: claim}, []netclaim.DeviceStatus{{
+			Driver: driver, Pool: pool, Device: device, InterfaceName: ifName, IPs: []string{"10.0.0.5/24"},
+			HardwareAddress: "02:00:00:00:00:01", Network: "dataplane", VF: &vfsettings.Settings{VLAN: &vlan},
+		}})
+}
+
+func patchClaimStatus(ctx context.Context, client kubernetes.Interface, claim, body string) error {
+	_, err := client.ResourceV1().ResourceClaims("default").Patch(ctx, claim, types.MergePatchType, []byte(body), metav1.PatchOptions{}, "status")
 	return err
 }
 
-// TestAgentClaimStatusOnlyItsNodeAndDriver: no policy of hwnet's narrows
-// claim status; Kubernetes does (DRAResourceClaimGranularStatusAuthorization,
-// on by default since 1.36): the agent's associated-node:patch of
-// resourceclaims/driver hwnet.io lets it write its driver's entries of
-// claims allocated to its node, and nothing else of a claim's status.
+// The refusals of claim status writes: hwnet's policy
+// hwnet-agent-own-node-claim-status, and Kubernetes' own where 1.36+
+// narrows the write first (DRAResourceClaimGranularStatusAuthorization).
+const (
+	claimOtherDriver = "hwnet-agent may write only status.devices entries of its driver hwnet.io; claim default/"
+	claimOtherPool   = "hwnet-agent may write only status.devices entries of the pool of its own node (node-a); claim default/"
+	claimAllocation  = "hwnet-agent may not change the allocation or reservedFor of claim default/"
+	granularDriver   = `resource="resourceclaims/driver"`
+	granularBinding  = `resource="resourceclaims/binding"`
+)
+
+// granularOff is kube-apiserver as 1.34 and 1.35 are: no authorization of
+// its own on claim status beyond RBAC's resourceclaims/status.
+const granularOff = "--feature-gates=DRAResourceClaimGranularStatusAuthorization=false"
+
+// TestAgentClaimStatusOnlyItsNodeAndDriver: the agent writes its driver's
+// entries of its own node's devices in a claim's status and nothing else,
+// on every Kubernetes version hwnet supports: with 1.37's own narrowing
+// and without it (as 1.34 and 1.35), where hwnet's policy alone refuses.
 func TestAgentClaimStatusOnlyItsNodeAndDriver(t *testing.T) {
-	e := startIdentityAPI(t)
-	e.claim(t, "on-a", "node-a")
-	e.claim(t, "on-b", "node-b")
-	runWrites(t, []write{
-		{"own node's claim, own driver", "", func(ctx context.Context) error {
-			return applyDeviceStatus(ctx, e.agent, "on-a", "hwnet.io", "node-a", "vf-0")
-		}},
-		{"own node's claim, other driver", `resource="resourceclaims/driver"`, func(ctx context.Context) error {
-			return applyDeviceStatus(ctx, e.agent, "on-a", "gpu.example.com", "node-a", "gpu-0")
-		}},
-		{"other node's claim", `resource="resourceclaims/driver"`, func(ctx context.Context) error {
-			return applyDeviceStatus(ctx, e.agent, "on-b", "hwnet.io", "node-b", "vf-0")
-		}},
-		{"own node's claim, allocation", `resource="resourceclaims/binding"`, func(ctx context.Context) error {
+	for _, tc := range []struct {
+		name     string
+		granular bool
+		args     []string
+	}{
+		{"1.37 defaults", true, nil},
+		{"without granular status authorization, as 1.34", false, []string{granularOff}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			startIdentityAPI(t, baseInstall, tc.args...).claimWrites(t, tc.granular)
+		})
+	}
+}
+
+// claimWrite is a claim status write: refused as write.refused says
+// (hwnet's policy, or RBAC), unless granular authorization is on and
+// refuses it first with granular.
+type claimWrite struct {
+	write
+	granular string
+}
+
+// claimWrites is the agent's matrix of claim status writes; granular says
+// whether the API server narrows claim status itself.
+func (e *identityAPI) claimWrites(t *testing.T, granular bool) {
+	e.claim(t, "on-a", "node-a", "node-a")
+	e.gpuStatus(t, "on-a")
+	e.claim(t, "on-b", "node-b", "node-b")
+	e.claim(t, "free-a", "node-a", "node-a")
+	// Allocated to node-a, with a device of node-b's pool: 1.37 lets an
+	// agent on node-a write any entry of its driver in it.
+	e.claim(t, "far-a", "node-a", "node-b")
+	claims := e.agent.ResourceV1().ResourceClaims("default")
+	for _, w := range []claimWrite{
+		{write{"own node's device, own driver", "", func(ctx context.Context) error {
+			return applyDeviceStatus(ctx, e.agent, "on-a", "hwnet.io", "node-a", "vf-0", "net1")
+		}}, ""},
+		{write{"own node's device, written again", "", func(ctx context.Context) error {
+			return applyDeviceStatus(ctx, e.agent, "on-a", "hwnet.io", "node-a", "vf-0", "net2")
+		}}, ""},
+		{write{"other driver's entry", claimOtherDriver + "on-a: gpu.example.com/node-a/gpu-0", func(ctx context.Context) error {
+			return applyDeviceStatus(ctx, e.agent, "on-a", "gpu.example.com", "node-a", "gpu-0", "net1")
+		}}, granularDriver},
+		{write{"other driver's entry removed", claimOtherDriver + "on-a: gpu.example.com/node-a/gpu-0", func(ctx context.Context) error {
+			return patchClaimStatus(ctx, e.agent, "on-a", `{"status":{"devices":null}}`)
+		}}, granularDriver},
+		{write{"other node's claim", claimOtherPool + "on-b: hwnet.io/node-b/vf-0", func(ctx context.Context) error {
+			return applyDeviceStatus(ctx, e.agent, "on-b", "hwnet.io", "node-b", "vf-0", "net1")
+		}}, granularDriver},
+		{write{"own node's claim, other node's device", claimOtherPool + "far-a: hwnet.io/node-b/vf-0", func(ctx context.Context) error {
+			return applyDeviceStatus(ctx, e.agent, "far-a", "hwnet.io", "node-b", "vf-0", "net1")
+		}}, ""},
+		{write{"reservedFor", claimAllocation + "on-a", func(ctx context.Context) error {
 			ac := resourceac.ResourceClaim("on-a", "default").WithStatus(resourceac.ResourceClaimStatus().WithReservedFor(
 				resourceac.ResourceClaimConsumerReference().WithResource("pods").WithName("evil").WithUID("00000000-0000-0000-0000-000000000002")))
-			_, err := e.agent.ResourceV1().ResourceClaims("default").ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: "evil", Force: true})
+			_, err := claims.ApplyStatus(ctx, ac, metav1.ApplyOptions{FieldManager: "evil", Force: true})
 			return err
-		}},
-		{"own node's claim, spec", `cannot patch resource "resourceclaims"`, func(ctx context.Context) error {
-			_, err := e.agent.ResourceV1().ResourceClaims("default").Patch(ctx, "on-a", types.MergePatchType,
-				[]byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+		}}, granularBinding},
+		{write{"deallocated", claimAllocation + "free-a", func(ctx context.Context) error {
+			return patchClaimStatus(ctx, e.agent, "free-a", `{"status":{"allocation":null}}`)
+		}}, granularBinding},
+		{write{"spec", `cannot patch resource "resourceclaims"`, func(ctx context.Context) error {
+			_, err := claims.Patch(ctx, "on-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
 			return err
-		}},
-	})
+		}}, ""},
+	} {
+		refused := w.refused
+		if granular && w.granular != "" {
+			refused = w.granular
+		}
+		kubeapi.CheckWrite(t, w.name, refused, w.do(context.Background()))
+	}
 }
 
 // TestControllerWritesOnlyItsGateAndStatus: with the controller's real
 // token it lifts its own scheduling gate, keeps PodNetwork status and the
 // in-use finalizer, creates the default PodNetwork, and nothing more.
 func TestControllerWritesOnlyItsGateAndStatus(t *testing.T) {
-	e := startIdentityAPI(t)
+	startIdentityAPI(t, baseInstall).controllerWrites(t)
+}
+
+// controllerWrites is the controller's matrix of pod and PodNetwork
+// writes.
+func (e *identityAPI) controllerWrites(t *testing.T) {
 	ctx := context.Background()
 	gated := func(name string, gates ...string) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},

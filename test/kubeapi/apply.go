@@ -9,6 +9,7 @@ import (
 	"os"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/yaml"
@@ -34,6 +35,17 @@ func (s *Server) ApplyFile(t testing.TB, path string) {
 	defer cancel()
 	if err := s.create(ctx, objs); err != nil {
 		t.Fatalf("%s: %v", path, err)
+	}
+}
+
+// ApplyObjects creates objs, in order, as ApplyFile does the objects of a
+// file (what `kustomize build` or `helm template` rendered).
+func (s *Server) ApplyObjects(t testing.TB, objs []*unstructured.Unstructured) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := s.create(ctx, objs); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -72,6 +84,13 @@ func (s *Server) create(ctx context.Context, objs []*unstructured.Unstructured) 
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
 			return fmt.Errorf("%s %s: %w", gvk.Kind, obj.GetName(), err)
+		}
+		// kustomize's namespace: also lands on kinds it does not know to be
+		// cluster-scoped (ValidatingAdmissionPolicies, DeviceClasses),
+		// which have no namespace.
+		if m.Scope.Name() == meta.RESTScopeNameRoot && obj.GetNamespace() != "" {
+			obj = obj.DeepCopy()
+			obj.SetNamespace("")
 		}
 		_, err = client.Resource(m.Resource).Namespace(obj.GetNamespace()).Create(ctx, obj, metav1.CreateOptions{FieldValidation: "Strict"})
 		if err != nil {

@@ -84,17 +84,18 @@ func binDir() string {
 
 // Start runs etcd and kube-apiserver, waits until /readyz answers ok and
 // stops both when the test ends. On failure the tails of their logs are
-// printed.
-func Start(t testing.TB) *Server {
+// printed. extraArgs are added to kube-apiserver's command line (a
+// --feature-gates of an older release's defaults, say).
+func Start(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
-	s, err := launch(Binaries(t), t.TempDir())
+	s, err := launch(Binaries(t), t.TempDir(), extraArgs...)
 	// freePorts' ports are free when it looks, not certainly when etcd or
 	// kube-apiserver binds them: another test may take one in between.
 	for try := 1; try < launchTries && errors.Is(err, errPortTaken); try++ {
 		if s != nil {
 			_ = s.shutdown()
 		}
-		s, err = launch(Binaries(t), t.TempDir())
+		s, err = launch(Binaries(t), t.TempDir(), extraArgs...)
 	}
 	if s != nil {
 		t.Cleanup(func() {
@@ -114,7 +115,7 @@ func Start(t testing.TB) *Server {
 
 // launch starts the servers; on error the returned Server, if not nil,
 // still owns processes that shutdown must stop.
-func launch(binDir, dir string) (*Server, error) {
+func launch(binDir, dir string, extraArgs ...string) (*Server, error) {
 	creds, err := writeCredentials(dir)
 	if err != nil {
 		return nil, err
@@ -138,7 +139,7 @@ func launch(binDir, dir string) (*Server, error) {
 	if err := waitEtcd(ctx, s.etcd, etcdURL); err != nil {
 		return s, portTaken(err, s.etcd.logPath)
 	}
-	s.args = apiserverArgs(dir, creds, etcdURL, s.port)
+	s.args = append(apiserverArgs(dir, creds, etcdURL, s.port), extraArgs...)
 	return s, s.startAPIServer(ctx)
 }
 
