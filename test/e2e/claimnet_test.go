@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -142,17 +144,31 @@ func (e *env) badClaimConfig(ctx context.Context, t *testing.T) {
 
 // claimChurn creates and deletes 20 pods with a one-VF network claim.
 func (e *env) claimChurn(ctx context.Context, t *testing.T) {
-	for i := range 20 {
-		pod := e.draPod(t, claimPodFile, fmt.Sprintf("claim-churn-%d", i), "sriov-net-one-vf")
-		e.cleanupPods(t, pod.Name)
-		pod, err := e.runPod(ctx, pod, 1)
-		if err != nil {
+	// Waves of pods at once, each with a claim of its own: prepares and
+	// unprepares overlap, as on a node, and the cycles do not wait on each
+	// other. The pool has a VF for every pod of a wave.
+	const cycles, wave = 20, 4
+	for first := 0; first < cycles; first += wave {
+		names := make([]string, wave)
+		pods := make([]*corev1.Pod, wave)
+		errs := make([]error, wave)
+		var wg sync.WaitGroup
+		for i := range wave {
+			pod := e.draPod(t, claimPodFile, fmt.Sprintf("claim-churn-%d", first+i), "sriov-net-one-vf")
+			names[i] = pod.Name
+			e.cleanupPods(t, pod.Name)
+			wg.Go(func() { pods[i], errs[i] = e.runPod(ctx, pod, 1) })
+		}
+		wg.Wait()
+		if err := errors.Join(errs...); err != nil {
 			t.Fatal(err)
 		}
-		if st := networkStatus(t, pod)[1]; st.Interface != "net1" || pciAddress(st) == "" {
-			t.Errorf("pod %s network-status[1] %+v, want net1 with its VF", pod.Name, st)
+		for _, pod := range pods {
+			if st := networkStatus(t, pod)[1]; st.Interface != "net1" || pciAddress(st) == "" {
+				t.Errorf("pod %s network-status[1] %+v, want net1 with its VF", pod.Name, st)
+			}
 		}
-		if err := e.deletePods(ctx, pod.Name); err != nil {
+		if err := e.deletePods(ctx, names...); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -259,7 +259,9 @@ func TestSecurity_RealTokensWriteOnlyTheirOwn(t *testing.T) {
 			}
 			return nil
 		}},
-		// hwnet-agent: claim status, narrowed by Kubernetes itself.
+		// hwnet-agent: claim status. On 1.37 Kubernetes refuses these first
+		// (its per-driver check); hwnet's own policy holds them on 1.34-1.35
+		// (deploy/identity_admission_test.go proves it).
 		{"agent: a claim of another node", `resource="resourceclaims/driver"`, func(ctx context.Context) error {
 			return claimDeviceStatus(ctx, agent, "sec-other-node", dra.DefaultDriverName, elsewhere)
 		}},
