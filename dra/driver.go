@@ -34,6 +34,7 @@ import (
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
+	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -79,6 +80,12 @@ type Options struct {
 	// VFAdmin sets the VF settings of a claim's configuration at prepare
 	// and resets them at unprepare; nil refuses claims that ask for any.
 	VFAdmin VFAdmin
+	// VFPolicy judges, by the claim's namespace, the VF settings of a
+	// configuration the claim itself gives (source FromClaim): a refusal
+	// fails the prepare before anything is reserved, set or written. A
+	// DeviceClass's configuration (FromClass) is the admin's and applies
+	// unchecked. nil checks nothing: the agent sets it with VFAdmin.
+	VFPolicy VFPolicy
 	// HealthResend is how often kubelet's health stream repeats an
 	// unchanged report; 0 means DefaultHealthResend.
 	HealthResend time.Duration
@@ -92,6 +99,10 @@ type Ledger interface {
 
 // VFAdmin is how the driver sets VF settings through the PF.
 type VFAdmin = vfadmin.Admin
+
+// VFPolicy is the VFSettingsPolicy as the agent reads it
+// (cni/vfpolicywatch).
+type VFPolicy = vfpolicy.Checker
 
 func (o Options) withDefaults() Options {
 	o.DriverName = cmp.Or(o.DriverName, DefaultDriverName)

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
@@ -59,6 +60,9 @@ func (d *Driver) configNetworks(c *resourceapi.ResourceClaim, k int, cfg resourc
 	if err != nil {
 		return err
 	}
+	if err := d.checkVFPolicy(c, cfg, nw.VF, source); err != nil {
+		return err
+	}
 	var mine []int
 	for i, w := range winner {
 		if w == k {
@@ -74,6 +78,19 @@ func (d *Driver) configNetworks(c *resourceapi.ResourceClaim, k int, cfg resourc
 	}
 	for j, i := range mine {
 		out[i] = deviceConfig{network: elems[j], vf: nw.VF}
+	}
+	return nil
+}
+
+// checkVFPolicy judges the VF settings of a configuration the claim gives
+// by the claim's namespace; a DeviceClass's (FromClass) are the admin's
+// and apply unchecked. Any other source is judged as the claim's.
+func (d *Driver) checkVFPolicy(c *resourceapi.ResourceClaim, cfg resourceapi.DeviceAllocationConfiguration, s vfsettings.Settings, source string) error {
+	if d.opts.VFPolicy == nil || cfg.Source == resourceapi.AllocationConfigSourceClass || s.IsZero() {
+		return nil
+	}
+	if err := d.opts.VFPolicy.Check(c.Namespace, s, vfpolicy.ClaimSpelling); err != nil {
+		return fmt.Errorf("%s: %w", source, err)
 	}
 	return nil
 }

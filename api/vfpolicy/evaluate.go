@@ -205,3 +205,10 @@ func (sp Spelling) vlanSettings(s vfsettings.Settings) []setting {
 	}
 	return out
 }
+
+// Checker judges the settings an object of namespace asks for, spelled as
+// sp: nil, or the Refusal to give its user (cni/vfpolicywatch's Watcher,
+// which evaluates the policy the agent last read).
+type Checker interface {
+	Check(namespace string, s vfsettings.Settings, sp Spelling) error
+}
