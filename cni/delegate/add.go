@@ -60,6 +60,9 @@ func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
 		return nil, err
 	}
 	atts, err := d.prepare(ctx, c, pod)
+	if err == nil {
+		err = d.checkVFPolicy(atts)
+	}
 	if err != nil {
 		d.reportFailure(c, err)
 		return nil, err

@@ -17,6 +17,7 @@ import (
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
 	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/api/selection"
+	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/chain"
@@ -95,6 +96,11 @@ type Options struct {
 	// networks that have any.
 	VFAdmin   vfadmin.Admin
 	SysfsRoot string
+	// VFPolicy judges the sriov-cni keys of a pod's networks by their
+	// NetworkAttachmentDefinition's namespace before anything of the ADD
+	// is reserved, recorded or set; nil judges none (the agent sets it
+	// with VFAdmin).
+	VFPolicy vfpolicy.Checker
 	// Exec runs plugins; nil runs them as processes that die with the
 	// agent (package pluginexec).
 	Exec   invoke.Exec

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
@@ -67,4 +68,29 @@ func (d *Delegator) resetVFs(ctx context.Context, rec *attachmentapi.Record) err
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// checkVFPolicy judges the sriov-cni keys of the pod's networks by their
+// NetworkAttachmentDefinition's namespace, before the ADD reserves,
+// records or sets anything: hwnet's settings and those sriov-cni would set
+// alike, on a claimed device too (whose claim's own settings were judged
+// at prepare). The default network is the admin's; without a device
+// nothing is set.
+func (d *Delegator) checkVFPolicy(atts []attachment) error {
+	if d.opts.VFPolicy == nil {
+		return nil
+	}
+	for _, a := range atts {
+		if a.isDefault || a.deviceID == "" || a.delegate == nil {
+			continue
+		}
+		s, err := a.delegate.VFKeys()
+		if err != nil {
+			return podFailure("InvalidVFSettings", fmt.Errorf("network %s: %w", a.network, err))
+		}
+		if err := d.opts.VFPolicy.Check(a.sel.Namespace, s, vfpolicy.NADSpelling); err != nil {
+			return podFailure("VFSettingsRefused", fmt.Errorf("network %s: NetworkAttachmentDefinition %s/%s: %w", a.network, a.sel.Namespace, a.sel.Name, err))
+		}
+	}
+	return nil
 }

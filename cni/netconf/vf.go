@@ -19,8 +19,19 @@ const SRIOVCNIType = "sriov"
 // keeps its settings with another interface plugin (host-device). When
 // the first plugin is sriov-cni itself, it sets them, and hwnet none.
 func (d *Delegate) VFSettings() (vfsettings.Settings, error) {
-	var s vfsettings.Settings
 	if len(d.Plugins) == 0 || d.Plugins[0].Type == SRIOVCNIType {
+		return vfsettings.Settings{}, nil
+	}
+	return d.VFKeys()
+}
+
+// VFKeys are the sriov-cni keys of the list's first plugin, whichever
+// plugin it is: what the network asks of its VF, whether hwnet sets it
+// (VFSettings) or sriov-cni itself does, and what the VFSettingsPolicy
+// judges.
+func (d *Delegate) VFKeys() (vfsettings.Settings, error) {
+	var s vfsettings.Settings
+	if len(d.Plugins) == 0 {
 		return s, nil
 	}
 	f := d.Plugins[0].Fields
