@@ -73,6 +73,10 @@ type Agent struct {
 	plugins atomic.Pointer[[]*deviceplugin.Plugin]
 	// events posts Node Events once the API server client exists.
 	events *events.Node
+	// vfPolicy judges the VF settings of claims and NADs by the
+	// VFSettingsPolicy, for the DRA driver and the CNI side alike;
+	// started with the first of them, when VF settings are set at all.
+	vfPolicy dra.VFPolicy
 	// vfs brings PFs to their declared VF layouts, once started.
 	vfs *vflayout.Manager
 	// rejected says why the configuration file is not the one served;
@@ -220,7 +224,7 @@ func (a *Agent) Run(ctx context.Context) error {
 // startFrontEnds registers the DRA driver, the pools' device plugins and
 // the CNI side, which serve until ctx ends or shutdown stops them.
 func (a *Agent) startFrontEnds(ctx context.Context, wg *sync.WaitGroup, inv *discovery.Inventory, start time.Time) error {
-	if err := a.startDRA(ctx); err != nil {
+	if err := a.startDRA(ctx, wg); err != nil {
 		return err
 	}
 	a.applyInventory(ctx, inv, start)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"k8s.io/client-go/rest"
 
@@ -48,20 +49,23 @@ type draPool struct {
 
 // startDRA registers the DRA driver with kubelet, when it is enabled;
 // the pools' devices, or none, are published by the first rematch.
-func (a *Agent) startDRA(ctx context.Context) error {
+func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 	o := a.opts.DRA
 	if o == nil {
 		return nil
 	}
-	_, client, err := kubeclient.Instrumented(o.REST, a.metrics.WrapTransport)
+	cfg, client, err := kubeclient.Instrumented(o.REST, a.metrics.WrapTransport)
 	if err != nil {
+		return fmt.Errorf("DRA: %w", err)
+	}
+	if err := a.watchVFPolicy(ctx, wg, cfg, client); err != nil {
 		return fmt.Errorf("DRA: %w", err)
 	}
 	d, err := dra.Start(ctx, dra.Options{
 		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: client,
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
-		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin,
+		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy,
 	})
 	if err != nil {
 		return err

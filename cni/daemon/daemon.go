@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/crinet"
 	"github.com/hwnet-io/hwnet/cni/delegate"
@@ -52,6 +53,9 @@ type Deps struct {
 	// sriov-cni keys, finding VFs under SysfsRoot; nil refuses them.
 	VFAdmin   vfadmin.Admin
 	SysfsRoot string
+	// VFPolicy judges the sriov-cni keys of NetworkAttachmentDefinitions
+	// by their namespace (WatchVFPolicy); nil judges none.
+	VFPolicy vfpolicy.Checker
 	// DevicePluginDevinfoDir is where the device plugins write the
 	// device-info files of the devices they allocate.
 	DevicePluginDevinfoDir string
