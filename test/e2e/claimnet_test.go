@@ -2,14 +2,12 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -144,34 +142,34 @@ func (e *env) badClaimConfig(ctx context.Context, t *testing.T) {
 
 // claimChurn creates and deletes 20 pods with a one-VF network claim.
 func (e *env) claimChurn(ctx context.Context, t *testing.T) {
-	// Waves of pods at once, each with a claim of its own: prepares and
-	// unprepares overlap, as on a node, and the cycles do not wait on each
-	// other. The pool has a VF for every pod of a wave.
-	const cycles, wave = 20, 4
-	for first := 0; first < cycles; first += wave {
-		names := make([]string, wave)
-		pods := make([]*corev1.Pod, wave)
-		errs := make([]error, wave)
-		var wg sync.WaitGroup
-		for i := range wave {
-			pod := e.draPod(t, claimPodFile, fmt.Sprintf("claim-churn-%d", first+i), "sriov-net-one-vf")
-			names[i] = pod.Name
-			e.cleanupPods(t, pod.Name)
-			wg.Go(func() { pods[i], errs[i] = e.runPod(ctx, pod, 1) })
-		}
-		wg.Wait()
-		if err := errors.Join(errs...); err != nil {
-			t.Fatal(err)
-		}
-		for _, pod := range pods {
-			if st := networkStatus(t, pod)[1]; st.Interface != "net1" || pciAddress(st) == "" {
-				t.Errorf("pod %s network-status[1] %+v, want net1 with its VF", pod.Name, st)
+	// Lanes of pods, each with a claim of its own, as
+	// TestPodChurnLeaksNothing churns: prepares and unprepares overlap, as
+	// on a node. The pool has a VF for every lane.
+	const lanes, rounds = 4, 5
+	pods := make([]*corev1.Pod, lanes*rounds)
+	for i := range pods {
+		pods[i] = e.draPod(t, claimPodFile, fmt.Sprintf("claim-churn-%d", i), "sriov-net-one-vf")
+		e.cleanupPods(t, pods[i].Name)
+	}
+	parallel(t, lanes, func(lane int) error {
+		for i := lane * rounds; i < (lane+1)*rounds; i++ {
+			pod, err := e.runPod(ctx, pods[i], 1)
+			if err != nil {
+				return err
+			}
+			statuses, err := parseNetworkStatus(pod)
+			if err != nil {
+				return err
+			}
+			if st := statuses[1]; st.Interface != "net1" || pciAddress(st) == "" {
+				return fmt.Errorf("pod %s network-status[1] %+v, want net1 with its VF", pod.Name, st)
+			}
+			if err := e.deletePods(ctx, pod.Name); err != nil {
+				return err
 			}
 		}
-		if err := e.deletePods(ctx, names...); err != nil {
-			t.Fatal(err)
-		}
-	}
+		return nil
+	})
 }
 
 // claimDevices reads the pod's claim with `kubectl get resourceclaim -o
