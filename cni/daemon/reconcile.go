@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/cnicache"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/delegate"
 	"github.com/hwnet-io/hwnet/internal/events"
@@ -124,7 +126,19 @@ func (r *reconciler) believe(ctx context.Context, a runtimeAnswer) (judgement, b
 		return judgement{}, false, nil
 	}
 	r.trust()
-	return judgement{live: keepRunning(a, pods.running, recs), unreported: unreported(a, pods.unreported, recs)}, true, nil
+	return judgement{live: keepRunning(a, pods.running, recs, r.cached()), unreported: unreported(a, pods.unreported, recs)}, true, nil
+}
+
+// cached is what the runtime's libcni cache holds, to name the sandboxes
+// of running pods that have no record. An entry that cannot be read names
+// no pod: it is passed over.
+func (r *reconciler) cached() []attachments.Cached {
+	all := func(string) bool { return true }
+	entries, err := attachments.ReadRuntimeCache(cmp.Or(r.o.RuntimeCacheDir, cnicache.DefaultDir), all)
+	if err != nil {
+		r.log.Debug("runtime GC: libcni cache entries passed over", "err", err)
+	}
+	return entries
 }
 
 // believeAlone judges an answer with nothing to check it against: one
@@ -182,13 +196,20 @@ func listsAny(a runtimeAnswer, pods map[podKey]bool) bool {
 	return false
 }
 
-// keepRunning is the runtime's sandboxes plus the recorded containers of
-// running pods the runtime does not list.
-func keepRunning(a runtimeAnswer, running map[podKey]bool, recs []*attachmentapi.Record) map[string]bool {
+// keepRunning is the runtime's sandboxes plus the containers of running
+// pods the runtime does not list: those of hwnet's records, and those the
+// runtime's libcni cache names, which the default network may hold
+// without a record.
+func keepRunning(a runtimeAnswer, running map[podKey]bool, recs []*attachmentapi.Record, cached []attachments.Cached) map[string]bool {
 	live := maps.Clone(a.sandboxes)
 	for _, rec := range recs {
 		if k := (podKey{rec.PodNamespace, rec.PodName}); running[k] && !a.pods[k] {
 			live[rec.ContainerID] = true
+		}
+	}
+	for _, c := range cached {
+		if k := (podKey{c.PodNamespace, c.PodName}); running[k] && !a.pods[k] {
+			live[c.ContainerID] = true
 		}
 	}
 	return live
