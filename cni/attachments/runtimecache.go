@@ -25,7 +25,9 @@ import (
 //     hwnet was installed again: the cache has hwnet's own entry.
 //
 // Its DEL comes through hwnet either way, and without this the default
-// network's IPAM lease would stay for good.
+// network's IPAM lease would stay for good; and the GC keeps what the
+// cache holds of a live sandbox (Attachments), or the default network
+// would free that lease while the pod runs.
 type RuntimeCache struct {
 	// Dir is libcni's cache directory.
 	Dir string

@@ -126,7 +126,11 @@ func (r *reconciler) believe(ctx context.Context, a runtimeAnswer) (judgement, b
 		return judgement{}, false, nil
 	}
 	r.trust()
-	return judgement{live: keepRunning(a, pods.running, recs, r.cached()), unreported: unreported(a, pods.unreported, recs)}, true, nil
+	var cached []attachments.Cached
+	if !listsAll(a, pods.running) {
+		cached = r.cached()
+	}
+	return judgement{live: keepRunning(a, pods.running, recs, cached), unreported: unreported(a, pods.unreported, recs)}, true, nil
 }
 
 // cached is what the runtime's libcni cache holds, to name the sandboxes
@@ -194,6 +198,16 @@ func listsAny(a runtimeAnswer, pods map[podKey]bool) bool {
 		}
 	}
 	return false
+}
+
+// listsAll tells whether the runtime lists every one of the pods.
+func listsAll(a runtimeAnswer, pods map[podKey]bool) bool {
+	for k := range pods {
+		if !a.pods[k] {
+			return false
+		}
+	}
+	return true
 }
 
 // keepRunning is the runtime's sandboxes plus the containers of running
