@@ -146,12 +146,18 @@ func (r *reconciler) cached() []attachments.Cached {
 }
 
 // believeAlone judges an answer with nothing to check it against: one
-// that lists no sandbox at all while containers have records is not
-// believed.
+// that lists no sandbox at all while containers have records, or while
+// the runtime's libcni cache holds attachments (pods the runtime attached
+// itself have no record, and the default network's GC would free their
+// leases), is not believed.
 func (r *reconciler) believeAlone(a runtimeAnswer, records int) bool {
-	if len(a.sandboxes) == 0 && records > 0 {
-		r.distrust(fmt.Sprintf("the runtime at %s lists no sandbox while %d containers have attachment records, and without an API server client that cannot be checked; runtime GC skipped",
-			a.socket, records))
+	if len(a.sandboxes) > 0 {
+		r.trust()
+		return true
+	}
+	if cached := len(r.cached()); records > 0 || cached > 0 {
+		r.distrust(fmt.Sprintf("the runtime at %s lists no sandbox while %d containers have attachment records and its libcni cache holds %d attachments, "+
+			"and without an API server client that cannot be checked; runtime GC skipped", a.socket, records, cached))
 		return false
 	}
 	r.trust()

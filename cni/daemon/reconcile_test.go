@@ -269,6 +269,22 @@ func TestRuntimeGCKeepsTheDefaultLeaseOfASandboxWithoutRecord(t *testing.T) {
 	}
 }
 
+// TestRuntimeGCWithoutClientBelievesNoEmptyAnswerOverCachedPods: without
+// an API server client, a runtime that lists no sandbox while its libcni
+// cache holds attachments (pods it attached itself, before hwnet, so
+// without records) is not believed: their default network's leases stay.
+func TestRuntimeGCWithoutClientBelievesNoEmptyAnswerOverCachedPods(t *testing.T) {
+	n := newGCNode(t, nil, "node-noclient", cniplugins.Dir(t), nil)
+	n.runtimeAdd(t, "sandbox-a", "a")
+	n.cri.Set()
+	if err := n.r.once(t.Context()); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(n.state, "sandbox-a-eth0")); err != nil {
+		t.Errorf("an empty answer freed the default network's lease of a pod the runtime attached: %v", err)
+	}
+}
+
 // runtimeAdd is the runtime's own ADD of the default network for the pod's
 // sandbox (real libcni, its cache in the node's runtime cache directory),
 // as old as one the runtime would long have listed.
