@@ -21,9 +21,9 @@ import (
 // the attachments that remain, and the default network also every
 // attachment of a live sandbox, hwnet's record or not (runtimeDefaults).
 // grace covers a sandbox whose ADD has just finished but which the runtime
-// lists only afterwards. conf is hwnet's
-// plugin configuration as the runtime passes it, path the CNI plugin path.
-// It returns the containers it tore down.
+// lists only afterwards. conf is hwnet's plugin configuration as the
+// runtime passes it, path the CNI plugin path. It returns the containers
+// it tore down.
 func (d *Delegator) Reconcile(ctx context.Context, conf []byte, path string, live map[string]bool, grace time.Duration) ([]string, error) {
 	c, err := d.newCall(&wire.Request{Command: "GC", Config: conf, Path: path})
 	if err != nil {
