@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -43,6 +44,62 @@ func TestRuntimeCacheEntryThatCannotBeUsed(t *testing.T) {
 			}
 			if err := errors.Join(warned...); err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("warned %v, want one saying %s", err, tt.want)
+			}
+		})
+	}
+}
+
+// Attachments lists the runtime's cached attachments of the default
+// network and of hwnet, with the pod each was for; another network's
+// entries are not theirs. An entry named as theirs that cannot be read is
+// an error (whose lease it stands for is unknown), another network's is not.
+func TestRuntimeCacheAttachments(t *testing.T) {
+	def, err := netconf.Parse([]byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"bridge"}]}`), "", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	entry := func(network, id string) string {
+		return `{"kind":"cniCacheV1","containerId":"` + id + `","ifName":"eth0","networkName":"` + network + `","config":"e30=",` +
+			`"cniArgs":[["K8S_POD_NAMESPACE","ns"],["K8S_POD_NAME","pod-` + id + `"]]}`
+	}
+	for _, tt := range []struct {
+		name    string
+		files   map[string]string
+		want    []string // container/pod
+		wantErr string
+	}{
+		{"theirs only", map[string]string{"podnet-a-eth0": entry("podnet", "a"), "hwnet-b-eth0": entry("hwnet", "b"),
+			"other-c-eth0": entry("other", "c"), "podnet-x-d-eth0": entry("podnet-x", "d")}, []string{"a/pod-a", "b/pod-b"}, ""},
+		{"torn entry of the default network", map[string]string{"podnet-a-eth0": entry("podnet", "a"), "podnet-t-eth0": `{"kind":`},
+			[]string{"a/pod-a"}, "podnet-t-eth0"},
+		{"torn entry of another network", map[string]string{"hwnet-b-eth0": entry("hwnet", "b"), "other-t-eth0": `{"kind":`},
+			[]string{"b/pod-b"}, ""},
+		{"no cache", nil, nil, ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			for name, data := range tt.files {
+				if err := os.MkdirAll(filepath.Join(dir, "results"), 0o700); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "results", name), []byte(data), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			got, err := attachments.RuntimeCache{Dir: dir, Own: "hwnet", Default: def}.Attachments()
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("Attachments: %v, want an error naming %q", err, tt.wantErr)
+			}
+			var ids []string
+			for _, c := range got {
+				if c.Written.IsZero() || c.IfName != "eth0" || c.PodNamespace != "ns" {
+					t.Errorf("entry %+v: want eth0, namespace ns and the time it was written", c)
+				}
+				ids = append(ids, c.ContainerID+"/"+c.PodName)
+			}
+			slices.Sort(ids)
+			if !slices.Equal(ids, tt.want) {
+				t.Errorf("attachments %v, want %v", ids, tt.want)
 			}
 		})
 	}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -13,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/cnicache"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/delegate"
 	"github.com/hwnet-io/hwnet/internal/events"
@@ -124,16 +126,38 @@ func (r *reconciler) believe(ctx context.Context, a runtimeAnswer) (judgement, b
 		return judgement{}, false, nil
 	}
 	r.trust()
-	return judgement{live: keepRunning(a, pods.running, recs), unreported: unreported(a, pods.unreported, recs)}, true, nil
+	var cached []attachments.Cached
+	if !listsAll(a, pods.running) {
+		cached = r.cached()
+	}
+	return judgement{live: keepRunning(a, pods.running, recs, cached), unreported: unreported(a, pods.unreported, recs)}, true, nil
+}
+
+// cached is what the runtime's libcni cache holds, to name the sandboxes
+// of running pods that have no record. An entry that cannot be read names
+// no pod: it is passed over.
+func (r *reconciler) cached() []attachments.Cached {
+	all := func(string) bool { return true }
+	entries, err := attachments.ReadRuntimeCache(cmp.Or(r.o.RuntimeCacheDir, cnicache.DefaultDir), all)
+	if err != nil {
+		r.log.Debug("runtime GC: libcni cache entries passed over", "err", err)
+	}
+	return entries
 }
 
 // believeAlone judges an answer with nothing to check it against: one
-// that lists no sandbox at all while containers have records is not
-// believed.
+// that lists no sandbox at all while containers have records, or while
+// the runtime's libcni cache holds attachments (pods the runtime attached
+// itself have no record, and the default network's GC would free their
+// leases), is not believed.
 func (r *reconciler) believeAlone(a runtimeAnswer, records int) bool {
-	if len(a.sandboxes) == 0 && records > 0 {
-		r.distrust(fmt.Sprintf("the runtime at %s lists no sandbox while %d containers have attachment records, and without an API server client that cannot be checked; runtime GC skipped",
-			a.socket, records))
+	if len(a.sandboxes) > 0 {
+		r.trust()
+		return true
+	}
+	if cached := len(r.cached()); records > 0 || cached > 0 {
+		r.distrust(fmt.Sprintf("the runtime at %s lists no sandbox while %d containers have attachment records and its libcni cache holds %d attachments, "+
+			"and without an API server client that cannot be checked; runtime GC skipped", a.socket, records, cached))
 		return false
 	}
 	r.trust()
@@ -182,13 +206,30 @@ func listsAny(a runtimeAnswer, pods map[podKey]bool) bool {
 	return false
 }
 
-// keepRunning is the runtime's sandboxes plus the recorded containers of
-// running pods the runtime does not list.
-func keepRunning(a runtimeAnswer, running map[podKey]bool, recs []*attachmentapi.Record) map[string]bool {
+// listsAll tells whether the runtime lists every one of the pods.
+func listsAll(a runtimeAnswer, pods map[podKey]bool) bool {
+	for k := range pods {
+		if !a.pods[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// keepRunning is the runtime's sandboxes plus the containers of running
+// pods the runtime does not list: those of hwnet's records, and those the
+// runtime's libcni cache names, which the default network may hold
+// without a record.
+func keepRunning(a runtimeAnswer, running map[podKey]bool, recs []*attachmentapi.Record, cached []attachments.Cached) map[string]bool {
 	live := maps.Clone(a.sandboxes)
 	for _, rec := range recs {
 		if k := (podKey{rec.PodNamespace, rec.PodName}); running[k] && !a.pods[k] {
 			live[rec.ContainerID] = true
+		}
+	}
+	for _, c := range cached {
+		if k := (podKey{c.PodNamespace, c.PodName}); running[k] && !a.pods[k] {
+			live[c.ContainerID] = true
 		}
 	}
 	return live

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -37,18 +38,23 @@ type gcNode struct {
 	cri   *testcri.Runtime
 	store *attachments.Store
 	def   []byte // the default network's configuration list
+	bin   string
+	// state holds the default network's leases: one file per attachment
+	// (hwnet-test-plugin's stateDir), which its GC frees.
+	state string
 	r     *reconciler
 }
 
 func newGCNode(t *testing.T, api *kubeapi.Server, name string, bin string, client kubernetes.Interface) *gcNode {
 	dir := t.TempDir()
 	o := Options{ConfDir: filepath.Join(dir, "net.d"), ConfFileName: "00-hwnet.conflist", CacheDir: filepath.Join(dir, "cache"),
-		BinDir: bin, NodeName: name}
-	def := `{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","stateDir":"` + filepath.Join(dir, "state") + `"}]}`
+		RuntimeCacheDir: filepath.Join(dir, "runtime-cni"), BinDir: bin, NodeName: name}
+	state := filepath.Join(dir, "state")
+	def := `{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","stateDir":"` + state + `"}]}`
 	writeTestFile(t, filepath.Join(o.ConfDir, "10-podnet.conflist"), def)
 	writeTestFile(t, o.ConfPath(), `{"cniVersion":"1.1.0","name":"hwnet","plugins":[{"type":"hwnet","cacheDir":"`+o.CacheDir+
-		`","defaultNetwork":"`+filepath.Join(o.ConfDir, "10-podnet.conflist")+`"}]}`)
-	n := &gcNode{name: name, api: api, cri: testcri.Start(t), store: attachments.NewStore(o.CacheDir), def: []byte(def)}
+		`","runtimeCacheDir":"`+o.RuntimeCacheDir+`","defaultNetwork":"`+filepath.Join(o.ConfDir, "10-podnet.conflist")+`"}]}`)
+	n := &gcNode{name: name, api: api, cri: testcri.Start(t), store: attachments.NewStore(o.CacheDir), def: []byte(def), bin: bin, state: state}
 	o.CRISocket = n.cri.Socket
 	log := slog.New(slog.DiscardHandler)
 	dopts := delegate.Options{ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, Logger: log}
@@ -233,6 +239,70 @@ func TestReconcileWritesTheNetworkStatusAKilledAgentDidNot(t *testing.T) {
 		if p.Annotations[status.Annotation] != want {
 			t.Errorf("pod %s network-status %q, want %q", name, p.Annotations[status.Annotation], want)
 		}
+	}
+}
+
+// TestRuntimeGCKeepsTheDefaultLeaseOfASandboxWithoutRecord (issue 42
+// item 6): the runtime attached pods to the default network itself, before
+// hwnet's configuration was on the node, so hwnet has no record of them.
+// The agent's runtime GC keeps the default network's lease of every one
+// still live: a sandbox the runtime lists, and one of a pod the API server
+// has running here that the runtime does not list; it frees the lease of a
+// sandbox the runtime forgot, of a pod that is gone.
+func TestRuntimeGCKeepsTheDefaultLeaseOfASandboxWithoutRecord(t *testing.T) {
+	kubeapi.Binaries(t)
+	api := kubeapi.Start(t)
+	api.CreateNamespace(t, gcNS)
+	n := newGCNode(t, api, "node-norecord", cniplugins.Dir(t), api.Client())
+	listed, unlisted := n.runningPod(t, "listed"), n.runningPod(t, "unlisted")
+	n.runtimeAdd(t, "sandbox-listed", listed.Name)
+	n.runtimeAdd(t, "sandbox-unlisted", unlisted.Name)
+	n.runtimeAdd(t, "sandbox-gone", "deleted")
+	n.cri.Set(testcri.Sandbox("sandbox-listed", gcNS, listed.Name, string(listed.UID)))
+	if err := n.r.once(t.Context()); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	for sandbox, want := range map[string]bool{"sandbox-listed": true, "sandbox-unlisted": true, "sandbox-gone": false} {
+		if _, err := os.Stat(filepath.Join(n.state, sandbox+"-eth0")); (err == nil) != want {
+			t.Errorf("the default network's lease of %s: held %v, want %v", sandbox, err == nil, want)
+		}
+	}
+}
+
+// TestRuntimeGCWithoutClientBelievesNoEmptyAnswerOverCachedPods: without
+// an API server client, a runtime that lists no sandbox while its libcni
+// cache holds attachments (pods it attached itself, before hwnet, so
+// without records) is not believed: their default network's leases stay.
+func TestRuntimeGCWithoutClientBelievesNoEmptyAnswerOverCachedPods(t *testing.T) {
+	n := newGCNode(t, nil, "node-noclient", cniplugins.Dir(t), nil)
+	n.runtimeAdd(t, "sandbox-a", "a")
+	n.cri.Set()
+	if err := n.r.once(t.Context()); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(n.state, "sandbox-a-eth0")); err != nil {
+		t.Errorf("an empty answer freed the default network's lease of a pod the runtime attached: %v", err)
+	}
+}
+
+// runtimeAdd is the runtime's own ADD of the default network for the pod's
+// sandbox (real libcni, its cache in the node's runtime cache directory),
+// as old as one the runtime would long have listed.
+func (n *gcNode) runtimeAdd(t *testing.T, sandbox, pod string) {
+	t.Helper()
+	list, err := libcni.ConfListFromBytes(n.def)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runtime := libcni.NewCNIConfigWithCacheDir([]string{n.bin}, n.r.o.RuntimeCacheDir, nil)
+	rt := &libcni.RuntimeConf{ContainerID: sandbox, NetNS: "/var/run/netns/" + sandbox, IfName: "eth0",
+		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", gcNS}, {"K8S_POD_NAME", pod}}}
+	if _, err := runtime.AddNetworkList(t.Context(), list, rt); err != nil {
+		t.Fatalf("the runtime's ADD: %v", err)
+	}
+	old := time.Now().Add(-10 * time.Minute)
+	if err := os.Chtimes(filepath.Join(n.r.o.RuntimeCacheDir, "results", "podnet-"+sandbox+"-eth0"), old, old); err != nil {
+		t.Fatal(err)
 	}
 }
 

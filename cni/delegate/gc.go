@@ -1,11 +1,13 @@
 package delegate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -22,18 +24,43 @@ const gcLockWait = 100 * time.Millisecond
 // of hwnet's attachments, then asks each network still in use to collect
 // its own garbage, telling it which of its attachments are valid.
 func (d *Delegator) gc(ctx context.Context, c *call) error {
-	valid, err := validContainers(c.req.Config)
+	valid, err := runtimeValid(c.req.Config)
 	if err != nil {
 		return types.NewError(types.ErrDecodingFailure, err.Error(), "")
 	}
-	return d.collectGarbage(ctx, c, valid)
+	return d.collectGarbage(ctx, c, keepValid(valid))
 }
 
-// collectGarbage deletes every recorded container not in valid, then has
-// each network still in use collect its own garbage.
-func (d *Delegator) collectGarbage(ctx context.Context, c *call, valid map[string]bool) error {
-	gone, err := d.collectContainers(ctx, c, valid)
-	return errors.Join(err, d.collectNetworks(ctx, c, gone))
+// keep is what a GC round keeps whatever hwnet's records say.
+type keep struct {
+	// containers are the containers whose records stay.
+	containers map[string]bool
+	// defaults are the default network's attachments that stay valid,
+	// hwnet's record or not: the runtime attached some itself before
+	// hwnet, the records of others went (an uninstall), and their leases
+	// are in use all the same.
+	defaults []types.GCAttachment
+	// defaultsErr, when set, says the default network's valid attachments
+	// are unknown: its GC is skipped rather than told too few.
+	defaultsErr error
+}
+
+// keepValid is what the runtime's valid attachments of hwnet keep: their
+// containers, and each as an attachment of the default network, which
+// hwnet runs with the runtime's container ID and interface name.
+func keepValid(valid []types.GCAttachment) keep {
+	k := keep{containers: make(map[string]bool, len(valid)), defaults: valid}
+	for _, a := range valid {
+		k.containers[a.ContainerID] = true
+	}
+	return k
+}
+
+// collectGarbage deletes every recorded container k does not keep, then
+// has each network still in use collect its own garbage.
+func (d *Delegator) collectGarbage(ctx context.Context, c *call, k keep) error {
+	gone, err := d.collectContainers(ctx, c, k.containers)
+	return errors.Join(err, d.collectNetworks(ctx, c, gone, k))
 }
 
 // collectContainers deletes the attachments of every recorded container
@@ -58,18 +85,28 @@ func (d *Delegator) collectContainers(ctx context.Context, c *call, valid map[st
 	return gone, errors.Join(errs...)
 }
 
-func validContainers(config []byte) (map[string]bool, error) {
-	var conf struct {
-		Valid []types.GCAttachment `json:"cni.dev/valid-attachments"`
-	}
+// runtimeValid is the runtime's list of hwnet's valid attachments. A GC
+// without one is refused: the runtime said nothing of which pods live,
+// and nothing can be collected on that. The spec's first text named the
+// key cni.dev/attachments (containernetworking/cni#1101), read when the
+// current one is absent; null, as libcni sends an empty list, is empty.
+func runtimeValid(config []byte) ([]types.GCAttachment, error) {
+	var conf map[string]json.RawMessage
 	if err := json.Unmarshal(config, &conf); err != nil {
-		return nil, fmt.Errorf("GC: cni.dev/valid-attachments: %w", err)
+		return nil, fmt.Errorf("GC: %w", err)
 	}
-	valid := make(map[string]bool, len(conf.Valid))
-	for _, a := range conf.Valid {
-		valid[a.ContainerID] = true
+	for _, key := range []string{"cni.dev/valid-attachments", "cni.dev/attachments"} {
+		raw, ok := conf[key]
+		if !ok {
+			continue
+		}
+		var valid []types.GCAttachment
+		if err := json.Unmarshal(raw, &valid); err != nil {
+			return nil, fmt.Errorf("GC: %s: %w", key, err)
+		}
+		return valid, nil
 	}
-	return valid, nil
+	return nil, errors.New("GC: the configuration has no cni.dev/valid-attachments: without the runtime's list of valid attachments nothing is collected")
 }
 
 // collect deletes a stale container's attachments unless another
@@ -107,7 +144,8 @@ func (d *Delegator) collect(ctx context.Context, c *call, id string) (bool, erro
 
 // collectNetworks has every network in use collect its own garbage (CNI
 // 1.1 GC), told that every attachment on record is valid but those of the
-// containers judged gone.
+// containers judged gone; the default network is also told of k's
+// defaults, which no record may name.
 //
 // cni.dev/valid-attachments names attachments by container ID and
 // ifname, and a network's plugins (IPAM first) free whatever it does not
@@ -121,7 +159,7 @@ func (d *Delegator) collect(ctx context.Context, c *call, id string) (bool, erro
 // than wait on a plugin that may take its whole timeout. A kept container
 // whose record cannot be read names no ifname: no network is told of its
 // attachments, so none collects.
-func (d *Delegator) collectNetworks(ctx context.Context, c *call, gone map[string]bool) error {
+func (d *Delegator) collectNetworks(ctx context.Context, c *call, gone map[string]bool, k keep) error {
 	if !d.attaching.TryLock() {
 		d.opts.Logger.Debug("GC of the networks left for the next round: an ADD is running")
 		return nil
@@ -133,12 +171,29 @@ func (d *Delegator) collectNetworks(ctx context.Context, c *call, gone map[strin
 	}
 	lists, err := d.networksInUse(c)
 	errs := []error{err}
-	for _, l := range lists {
-		if err := c.chain.GC(ctx, l, validAttachments(kept, l.Name)); err != nil {
+	for i, l := range lists {
+		valid := validAttachments(kept, l.Name)
+		if i == 0 { // networksInUse lists the default network first
+			if k.defaultsErr != nil {
+				errs = append(errs, fmt.Errorf("GC of default network %s skipped: %w", l.Name, k.defaultsErr))
+				continue
+			}
+			valid = union(valid, k.defaults)
+		}
+		if err := c.chain.GC(ctx, l, valid); err != nil {
 			errs = append(errs, fmt.Errorf("GC network %s: %w", l.Name, err))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// union is a and b without repeats, in a stable order.
+func union(a, b []types.GCAttachment) []types.GCAttachment {
+	out := slices.Concat(a, b)
+	slices.SortFunc(out, func(x, y types.GCAttachment) int {
+		return cmp.Or(cmp.Compare(x.ContainerID, y.ContainerID), cmp.Compare(x.IfName, y.IfName))
+	})
+	return slices.Compact(out)
 }
 
 // keptRecords reads the record of every container not judged gone; one

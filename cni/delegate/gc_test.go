@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -184,6 +185,111 @@ func TestSpecCNI11_GCCollectsAnUntrustedRecord(t *testing.T) {
 			entries, _ := os.ReadDir(state)
 			if len(entries) != 1 || entries[0].Name() != "kept-eth0" {
 				t.Errorf("default network's plugin state after GC = %v, want only kept-eth0", entries)
+			}
+		})
+	}
+}
+
+// TestSpecCNI11_GCKeepsALiveSandboxWithoutRecord (issue 42 item 6): a
+// sandbox the runtime attached to the default network itself, before
+// hwnet's configuration was on the node, has no hwnet record; while the
+// runtime has it, a GC, the runtime's (CNI 1.1) or the agent's reconcile,
+// keeps what the default network holds for it, and frees what it holds for
+// a sandbox the runtime no longer has. The default network ends in a
+// GC-capable plugin (hwnet-test-plugin: one lease file per attachment,
+// freed by GC as an IPAM with GC frees its leases; the reference
+// host-local of cniplugins.Version implements no GC) after a real bridge
+// and host-local in real network namespaces.
+func TestSpecCNI11_GCKeepsALiveSandboxWithoutRecord(t *testing.T) {
+	n := newTestNode(t, "gc-norecord")
+	leases := filepath.Join(n.dir, "leases")
+	def := `{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"bridge","bridge":"cni0","isGateway":true,
+  "ipam":{"type":"host-local","subnet":"10.244.0.0/24","dataDir":"` + n.ipamDir() + `","routes":[{"dst":"0.0.0.0/0"}]}},
+  {"type":"hwnet-test-plugin","stateDir":"` + leases + `"}]}`
+	writeFile(t, filepath.Join(n.dir, "net.d", "10-podnet.conflist"), def)
+	for _, tt := range []struct {
+		name string
+		gc   func(ctx context.Context, live string) error
+	}{
+		{"CNI GC", func(ctx context.Context, live string) error {
+			var conf map[string]any
+			if err := json.Unmarshal(n.conf, &conf); err != nil {
+				return err
+			}
+			conf["cniVersion"] = "1.1.0"
+			conf["cni.dev/valid-attachments"] = []map[string]string{{"containerID": live, "ifname": "eth0"}}
+			gc := n.request("GC", "", nil)
+			gc.Config, _ = json.Marshal(conf)
+			_, err := n.d.Handle(ctx, gc)
+			return err
+		}},
+		{"reconcile", func(ctx context.Context, live string) error {
+			_, err := n.d.Reconcile(ctx, n.conf, n.bin, map[string]bool{live: true}, 0)
+			return err
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			live, gone := strings.ReplaceAll(tt.name, " ", "-")+"-live", strings.ReplaceAll(tt.name, " ", "-")+"-gone"
+			for _, id := range []string{live, gone} {
+				n.runtimeAdd(t, def, id, n.podNetns("hwnet-"+id), nil)
+			}
+			if !exists(filepath.Join(leases, live+"-eth0")) || !exists(filepath.Join(leases, gone+"-eth0")) {
+				t.Fatal("the runtime's ADDs left no lease")
+			}
+			if err := n.node.Run(t.Context(), func() error { return tt.gc(t.Context(), live) }); err != nil {
+				t.Fatalf("GC: %v", err)
+			}
+			if !exists(filepath.Join(leases, live+"-eth0")) {
+				t.Error("the GC freed the lease of a live sandbox that has no hwnet record")
+			}
+			if exists(filepath.Join(leases, gone+"-eth0")) {
+				t.Error("the GC kept the lease of a sandbox the runtime no longer has")
+			}
+			if !slices.Contains(leaseHolders(t, n), live) {
+				t.Error("the live sandbox lost its host-local lease")
+			}
+		})
+	}
+}
+
+// TestSpecCNI11_GCWithoutTheRuntimesList: a GC whose configuration names
+// no valid attachments says nothing of which pods live: it is refused and
+// nothing is collected. The spec's first name of the key
+// (cni.dev/attachments, containernetworking/cni#1101) is read as the list.
+func TestSpecCNI11_GCWithoutTheRuntimesList(t *testing.T) {
+	n := newHarness(t)
+	state := t.TempDir()
+	def := filepath.Join(n.dir, "net.d", "10-podnet.conflist")
+	writeFile(t, def, `{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","stateDir":"`+state+`"}]}`)
+	cache := filepath.Join(n.dir, "cache")
+	n.conf, _ = json.Marshal(pluginconf.Conf{CNIVersion: "1.1.0", Name: "hwnet", Type: "hwnet", CacheDir: cache, DefaultNetwork: def})
+	if _, err := n.d.Handle(t.Context(), n.request("ADD", "kept", nil)); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	for _, tt := range []struct {
+		name    string
+		key     string
+		wantErr string
+	}{
+		{"no list", "", "no cni.dev/valid-attachments"},
+		{"the spec's first key", "cni.dev/attachments", ""},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			conf := map[string]any{"cniVersion": "1.1.0", "name": "hwnet", "type": "hwnet", "cacheDir": cache, "defaultNetwork": def}
+			if tt.key != "" {
+				conf[tt.key] = []map[string]string{{"containerID": "kept", "ifname": "eth0"}}
+			}
+			gc := n.request("GC", "", nil)
+			gc.Config, _ = json.Marshal(conf)
+			_, err := n.d.Handle(t.Context(), gc)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("GC: %v, want an error saying %q", err, tt.wantErr)
+			}
+			if ids, _ := attachments.NewStore(cache).List(); !slices.Equal(ids, []string{"kept"}) {
+				t.Errorf("records after GC = %v, want kept's", ids)
+			}
+			if !exists(filepath.Join(state, "kept-eth0")) {
+				t.Error("the default network freed what kept holds")
 			}
 		})
 	}
