@@ -240,3 +240,119 @@ func TestVFSettingsRefusedAtAdmission(t *testing.T) {
 		})
 	}
 }
+
+// TestVFSettingsNADsReadLikeTheAgent: the NAD policy reads spec.config's
+// text without a JSON parser; what it cannot see through is refused, and
+// what reaches no VF passes.
+func TestVFSettingsNADsReadLikeTheAgent(t *testing.T) {
+	e := startVFAPI(t)
+	a := e.tenants["team-a"]
+	unjudged := "cannot be judged by VFSettingsPolicy hwnet: spec.config has a \\u escape"
+	for i, tc := range []struct {
+		name    string
+		device  bool
+		config  string
+		refused string
+	}{
+		{"a key spelled with a \\u escape", true, hostDeviceConfig(`"vl\u0061n": 300`), unjudged},
+		{"a repeated key, the second out of range", true, hostDeviceConfig(`"vlan": 150, "vlan": 300`), refusal("vlan=300", "team-a", "team-a")},
+		{"a single plugin, no list", true, `{"cniVersion": "1.0.0", "name": "vf", "type": "host-device", "trust": "on"}`, refusal("trust=on", "team-a", "team-a")},
+		{"a later plugin's MTU (tuning sets the VF netdev's)", true, `{"cniVersion": "1.0.0", "name": "vf", "plugins": [{"type": "host-device"}, {"type": "tuning", "mtu": 9000}]}`,
+			refusal("mtu=9000", "team-a", "team-a")},
+		{"sriov-cni without a resource name", false, `{"cniVersion": "1.0.0", "name": "vf", "type": "sriov", "spoofchk": "off"}`, refusal("spoofchk=off", "team-a", "team-a")},
+		{"sriov-cni's capabilities mac: true, no MAC", true, `{"cniVersion": "1.0.0", "name": "vf", "type": "sriov", "capabilities": {"mac": true, "ips": true}}`, ""},
+		{"a key set to null, as absent", true, hostDeviceConfig(`"vlan": null`), ""},
+		{"a VLAN as a string", true, hostDeviceConfig(`"vlan": "150"`), refusal("vlan=150", "team-a", "team-a")},
+		{"a bridge's VLAN, no VF", false, `{"cniVersion": "1.0.0", "name": "br", "type": "bridge", "bridge": "br0", "vlan": 300, "mtu": 9000}`, ""},
+	} {
+		name := fmt.Sprintf("nad-%d", i)
+		kubeapi.CheckWrite(t, tc.name, tc.refused, createNAD(context.Background(), a, name, tc.device, tc.config))
+	}
+}
+
+// TestVFSettingsClaimsFromClaimOnly: only the claim's own configuration
+// for hwnet's driver is judged; another driver's opaque parameters and an
+// admin's DeviceClass pass, and an UPDATE that leaves the spec is not
+// judged again, so a tightened policy strands no claim.
+func TestVFSettingsClaimsFromClaimOnly(t *testing.T) {
+	e := startVFAPI(t)
+	ctx := context.Background()
+	a := e.tenants["team-a"]
+	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "vlan-300"}, Spec: resourcev1.DeviceClassSpec{
+		Config: []resourcev1.DeviceClassConfiguration{{DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
+			Driver: "hwnet.io", Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "vf": {"vlan": 300, "trust": true}}`)}}}}}}}
+	runWrites(t, []write{
+		{"another driver's opaque vf", "", func(ctx context.Context) error { return createClaim(ctx, a, "gpu", "gpu.example.com", `{"vlan": 300}`) }},
+		{"a claim in range", "", func(ctx context.Context) error { return createClaim(ctx, a, "in-range", "hwnet.io", `{"vlan": 150}`) }},
+		{"the admin's DeviceClass with VLAN 300 and trust", "", func(ctx context.Context) error {
+			_, err := e.admin.ResourceV1().DeviceClasses().Create(ctx, class, metav1.CreateOptions{})
+			return err
+		}},
+	})
+	e.setRules(t, `[]`)
+	kubeapi.WaitFor(t, "the emptied policy in force", func() bool {
+		err := createClaim(ctx, a, "probe-empty", "hwnet.io", `{"vlan": 150}`)
+		return err != nil && strings.Contains(err.Error(), "no rule for namespace team-a")
+	})
+	runWrites(t, []write{
+		{"a label on the claim admitted before", "", func(ctx context.Context) error {
+			c, err := a.kube.ResourceV1().ResourceClaims(a.ns).Get(ctx, "in-range", metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			c.Labels = map[string]string{"touched": "yes"}
+			_, err = a.kube.ResourceV1().ResourceClaims(a.ns).Update(ctx, c, metav1.UpdateOptions{})
+			return err
+		}},
+	})
+}
+
+// TestVFSettingsNADUpdateJudged: a NAD's config can change, and each
+// change is judged as a new one is.
+func TestVFSettingsNADUpdateJudged(t *testing.T) {
+	e := startVFAPI(t)
+	ctx := context.Background()
+	a := e.tenants["team-a"]
+	if err := createNAD(ctx, a, "vf", true, hostDeviceConfig(`"vlan": 150`)); err != nil {
+		t.Fatal(err)
+	}
+	update := func(ctx context.Context, config string) error {
+		nad, err := a.nads.K8sCniCncfIoV1().NetworkAttachmentDefinitions(a.ns).Get(ctx, "vf", metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		nad.Spec.Config = config
+		_, err = a.nads.K8sCniCncfIoV1().NetworkAttachmentDefinitions(a.ns).Update(ctx, nad, metav1.UpdateOptions{})
+		return err
+	}
+	runWrites(t, []write{
+		{"config changed to VLAN 300", refusal("vlan=300", "team-a", "team-a"), func(ctx context.Context) error {
+			return update(ctx, hostDeviceConfig(`"vlan": 300`))
+		}},
+		{"config changed to VLAN 160", "", func(ctx context.Context) error { return update(ctx, hostDeviceConfig(`"vlan": 160`)) }},
+	})
+}
+
+// TestVFSettingsPolicyMissing: without the VFSettingsPolicy hwnet the
+// admission policies refuse nothing (the agent refuses VF settings at
+// prepare and ADD): the cluster's other claims and NADs keep being
+// admitted. The policy's parameter is looked up before its
+// matchConditions, so a binding that denied on a missing parameter would
+// refuse every claim of every driver.
+func TestVFSettingsPolicyMissing(t *testing.T) {
+	e := startVFAPI(t)
+	ctx := context.Background()
+	a := e.tenants["rogue"]
+	if err := e.dyn.Resource(vfSettingsPolicies).Delete(ctx, "hwnet", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	kubeapi.WaitFor(t, "the policy's absence seen", func() bool {
+		n++
+		return createClaim(ctx, a, fmt.Sprintf("probe-%d", n), "hwnet.io", `{"vlan": 150}`) == nil
+	})
+	runWrites(t, []write{
+		{"another driver's claim", "", func(ctx context.Context) error { return createClaim(ctx, a, "gpu", "gpu.example.com", `{}`) }},
+		{"a NAD", "", func(ctx context.Context) error { return createNAD(ctx, a, "vf", true, hostDeviceConfig(`"vlan": 150`)) }},
+	})
+}
