@@ -2,6 +2,7 @@ package deploy_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -354,5 +356,42 @@ func TestVFSettingsPolicyMissing(t *testing.T) {
 	runWrites(t, []write{
 		{"another driver's claim", "", func(ctx context.Context) error { return createClaim(ctx, a, "gpu", "gpu.example.com", `{}`) }},
 		{"a NAD", "", func(ctx context.Context) error { return createNAD(ctx, a, "vf", true, hostDeviceConfig(`"vlan": 150`)) }},
+	})
+}
+
+// TestVFSettingsPolicyCRD: the API server itself refuses a second
+// policy, a rule named twice, an empty VLAN range and unbounded lists.
+func TestVFSettingsPolicyCRD(t *testing.T) {
+	api := kubeapi.Start(t)
+	api.ApplyCRD(t, "crds/hwnet.io_vfsettingspolicies.yaml")
+	dyn := dynamic.NewForConfigOrDie(api.Config())
+	create := func(name, rules string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			var r []any
+			if err := json.Unmarshal([]byte(rules), &r); err != nil {
+				return err
+			}
+			u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "hwnet.io/v1alpha1", "kind": "VFSettingsPolicy",
+				"metadata": map[string]any{"name": name}, "spec": map[string]any{"rules": r}}}
+			_, err := dyn.Resource(vfSettingsPolicies).Create(ctx, u, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			return err
+		}
+	}
+	labels := map[string]string{}
+	for i := range 17 {
+		labels[fmt.Sprintf("l%d", i)] = "x"
+	}
+	many, err := json.Marshal([]any{map[string]any{"name": "r", "namespaceSelector": map[string]any{"matchLabels": labels}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runWrites(t, []write{
+		{"the policy hwnet", "", create("hwnet", `[{"name": "a", "namespaces": ["a"], "allow": {"vlans": [{"min": 1, "max": 4094}], "maxTxRateMbps": 100, "trust": true}}]`)},
+		{"a second policy", "hwnet reads one VFSettingsPolicy, named hwnet", create("other", `[]`)},
+		{"a rule named twice", "Duplicate value", create("hwnet", `[{"name": "a"}, {"name": "a"}]`)},
+		{"a rule without a name", "spec.rules[0].name: Required value", create("hwnet", `[{"namespaces": ["a"]}]`)},
+		{"a VLAN range upside down", "min must not be above max", create("hwnet", `[{"name": "a", "allow": {"vlans": [{"min": 200, "max": 100}]}}]`)},
+		{"VLAN 4095", "should be less than or equal to 4094", create("hwnet", `[{"name": "a", "allow": {"vlans": [{"min": 1, "max": 4095}]}}]`)},
+		{"17 labels", "must have at most 16 items", create("hwnet", string(many))},
 	})
 }
