@@ -141,7 +141,11 @@ func (e *vfAPI) waitPolicies(t *testing.T) {
 // claimSpec asks for one device with an opaque configuration of driver
 // whose parameters are hwnet's NetworkConfig with vf.
 func claimSpec(driver, vf string) resourcev1.ResourceClaimSpec {
-	params := fmt.Sprintf(`{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "vf": %s}`, vf)
+	return claimSpecParams(driver, fmt.Sprintf(`{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "vf": %s}`, vf))
+}
+
+// claimSpecParams is claimSpec with the whole opaque parameters.
+func claimSpecParams(driver, params string) resourcev1.ResourceClaimSpec {
 	return resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
 		Requests: []resourcev1.DeviceRequest{{Name: "vf", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "hwnet"}}},
 		Config: []resourcev1.DeviceClaimConfiguration{{Requests: []string{"vf"},
@@ -283,7 +287,24 @@ func TestVFSettingsClaimsFromClaimOnly(t *testing.T) {
 	class := &resourcev1.DeviceClass{ObjectMeta: metav1.ObjectMeta{Name: "vlan-300"}, Spec: resourcev1.DeviceClassSpec{
 		Config: []resourcev1.DeviceClassConfiguration{{DeviceConfiguration: resourcev1.DeviceConfiguration{Opaque: &resourcev1.OpaqueDeviceConfiguration{
 			Driver: "hwnet.io", Parameters: runtime.RawExtension{Raw: []byte(`{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "vf": {"vlan": 300, "trust": true}}`)}}}}}}}
+	withParams := func(name, params string) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			c := &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: claimSpecParams("hwnet.io", params)}
+			_, err := a.kube.ResourceV1().ResourceClaims(a.ns).Create(ctx, c, metav1.CreateOptions{})
+			return err
+		}
+	}
 	runWrites(t, []write{
+		{"\"VF\" for \"vf\", as Go's JSON reads it", refusal("vf.trust=true", "team-a", "team-a"),
+			withParams("upper-vf", `{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "vf": {"vlan": 150}, "VF": {"trust": true}}`)},
+		{"a key with a Kelvin sign (Go's JSON folds it to k), named as spelled", refusal("vf.lin\u212aState=enable", "team-a", "team-a"),
+			withParams("kelvin", `{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "vf": {"lin\u212aState": "enable"}}`)},
+		{"a second configuration with a VLAN out of range", refusal("vf.vlan=300", "team-a", "team-a"), func(ctx context.Context) error {
+			spec := claimSpec("hwnet.io", `{"vlan": 150}`)
+			spec.Devices.Config = append(spec.Devices.Config, claimSpec("hwnet.io", `{"vlan": 300}`).Devices.Config...)
+			_, err := a.kube.ResourceV1().ResourceClaims(a.ns).Create(ctx, &resourcev1.ResourceClaim{ObjectMeta: metav1.ObjectMeta{Name: "two"}, Spec: spec}, metav1.CreateOptions{})
+			return err
+		}},
 		{"another driver's opaque vf", "", func(ctx context.Context) error { return createClaim(ctx, a, "gpu", "gpu.example.com", `{"vlan": 300}`) }},
 		{"a claim in range", "", func(ctx context.Context) error { return createClaim(ctx, a, "in-range", "hwnet.io", `{"vlan": 150}`) }},
 		{"the admin's DeviceClass with VLAN 300 and trust", "", func(ctx context.Context) error {
