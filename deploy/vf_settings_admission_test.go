@@ -269,6 +269,8 @@ func TestVFSettingsNADsReadLikeTheAgent(t *testing.T) {
 		{"sriov-cni's capabilities mac: true, no MAC", true, `{"cniVersion": "1.0.0", "name": "vf", "type": "sriov", "capabilities": {"mac": true, "ips": true}}`, ""},
 		{"a key set to null, as absent", true, hostDeviceConfig(`"vlan": null`), ""},
 		{"a VLAN as a string", true, hostDeviceConfig(`"vlan": "150"`), refusal("vlan=150", "team-a", "team-a")},
+		{"a VLAN beyond int64, no error to fail open on", true, hostDeviceConfig(`"vlan": 123456789012345678901`),
+			refusal("vlan=123456789012345678901", "team-a", "team-a")},
 		{"a bridge's VLAN, no VF", false, `{"cniVersion": "1.0.0", "name": "br", "type": "bridge", "bridge": "br0", "vlan": 300, "mtu": 9000}`, ""},
 	} {
 		name := fmt.Sprintf("nad-%d", i)
