@@ -109,6 +109,10 @@ func TestHelmChartRendersTheKustomizeBase(t *testing.T) {
 	command(t, helm, "lint", "--strict", "helm/hwnet")
 
 	api := kubeapi.Start(t)
+	// A custom resource (the VFSettingsPolicy hwnet) needs its CRD served,
+	// which a dry run of the CRD does not do: the CRD is created for real
+	// (validated all the same) and left out of the dry runs.
+	api.ApplyCRD(t, "crds/hwnet.io_vfsettingspolicies.yaml")
 	withMetrics := helmTemplate(t, helm, "metrics.enabled=true", "metrics.pprof=true", "allowedNamespaces={default,net}")
 	withoutDRA := helmTemplate(t, helm, "dra.enabled=false", "controller.enabled=false")
 	uninstall, err := os.ReadFile("uninstall/hwnet-uninstall.yaml")
@@ -137,6 +141,9 @@ func dryRun(t *testing.T, api *kubeapi.Server, what string, objs map[string]*uns
 		t.Fatal(err)
 	}
 	for key, obj := range objs {
+		if key == "CustomResourceDefinition/vfsettingspolicies.hwnet.io" {
+			continue
+		}
 		gvk := obj.GroupVersionKind()
 		m, err := mapper.RESTMapping(gvk.GroupKind(), gvk.Version)
 		if err != nil {
@@ -264,7 +271,9 @@ func TestRBACPerFeature(t *testing.T) {
 			if got := slices.Contains(agentArgs(t, objs), "--dra"); got != tc.dra {
 				t.Errorf("agent args have --dra: %v, want %v", got, tc.dra)
 			}
-			for _, name := range []string{"hwnet-agent-own-node-slices", "hwnet-agent-own-node-claim-status"} {
+			// The slice, claim status and claims' VF settings policies come
+			// with the driver and name it.
+			for _, name := range []string{"hwnet-agent-own-node-slices", "hwnet-agent-own-node-claim-status", "hwnet-vf-settings-claims"} {
 				policy := objs["ValidatingAdmissionPolicy/"+name]
 				if (policy != nil) != tc.dra {
 					t.Errorf("policy %s rendered: %v, want %v", name, policy != nil, tc.dra)
@@ -278,7 +287,7 @@ func TestRBACPerFeature(t *testing.T) {
 					t.Errorf("policy %s rendered: %v, want %v", name, got, tc.controller)
 				}
 			}
-			for _, name := range []string{"hwnet-agent-own-node-pods", "hwnet-agent-own-node-events"} {
+			for _, name := range []string{"hwnet-agent-own-node-pods", "hwnet-agent-own-node-events", "hwnet-vf-settings-nads"} {
 				if objs["ValidatingAdmissionPolicyBinding/"+name] == nil {
 					t.Errorf("policy %s not rendered", name)
 				}

@@ -79,9 +79,10 @@ func (r *Refusal) Error() string {
 }
 
 // Evaluate judges the settings an object of namespace ns asks for, spelled
-// as sp: nil when the first rule matching ns allows every one, else the
-// Refusal of the first setting it does not (settings in the order of
-// vfsettings.Settings). No setting asked is always allowed.
+// as sp: nil when the first rule matching ns allows every one (with no
+// rule, an empty Allow), else the Refusal of the first setting it does not
+// (settings in the order of vfsettings.Settings). No setting asked is
+// always allowed.
 func Evaluate(v View, ns Namespace, s vfsettings.Settings, sp Spelling) error {
 	asked := sp.settings(s)
 	if len(asked) == 0 {
@@ -90,13 +91,16 @@ func Evaluate(v View, ns Namespace, s vfsettings.Settings, sp Spelling) error {
 	if v.Spec == nil {
 		return &Refusal{Knob: asked[0].knob, Value: asked[0].value, Namespace: ns.Name, Unknown: v.Unknown}
 	}
-	rule := v.Spec.Match(ns)
+	// No rule grants nothing: what only narrows the VF (trust off, spoof
+	// check on) is still allowed, as the admission policies allow it.
+	var allow Allow
+	var ruleName string
+	if rule := v.Spec.Match(ns); rule != nil {
+		allow, ruleName = rule.Allow, rule.Name
+	}
 	for _, st := range asked {
-		if rule == nil {
-			return &Refusal{Knob: st.knob, Value: st.value, Namespace: ns.Name}
-		}
-		if !st.allowed(rule.Allow) {
-			return &Refusal{Knob: st.knob, Value: st.value, Namespace: ns.Name, Rule: rule.Name}
+		if !st.allowed(allow) {
+			return &Refusal{Knob: st.knob, Value: st.value, Namespace: ns.Name, Rule: ruleName}
 		}
 	}
 	return nil

@@ -97,8 +97,11 @@ func TestEvaluate(t *testing.T) {
 		{"later rule by name", Namespace{Name: "open"}, settingsT{MTU: ptr(1500)}, ClaimSpelling, ""},
 		{"selector needs every label", Namespace{Name: "x", Labels: map[string]string{"other": "x"}}, settingsT{Trust: ptr(true)}, ClaimSpelling,
 			"VF setting vf.trust=true refused by VFSettingsPolicy hwnet: no rule for namespace x"},
-		{"no rule: even trust off", nobody, settingsT{Trust: ptr(false)}, NADSpelling,
-			"VF setting trust=off refused by VFSettingsPolicy hwnet: no rule for namespace nobody"},
+		{"no rule: trust off and spoofchk on narrow, allowed", nobody, settingsT{Trust: ptr(false), SpoofChk: ptr(true)}, NADSpelling, ""},
+		{"no rule: qos 0 alone sets VLAN 0", nobody, settingsT{VLANQoS: ptr(0)}, ClaimSpelling,
+			"VF setting vf.vlanQoS=0 refused by VFSettingsPolicy hwnet: no rule for namespace nobody"},
+		{"no rule: 802.1Q alone sets VLAN 0", nobody, settingsT{VLANProto: vfsettings.ProtoDot1Q}, NADSpelling,
+			"VF setting vlanProto=802.1Q refused by VFSettingsPolicy hwnet: no rule for namespace nobody"},
 		{"no rule: vlan", nobody, settingsT{VLAN: ptr(300)}, NADSpelling,
 			"VF setting vlan=300 refused by VFSettingsPolicy hwnet: no rule for namespace nobody"},
 	}
