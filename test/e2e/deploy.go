@@ -41,6 +41,11 @@ const (
 	ControllerFile          = "deploy/hwnet-controller.yaml"
 	ControllerAdmissionFile = "deploy/hwnet-controller-admission.yaml"
 	AdmissionFile           = "deploy/multinetwork/admission.yaml"
+	// The VF settings policy hwnet ships (no rules: no namespace may set
+	// any) and the admission policies holding NADs and claims to it.
+	VFSettingsPolicyFile       = "deploy/hwnet-vf-settings-policy.yaml"
+	VFSettingsAdmissionFile    = "deploy/hwnet-vf-settings-admission.yaml"
+	DRAVFSettingsAdmissionFile = "deploy/dra/vf-settings-admission.yaml"
 	// The dra component (deploy/dra/kustomization.yaml): the DeviceClasses
 	// of hwnet's DRA driver, its RBAC, its ResourceSlice policy and the
 	// patch of the agent's DaemonSet that turns it on.
@@ -83,7 +88,8 @@ func (p Pools) String() string {
 // DeployHwnet deploys hwnet on c as a user does, from repo's deploy/
 // directory: it installs the CRDs of deploy/crds, applies
 // deploy/hwnet-agent.yaml with its hwnet-pools ConfigMap carrying
-// deploy/pools.yaml, hwnet-controller and the pod admission policies. It
+// deploy/pools.yaml, hwnet-controller, the VF settings policy and the
+// admission policies. It
 // returns once hwnet is ready on every node (see WaitHwnetReady), with the
 // pools the control plane's node offers. Progress lines go to progress
 // (nil discards them).
@@ -107,7 +113,7 @@ func DeployHwnet(ctx context.Context, c *cluster.Cluster, repo string, progress 
 		return nil, err
 	}
 	rest, err := readManifests(repo, AgentAdmissionFile, ControllerFile, ControllerAdmissionFile, AdmissionFile,
-		DRAClassesFile, DRARBACFile, DRAAdmissionFile)
+		VFSettingsPolicyFile, VFSettingsAdmissionFile, DRAClassesFile, DRARBACFile, DRAAdmissionFile, DRAVFSettingsAdmissionFile)
 	if err != nil {
 		return nil, err
 	}

@@ -219,7 +219,8 @@ func removeHwnet(ctx context.Context, c *cluster.Cluster) error {
 	if err != nil {
 		return err
 	}
-	for _, f := range []string{e2e.AgentAdmissionFile, e2e.ControllerAdmissionFile, e2e.AdmissionFile, e2e.DRAAdmissionFile} {
+	for _, f := range []string{e2e.AgentAdmissionFile, e2e.ControllerAdmissionFile, e2e.AdmissionFile, e2e.DRAAdmissionFile,
+		e2e.VFSettingsAdmissionFile, e2e.DRAVFSettingsAdmissionFile} {
 		data, err := os.ReadFile(filepath.Join(repo, f))
 		if err != nil {
 			return err
