@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -63,11 +64,91 @@ func TestVFSettings_ClaimAppliedReportedReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.slices(t, "the DRA pools' devices published", func(d kubeapi.SliceDevices) bool { return len(d) == claimNetDevices })
+	e.grantVFSettings(ctx, t)
 	e.createTemplates(ctx, t, vfSettingsTemplate)
 	before := e.mustSnapshot(ctx, t)
 	t.Run("applied, reported, reset", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings", nil) })
 	t.Run("agent killed mid-way", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings-killed", want) })
 	e.checkNoLeaks(ctx, t, before, true)
+}
+
+// The VFSettingsPolicy the test gives namespace default (issue 42): VLANs
+// 100-199 and rates up to 1000 Mbit/s; the install's has no rules.
+const (
+	vfPolicyGranting = `apiVersion: hwnet.io/v1alpha1
+kind: VFSettingsPolicy
+metadata: {name: hwnet}
+spec:
+  rules:
+  - name: e2e-default
+    namespaces: [default]
+    allow:
+      vlans: [{min: 100, max: 199}]
+      maxTxRateMbps: 1000
+`
+	vfPolicyEmpty = `apiVersion: hwnet.io/v1alpha1
+kind: VFSettingsPolicy
+metadata: {name: hwnet}
+spec: {rules: []}
+`
+	// A claim template and a NAD of namespace default asking for VLAN 300,
+	// which the policy does not grant it.
+	vfRefusedTemplate = `apiVersion: resource.k8s.io/v1
+kind: ResourceClaimTemplate
+metadata: {name: vf-vlan-300, namespace: default}
+spec:
+  spec:
+    devices:
+      requests: [{name: vf, exactly: {deviceClassName: hwnet-sriov-netdevice}}]
+      config:
+      - opaque:
+          driver: hwnet.io
+          parameters: {apiVersion: hwnet.io/v1alpha1, kind: NetworkConfig, vf: {vlan: 300}}
+`
+	vfRefusedNAD = `apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: vf-vlan-300
+  namespace: default
+  annotations: {k8s.v1.cni.cncf.io/resourceName: intel.com/sriov_netdevice}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "vf-vlan-300", "type": "host-device", "vlan": 300}'
+`
+)
+
+// grantVFSettings gives namespace default its VFSettingsPolicy rule until
+// the test ends, once the installed admission policies refuse a VLAN the
+// rule does not grant, through a claim template and through a NAD, naming
+// the knob, the value and the rule.
+func (e *env) grantVFSettings(ctx context.Context, t *testing.T) {
+	t.Helper()
+	if _, err := Kubectl(ctx, e.c, []byte(vfPolicyGranting), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if _, err := Kubectl(ctx, e.c, []byte(vfPolicyEmpty), "apply", "-f", "-"); err != nil {
+			t.Error(err)
+		}
+	})
+	for _, tc := range []struct{ object, want string }{
+		{vfRefusedTemplate, "VF setting vf.vlan=300 refused by VFSettingsPolicy hwnet rule e2e-default for namespace default"},
+		{vfRefusedNAD, "VF setting vlan=300 refused by VFSettingsPolicy hwnet rule e2e-default for namespace default"},
+	} {
+		// The admission policies read the new rule once their informer has
+		// it: until then the refusal says no rule.
+		mustPoll(ctx, t, "the VF settings admission policy refusing: "+tc.want, func(ctx context.Context) error {
+			out, err := Kubectl(ctx, e.c, []byte(tc.object), "create", "--dry-run=server", "-f", "-")
+			switch {
+			case err == nil:
+				return fmt.Errorf("admitted: %s", out)
+			case !strings.Contains(err.Error(), tc.want):
+				return err
+			}
+			return nil
+		})
+	}
 }
 
 // vfSettingsCycle runs a pod with the settings' claim, checks what was set
