@@ -129,7 +129,7 @@ func (d *Delegator) deleteDefault(ctx context.Context, c *call, rec *attachmenta
 	if err != nil {
 		return err
 	}
-	entry, _, err := d.prepareEntry(c, def)
+	entry, _, err := d.prepareEntry(ctx, c, def)
 	if err != nil {
 		return err
 	}

@@ -12,9 +12,10 @@ import (
 )
 
 // vfRecord is what the attachment will set on its VF from its network's
-// sriov-cni keys, nil for nothing: a claimed device takes its settings
-// from its claim, at prepare, instead.
-func (d *Delegator) vfRecord(a attachment) (*vfsettings.Record, error) {
+// sriov-cni keys, with what the VF has now, read from its PF, for the
+// reset; nil for nothing: a claimed device takes its settings from its
+// claim, at prepare, instead.
+func (d *Delegator) vfRecord(ctx context.Context, a attachment) (*vfsettings.Record, error) {
 	if a.deviceID == "" || a.claimDevice != nil || a.delegate == nil {
 		return nil, nil
 	}
@@ -32,7 +33,11 @@ func (d *Delegator) vfRecord(a attachment) (*vfsettings.Record, error) {
 	if (s.MTU != nil || s.MAC != "") && orig == (vfsettings.Original{}) {
 		return nil, fmt.Errorf("network %s: device %s: \"mtu\" and \"mac\" need the VF's netdev, and it has none", a.network, a.deviceID)
 	}
-	return &vfsettings.Record{PF: vf.PF, Index: vf.Index, PCIAddress: vf.PCIAddress, Settings: s, Original: orig}, nil
+	r, err := vfadmin.NewRecord(ctx, d.opts.VFAdmin, vf, orig, s)
+	if err != nil {
+		return nil, fmt.Errorf("network %s: %w", a.network, err)
+	}
+	return r, nil
 }
 
 // applyVF sets the attachment's VF settings, recorded on disk already,
@@ -42,7 +47,7 @@ func (d *Delegator) applyVF(ctx context.Context, entry *attachmentapi.Attachment
 		return nil
 	}
 	r := entry.VF
-	if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.VF{PF: r.PF, Index: r.Index, PCIAddress: r.PCIAddress}, r.Settings); err != nil {
+	if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.Of(*r), r.Settings); err != nil {
 		return fmt.Errorf("network %s interface %s: %w", a.network, a.ifName, err)
 	}
 	a.vf = &r.Settings
