@@ -363,7 +363,7 @@ func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachmentap
 	if err := attachments.DeleteAll(ctx, c.chain, rec, d.passedOver(rec)); err != nil {
 		return err
 	}
-	if err := d.resetVFs(ctx, rec); err != nil {
+	if err := d.resetVFs(ctx, c.store, rec); err != nil {
 		return err
 	}
 	if err := c.store.Remove(rec.ContainerID); err != nil {

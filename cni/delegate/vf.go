@@ -8,6 +8,7 @@ import (
 
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
@@ -54,20 +55,29 @@ func (d *Delegator) applyVF(ctx context.Context, entry *attachmentapi.Attachment
 	return nil
 }
 
-// resetVFs puts back the defaults of the VF settings rec's attachments
-// record, once their delegates gave the netdevs back: every one,
-// whatever fails.
-func (d *Delegator) resetVFs(ctx context.Context, rec *attachmentapi.Record) error {
+// resetVFs puts back what each VF had before the settings rec's
+// attachments record, once their delegates gave the netdevs back: every
+// one, whatever fails. A reset that fails (a netdev not back in the node's
+// network namespace yet, no --vf-admin) is left pending under store, for
+// the agent to retry while the device ledger withholds the VF; only
+// failing to leave it fails the teardown, which keeps the record.
+func (d *Delegator) resetVFs(ctx context.Context, store *attachments.Store, rec *attachmentapi.Record) error {
 	var errs []error
 	for _, a := range rec.Attachments {
 		if a.VF == nil {
 			continue
 		}
-		if d.opts.VFAdmin == nil {
-			errs = append(errs, fmt.Errorf("network %s: VF settings of %s to reset, and this agent sets none (--vf-admin)", a.Network, a.DeviceID))
+		err := errors.New("this agent sets no VF settings (--vf-admin)")
+		if d.opts.VFAdmin != nil {
+			err = vfadmin.Reset(ctx, d.opts.VFAdmin, *a.VF)
+		}
+		if err == nil {
 			continue
 		}
-		if err := vfadmin.Reset(ctx, d.opts.VFAdmin, *a.VF); err != nil {
+		d.opts.Logger.Warn("VF settings reset failed: left pending, the VF stays out of every pool until it is done",
+			"container", rec.ContainerID, "network", a.Network, "device", a.DeviceID, "err", err)
+		reason := fmt.Sprintf("the reset at the teardown of container %s of pod %s/%s failed", rec.ContainerID, rec.PodNamespace, rec.PodName)
+		if err := store.LeaveReset(*a.VF, reason); err != nil {
 			errs = append(errs, fmt.Errorf("network %s interface %s: %w", a.Network, a.IfName, err))
 		}
 	}
