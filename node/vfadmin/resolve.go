@@ -24,8 +24,8 @@ func (r resolver) device(pci string) string {
 
 // pfNetdev is the PF's netdev now: found by the PF's PCI address when
 // the VF names one (a rename or a driver reload moves the name), else
-// the name recorded (a record older than PF addresses). A PF that is gone
-// took its VFs with it (ErrGone); one that is there without a netdev
+// the name recorded (a record older than PF addresses). A PF, or the VF,
+// that is gone took the VF's settings with it (ErrGone); one that is there without a netdev
 // (its driver is loading) is ErrNotBack.
 func (r resolver) pfNetdev(vf VF) (string, error) {
 	if vf.PFPCIAddress == "" || r.sysfsRoot == "" {
@@ -34,6 +34,11 @@ func (r resolver) pfNetdev(vf VF) (string, error) {
 	dev := r.device(vf.PFPCIAddress)
 	if _, err := os.Stat(dev); errors.Is(err, fs.ErrNotExist) {
 		return "", fmt.Errorf("PF %s: %w: its VFs went with it", vf.PFPCIAddress, ErrGone)
+	}
+	// A VF the PF's driver took away (sriov_numvfs lowered) took its
+	// settings with it.
+	if _, err := os.Stat(r.device(vf.PCIAddress)); vf.PCIAddress != "" && errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("VF %s of PF %s: %w", vf.PCIAddress, vf.PFPCIAddress, ErrGone)
 	}
 	name, err := firstNetdev(dev)
 	if err != nil {
