@@ -18,8 +18,8 @@ const ledgerReadTimeout = 2 * time.Second
 
 // newBook is the agent's device ledger: kubelet, every hwnet DRA
 // checkpoint under kubelet's plugins directory (DRA on or off, any driver
-// name), the CNI records when that side is on, and the fences a VF layout
-// change keeps on disk.
+// name), the CNI records and the pending VF resets when that side is on,
+// and the fences a VF layout change keeps on disk.
 func (a *Agent) newBook() *ledger.Book {
 	src := ledger.Sources{PodResourcesSocket: a.opts.PodResourcesSocket, DevinfoDir: a.opts.DevinfoDir, Metrics: a.metrics,
 		PluginsDir: a.opts.DRAPluginsDir, PodUID: a.podUID, KubeletSettle: a.opts.KubeletSettle}
@@ -31,6 +31,9 @@ func (a *Agent) newBook() *ledger.Book {
 	}
 	if a.opts.CNI != nil {
 		src.Records = a.opts.CNI.Records()
+		// Each read performs the VF resets the shim, or a failed reset,
+		// left pending: the first, at Load, before any front end serves.
+		src.Resets = a.opts.CNI.Resets(a.opts.VFAdmin, a.log)
 	}
 	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
 		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }})

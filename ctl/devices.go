@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/hwnet-io/hwnet/api/vfreset"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/dra"
@@ -144,6 +145,7 @@ func (f ledgerFlags) sources() (ledger.Sources, []string) {
 	}
 	if there(recordsSource, *f.cacheDir, "--cni-cache-dir") {
 		src.Records = attachments.NewStore(*f.cacheDir)
+		src.Resets = ledger.ResetFiles(vfreset.Dir(*f.cacheDir))
 	}
 	return src, unknown
 }

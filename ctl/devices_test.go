@@ -19,6 +19,8 @@ import (
 	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/api/vfreset"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -471,5 +473,34 @@ func TestDevicesUnknownHolders(t *testing.T) {
 				t.Errorf("0000:3b:01.0: %q, want HOLDER unknown: DRA checkpoint", got)
 			}
 		})
+	}
+}
+
+// TestDevicesPendingReset (issue 42): a VF whose settings reset is
+// pending (the shim tore its pod down with the agent away) shows withheld,
+// saying why and since when; no other device does.
+func TestDevicesPendingReset(t *testing.T) {
+	args := heldNode(t)
+	cacheDir := flagValue(t, args, "--cni-cache-dir")
+	const vf = "0000:3b:01.3"
+	p := &vfreset.Pending{Record: vfsettings.Record{PFPCIAddress: "0000:3b:00.0", PCIAddress: vf},
+		Reason: "container c1 of pod ns/p deleted by the shim while hwnet-agent was away", Since: time.Now().UTC()}
+	if err := vfreset.Leave(vfreset.Dir(cacheDir), p); err != nil {
+		t.Fatal(err)
+	}
+	listed, errOut := listFenced(t, append(args, "--all")...)
+	if errOut != "" {
+		t.Errorf("stderr %q", errOut)
+	}
+	seen := false
+	for _, d := range listed.Devices {
+		withheld := strings.Contains(d.Fenced, "its VF settings reset is pending since") && strings.Contains(d.Fenced, p.Reason)
+		if withheld != (d.Device == vf) {
+			t.Errorf("%s: fenced %q", d.Device, d.Fenced)
+		}
+		seen = seen || d.Device == vf
+	}
+	if !seen {
+		t.Errorf("%s not listed", vf)
 	}
 }

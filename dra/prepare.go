@@ -119,7 +119,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cur *published, c *resourceap
 	if err := d.opts.Ledger.Reserve(ctx, ledger.Request{Devices: ids, Holder: claimHolder(c)}); err != nil {
 		return nil, err
 	}
-	pc, err := d.writeClaim(c, devs, configs)
+	pc, err := d.writeClaim(ctx, c, devs, configs)
 	if err != nil {
 		d.opts.Ledger.Release(ctx, claimHolder(c))
 		return nil, err
@@ -128,11 +128,11 @@ func (d *Driver) prepareClaim(ctx context.Context, cur *published, c *resourceap
 }
 
 // writeClaim writes the claim's device-info files and CDI spec.
-func (d *Driver) writeClaim(c *resourceapi.ResourceClaim, devs []claimDevice, configs []deviceConfig) (*checkpoint.Claim, error) {
+func (d *Driver) writeClaim(ctx context.Context, c *resourceapi.ResourceClaim, devs []claimDevice, configs []deviceConfig) (*checkpoint.Claim, error) {
 	var err error
 	vfs := make([]*vfsettings.Record, len(devs))
 	for i, cd := range devs {
-		if vfs[i], err = d.vfRecord(cd, configs[i].vf); err != nil {
+		if vfs[i], err = d.vfRecord(ctx, cd, configs[i].vf); err != nil {
 			return nil, err
 		}
 	}

@@ -12,8 +12,9 @@ import (
 
 // vfRecord is what prepare will set on a device's VF, nil when its
 // configuration asks nothing: the device must be a VF, and one with a
-// netdev for an MTU or MAC, whose originals a reset puts back.
-func (d *Driver) vfRecord(cd claimDevice, s vfsettings.Settings) (*vfsettings.Record, error) {
+// netdev for an MTU or MAC. What the VF has now, read from its PF before
+// the first change, is what unprepare puts back.
+func (d *Driver) vfRecord(ctx context.Context, cd claimDevice, s vfsettings.Settings) (*vfsettings.Record, error) {
 	if s.IsZero() {
 		return nil, nil
 	}
@@ -24,11 +25,16 @@ func (d *Driver) vfRecord(cd claimDevice, s vfsettings.Settings) (*vfsettings.Re
 	if dev.VFIndex < 0 || dev.PFName == "" {
 		return nil, fmt.Errorf("device %s: VF settings are for a VF whose PF has a netdev, and %s is not one", dev.ID, dev.ID)
 	}
-	r := &vfsettings.Record{PF: dev.PFName, Index: dev.VFIndex, PCIAddress: dev.ID, Settings: s}
+	var orig vfsettings.Original
 	if nd := dev.Function.Netdev; nd != nil {
-		r.Original = vfsettings.Original{MAC: nd.HardwareAddr, MTU: nd.MTU}
+		orig = vfsettings.Original{MAC: nd.HardwareAddr, MTU: nd.MTU}
 	} else if s.MTU != nil || s.MAC != "" {
 		return nil, fmt.Errorf("device %s: \"mtu\" and \"macAddress\" need the VF's netdev, and it has none (driver %q)", dev.ID, dev.Function.Driver)
+	}
+	vf := vfadmin.VF{PF: dev.PFName, PFPCIAddress: dev.PF, Index: dev.VFIndex, PCIAddress: dev.ID}
+	r, err := vfadmin.NewRecord(ctx, d.opts.VFAdmin, vf, orig, s)
+	if err != nil {
+		return nil, fmt.Errorf("device %s: %w", dev.ID, err)
 	}
 	return r, nil
 }
@@ -50,7 +56,7 @@ func (d *Driver) applyVFs(ctx context.Context, cp *checkpoint.Checkpoint, pc *ch
 		return err
 	}
 	for _, r := range pending {
-		if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfOf(r), r.Settings); err != nil {
+		if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.Of(*r), r.Settings); err != nil {
 			return err
 		}
 		r.Applied = true
@@ -59,8 +65,10 @@ func (d *Driver) applyVFs(ctx context.Context, cp *checkpoint.Checkpoint, pc *ch
 	return nil
 }
 
-// resetVFs puts back the defaults of every VF setting pc records, applied
-// or not: all of them, whatever fails.
+// resetVFs puts back what each VF had before the settings pc records,
+// applied or not: all of them, whatever fails. A failure (a PF or VF
+// netdev not back yet, ErrNotBack) keeps the claim in the checkpoint,
+// holding its devices, until kubelet's next unprepare resets it.
 func (d *Driver) resetVFs(ctx context.Context, pc *checkpoint.Claim) error {
 	var errs []error
 	for _, dev := range pc.Devices {
@@ -78,8 +86,4 @@ func (d *Driver) resetVFs(ctx context.Context, pc *checkpoint.Claim) error {
 		d.log.Info("VF settings reset", "claim", pc.Namespace+"/"+pc.Name, "device", dev.PCIAddress, "pf", dev.VF.PF, "vf", dev.VF.Index)
 	}
 	return errors.Join(errs...)
-}
-
-func vfOf(r *vfsettings.Record) vfadmin.VF {
-	return vfadmin.VF{PF: r.PF, Index: r.Index, PCIAddress: r.PCIAddress}
 }

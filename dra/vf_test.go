@@ -13,6 +13,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
@@ -40,15 +41,22 @@ func (f rateRefusingAdmin) SetRate(ctx context.Context, vf vfadmin.VF, minRate, 
 
 // TestVFSettings_PrepareUnprepare (issue 34): a claim's VF settings are
 // set through the VF's PF at prepare, each by its own call, reported to
-// the CNI side, and reset to the defaults (VLAN 0, spoof check on, trust
-// off, no rates, link auto, the VF's own MAC and MTU) at unprepare, by an
-// agent restarted in between, from the checkpoint alone.
+// the CNI side, and reset at unprepare to what the VF had before prepare,
+// as its PF reported it (issue 42: an admin's VLAN 42 and spoofchk off,
+// the rest a new VF's: trust off, no rates, link auto, a MAC the PF does
+// not administer, the netdev's own MTU), by an agent restarted in
+// between, from the checkpoint alone.
 func TestVFSettings_PrepareUnprepare(t *testing.T) {
 	n := newTestNode(t)
 	fn, _ := n.inv.Function("0000:3b:01.1")
-	origMAC, origMTU := fn.Netdev.HardwareAddr, fn.Netdev.MTU
+	origMTU := fn.Netdev.MTU
 	dir := t.TempDir()
 	rec := vfadmin.NewRecorder(filepath.Join(dir, "calls.jsonl"))
+	vlan42, off := 42, false
+	if err := rec.Seed(context.Background(), vfadmin.VF{PF: "enp59s0f0", Index: 1, PCIAddress: "0000:3b:01.1"},
+		vfsettings.Settings{VLAN: &vlan42, SpoofChk: &off}); err != nil {
+		t.Fatal(err)
+	}
 	p := newPreparer(t, n, dir, rec)
 	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
 		t.Fatal(err)
@@ -70,7 +78,7 @@ func TestVFSettings_PrepareUnprepare(t *testing.T) {
 	if err := newPreparer(t, n, dir, restartedRec).unprepare(t, "v"); err != nil {
 		t.Fatal(err)
 	}
-	wantReset := []string{"macAddress " + origMAC, "vlan 0 qos 0 proto 802.1Q", "spoofchk on", "trust off", "rate 0-0", "linkState auto", "mtu " + strconv.Itoa(origMTU)}
+	wantReset := []string{"macAddress 00:00:00:00:00:00", "vlan 42 qos 0 proto 802.1Q", "spoofchk off", "trust off", "rate 0-0", "linkState auto", "mtu " + strconv.Itoa(origMTU)}
 	if got := vfrecord.Ops(t, restartedRec, "0000:3b:01.1"); !slices.Equal(got, wantReset) {
 		t.Errorf("unprepare's calls\n got %q\nwant %q", got, wantReset)
 	}

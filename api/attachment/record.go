@@ -12,7 +12,12 @@
 //   - unversioned: written before records carried a version; read as 1.
 //   - 1.
 //   - 2 (current): version 1 and each attachment's VF settings ("vf"),
-//     which a version 1 reader leaves out (Record.Skipped says so).
+//     which a version 1 reader leaves out (Record.Skipped says so). Since
+//     issue 42 "vf" also holds the PF's PCI address ("pfPciAddress") and
+//     what the VF had before ("prior"), which a reset puts back; a
+//     version 2 record without them (an older hwnet's) is reset by the PF's
+//     netdev name to the kernel's defaults, and an older hwnet reading a
+//     newer record ignores them and does the same.
 //
 // Decode reads every version, and a newer one too, as far as the fields
 // it knows go: a record is read so that its pod can be torn down, and a

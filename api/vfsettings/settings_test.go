@@ -58,8 +58,10 @@ func TestParse(t *testing.T) {
 	}
 }
 
-// TestDefaults: a reset undoes exactly what was set: the kernel's defaults
-// for a new VF, the VF's own MAC and MTU; a MAC or MTU without a recorded
+// TestDefaults: a record without the VF's prior settings (written before
+// hwnet read them) is reset to the kernel's defaults for a new VF, the
+// VF's own MTU, and a MAC the PF does not administer (never the netdev's
+// MAC, which the PF would then administer); an MTU without a recorded
 // original is left alone.
 func TestDefaults(t *testing.T) {
 	var all vfsettings.Settings
@@ -72,9 +74,9 @@ func TestDefaults(t *testing.T) {
 		want string
 	}{
 		{"everything", vfsettings.Record{Settings: all, Original: vfsettings.Original{MAC: "52:54:00:00:00:07", MTU: 1500}},
-			`{"vlan":0,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":true,"trust":false,"minTxRate":0,"maxTxRate":0,"linkState":"auto","mtu":1500,"macAddress":"52:54:00:00:00:07"}`},
+			`{"vlan":0,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":true,"trust":false,"minTxRate":0,"maxTxRate":0,"linkState":"auto","mtu":1500,"macAddress":"00:00:00:00:00:00"}`},
 		{"no originals", vfsettings.Record{Settings: all},
-			`{"vlan":0,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":true,"trust":false,"minTxRate":0,"maxTxRate":0,"linkState":"auto"}`},
+			`{"vlan":0,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":true,"trust":false,"minTxRate":0,"maxTxRate":0,"linkState":"auto","macAddress":"00:00:00:00:00:00"}`},
 		{"only a rate", vfsettings.Record{Settings: vfsettings.Settings{MaxTxRate: all.MaxTxRate}}, `{"minTxRate":0,"maxTxRate":0}`},
 		{"nothing", vfsettings.Record{}, `{}`},
 	}
@@ -83,6 +85,42 @@ func TestDefaults(t *testing.T) {
 			got, err := json.Marshal(tt.rec.Defaults())
 			if err != nil || string(got) != tt.want {
 				t.Errorf("defaults %s (%v), want %s", got, err, tt.want)
+			}
+		})
+	}
+}
+
+// TestRestore: a reset puts back, for each field hwnet set, what the PF
+// reported before the first change (an admin's VLAN 42 and spoofchk off
+// stay theirs), the MAC as the PF reported it (unset, 00:..:00, too);
+// fields hwnet did not set are not touched, and a prior that lacks a
+// field falls back to its default.
+func TestRestore(t *testing.T) {
+	var set, prior vfsettings.Settings
+	if err := json.Unmarshal([]byte(`{"vlan":100,"vlanQoS":2,"spoofchk":true,"trust":true,"maxTxRate":1000,"linkState":"enable","mtu":9000,"macAddress":"02:00:00:00:00:01"}`), &set); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal([]byte(`{"vlan":42,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":false,"trust":false,"minTxRate":10,"maxTxRate":500,"linkState":"disable","mtu":1500,"macAddress":"00:00:00:00:00:00"}`), &prior); err != nil {
+		t.Fatal(err)
+	}
+	vlan := 42
+	tests := []struct {
+		name string
+		rec  vfsettings.Record
+		want string
+	}{
+		{"everything", vfsettings.Record{Settings: set, Prior: &prior, Original: vfsettings.Original{MAC: "52:54:00:00:00:07", MTU: 1400}},
+			`{"vlan":42,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":false,"trust":false,"minTxRate":10,"maxTxRate":500,"linkState":"disable","mtu":1500,"macAddress":"00:00:00:00:00:00"}`},
+		{"only what was set", vfsettings.Record{Settings: vfsettings.Settings{VLAN: set.VLAN}, Prior: &prior}, `{"vlan":42,"vlanQoS":0,"vlanProto":"802.1Q"}`},
+		{"a prior without a field", vfsettings.Record{Settings: set, Prior: &vfsettings.Settings{VLAN: &vlan}, Original: vfsettings.Original{MTU: 1400}},
+			`{"vlan":42,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":true,"trust":false,"minTxRate":0,"maxTxRate":0,"linkState":"auto","mtu":1400,"macAddress":"00:00:00:00:00:00"}`},
+		{"an older record", vfsettings.Record{Settings: vfsettings.Settings{SpoofChk: prior.SpoofChk}}, `{"spoofchk":true}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := json.Marshal(tt.rec.Restore())
+			if err != nil || string(got) != tt.want {
+				t.Errorf("restore %s (%v), want %s", got, err, tt.want)
 			}
 		})
 	}

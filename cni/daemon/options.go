@@ -2,12 +2,15 @@ package daemon
 
 import (
 	"cmp"
+	"context"
 	"fmt"
+	"log/slog"
 	"path/filepath"
 	"time"
 
 	"k8s.io/client-go/rest"
 
+	"github.com/hwnet-io/hwnet/api/vfreset"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/netconf"
@@ -17,6 +20,8 @@ import (
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 // Options configure the agent's CNI delegating plugin side.
@@ -150,4 +155,22 @@ func (o Options) ConfPath() string {
 // which the device ledger reads.
 func (o Options) Records() *attachments.Store {
 	return attachments.NewStore(o.WithDefaults().CacheDir)
+}
+
+// Resets is the device ledger's source of the VF resets pending in the
+// cache directory (api/vfreset): each read performs them through admin
+// first, and withholds the VFs of those still owed, saying why.
+func (o Options) Resets(admin vfadmin.Admin, logger *slog.Logger) func(context.Context) ([]ledger.Withheld, error) {
+	owed := &vfadmin.Owed{Dir: vfreset.Dir(o.WithDefaults().CacheDir), Admin: admin, Logger: logger}
+	return func(ctx context.Context) ([]ledger.Withheld, error) {
+		left, err := owed.Settle(ctx)
+		if err != nil {
+			return nil, err
+		}
+		out := make([]ledger.Withheld, 0, len(left))
+		for _, l := range left {
+			out = append(out, ledger.WithheldFor(l.Pending, l.Err))
+		}
+		return out, nil
+	}
 }

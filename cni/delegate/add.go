@@ -166,7 +166,7 @@ func (d *Delegator) attachAll(ctx context.Context, c *call, rec *attachmentapi.R
 	done := make([]attached, 0, len(atts))
 	lists := make([]*netconf.Delegate, 0, len(atts))
 	for _, a := range atts {
-		entry, list, err := d.prepareEntry(c, a)
+		entry, list, err := d.prepareEntry(ctx, c, a)
 		if err != nil {
 			return nil, err // no ADD ran: nothing to roll back
 		}
@@ -213,7 +213,7 @@ func (d *Delegator) attach(ctx context.Context, c *call, rec *attachmentapi.Reco
 // prepareEntry builds the record entry and the configuration list an
 // attachment runs with: device, device-info file and cni-args injected,
 // runtimeConfig chosen.
-func (d *Delegator) prepareEntry(c *call, a attachment) (attachmentapi.Attachment, *netconf.Delegate, error) {
+func (d *Delegator) prepareEntry(ctx context.Context, c *call, a attachment) (attachmentapi.Attachment, *netconf.Delegate, error) {
 	entry := attachmentapi.Attachment{Network: a.network, IfName: a.ifName, Default: a.isDefault,
 		Args: c.pod.pairs, DeviceID: a.deviceID, Resource: a.resource, PodNetwork: a.podNetwork}
 	if a.claimDevice != nil {
@@ -231,7 +231,7 @@ func (d *Delegator) prepareEntry(c *call, a attachment) (attachmentapi.Attachmen
 	if err != nil {
 		return entry, nil, fmt.Errorf("network %s: %w", a.network, err)
 	}
-	if entry.VF, err = d.vfRecord(a); err != nil {
+	if entry.VF, err = d.vfRecord(ctx, a); err != nil {
 		return entry, nil, podFailure("InvalidVFSettings", err)
 	}
 	if entry.ConfList, err = dl.Bytes(); err != nil {
@@ -366,7 +366,7 @@ func (d *Delegator) deleteRecord(ctx context.Context, c *call, rec *attachmentap
 	if err := attachments.DeleteAll(ctx, c.chain, rec, d.passedOver(rec)); err != nil {
 		return err
 	}
-	if err := d.resetVFs(ctx, rec); err != nil {
+	if err := d.resetVFs(ctx, c.store, rec); err != nil {
 		return err
 	}
 	if err := c.store.Remove(rec.ContainerID); err != nil {

@@ -85,7 +85,7 @@ func (d *Delegator) delUntrusted(ctx context.Context, c *call, rec *attachmentap
 		if err := attachments.DeleteAll(ctx, c.chain, rec, d.passedOver(rec)); err != nil {
 			left = append(left, err)
 		}
-		if err := d.resetVFs(ctx, rec); err != nil {
+		if err := d.resetVFs(ctx, c.store, rec); err != nil {
 			left = append(left, err)
 		}
 		def.PodNamespace, def.PodName, def.PodUID = rec.PodNamespace, rec.PodName, rec.PodUID
@@ -129,7 +129,7 @@ func (d *Delegator) deleteDefault(ctx context.Context, c *call, rec *attachmenta
 	if err != nil {
 		return err
 	}
-	entry, _, err := d.prepareEntry(c, def)
+	entry, _, err := d.prepareEntry(ctx, c, def)
 	if err != nil {
 		return err
 	}

@@ -9,13 +9,15 @@ import (
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 // vfRecord is what the attachment will set on its VF from its network's
-// sriov-cni keys, nil for nothing: a claimed device takes its settings
-// from its claim, at prepare, instead.
-func (d *Delegator) vfRecord(a attachment) (*vfsettings.Record, error) {
+// sriov-cni keys, with what the VF has now, read from its PF, for the
+// reset; nil for nothing: a claimed device takes its settings from its
+// claim, at prepare, instead.
+func (d *Delegator) vfRecord(ctx context.Context, a attachment) (*vfsettings.Record, error) {
 	if a.deviceID == "" || a.claimDevice != nil || a.delegate == nil {
 		return nil, nil
 	}
@@ -33,7 +35,11 @@ func (d *Delegator) vfRecord(a attachment) (*vfsettings.Record, error) {
 	if (s.MTU != nil || s.MAC != "") && orig == (vfsettings.Original{}) {
 		return nil, fmt.Errorf("network %s: device %s: \"mtu\" and \"mac\" need the VF's netdev, and it has none", a.network, a.deviceID)
 	}
-	return &vfsettings.Record{PF: vf.PF, Index: vf.Index, PCIAddress: vf.PCIAddress, Settings: s, Original: orig}, nil
+	r, err := vfadmin.NewRecord(ctx, d.opts.VFAdmin, vf, orig, s)
+	if err != nil {
+		return nil, fmt.Errorf("network %s: %w", a.network, err)
+	}
+	return r, nil
 }
 
 // applyVF sets the attachment's VF settings, recorded on disk already,
@@ -43,27 +49,36 @@ func (d *Delegator) applyVF(ctx context.Context, entry *attachmentapi.Attachment
 		return nil
 	}
 	r := entry.VF
-	if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.VF{PF: r.PF, Index: r.Index, PCIAddress: r.PCIAddress}, r.Settings); err != nil {
+	if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.Of(*r), r.Settings); err != nil {
 		return fmt.Errorf("network %s interface %s: %w", a.network, a.ifName, err)
 	}
 	a.vf = &r.Settings
 	return nil
 }
 
-// resetVFs puts back the defaults of the VF settings rec's attachments
-// record, once their delegates gave the netdevs back: every one,
-// whatever fails.
-func (d *Delegator) resetVFs(ctx context.Context, rec *attachmentapi.Record) error {
+// resetVFs puts back what each VF had before the settings rec's
+// attachments record, once their delegates gave the netdevs back: every
+// one, whatever fails. A reset that fails (a netdev not back in the node's
+// network namespace yet, no --vf-admin) is left pending under store, for
+// the agent to retry while the device ledger withholds the VF; only
+// failing to leave it fails the teardown, which keeps the record.
+func (d *Delegator) resetVFs(ctx context.Context, store *attachments.Store, rec *attachmentapi.Record) error {
 	var errs []error
 	for _, a := range rec.Attachments {
 		if a.VF == nil {
 			continue
 		}
-		if d.opts.VFAdmin == nil {
-			errs = append(errs, fmt.Errorf("network %s: VF settings of %s to reset, and this agent sets none (--vf-admin)", a.Network, a.DeviceID))
+		err := errors.New("this agent sets no VF settings (--vf-admin)")
+		if d.opts.VFAdmin != nil {
+			err = vfadmin.Reset(ctx, d.opts.VFAdmin, *a.VF)
+		}
+		if err == nil {
 			continue
 		}
-		if err := vfadmin.Reset(ctx, d.opts.VFAdmin, *a.VF); err != nil {
+		d.opts.Logger.Warn("VF settings reset failed: left pending, the VF stays out of every pool until it is done",
+			"container", rec.ContainerID, "network", a.Network, "device", a.DeviceID, "err", err)
+		reason := fmt.Sprintf("the reset at the teardown of container %s of pod %s/%s failed", rec.ContainerID, rec.PodNamespace, rec.PodName)
+		if err := store.LeaveReset(*a.VF, reason); err != nil {
 			errs = append(errs, fmt.Errorf("network %s interface %s: %w", a.Network, a.IfName, err))
 		}
 	}

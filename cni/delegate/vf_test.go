@@ -2,11 +2,14 @@ package delegate
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
+	"github.com/hwnet-io/hwnet/api/vfreset"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 	"github.com/hwnet-io/hwnet/test/vfrecord"
 )
@@ -67,5 +70,44 @@ func TestVFSettings_NADKeysSetAndReset(t *testing.T) {
 			}
 			n.assertNoRecords(t)
 		})
+	}
+}
+
+// notBack is a Recorder whose VF netdev is not back in the node's
+// network namespace yet: its MTU cannot be set.
+type notBack struct{ *vfadmin.Recorder }
+
+func (notBack) SetMTU(context.Context, vfadmin.VF, int) error {
+	return fmt.Errorf("VF netdev: %w", vfadmin.ErrNotBack)
+}
+
+// TestVFSettings_FailedResetLeftPending (issue 42): a DEL whose reset
+// fails (the VF's netdev is not back yet) is no lost reset: the VF's
+// record is left pending on disk, with what the VF had, for the agent to
+// retry while the device ledger withholds the VF, and the DEL succeeds.
+func TestVFSettings_FailedResetLeftPending(t *testing.T) {
+	n := newTestNode(t, "cni-vf-pending")
+	n.createNAD(podNS, "sriov-vf", sriovRes, vfNAD)
+	vf := n.vfs("iavf", "0000:3e:00.0")[2]
+	ctx := context.Background()
+	rec := vfadmin.NewRecorder(filepath.Join(t.TempDir(), "calls.jsonl"))
+	n.withVFAdmin(rec)
+	pod := n.createPod("vf-pending", `[{"name":"sriov-vf","ips":["10.56.0.41/24"]}]`, map[string][]string{sriovRes: {vf.Addr}})
+	podNetns := n.podNetns("hwnet-vf-pending")
+	waitPod(t, n, podNS, "vf-pending")
+	if _, err := n.call(ctx, "ADD", "vf-pending", podNetns, pod); err != nil {
+		t.Fatalf("ADD: %v", err)
+	}
+	n.withVFAdmin(notBack{rec})
+	if _, err := n.call(ctx, "DEL", "vf-pending", podNetns, pod); err != nil {
+		t.Fatalf("DEL: %v", err)
+	}
+	n.assertNoRecords(t)
+	pending, err := vfreset.List(vfreset.Dir(filepath.Join(n.dir, "cache")))
+	if err != nil || len(pending) != 1 || pending[0].Record.PCIAddress != vf.Addr || pending[0].Record.Prior == nil {
+		t.Fatalf("pending resets %+v (%v), want the VF's with what it had", pending, err)
+	}
+	if !strings.Contains(pending[0].Reason, "the reset at the teardown of container") {
+		t.Errorf("pending reset's reason %q", pending[0].Reason)
 	}
 }

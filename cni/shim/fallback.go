@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/cni/netconf"
@@ -16,7 +17,10 @@ import (
 )
 
 // deleteFromRecord is DEL without the agent: it runs every delegate's DEL
-// from the record hwnet kept at ADD time. No record means nothing hwnet
+// from the record hwnet kept at ADD time, and leaves the reset of each VF
+// it set settings on pending on disk (it cannot set VF settings itself):
+// the agent performs it when it starts, before it serves, and the device
+// ledger keeps the VF out of every pool until it is done. No record means nothing hwnet
 // attached is left, and DEL must succeed again (CNI spec, "Network
 // Configuration List Error Handling"), once the default network the
 // runtime may have attached the container to itself is deleted. A failed
@@ -42,6 +46,9 @@ func deleteFromRecord(ctx context.Context, cfg *pluginconf.Conf, req *wire.Reque
 	}
 	if err := attachments.DeleteAll(ctx, ch, rec, warn); err != nil {
 		return fmt.Errorf("DEL of container %s without hwnet-agent failed, record kept for a retry: %w", req.ContainerID, err)
+	}
+	if err := leaveResets(store, rec, logger); err != nil {
+		return fmt.Errorf("DEL of container %s without hwnet-agent: record kept for a retry: %w", req.ContainerID, err)
 	}
 	if err := store.Remove(req.ContainerID); err != nil {
 		return err
@@ -70,5 +77,21 @@ func deleteRuntimeAttached(ctx context.Context, cfg *pluginconf.Conf, ch *chain.
 		return fmt.Errorf("DEL of container %s without hwnet-agent failed: %w", req.ContainerID, err)
 	}
 	logger.Info("no attachment record", "containerID", req.ContainerID, "runtimeAttachedDefaultDeleted", deleted)
+	return nil
+}
+
+// leaveResets leaves pending the reset of every VF rec's attachments set
+// settings on.
+func leaveResets(store *attachments.Store, rec *attachment.Record, logger *slog.Logger) error {
+	for _, a := range rec.Attachments {
+		if a.VF == nil {
+			continue
+		}
+		reason := fmt.Sprintf("container %s of pod %s/%s deleted by the shim while hwnet-agent was away", rec.ContainerID, rec.PodNamespace, rec.PodName)
+		if err := store.LeaveReset(*a.VF, reason); err != nil {
+			return err
+		}
+		logger.Info("VF settings reset left pending for the agent", "containerID", rec.ContainerID, "device", a.VF.PCIAddress)
+	}
 	return nil
 }

@@ -17,6 +17,8 @@ import (
 	"github.com/containernetworking/cni/pkg/version"
 
 	"github.com/hwnet-io/hwnet/api/attachment"
+	"github.com/hwnet-io/hwnet/api/vfreset"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/chain"
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
@@ -287,5 +289,37 @@ func TestDelWithoutAgent_RuntimeAttachedDefault(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(filepath.Join(runtimeCache, "results")); len(entries) > 0 {
 		t.Errorf("the runtime's libcni cache still holds %s", entries[0].Name())
+	}
+}
+
+// TestDelWithoutAgent_LeavesVFResetPending (issue 42): the shim cannot set
+// VF settings, so a DEL without the agent leaves the reset of each VF an
+// attachment set settings on pending on disk, with what the VF had, before
+// it removes the record: the next pod on the VF must not inherit them.
+func TestDelWithoutAgent_LeavesVFResetPending(t *testing.T) {
+	n := newNode(t)
+	d := newDelegates(t, n, cniplugins.Dir(t))
+	rec := d.attach(t, "1.0.0", []string{"net1", "net2"})
+	vlan, prior := 100, 42
+	vf := &vfsettings.Record{PF: "enp59s0f0", PFPCIAddress: "0000:3b:00.0", Index: 1, PCIAddress: "0000:3b:01.1",
+		Settings: vfsettings.Settings{VLAN: &vlan}, Prior: &vfsettings.Settings{VLAN: &prior}, Applied: true}
+	rec.Attachments[1].VF, rec.Attachments[1].DeviceID = vf, vf.PCIAddress
+	if err := d.store.Save(rec); err != nil {
+		t.Fatal(err)
+	}
+	out := run(context.Background(), d.delEnv(), n.config("1.1.0", "1s"))
+	if out.code != 0 {
+		t.Fatalf("DEL: exit %d stderr %s", out.code, out.stderr)
+	}
+	if _, err := d.store.Load("c1"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("record after DEL: %v, want it removed", err)
+	}
+	pending, err := vfreset.List(vfreset.Dir(n.cacheDir))
+	if err != nil || len(pending) != 1 {
+		t.Fatalf("pending resets %+v (%v), want the VF's", pending, err)
+	}
+	if p := pending[0]; p.Record.PCIAddress != vf.PCIAddress || p.Record.Prior == nil || *p.Record.Prior.VLAN != 42 ||
+		!strings.Contains(p.Reason, "container c1 of pod ns/p deleted by the shim") {
+		t.Errorf("pending reset %+v, want the VF's record with its prior VLAN and who left it", p)
 	}
 }

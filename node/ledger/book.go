@@ -182,6 +182,8 @@ func (b *Book) publishLocked() (*Ledger, bool) {
 	l := New(byDevice, b.sourced.Unknown)
 	l.ReadAt, l.taken = b.sourced.ReadAt, b.sourced.taken
 	l.fences = slices.SortedFunc(maps.Values(b.fences), func(a, c Fence) int { return strings.Compare(a.Key, c.Key) })
+	l.fences = append(l.fences, b.sourced.resets...)
+	l.resets = b.sourced.resets
 	prev := b.snap.Swap(l)
 	return l, !l.Equal(prev)
 }
@@ -329,6 +331,11 @@ func (b *Book) holdersLocked(d string) []Holder {
 // whose PF cannot be read while a PF is fenced counts as covered: it may
 // be a VF the change is taking away.
 func (b *Book) fencedLocked(d string) (Fence, bool) {
+	for _, f := range b.sourced.resets {
+		if f.covers(d, "") {
+			return f, true
+		}
+	}
 	if len(b.fences) == 0 {
 		return Fence{}, false
 	}
@@ -494,10 +501,12 @@ func (b *Book) Recheck() {
 	}
 }
 
-// Unsettled reports whether a source is unknown or an allocation waits
-// for kubelet to report it: only reading the sources again settles it.
+// Unsettled reports whether a source is unknown, an allocation waits
+// for kubelet to report it, or a VF reset is pending: only reading the
+// sources again (which retries the resets) settles it.
 func (b *Book) Unsettled() bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return !b.sourced.Complete() || slices.ContainsFunc(b.live, func(h liveHold) bool { return h.holder.Pending() })
+	return !b.sourced.Complete() || len(b.sourced.resets) > 0 ||
+		slices.ContainsFunc(b.live, func(h liveHold) bool { return h.holder.Pending() })
 }

@@ -36,9 +36,11 @@ const (
 // and DEL, VF layout and mode switch fences, verdicts, the agent
 // restarting, kubelet going away, restarting (answering without its pods
 // while it starts) and coming back, another driver's checkpoint torn, an
-// unreadable CNI record, time passing. A model of who holds what checks
-// after every step that no device has two owners, that nothing fenced or
-// unhealthy was handed out, that nothing was handed out once the Book had
+// unreadable CNI record, a teardown leaving its VF resets pending (the
+// shim's, with the agent away; a failed reset's) and the resets done,
+// time passing. A model of who holds what checks
+// after every step that no device has two owners, that nothing fenced,
+// unhealthy or withheld by a pending reset was handed out, that nothing was handed out once the Book had
 // read a source it could not, and that the Book forgets no hold; after
 // each sequence everything is given back and the Book must be at the
 // baseline. A failure prints the seed and steps:
@@ -74,6 +76,8 @@ type ilModel struct {
 	sandboxes map[string]*ilSandbox
 	fences    map[string]ledger.Fence
 	unhealthy map[string]string
+	// resets are the devices whose VF reset is pending.
+	resets map[string]bool
 	// kubeletDown, kubeletStarting, torn and badRecord are the sources'
 	// faults; seen says the Book read the sources since one began.
 	kubeletDown, kubeletStarting, torn, badRecord, seen bool
@@ -104,7 +108,7 @@ type ilSandbox struct {
 
 func newILModel() *ilModel {
 	return &ilModel{pods: map[string]*ilPod{}, claims: map[string]*ilClaim{}, sandboxes: map[string]*ilSandbox{},
-		fences: map[string]ledger.Fence{}, unhealthy: map[string]string{}}
+		fences: map[string]ledger.Fence{}, unhealthy: map[string]string{}, resets: map[string]bool{}}
 }
 
 // podUID and podRunning are the node's pods cache, as the agent's.
@@ -202,6 +206,8 @@ func ilSteps() []ilStep {
 		{"kubelet-restart", 2, (*ilRun).kubeletRestart},
 		{"checkpoint-tear-mend", 1, (*ilRun).tearMend},
 		{"record-bad-mend", 1, (*ilRun).badRecord},
+		{"del-reset-pending", 3, (*ilRun).shimDel},
+		{"reset-done", 3, (*ilRun).resetDone},
 	}
 }
 
@@ -277,6 +283,9 @@ func (r *ilRun) reserve(h ledger.Holder, owner string, devices []string) error {
 		if why, bad := r.m.unhealthy[d]; bad {
 			r.fail("%s went to %s while unhealthy: %s", d, owner, why)
 		}
+		if r.m.resets[d] {
+			r.fail("%s went to %s while its VF settings reset was pending", d, owner)
+		}
 	}
 	return nil
 }
@@ -350,6 +359,7 @@ func (r *ilRun) drain() {
 	}
 	m.unhealthy = map[string]string{}
 	w.book.Judge(map[string]string{})
+	r.drainResets()
 	// Past a pending allocation's grace and a starting kubelet's settle,
 	// from when the Book saw kubelet start.
 	w.book.Refresh(context.Background())

@@ -15,6 +15,7 @@ import (
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/api/vfreset"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
@@ -72,7 +73,8 @@ func newILWorld(t testing.TB, m *ilModel) *ilWorld {
 	}
 	w.src = ledger.Sources{PodResourcesSocket: filepath.Join(w.dir, "kubelet.sock"),
 		Checkpoint: filepath.Join(w.dir, "plugins", "hwnet.io", "checkpoint.json"), PluginsDir: filepath.Join(w.dir, "plugins"),
-		PodUID: m.podUID, PodRunning: m.podRunning, Records: w.records, KubeletSettle: kubeletSettle}
+		PodUID: m.podUID, PodRunning: m.podRunning, Records: w.records, KubeletSettle: kubeletSettle,
+		Resets: ledger.ResetFiles(filepath.Join(w.dir, vfreset.SubDir))}
 	w.kubeletUp(false)
 	// kubelet ran long before the agent started.
 	if err := os.Chtimes(w.src.PodResourcesSocket, w.now.Add(-time.Hour), w.now.Add(-time.Hour)); err != nil {

@@ -104,8 +104,11 @@ type Ledger struct {
 	// may leave out pods it runs (Reader.starting).
 	kubeletAt       time.Time
 	kubeletStarting bool
-	// fences are the fences in force, by key (a Book's).
+	// fences are the fences in force, by key (a Book's, with resets).
 	fences []Fence
+	// resets are the fences of the pending VF resets, as the sources
+	// were read.
+	resets []Fence
 }
 
 // Older reports whether l was read before o began to be read: l is no

@@ -65,6 +65,11 @@ type Sources struct {
 	KubeletSettle time.Duration
 	// Records are the CNI attachment records.
 	Records Records
+	// Resets, when set, are the devices a pending VF settings reset
+	// withholds (ResetFiles; the agent's performs them first). They are
+	// read after the records: a teardown leaves its reset pending before
+	// it removes its record, so a read sees one or the other.
+	Resets func(context.Context) ([]Withheld, error)
 	// Metrics counts the PodResources requests.
 	Metrics *metrics.Metrics
 }
@@ -105,6 +110,8 @@ type Reader struct {
 	// Poll's last ledger.
 	now    func() time.Time
 	polled *Ledger
+	// lastResets are the pending resets' fences as last read.
+	lastResets []Fence
 }
 
 type fileStamp struct {
@@ -197,7 +204,15 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 		got, err := r.containers(ctx)
 		add(recordsSource, got, err)
 	}
+	var resets []Fence
+	if r.src.Resets != nil {
+		var err error
+		if resets, err = r.resets(ctx); err != nil {
+			unknown = append(unknown, fmt.Sprintf("%s: %v", resetsSource, err))
+		}
+	}
 	l := New(byDevice, unknown)
+	l.resets = resets
 	l.ReadAt, l.taken = readAt, taken
 	l.kubeletAt, l.kubeletStarting = r.answeredAt, r.answeredStarting
 	return l

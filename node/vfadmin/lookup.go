@@ -10,8 +10,8 @@ import (
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
-// Lookup finds in sysfs the VF at PCI address pci: its PF's netdev, its
-// index under the PF, and its own netdev's MAC and MTU, which a reset
+// Lookup finds in sysfs the VF at PCI address pci: its PF's PCI address
+// and netdev, its index under the PF, and its own netdev's MAC and MTU, which a reset
 // puts back (zero when it has no netdev in this network namespace).
 func Lookup(sysfsRoot, pci string) (VF, vfsettings.Original, error) {
 	dev := filepath.Join(sysfsRoot, "bus/pci/devices", pci)
@@ -20,7 +20,7 @@ func Lookup(sysfsRoot, pci string) (VF, vfsettings.Original, error) {
 		return VF{}, vfsettings.Original{}, fmt.Errorf("device %s is not a VF: %w", pci, err)
 	}
 	pf := filepath.Base(pfLink)
-	vf := VF{PCIAddress: pci, Index: -1}
+	vf := VF{PCIAddress: pci, PFPCIAddress: pf, Index: -1}
 	if vf.PF, err = firstNetdev(filepath.Join(sysfsRoot, "bus/pci/devices", pf)); err != nil {
 		return VF{}, vfsettings.Original{}, fmt.Errorf("VF %s: its PF %s has no netdev to set it through: %w", pci, pf, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"path/filepath"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -70,10 +69,63 @@ func (n Netlink) SetMAC(ctx context.Context, vf VF, mac string) error {
 // SetMTU sets the MTU of the VF's own netdev, which must be in this
 // network namespace: before the pod's CNI ADD moves it, after its DEL.
 func (n Netlink) SetMTU(ctx context.Context, vf VF, mtu int) error {
+	return n.onVF(ctx, vf, func(h *netlink.Handle, l netlink.Link) error { return h.LinkSetMTU(l, mtu) })
+}
+
+// Read is the VF's settings as its PF reports them in IFLA_VFINFO_LIST,
+// with its netdev's MTU when the netdev is here. A PF that reports no
+// VLAN protocol (no IFLA_VF_VLAN_LIST) is taken to use 802.1Q.
+func (n Netlink) Read(ctx context.Context, vf VF) (vfsettings.Settings, error) {
+	var s vfsettings.Settings
+	err := n.onPF(ctx, vf, func(_ *netlink.Handle, l netlink.Link) error {
+		for _, info := range l.Attrs().Vfs {
+			if info.ID == vf.Index {
+				s = fromVfInfo(info)
+				return nil
+			}
+		}
+		return fmt.Errorf("PF %s reports no VF %d", l.Attrs().Name, vf.Index)
+	})
+	if err != nil {
+		return s, err
+	}
+	err = n.onVF(ctx, vf, func(_ *netlink.Handle, l netlink.Link) error {
+		s.MTU = ptr(l.Attrs().MTU)
+		return nil
+	})
+	if err != nil && !errors.Is(err, ErrGone) && !errors.Is(err, ErrNotBack) {
+		return s, err
+	}
+	return s, nil
+}
+
+func fromVfInfo(info netlink.VfInfo) vfsettings.Settings {
+	proto := vfsettings.ProtoDot1Q
+	if info.VlanProto == unix.ETH_P_8021AD {
+		proto = vfsettings.ProtoDot1AD
+	}
+	states := map[uint32]string{
+		netlink.VF_LINK_STATE_AUTO: vfsettings.LinkAuto, netlink.VF_LINK_STATE_ENABLE: vfsettings.LinkEnable,
+		netlink.VF_LINK_STATE_DISABLE: vfsettings.LinkDisable,
+	}
+	mac := vfsettings.UnsetMAC
+	if len(info.Mac) == 6 {
+		mac = info.Mac.String()
+	}
+	return vfsettings.Settings{VLAN: ptr(info.Vlan), VLANQoS: ptr(info.Qos), VLANProto: proto,
+		SpoofChk: ptr(info.Spoofchk), Trust: ptr(info.Trust != 0),
+		MinTxRate: ptr(uint64(info.MinTxRate)), MaxTxRate: ptr(uint64(info.MaxTxRate)),
+		LinkState: states[info.LinkState], MAC: mac}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// onVF runs do on the VF's own netdev.
+func (n Netlink) onVF(ctx context.Context, vf VF, do func(h *netlink.Handle, l netlink.Link) error) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
-	name, err := n.vfNetdev(vf.PCIAddress)
+	name, err := resolver{n.SysfsRoot}.vfNetdev(vf.PCIAddress)
 	if err != nil {
 		return err
 	}
@@ -83,10 +135,13 @@ func (n Netlink) SetMTU(ctx context.Context, vf VF, mtu int) error {
 	}
 	defer h.Close()
 	l, err := h.LinkByName(name)
+	if errors.As(err, new(netlink.LinkNotFoundError)) {
+		return fmt.Errorf("VF netdev %s: %w: %w", name, ErrNotBack, err)
+	}
 	if err != nil {
 		return fmt.Errorf("VF netdev %s: %w", name, err)
 	}
-	return h.LinkSetMTU(l, mtu)
+	return do(h, l)
 }
 
 func (n Netlink) onPF(ctx context.Context, vf VF, set func(h *netlink.Handle, l netlink.Link) error) error {
@@ -98,12 +153,18 @@ func (n Netlink) onPF(ctx context.Context, vf VF, set func(h *netlink.Handle, l 
 		return err
 	}
 	defer h.Close()
-	l, err := h.LinkByName(vf.PF)
-	if errors.As(err, new(netlink.LinkNotFoundError)) {
-		return fmt.Errorf("PF %s: %w: %w", vf.PF, ErrGone, err)
-	}
+	name, err := resolver{n.SysfsRoot}.pfNetdev(vf)
 	if err != nil {
-		return fmt.Errorf("PF %s: %w", vf.PF, err)
+		return err
+	}
+	l, err := h.LinkByName(name)
+	switch {
+	case errors.As(err, new(netlink.LinkNotFoundError)) && vf.PFPCIAddress != "":
+		return fmt.Errorf("PF %s (%s): %w: %w", name, vf.PFPCIAddress, ErrNotBack, err)
+	case errors.As(err, new(netlink.LinkNotFoundError)):
+		return fmt.Errorf("PF %s: %w: %w", name, ErrGone, err)
+	case err != nil:
+		return fmt.Errorf("PF %s: %w", name, err)
 	}
 	return set(h, l)
 }
@@ -119,13 +180,4 @@ func (n Netlink) handle() (*netlink.Handle, error) {
 	}
 	defer ns.Close()
 	return netlink.NewHandleAt(ns)
-}
-
-// vfNetdev is the one netdev sysfs lists under the VF's PCI function.
-func (n Netlink) vfNetdev(pci string) (string, error) {
-	name, err := firstNetdev(filepath.Join(n.SysfsRoot, "bus/pci/devices", pci))
-	if err != nil {
-		return "", fmt.Errorf("VF %s: %w: no netdev in this network namespace (bound to a userspace driver, or in a pod): %v", pci, ErrGone, err)
-	}
-	return name, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
+	"github.com/hwnet-io/hwnet/api/vfreset"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
@@ -94,4 +95,85 @@ func TestLookup_VirtualNode(t *testing.T) {
 	if _, _, err := vfadmin.Lookup(node.SysRoot(), "0000:3b:00.0"); err == nil || !strings.Contains(err.Error(), "device 0000:3b:00.0 is not a VF") {
 		t.Errorf("Lookup of a PF: %v", err)
 	}
+}
+
+// TestReset_VirtualNode (issue 42): on the virtual node, with the
+// Recorder standing for the kernel's VF calls (its PFs are veths) and
+// finding the netdevs in its sysfs as Netlink does: an admin's VLAN 42
+// and spoofchk off survive a pod that set VLAN 100 and spoofchk on; the
+// PF renamed between the set and the reset is still the one reset (found
+// by its PCI address); a reset whose VF netdev is not back yet stays
+// pending on disk, withholding nothing else, and succeeds once it is.
+func TestReset_VirtualNode(t *testing.T) {
+	vnodetest.RequireRoot(t)
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), db, true)
+	sys := node.SysRoot()
+	ctx := context.Background()
+	r := vfadmin.NewRecorder(filepath.Join(t.TempDir(), "calls.jsonl"))
+	r.SysfsRoot = sys
+	vf, orig, err := vfadmin.Lookup(sys, "0000:3b:01.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	vlan42, vlan100, off, on, mtu := 42, 100, false, true, 9000
+	if err := r.Seed(ctx, vf, vfsettings.Settings{VLAN: &vlan42, SpoofChk: &off}); err != nil {
+		t.Fatal(err)
+	}
+	pod := vfsettings.Settings{VLAN: &vlan100, SpoofChk: &on, MTU: &mtu}
+	rec, err := vfadmin.NewRecord(ctx, r, vf, orig, pod)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vfadmin.Apply(ctx, r, vf, pod); err != nil {
+		t.Fatal(err)
+	}
+	renamed := renameNetdev(t, filepath.Join(sys, "bus/pci/devices", vf.PFPCIAddress, "net"), vf.PF, "pf-renamed")
+	vfNet := filepath.Join(sys, "bus/pci/devices", vf.PCIAddress, "net")
+	away := vfNet + ".in-a-pod"
+	if err := os.Rename(vfNet, away); err != nil { // the VF netdev still in the pod's namespace
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "vf-resets")
+	if err := vfreset.Leave(dir, &vfreset.Pending{Record: *rec, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	owed := &vfadmin.Owed{Dir: dir, Admin: r}
+	left, err := owed.Settle(ctx)
+	if err != nil || len(left) != 1 || !errors.Is(left[0].Err, vfadmin.ErrNotBack) {
+		t.Fatalf("settle with the VF netdev away: %+v (%v), want the reset still owed, ErrNotBack", left, err)
+	}
+	if err := os.Rename(away, vfNet); err != nil {
+		t.Fatal(err)
+	}
+	if left, err := owed.Settle(ctx); err != nil || len(left) != 0 {
+		t.Fatalf("settle with the netdev back: %+v (%v), want it done", left, err)
+	}
+	if pending, err := vfreset.List(dir); err != nil || len(pending) != 0 {
+		t.Errorf("pending after the reset: %+v (%v), want none", pending, err)
+	}
+	got, err := r.Read(ctx, vf)
+	if err != nil || *got.VLAN != 42 || *got.SpoofChk || *got.MTU != orig.MTU {
+		t.Errorf("after the pod the VF has %+v (%v), want VLAN 42, spoofchk off and MTU %d again", got, err, orig.MTU)
+	}
+	calls, err := vfadmin.ReadCalls(r.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := calls[len(calls)-2]; last.Op != "spoofchk" || last.PF != renamed {
+		t.Errorf("the reset's spoofchk call %+v, want it through the renamed PF %s", last, renamed)
+	}
+}
+
+// renameNetdev renames the netdev under a PCI function's net directory,
+// as a udev rule or a driver reload does.
+func renameNetdev(t *testing.T, netDir, from, to string) string {
+	t.Helper()
+	if err := os.Rename(filepath.Join(netDir, from), filepath.Join(netDir, to)); err != nil {
+		t.Fatal(err)
+	}
+	return to
 }

@@ -15,23 +15,38 @@ import (
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
-// ErrGone marks a call on a PF, or a VF netdev, that is not there: a
-// reset has nothing to put back (a PF's VFs go with it; a VF netdev that
-// left gets its MTU again from its driver).
+// ErrGone marks a call on a PF, or a VF netdev, that is not there and
+// will not come back: a reset has nothing to put back (a PF's VFs go with
+// it; a VF bound to a userspace driver gets its MTU again from its kernel
+// driver).
 var ErrGone = errors.New("gone")
+
+// ErrNotBack marks a call on a PF whose driver has not made its netdev
+// yet, or on a VF netdev not back in this network namespace (a pod's
+// namespace is deleted asynchronously): a reset must be tried again
+// later.
+var ErrNotBack = errors.New("not back yet")
 
 // VF names a VF for its PF's calls.
 type VF struct {
-	// PF is the PF's netdev.
+	// PF is the PF's netdev as recorded: the one calls go through when
+	// PFPCIAddress is "", else a name for messages.
 	PF string
+	// PFPCIAddress is the PF's PCI address, by which its netdev is found
+	// at each call.
+	PFPCIAddress string
 	// Index is the VF's index under the PF.
 	Index int
 	// PCIAddress is the VF's, by which its netdev is found for the MTU.
 	PCIAddress string
 }
 
-// Admin sets one VF attribute per call.
+// Admin sets one VF attribute per call, and reads them all.
 type Admin interface {
+	// Read is the VF's settings as its PF reports them (VLAN, QoS and
+	// protocol, spoof check, trust, rates, link state, MAC), with its
+	// netdev's MTU when it has one here.
+	Read(ctx context.Context, vf VF) (vfsettings.Settings, error)
 	SetVLAN(ctx context.Context, vf VF, vlan, qos int, proto string) error
 	SetSpoofChk(ctx context.Context, vf VF, on bool) error
 	SetTrust(ctx context.Context, vf VF, on bool) error
@@ -53,7 +68,9 @@ func New(spec, sysfsRoot, netnsPath string) (Admin, error) {
 	case spec == "netlink":
 		return Netlink{SysfsRoot: cmp.Or(sysfsRoot, "/sys"), Netns: netnsPath}, nil
 	case kind == "record" && path != "":
-		return NewRecorder(path), nil
+		r := NewRecorder(path)
+		r.SysfsRoot = sysfsRoot
+		return r, nil
 	}
 	return nil, fmt.Errorf("VF admin %q: want \"netlink\" or \"record:PATH\"", spec)
 }
@@ -71,22 +88,45 @@ func Apply(ctx context.Context, a Admin, vf VF, s vfsettings.Settings) error {
 	return nil
 }
 
-// Reset puts back the defaults of what r set (vfsettings.Record.Defaults).
-// Unlike Apply it makes every call even after one fails, so that one
-// attribute the kernel refuses leaves no other one set, and returns the
-// failures joined; a PF or netdev that is gone (ErrGone) is no failure.
+// Reset puts back what the VF had before r's settings
+// (vfsettings.Record.Restore). Unlike Apply it makes every call even
+// after one fails, so that one attribute the kernel refuses leaves no
+// other one set, and returns the failures joined; a PF or netdev that is
+// gone (ErrGone) is no failure, one not back yet (ErrNotBack) is, for the
+// caller to try again.
 func Reset(ctx context.Context, a Admin, r vfsettings.Record) error {
-	vf := VF{PF: r.PF, Index: r.Index, PCIAddress: r.PCIAddress}
-	var errs []string
-	for _, step := range steps(a, vf, r.Defaults()) {
+	vf := Of(r)
+	var errs []error
+	for _, step := range steps(a, vf, r.Restore()) {
 		if err := step.set(ctx); err != nil && !errors.Is(err, ErrGone) {
-			errs = append(errs, fmt.Sprintf("reset %s: %v", step.name, err))
+			errs = append(errs, fmt.Errorf("reset %s: %w", step.name, err))
 		}
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("VF %d of %s (%s): %s", vf.Index, vf.PF, vf.PCIAddress, strings.Join(errs, "; "))
+		return fmt.Errorf("VF %d of %s (%s): %w", vf.Index, cmp.Or(vf.PFPCIAddress, vf.PF), vf.PCIAddress, errors.Join(errs...))
 	}
 	return nil
+}
+
+// Of is the VF a record names.
+func Of(r vfsettings.Record) VF {
+	return VF{PF: r.PF, PFPCIAddress: r.PFPCIAddress, Index: r.Index, PCIAddress: r.PCIAddress}
+}
+
+// NewRecord is the record of s about to be set on vf, with what the VF
+// has now, read from its PF before the first change, as what a reset puts
+// back; orig is its netdev's MAC and MTU. A VF whose settings cannot be
+// read gets none set: they could not be put back.
+func NewRecord(ctx context.Context, a Admin, vf VF, orig vfsettings.Original, s vfsettings.Settings) (*vfsettings.Record, error) {
+	prior, err := a.Read(ctx, vf)
+	if err != nil {
+		return nil, fmt.Errorf("VF %d of %s (%s): read its settings, which a reset puts back: %w", vf.Index, vf.PF, vf.PCIAddress, err)
+	}
+	if prior.MTU == nil && orig.MTU != 0 {
+		prior.MTU = &orig.MTU
+	}
+	return &vfsettings.Record{PF: vf.PF, PFPCIAddress: vf.PFPCIAddress, Index: vf.Index, PCIAddress: vf.PCIAddress,
+		Settings: s, Original: orig, Prior: &prior}, nil
 }
 
 type step struct {

@@ -43,7 +43,9 @@ func recorded(t *testing.T, r *vfadmin.Recorder) []string {
 }
 
 // TestApplyReset: Apply makes one call per setting given, in sriov-cni's
-// order; Reset puts back the defaults of those settings only.
+// order; Reset of a record without the VF's prior settings (an older
+// hwnet's) puts back the defaults of those settings only, the MAC as one
+// the PF does not administer, never the netdev's own.
 func TestApplyReset(t *testing.T) {
 	tests := []struct {
 		name       string
@@ -56,7 +58,7 @@ func TestApplyReset(t *testing.T) {
 		{"every setting", `{"vlan":7,"vlanQoS":5,"vlanProto":"802.1ad","spoofchk":false,"trust":true,"minTxRate":100,"maxTxRate":1000,"linkState":"disable","mtu":9000,"macAddress":"02:00:00:00:00:01"}`,
 			vfsettings.Original{MAC: "52:54:00:00:00:01", MTU: 1500},
 			[]string{"macAddress 02:00:00:00:00:01", "vlan 7 qos 5 proto 802.1ad", "spoofchk off", "trust on", "rate 100-1000", "linkState disable", "mtu 9000"},
-			[]string{"macAddress 52:54:00:00:00:01", "vlan 0 qos 0 proto 802.1Q", "spoofchk on", "trust off", "rate 0-0", "linkState auto", "mtu 1500"}},
+			[]string{"macAddress 00:00:00:00:00:00", "vlan 0 qos 0 proto 802.1Q", "spoofchk on", "trust off", "rate 0-0", "linkState auto", "mtu 1500"}},
 		{"nothing", `{}`, vfsettings.Original{}, nil, nil},
 	}
 	for _, tt := range tests {
@@ -78,6 +80,58 @@ func TestApplyReset(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReset_PutsBackWhatTheVFHad: the record reads the VF's settings from
+// its PF before the first change (an admin's VLAN 42 and spoofchk off, a
+// rate, a MAC the PF does not administer) and a reset puts exactly those
+// back, not the kernel's defaults; the Recorder's Read then says so.
+func TestReset_PutsBackWhatTheVFHad(t *testing.T) {
+	ctx := context.Background()
+	r := vfadmin.NewRecorder(filepath.Join(t.TempDir(), "calls.jsonl"))
+	if err := r.Seed(ctx, vf, settings(t, `{"vlan":42,"spoofchk":false,"maxTxRate":500}`)); err != nil {
+		t.Fatal(err)
+	}
+	var admin vfsettings.Settings
+	mustUnmarshal(t, `{"vlan":42,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":false,"trust":false,"minTxRate":0,"maxTxRate":500,"linkState":"auto","macAddress":"00:00:00:00:00:00"}`, &admin)
+	s := settings(t, `{"vlan":100,"spoofchk":true,"trust":true,"maxTxRate":1000,"macAddress":"02:00:00:00:00:01"}`)
+	rec, err := vfadmin.NewRecord(ctx, r, vf, vfsettings.Original{MAC: "52:54:00:00:00:01", MTU: 1500}, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vfadmin.Apply(ctx, r, vf, s); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := r.Read(ctx, vf); got.VLAN == nil || *got.VLAN != 100 {
+		t.Fatalf("read after apply: %+v, want VLAN 100", got)
+	}
+	if err := vfadmin.Reset(ctx, r, *rec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := r.Read(ctx, vf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got.MTU = admin.MTU
+	if g, w := mustJSON(t, got), mustJSON(t, admin); g != w {
+		t.Errorf("after the reset the VF has\n %s\nwant what it had before\n %s", g, w)
+	}
+}
+
+func mustUnmarshal(t *testing.T, raw string, v any) {
+	t.Helper()
+	if err := json.Unmarshal([]byte(raw), v); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func mustJSON(t *testing.T, v any) string {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
 }
 
 // refusing fails the calls named in refuse with err, recording the rest.

@@ -8,7 +8,8 @@ import (
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
-// Ops is each call r recorded on the VF at pci, in order, as "op value".
+// Ops is each call r recorded on the VF at pci, in order, as "op value";
+// what was seeded (Recorder.Seed) is not hwnet's and is left out.
 func Ops(t testing.TB, r *vfadmin.Recorder, pci string) []string {
 	t.Helper()
 	calls, err := vfadmin.ReadCalls(r.Path())
@@ -17,7 +18,7 @@ func Ops(t testing.TB, r *vfadmin.Recorder, pci string) []string {
 	}
 	var out []string
 	for _, c := range calls {
-		if c.PCIAddress == pci {
+		if c.PCIAddress == pci && !c.Seed {
 			out = append(out, c.Op+" "+c.Value)
 		}
 	}

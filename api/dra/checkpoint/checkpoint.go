@@ -9,7 +9,11 @@
 //   - 1: claims, no checksum.
 //   - 2: claims and a checksum over them.
 //   - 3 (current): version 2 and each device's VF settings ("vf"), which
-//     version 2 readers skip: a rollback to one leaves them set.
+//     version 2 readers skip: a rollback to one leaves them set. Since
+//     issue 42 "vf" also holds the PF's PCI address and what the VF had
+//     before ("pfPciAddress", "prior"), optional fields a version 3 reader
+//     without them ignores (it resets to the kernel's defaults by the PF's
+//     name, as it did); a record without them is reset so too.
 //
 // Decode reads every version. It reads a newer version too, as far as
 // the fields it knows go (each claim's UID, CDI spec and devices are
