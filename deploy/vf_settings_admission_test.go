@@ -34,10 +34,13 @@ var vfSettingsManifests = []string{
 var vfSettingsPolicies = schema.GroupVersionResource{Group: "hwnet.io", Version: "v1alpha1", Resource: "vfsettingspolicies"}
 
 // testVFRules grant team-a VLANs 100-199 and rates up to 1000 Mbit/s, and
-// namespaces labelled hwnet.io/tenant=lab trust and spoof check off.
+// namespaces labelled hwnet.io/tenant=lab trust and spoof check off. The
+// last rule's empty matchLabels matches no namespace, as in the agent: a
+// rule grants only whom it names.
 const testVFRules = `[
  {"name": "team-a", "namespaces": ["team-a"], "allow": {"vlans": [{"min": 100, "max": 199}], "maxTxRateMbps": 1000}},
- {"name": "lab", "namespaceSelector": {"matchLabels": {"hwnet.io/tenant": "lab"}}, "allow": {"trust": true, "spoofchkOff": true}}]`
+ {"name": "lab", "namespaceSelector": {"matchLabels": {"hwnet.io/tenant": "lab"}}, "allow": {"trust": true, "spoofchkOff": true}},
+ {"name": "no-one", "namespaceSelector": {"matchLabels": {}}, "allow": {"vlans": [{"min": 1, "max": 4094}], "trust": true}}]`
 
 // tenant is a namespace user: a ServiceAccount whose Role allows only
 // claims, claim templates and NADs in its own namespace, with its real
