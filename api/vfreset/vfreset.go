@@ -172,24 +172,13 @@ func Done(dir, pci string) error {
 // directory holds none. A file that cannot be read is an error naming
 // it: the VF it withholds is not known.
 func List(dir string) ([]Pending, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Pending
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") || !e.Type().IsRegular() {
-			continue
-		}
-		p, err := fileformat.Load(fileFormat(), filepath.Join(dir, e.Name()), Decode)
+	out, err := fileformat.LoadDir(dir, func(path string) (Pending, error) {
+		p, err := fileformat.Load(fileFormat(), path, Decode)
 		if err != nil {
-			return nil, err
+			return Pending{}, err
 		}
-		out = append(out, *p)
-	}
+		return *p, nil
+	})
 	slices.SortFunc(out, func(a, b Pending) int { return strings.Compare(a.Record.PCIAddress, b.Record.PCIAddress) })
-	return out, nil
+	return out, err
 }

@@ -12,7 +12,10 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"strings"
 )
 
 var (
@@ -216,4 +219,29 @@ func Decode[T any](f Format, data []byte, d Decoders[T]) (T, error) {
 		return zero, fmt.Errorf("%s: version %d: %w", f.Name, h.Version, err)
 	}
 	return v, nil
+}
+
+// LoadDir loads each regular "*.json" file in dir with load, in name
+// order; a missing directory holds none. A file that cannot be loaded is
+// an error naming it: whatever it holds is not known.
+func LoadDir[T any](dir string, load func(path string) (T, error)) ([]T, error) {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var out []T
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".json") || !e.Type().IsRegular() {
+			continue
+		}
+		v, err := load(filepath.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, v)
+	}
+	return out, nil
 }

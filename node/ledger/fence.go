@@ -12,6 +12,7 @@ import (
 
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/fileformat"
 )
 
 // Fence withdraws devices from every front end while something changes
@@ -122,24 +123,16 @@ const DefaultFenceDir = "/var/lib/hwnet/fences"
 // none. A file that cannot be read is an error naming it: the PF it
 // fences is not known.
 func LoadFences(dir string) ([]Fence, error) {
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) || dir == "" {
+	if dir == "" {
 		return nil, nil
 	}
-	if err != nil {
-		return nil, err
-	}
-	var out []Fence
-	for _, e := range entries {
-		if !strings.HasSuffix(e.Name(), ".json") || !e.Type().IsRegular() {
-			continue
-		}
-		r, err := fenceapi.Load(filepath.Join(dir, e.Name()))
+	out, err := fileformat.LoadDir(dir, func(path string) (Fence, error) {
+		r, err := fenceapi.Load(path)
 		if err != nil {
-			return nil, err
+			return Fence{}, err
 		}
-		out = append(out, Fence{Key: r.Key, PF: r.PF, Reason: r.Reason, Since: r.Since, Layout: r.Layout})
-	}
+		return Fence{Key: r.Key, PF: r.PF, Reason: r.Reason, Since: r.Since, Layout: r.Layout}, nil
+	})
 	slices.SortFunc(out, func(a, b Fence) int { return strings.Compare(a.Key, b.Key) })
-	return out, nil
+	return out, err
 }
