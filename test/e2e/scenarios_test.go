@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -478,23 +479,35 @@ const agentOff = `{"spec": {"template": {"spec": {"nodeSelector": {"hwnet.io/e2e
 
 // stopAgent keeps hwnet-agent off the node until the test ends, and waits
 // until its pod is gone.
-func (e *env) stopAgent(ctx context.Context, t *testing.T) {
+func (e *env) stopAgent(ctx context.Context, t *testing.T) { e.stopAgentUntil(ctx, t, e.pools) }
+
+// stopAgentUntil takes hwnet-agent off the node and waits until its pod is
+// gone; the returned restart, or the test's end, puts it back and waits
+// until it offers pools.
+func (e *env) stopAgentUntil(ctx context.Context, t *testing.T, pools Pools) (restart func(context.Context) error) {
 	t.Helper()
+	var once sync.Once
+	var err error
+	restart = func(ctx context.Context) error {
+		once.Do(func() {
+			back := `[{"op": "remove", "path": "/spec/template/spec/nodeSelector"}]`
+			if _, err = Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "patch", "ds/hwnet-agent", "--type=json", "-p", back); err == nil {
+				err = WaitHwnetReady(ctx, e.c, pools, testWriter{t})
+			}
+		})
+		return err
+	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), podTimeout)
 		defer cancel()
-		restore := `[{"op": "remove", "path": "/spec/template/spec/nodeSelector"}]`
-		if _, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "patch", "ds/hwnet-agent", "--type=json", "-p", restore); err != nil {
-			t.Error(err)
-		}
-		if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
+		if err := restart(ctx); err != nil {
 			t.Error(err)
 		}
 	})
 	if _, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "patch", "ds/hwnet-agent", "-p", agentOff); err != nil {
 		t.Fatal(err)
 	}
-	err := cluster.Poll(ctx, podTimeout, "no hwnet-agent pod on the node", func(ctx context.Context) error {
+	err = cluster.Poll(ctx, podTimeout, "no hwnet-agent pod on the node", func(ctx context.Context) error {
 		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
 		if err == nil && len(pods.Items) > 0 {
 			err = fmt.Errorf("%s is %s", pods.Items[0].Name, pods.Items[0].Status.Phase)
@@ -504,6 +517,7 @@ func (e *env) stopAgent(ctx context.Context, t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return restart
 }
 
 // TestSpec4_1_2_BadSelections: a pod whose networks annotation hwnet cannot

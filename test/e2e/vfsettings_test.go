@@ -27,18 +27,23 @@ const (
 	vfAdminLog = "/var/lib/hwnet/vf-admin-e2e.jsonl"
 )
 
-// The calls the claim's settings make, and those that reset them.
+// The calls the claim's settings make, and those that reset them: the
+// VLAN the admin gave every VF before hwnet (adminVLAN, seeded in the
+// recorder as set by hand) and the rates a new VF has.
 var (
 	vfApplied = map[string]string{"vlan": "100 qos 0 proto 802.1Q", "rate": "0-1000"}
-	vfReset   = map[string]string{"vlan": "0 qos 0 proto 802.1Q", "rate": "0-0"}
+	vfReset   = map[string]string{"vlan": adminVLAN, "rate": "0-0"}
 )
 
-// TestVFSettings_ClaimAppliedReportedReset (issue 34): a claim with vlan
-// 100 and maxTxRate 1000 gets them set through the VF's PF (the agent's
-// recorded calls) and reported in the claim's status and network-status;
-// deleting the pod resets them to the defaults, also when the agent was
-// killed between the prepare and the pod's end; the node ends at its
-// baseline.
+const adminVLAN = "42 qos 0 proto 802.1Q"
+
+// TestVFSettings_ClaimAppliedReportedReset (issues 34 and 42): a claim with
+// vlan 100 and maxTxRate 1000, which the VFSettingsPolicy grants its
+// namespace, gets them set through the VF's PF (the agent's recorded
+// calls) and reported in the claim's status and network-status; deleting
+// the pod puts back what the VF had, the admin's VLAN 42, also when the
+// agent was killed between the prepare and the pod's end; the node ends at
+// its baseline.
 func TestVFSettings_ClaimAppliedReportedReset(t *testing.T) {
 	e := setup(t)
 	ctx := testContext(t)
@@ -48,6 +53,7 @@ func TestVFSettings_ClaimAppliedReportedReset(t *testing.T) {
 	if _, err := Exec(ctx, e.c, nil, "rm", "-f", vfAdminLog); err != nil {
 		t.Fatal(err)
 	}
+	e.seedAdminVLAN(ctx, t)
 	// The recorder first, with the default pools agentArgs waits for;
 	// cleanups run in reverse, so the pools are back before the flag goes.
 	e.agentArgs(ctx, t, "--vf-admin=record:"+vfAdminLog)
@@ -69,6 +75,7 @@ func TestVFSettings_ClaimAppliedReportedReset(t *testing.T) {
 	before := e.mustSnapshot(ctx, t)
 	t.Run("applied, reported, reset", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings", nil) })
 	t.Run("agent killed mid-way", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings-killed", want) })
+	t.Run("agent away at the DEL", func(t *testing.T) { e.vfSettingsAgentAway(ctx, t, want) })
 	e.checkNoLeaks(ctx, t, before, true)
 }
 
@@ -115,6 +122,63 @@ spec:
   config: '{"cniVersion": "1.0.0", "name": "vf-vlan-300", "type": "host-device", "vlan": 300}'
 `
 )
+
+// vfVLANNAD is a NAD of namespace default whose sriov-cni key sets VLAN
+// 150 on a VF of intel.com/sriov_fabric_a, a device plugin pool, through
+// host-device: the CNI side sets it, and the DEL resets it.
+const vfVLANNAD = `apiVersion: k8s.cni.cncf.io/v1
+kind: NetworkAttachmentDefinition
+metadata:
+  name: vf-vlan-150
+  namespace: default
+  annotations: {k8s.v1.cni.cncf.io/resourceName: intel.com/sriov_fabric_a}
+spec:
+  config: '{"cniVersion": "1.0.0", "name": "vf-vlan-150", "type": "host-device", "vlan": 150}'
+`
+
+// vfSettingsAgentAway (issue 42): a pod's NAD sets VLAN 150 on its VF; the
+// agent is taken off the node and the pod deleted, so the shim does the
+// DEL alone and can reset nothing; the agent, back, puts the admin's VLAN
+// back before it offers a device again: the reset is among the recorded
+// calls by the time the agent is ready.
+func (e *env) vfSettingsAgentAway(ctx context.Context, t *testing.T, pools Pools) {
+	if _, err := Kubectl(ctx, e.c, []byte(vfVLANNAD), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if _, err := Kubectl(ctx, e.c, []byte(vfVLANNAD), "delete", "--ignore-not-found", "-f", "-"); err != nil {
+			t.Error(err)
+		}
+	})
+	pod := workloadPod("vf-settings-away", `[{"name": "vf-vlan-150"}]`, map[corev1.ResourceName]int64{fabricA: 1})
+	e.cleanupPods(t, pod.Name)
+	start := len(e.vfCalls(ctx, t))
+	pod, err := e.runPod(ctx, pod, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pci := pciAddress(networkStatus(t, pod)[1])
+	e.waitVFCalls(ctx, t, pci, map[string]string{"vlan": "150 qos 0 proto 802.1Q"}, start)
+	setBefore := len(e.vfCalls(ctx, t))
+	restart := e.stopAgentUntil(ctx, t, pools)
+	if err := e.deletePods(ctx, pod.Name); err != nil {
+		t.Fatal(err)
+	}
+	if calls := e.vfCalls(ctx, t)[setBefore:]; len(calls) > 0 {
+		t.Fatalf("VF calls with the agent away: %+v", calls)
+	}
+	if err := restart(ctx); err != nil {
+		t.Fatal(err)
+	}
+	reset := slices.ContainsFunc(e.vfCalls(ctx, t)[setBefore:], func(c vfadmin.Call) bool {
+		return c.PCIAddress == pci && c.Op == "vlan" && c.Value == adminVLAN && c.PF != ""
+	})
+	if !reset {
+		t.Errorf("VF %s: the agent offers devices again before it put back VLAN %q, which the shim's DEL left to it", pci, adminVLAN)
+	}
+}
 
 // grantVFSettings gives namespace default its VFSettingsPolicy rule until
 // the test ends, once the installed admission policies refuse a VLAN the
@@ -191,6 +255,27 @@ func (e *env) vfSettingsCycle(ctx context.Context, t *testing.T, name string, ki
 		t.Fatal(err)
 	}
 	e.waitVFCalls(ctx, t, pci, vfReset, setBefore)
+}
+
+// seedAdminVLAN records adminVLAN on every VF of the node as an admin's
+// own setting, made before hwnet: what the recorder's Read then reports,
+// and what a reset must put back (issue 42), not the kernel's VLAN 0.
+func (e *env) seedAdminVLAN(ctx context.Context, t *testing.T) {
+	t.Helper()
+	var lines []byte
+	for _, f := range e.c.Node().Devices() {
+		if f.PF == "" {
+			continue
+		}
+		line, err := json.Marshal(vfadmin.Call{Op: "vlan", VF: f.VFIndex, PCIAddress: f.Addr, Value: adminVLAN, Seed: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines = append(append(lines, line...), '\n')
+	}
+	if _, err := Exec(ctx, e.c, lines, "sh", "-c", "mkdir -p $(dirname "+vfAdminLog+") && cat >> "+vfAdminLog); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // agentRestarts is the restart count of the node's hwnet-agent container.
