@@ -61,7 +61,7 @@ func (d *Delegator) add(ctx context.Context, c *call) (json.RawMessage, error) {
 	}
 	atts, err := d.prepare(ctx, c, pod)
 	if err == nil {
-		err = d.checkVFPolicy(atts)
+		err = d.checkVFPolicy(atts, c.pod.ref.Namespace)
 	}
 	if err != nil {
 		d.reportFailure(c, err)

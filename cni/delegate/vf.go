@@ -91,7 +91,7 @@ func (d *Delegator) resetVFs(ctx context.Context, store *attachments.Store, rec 
 // alike, on a claimed device too (whose claim's own settings were judged
 // at prepare). The default network is the admin's; without a device
 // nothing is set.
-func (d *Delegator) checkVFPolicy(atts []attachment) error {
+func (d *Delegator) checkVFPolicy(atts []attachment, podNamespace string) error {
 	if d.opts.VFPolicy == nil {
 		return nil
 	}
@@ -105,6 +105,15 @@ func (d *Delegator) checkVFPolicy(atts []attachment) error {
 		}
 		if err := d.opts.VFPolicy.Check(a.sel.Namespace, s, vfpolicy.NADSpelling); err != nil {
 			return podFailure("VFSettingsRefused", fmt.Errorf("network %s: NetworkAttachmentDefinition %s/%s: %w", a.network, a.sel.Namespace, a.sel.Name, err))
+		}
+		// The pod's (or its claim's) own "mac" gives the VF an address
+		// too, a gateway's as well as any: its namespace's rule must
+		// grant macAddress.
+		if a.sel.MAC == "" {
+			continue
+		}
+		if err := d.opts.VFPolicy.Check(podNamespace, vfsettings.Settings{MAC: a.sel.MAC}, vfpolicy.NADSpelling); err != nil {
+			return podFailure("VFSettingsRefused", fmt.Errorf("network %s: the pod's \"mac\": %w", a.network, err))
 		}
 	}
 	return nil

@@ -41,9 +41,13 @@ const (
 	ControllerFile          = "deploy/hwnet-controller.yaml"
 	ControllerAdmissionFile = "deploy/hwnet-controller-admission.yaml"
 	AdmissionFile           = "deploy/multinetwork/admission.yaml"
-	// The VF settings policy hwnet ships (no rules: no namespace may set
-	// any) and the admission policies holding NADs and claims to it.
-	VFSettingsPolicyFile       = "deploy/hwnet-vf-settings-policy.yaml"
+	// The admission policies holding NADs and claims to the VF settings
+	// policy, and the policy itself: the clusters' admin's
+	// (VFSettingsPolicyFile, which lets namespace default set its pods'
+	// MACs) in place of deploy/hwnet-vf-settings-policy.yaml, which lets
+	// no namespace set anything, as the pools are the admin's in place of
+	// deploy/'s example.
+	VFSettingsPolicyFile       = "test/e2e/testdata/vf-settings-policy.yaml"
 	VFSettingsAdmissionFile    = "deploy/hwnet-vf-settings-admission.yaml"
 	DRAVFSettingsAdmissionFile = "deploy/dra/vf-settings-admission.yaml"
 	// The dra component (deploy/dra/kustomization.yaml): the DeviceClasses
@@ -88,8 +92,8 @@ func (p Pools) String() string {
 // DeployHwnet deploys hwnet on c as a user does, from repo's deploy/
 // directory: it installs the CRDs of deploy/crds, applies
 // deploy/hwnet-agent.yaml with its hwnet-pools ConfigMap carrying
-// deploy/pools.yaml, hwnet-controller, the VF settings policy and the
-// admission policies. It
+// deploy/pools.yaml, hwnet-controller, the admission policies and the
+// VF settings policy of VFSettingsPolicyFile. It
 // returns once hwnet is ready on every node (see WaitHwnetReady), with the
 // pools the control plane's node offers. Progress lines go to progress
 // (nil discards them).

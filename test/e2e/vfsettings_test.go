@@ -80,7 +80,8 @@ func TestVFSettings_ClaimAppliedReportedReset(t *testing.T) {
 }
 
 // The VFSettingsPolicy the test gives namespace default (issue 42): VLANs
-// 100-199 and rates up to 1000 Mbit/s; the install's has no rules.
+// 100-199 and rates up to 1000 Mbit/s besides the MACs the cluster's
+// (VFSettingsPolicyFile) lets it set.
 const (
 	vfPolicyGranting = `apiVersion: hwnet.io/v1alpha1
 kind: VFSettingsPolicy
@@ -92,11 +93,7 @@ spec:
     allow:
       vlans: [{min: 100, max: 199}]
       maxTxRateMbps: 1000
-`
-	vfPolicyEmpty = `apiVersion: hwnet.io/v1alpha1
-kind: VFSettingsPolicy
-metadata: {name: hwnet}
-spec: {rules: []}
+      macAddress: true
 `
 	// A claim template and a NAD of namespace default asking for VLAN 300,
 	// which the policy does not grant it.
@@ -192,7 +189,7 @@ func (e *env) grantVFSettings(ctx context.Context, t *testing.T) {
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
-		if _, err := Kubectl(ctx, e.c, []byte(vfPolicyEmpty), "apply", "-f", "-"); err != nil {
+		if _, err := Kubectl(ctx, e.c, readRepoFile(t, e.repo, VFSettingsPolicyFile), "apply", "-f", "-"); err != nil {
 			t.Error(err)
 		}
 	})
