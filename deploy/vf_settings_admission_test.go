@@ -9,7 +9,6 @@ import (
 
 	nadv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
-	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	resourcev1 "k8s.io/api/resource/v1"
@@ -19,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
@@ -94,30 +92,13 @@ func (e *vfAPI) newTenant(t *testing.T, ns string, labels map[string]string) ten
 	if _, err := e.admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns, Labels: labels}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns}}
-	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns}, Rules: []rbacv1.PolicyRule{
+	cfg, err := kubeapi.NamespaceUser(ctx, e.admin, e.api.Config(), ns, []rbacv1.PolicyRule{
 		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaims", "resourceclaimtemplates"}, Verbs: []string{"create", "get", "update", "delete"}},
 		{APIGroups: []string{"k8s.cni.cncf.io"}, Resources: []string{"network-attachment-definitions"}, Verbs: []string{"create", "get", "update", "delete"}},
-	}}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "tenant", Namespace: ns},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}},
-		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant"}}
-	_, err := e.admin.CoreV1().ServiceAccounts(ns).Create(ctx, sa, metav1.CreateOptions{})
-	if err == nil {
-		_, err = e.admin.RbacV1().Roles(ns).Create(ctx, role, metav1.CreateOptions{})
-	}
-	if err == nil {
-		_, err = e.admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{})
-	}
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	tok, err := e.admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "tenant", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg := rest.AnonymousClientConfig(e.api.Config())
-	cfg.BearerToken = tok.Status.Token
 	return tenant{ns: ns, kube: kubernetes.NewForConfigOrDie(cfg), nads: nadclient.NewForConfigOrDie(cfg)}
 }
 

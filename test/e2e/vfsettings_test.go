@@ -10,7 +10,12 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	resourceapi "k8s.io/api/resource/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/report"
@@ -71,6 +76,7 @@ func TestVFSettings_ClaimAppliedReportedReset(t *testing.T) {
 	}
 	e.slices(t, "the DRA pools' devices published", func(d kubeapi.SliceDevices) bool { return len(d) == claimNetDevices })
 	e.grantVFSettings(ctx, t)
+	e.tenantRefused(ctx, t)
 	e.createTemplates(ctx, t, vfSettingsTemplate)
 	before := e.mustSnapshot(ctx, t)
 	t.Run("applied, reported, reset", func(t *testing.T) { e.vfSettingsCycle(ctx, t, "vf-settings", nil) })
@@ -210,6 +216,54 @@ func (e *env) grantVFSettings(ctx context.Context, t *testing.T) {
 			return nil
 		})
 	}
+}
+
+// tenantNamespace is a namespace no VFSettingsPolicy rule names.
+const tenantNamespace = "hwnet-e2e-tenant"
+
+// tenantRefused: a namespace user of a namespace no rule names, whose
+// Role allows only claim templates there, with its own token, may create a
+// template without VF settings, and one turning trust on is refused at
+// admission, naming the knob, the value and that no rule names its
+// namespace.
+func (e *env) tenantRefused(ctx context.Context, t *testing.T) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: tenantNamespace}}
+	if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := e.client.CoreV1().Namespaces().Delete(ctx, tenantNamespace, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
+			t.Error(err)
+		}
+	})
+	base, err := e.c.RESTConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg, err := kubeapi.NamespaceUser(ctx, e.client, base, tenantNamespace, []rbacv1.PolicyRule{
+		{APIGroups: []string{"resource.k8s.io"}, Resources: []string{"resourceclaimtemplates"}, Verbs: []string{"create"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	user := kubernetes.NewForConfigOrDie(cfg)
+	create := func(name, vf string) error {
+		params := `{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig"` + vf + `}`
+		tmpl := &resourceapi.ResourceClaimTemplate{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: resourceapi.ResourceClaimTemplateSpec{
+			Spec: resourceapi.ResourceClaimSpec{Devices: resourceapi.DeviceClaim{
+				Requests: []resourceapi.DeviceRequest{{Name: "vf", Exactly: &resourceapi.ExactDeviceRequest{DeviceClassName: "hwnet-sriov-netdevice"}}},
+				Config: []resourceapi.DeviceClaimConfiguration{{DeviceConfiguration: resourceapi.DeviceConfiguration{
+					Opaque: &resourceapi.OpaqueDeviceConfiguration{Driver: "hwnet.io", Parameters: runtime.RawExtension{Raw: []byte(params)}}}}},
+			}}}}
+		_, err := user.ResourceV1().ResourceClaimTemplates(tenantNamespace).Create(ctx, tmpl, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		return err
+	}
+	kubeapi.CheckWrite(t, "a namespace user's template without VF settings", "", create("plain", ""))
+	kubeapi.CheckWrite(t, "a namespace user's template turning trust on",
+		"VF setting vf.trust=true refused by VFSettingsPolicy hwnet: no rule for namespace "+tenantNamespace,
+		create("trusted", `, "vf": {"trust": true}`))
 }
 
 // vfSettingsCycle runs a pod with the settings' claim, checks what was set

@@ -8,6 +8,7 @@ import (
 
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -46,4 +47,31 @@ func CheckWrite(t *testing.T, name, refused string, err error) {
 	case err != nil:
 		t.Logf("%s: %v", name, err)
 	}
+}
+
+// NamespaceUser makes a namespace user of ns: a ServiceAccount "tenant"
+// whose Role grants only rules in ns, and returns base with its
+// credentials dropped and a token of that account instead. admin makes
+// them; ns must exist.
+func NamespaceUser(ctx context.Context, admin kubernetes.Interface, base *rest.Config, ns string, rules []rbacv1.PolicyRule) (*rest.Config, error) {
+	meta := metav1.ObjectMeta{Name: "tenant", Namespace: ns}
+	binding := &rbacv1.RoleBinding{ObjectMeta: meta, Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "tenant", Namespace: ns}},
+		RoleRef: rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "tenant"}}
+	_, err := admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: meta}, metav1.CreateOptions{})
+	if err == nil {
+		_, err = admin.RbacV1().Roles(ns).Create(ctx, &rbacv1.Role{ObjectMeta: meta, Rules: rules}, metav1.CreateOptions{})
+	}
+	if err == nil {
+		_, err = admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("namespace user of %s: %w", ns, err)
+	}
+	tok, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(ctx, "tenant", &authenticationv1.TokenRequest{}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("namespace user of %s: token: %w", ns, err)
+	}
+	cfg := rest.AnonymousClientConfig(base)
+	cfg.BearerToken = tok.Status.Token
+	return cfg, nil
 }
