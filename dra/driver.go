@@ -126,19 +126,17 @@ type Driver struct {
 	log     *slog.Logger
 	helper  atomic.Pointer[kubeletplugin.Helper]
 	current atomic.Pointer[published]
-	// publishing serializes Publish and republish: a republish that read
-	// last before a Publish and gave it to the library after would put
-	// the older devices back.
+	// publishing serializes Publish: the devices prepare hands out and
+	// the slices given to the library are from the same call.
 	publishing sync.Mutex
-	// last is what Publish last gave the library, published again when
-	// kubelet registers the driver and when someone else deletes a slice
-	// (see restorer). publishing guards it.
-	last  *resourceslice.DriverResources
-	store *checkpointStore
+	// slices gives the library the latest devices in the background.
+	slices *sliceSender
+	store  *checkpointStore
 	// health is what kubelet's health streams report.
 	health *healthBoard
-	// stopWatch ends the restorer's watch.
-	stopWatch func()
+	// stopWatch ends the restorer's watch and the sender;
+	// stopSending waits for the sender to end.
+	stopWatch, stopSending func()
 }
 
 // published is what the last Publish listed, by device name.
@@ -176,15 +174,18 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("DRA driver %s: %w", d.opts.DriverName, err)
 	}
 	d.helper.Store(h)
-	r := &restorer{republish: d.republish}
 	wctx, cancel := context.WithCancel(ctx)
+	sent := d.slices.run(wctx, h)
+	r := &restorer{republish: d.republish}
 	stopWatch, err := r.watch(wctx, opts.KubeClient, d.opts.NodeName, d.opts.DriverName)
 	if err != nil {
 		cancel()
 		h.Stop()
+		<-sent
 		return nil, fmt.Errorf("DRA driver: watch slices: %w", err)
 	}
 	d.stopWatch = func() { cancel(); stopWatch() }
+	d.stopSending = func() { <-sent }
 	return d, nil
 }
 
@@ -203,7 +204,8 @@ func newDriver(opts Options) (*Driver, error) {
 		}
 	}
 	log := opts.Logger.With("driver", opts.DriverName)
-	d := &Driver{opts: opts, log: log, store: &checkpointStore{path: opts.checkpointPath(), log: log}, health: newHealthBoard(opts.NodeName)}
+	d := &Driver{opts: opts, log: log, slices: newSliceSender(log), store: &checkpointStore{path: opts.checkpointPath(), log: log},
+		health: newHealthBoard(opts.NodeName)}
 	d.current.Store(&published{devices: map[string]entry{}})
 	return d, nil
 }
@@ -217,6 +219,7 @@ func (d *Driver) Name() string { return d.opts.DriverName }
 func (d *Driver) Stop() {
 	d.stopWatch()
 	d.helper.Load().Stop()
+	d.stopSending()
 }
 
 // Registered reports whether kubelet accepted the driver's registration.
@@ -225,19 +228,18 @@ func (d *Driver) Registered() bool {
 	return st != nil && st.PluginRegistered
 }
 
-// Publish replaces the node's devices: the ResourceSlices follow within
-// moments, and prepare hands out devices as they are now.
-func (d *Driver) Publish(ctx context.Context, node Node, ps []Pool) error {
+// Publish replaces the node's devices: prepare hands out devices as they
+// are now, and the ResourceSlices follow within moments. It does not wait
+// for the API server: the library's first publish waits for its slice
+// informer to sync, and nothing the agent serves needs the slices.
+func (d *Driver) Publish(_ context.Context, node Node, ps []Pool) error {
 	d.publishing.Lock()
 	defer d.publishing.Unlock()
 	res, err := d.update(node, ps)
 	if err != nil {
 		return err
 	}
-	d.last = &res
-	if err := d.helper.Load().PublishResources(ctx, res); err != nil {
-		return fmt.Errorf("DRA driver: publish: %w", err)
-	}
+	d.slices.send(&res)
 	return nil
 }
 
@@ -259,17 +261,7 @@ func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.Unar
 
 // republish gives the library the last published devices again, which
 // makes it sync the slices at once.
-func (d *Driver) republish(ctx context.Context) {
-	d.publishing.Lock()
-	defer d.publishing.Unlock()
-	h, res := d.helper.Load(), d.last
-	if h == nil || res == nil {
-		return
-	}
-	if err := h.PublishResources(ctx, *res); err != nil {
-		d.log.Error("DRA devices not published again", "err", err)
-	}
-}
+func (d *Driver) republish(context.Context) { d.slices.send(nil) }
 
 // update makes ps the devices prepare hands out and returns their slices.
 func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, error) {

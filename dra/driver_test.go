@@ -2,16 +2,20 @@ package dra_test
 
 import (
 	"context"
+	"net/http"
 	"path/filepath"
 	"reflect"
 	"slices"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -128,9 +132,67 @@ func TestDriverRepublishRacesNoPublish(t *testing.T) {
 	})
 }
 
+// TestDriverPublishesWithoutWaitingForSlices: the library's first
+// PublishResources waits for its ResourceSlice informer to sync, checking
+// once a second; Publish returns before that, so that an agent starting
+// (or restarting under running pods) serves its device plugins and the
+// CNI side without waiting for the API server, and prepare already knows
+// the devices. The slices follow once the API server answers.
+func TestDriverPublishesWithoutWaitingForSlices(t *testing.T) {
+	gate := &sliceReadGate{open: make(chan struct{})}
+	api, n, drv := startDriver(t, func(api *kubeapi.Server, o *dra.Options) {
+		cfg := api.Config()
+		cfg.Wrap(gate.wrap)
+		o.KubeClient = kubernetes.NewForConfigOrDie(cfg)
+	})
+	gate.closed.Store(true)
+	published := make(chan error, 1)
+	go func() {
+		published <- drv.Publish(context.Background(), dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools)
+	}()
+	select {
+	case err := <-published:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Publish did not return while the API server held the ResourceSlice reads")
+	}
+	kubeapi.WaitFor(t, "the library's first read of ResourceSlices, held", gate.held.Load)
+	close(gate.open)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", func(d kubeapi.SliceDevices) bool { return len(d) == 14 })
+}
+
+// sliceReadGate holds the driver's reads of ResourceSlices (lists and
+// watches, which list first), once closed, until open is closed.
+type sliceReadGate struct {
+	closed, held atomic.Bool
+	open         chan struct{}
+}
+
+func (g *sliceReadGate) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripper(func(req *http.Request) (*http.Response, error) {
+		read := req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/resourceslices")
+		if read && g.closed.Load() {
+			g.held.Store(true)
+			select {
+			case <-g.open:
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
 // startDriver runs the driver, until the test ends, for a virtual node's
 // pools against a real API server that knows the node.
-func startDriver(t *testing.T, with ...func(*dra.Options)) (*kubeapi.Server, *testNode, *dra.Driver) {
+func startDriver(t *testing.T, with ...func(*kubeapi.Server, *dra.Options)) (*kubeapi.Server, *testNode, *dra.Driver) {
 	t.Helper()
 	api := kubeapi.Start(t)
 	n := newTestNode(t)
@@ -144,7 +206,7 @@ func startDriver(t *testing.T, with ...func(*dra.Options)) (*kubeapi.Server, *te
 		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
 	opts.Ledger = openLedger(t, ledger.Sources{Checkpoint: dra.CheckpointPath("", opts.PluginDir)}, n.node.SysRoot())
 	for _, f := range with {
-		f(&opts)
+		f(api, &opts)
 	}
 	drv, err := dra.Start(ctx, opts)
 	if err != nil {

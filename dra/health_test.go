@@ -14,6 +14,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
 // healthStream opens kubelet's health stream (KEP-4680) on the driver's
@@ -57,7 +58,7 @@ func healthOf(t *testing.T, stream drahealthv1.DRAResourceHealth_NodeWatchResour
 // longer published as Unknown.
 func TestHealthStream(t *testing.T) {
 	dir := ""
-	_, n, drv := startDriver(t, func(o *dra.Options) { o.HealthResend = time.Hour; dir = o.PluginDir })
+	_, n, drv := startDriver(t, func(_ *kubeapi.Server, o *dra.Options) { o.HealthResend = time.Hour; dir = o.PluginDir })
 	ctx := context.Background()
 	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
 	if err := drv.Publish(ctx, node, n.pools); err != nil {
@@ -97,7 +98,7 @@ func TestHealthStream(t *testing.T) {
 // report, so kubelet's lease on the health does not run out.
 func TestHealthStreamResends(t *testing.T) {
 	dir := ""
-	_, n, drv := startDriver(t, func(o *dra.Options) { o.HealthResend = 50 * time.Millisecond; dir = o.PluginDir })
+	_, n, drv := startDriver(t, func(_ *kubeapi.Server, o *dra.Options) { o.HealthResend = 50 * time.Millisecond; dir = o.PluginDir })
 	if err := drv.Publish(context.Background(), dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
 		t.Fatal(err)
 	}
