@@ -115,6 +115,9 @@ func (s *soak) modeSwitch() string {
 		s.w.waitRegistered([]string{res}, regs)
 		return "ok " + res + " to its device plugin"
 	}
+	// The slices may still list the pool from when it was last in DRA
+	// mode: its device plugin ending says the agent made the switch.
+	s.w.waitFor(res+"'s device plugin stopped", func() bool { return s.w.kubelet.Resource(res).Ended })
 	s.w.waitFor(res+" published", func() bool { return len(s.w.offers(res, true)) > 0 })
 	return "ok " + res + " to DRA"
 }

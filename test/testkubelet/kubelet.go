@@ -41,7 +41,9 @@ type plugin struct {
 	devices []*pluginapi.Device
 	first   []*pluginapi.Device
 	lists   int // ListAndWatch responses received
-	cancel  context.CancelFunc
+	// ended says its ListAndWatch stream ended: the plugin stopped.
+	ended  bool
+	cancel context.CancelFunc
 }
 
 // Start serves kubelet.sock in dir, creating dir if needed.
@@ -153,6 +155,12 @@ func (k *Kubelet) connect(req *pluginapi.RegisterRequest) error {
 }
 
 func (k *Kubelet) follow(ctx context.Context, resource string, p *plugin) {
+	defer func() {
+		k.mu.Lock()
+		p.ended = true
+		k.notify()
+		k.mu.Unlock()
+	}()
 	stream, err := p.client.ListAndWatch(ctx, &pluginapi.Empty{})
 	if err != nil {
 		return
@@ -189,6 +197,8 @@ type State struct {
 	First []*pluginapi.Device
 	// Lists counts the ListAndWatch responses received since registration.
 	Lists int
+	// Ended says the plugin's ListAndWatch stream ended since: it stopped.
+	Ended bool
 }
 
 // Healthy counts the healthy devices: the node's allocatable.
@@ -224,7 +234,7 @@ func (k *Kubelet) stateLocked(name string) State {
 	if !ok {
 		return State{}
 	}
-	return State{Registered: true, Options: p.options, Devices: p.devices, First: p.first, Lists: p.lists}
+	return State{Registered: true, Options: p.options, Devices: p.devices, First: p.first, Lists: p.lists, Ended: p.ended}
 }
 
 // Wait blocks until cond holds for the resource, or ctx ends; the error
