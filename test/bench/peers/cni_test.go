@@ -287,11 +287,7 @@ func (e *cniEnv) startAgent(b *testing.B, node *virtualnode.Node, bins string, s
 		b.Fatal(err)
 	}
 	b.Cleanup(k.Close)
-	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "pr.sock"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(podres.Close)
+	servePodResources(b, filepath.Join(dir, "pr.sock"))
 	metricsAddr, probeAddr := "", ""
 	if s.http {
 		metricsAddr, probeAddr = freeAddr(b), freeAddr(b)

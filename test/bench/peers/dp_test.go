@@ -59,8 +59,13 @@ func startDP(tb testing.TB, t *table, node *virtualnode.Node, tool dpTool, vfs i
 		tb.Fatal(err)
 	}
 	// Both find kubelet at its usual path, and write device-info files
-	// to a tmpfs of their own, in their own mount namespace.
-	mounts := []mount{{"", "/var/lib"}, {k.Dir, "/var/lib/kubelet/device-plugins"}, {"", "/var/lib/hwnet"}, {"", "/run/k8s.cni.cncf.io"}}
+	// to a tmpfs of their own, in their own mount namespace. hwnet-agent
+	// reads who holds what from kubelet's PodResources and the DRA
+	// plugins' checkpoints before it hands anything out.
+	podres := filepath.Join(dir, "pod-resources")
+	servePodResources(tb, filepath.Join(podres, "kubelet.sock"))
+	mounts := []mount{{"", "/var/lib"}, {k.Dir, "/var/lib/kubelet/device-plugins"}, {podres, "/var/lib/kubelet/pod-resources"},
+		{"", "/var/lib/kubelet/plugins"}, {"", "/var/lib/hwnet"}, {"", "/run/k8s.cni.cncf.io"}}
 	p := startIn(tb, node, tool.name, mounts, tool.args(config)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
@@ -117,4 +122,24 @@ func (r *dpRun) idle(t *table, window time.Duration, vfs int) {
 func (r *dpRun) stop() {
 	r.p.stop()
 	r.kubelet.Close()
+}
+
+// servePodResources serves kubelet's PodResources at path, with no pods,
+// until the test ends, as a kubelet that has run for an hour: an agent
+// that starts within --kubelet-settle of kubelet hands nothing out until
+// kubelet had time to list every pod it runs.
+func servePodResources(tb testing.TB, path string) {
+	tb.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	pr, err := testkubelet.ServePodResources(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(pr.Close)
+	started := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(path, started, started); err != nil {
+		tb.Fatal(err)
+	}
 }

@@ -85,18 +85,15 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 		tb.Fatal(err)
 	}
 	tb.Cleanup(k.Close)
-	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "pr.sock"))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(podres.Close)
-	plugin := filepath.Join(dir, "plugin")
+	servePodResources(tb, filepath.Join(dir, "pr.sock"))
+	plugins := filepath.Join(dir, "plugins")
+	plugin := filepath.Join(plugins, dra.DefaultDriverName)
 	args := append(asDeployed(tb, filepath.Join(bins, "hwnet-agent")), "--cni=false", "--dra", "--config-file", config,
 		"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/"+node.NetnsName(),
 		"--node-name", benchNode, "--kubeconfig", e.kubeconfig, "--last-good-config", "",
 		"--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
 		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--metrics-addr", "", "--probe-addr", "",
-		"--dra-plugin-dir", plugin, "--dra-registrar-dir", filepath.Join(dir, "registry"), "--cdi-dir", filepath.Join(dir, "cdi"))
+		"--dra-plugin-dir", plugin, "--dra-plugins-dir", plugins, "--dra-registrar-dir", filepath.Join(dir, "registry"), "--cdi-dir", filepath.Join(dir, "cdi"))
 	p := startIn(tb, nil, "hwnet-agent-dra", nil, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
