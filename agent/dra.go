@@ -61,8 +61,12 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 	if err := a.watchVFPolicy(ctx, wg, cfg, client); err != nil {
 		return fmt.Errorf("DRA: %w", err)
 	}
+	driverClient, err := kubeclient.WithKubeletPacedClaims(client, cfg)
+	if err != nil {
+		return fmt.Errorf("DRA: %w", err)
+	}
 	d, err := dra.Start(ctx, dra.Options{
-		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: client,
+		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: driverClient,
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
 		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy,
