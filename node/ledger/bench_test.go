@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
 )
 
@@ -28,5 +29,36 @@ func BenchmarkPollIdle(b *testing.B) {
 	b.ReportAllocs()
 	for b.Loop() {
 		r.Poll(b.Context(), false)
+	}
+}
+
+// BenchmarkReadAllocating is the read an Allocate makes the agent take on
+// a node whose 1,000 VFs are each held by a pod: a VF's device-info file
+// goes (its pod ended and the collector took it) and comes back (a new
+// pod's Allocate), and kubelet is asked.
+func BenchmarkReadAllocating(b *testing.B) {
+	kubelet, src := newSources(b)
+	const held = 1000
+	vf := func(i int) string { return fmt.Sprintf("0000:%02x:%02x.%d", 0x3b+i/256, i/8%32, i%8) }
+	for i := range held {
+		kubelet.SetPod("ns", fmt.Sprint("pod-", i), "intel.com/vf", vf(i))
+		if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf(i), devinfo.NewPCI(devinfo.PCI{PCIAddress: vf(i)})); err != nil {
+			b.Fatal(err)
+		}
+	}
+	r := ledger.NewReader(src)
+	defer r.Close()
+	if l := r.Read(b.Context()); len(l.Devices()) != held {
+		b.Fatalf("%d devices held, want %d", len(l.Devices()), held)
+	}
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		if err := devinfo.Remove(src.DevinfoDir, "intel.com/vf", vf(i%held)); err != nil {
+			b.Fatal(err)
+		}
+		if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf(i%held), devinfo.NewPCI(devinfo.PCI{PCIAddress: vf(i % held)})); err != nil {
+			b.Fatal(err)
+		}
+		r.Read(b.Context())
 	}
 }

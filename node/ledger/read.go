@@ -87,9 +87,10 @@ type Reader struct {
 	last        map[string]map[string][]Holder
 	checkpoints map[string]cachedCheckpoint
 	records     map[string]cachedRecord
-	// recordsChanged and devinfo are the directories' times last read.
+	// recordsChanged is the records directory's time last read.
 	recordsChanged time.Time
-	devinfo        dirTimes
+	// podSince is when each hold kubelet last reported began (sinceOf).
+	podSince map[podHold]time.Time
 	// socket and incarnationAt are kubelet's PodResources socket as last
 	// answered and when a new one was first (carry).
 	socket        socketID
@@ -126,11 +127,9 @@ type cachedCheckpoint struct {
 	holders map[string][]Holder
 }
 
-// dirTimes are the modification times of a directory's files, as of the
-// directory's own time.
-type dirTimes struct {
-	mod   time.Time
-	files map[string]time.Time
+// podHold is one device kubelet reports a pod's container holds.
+type podHold struct {
+	namespace, name, container, resource, device string
 }
 
 type cachedRecord struct {
@@ -248,46 +247,44 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 		return nil, err
 	}
 	r.heard = true
-	since := r.devinfoTimes()
+	since := make(map[podHold]time.Time, len(r.podSince))
 	out := map[string][]Holder{}
 	for _, p := range list {
 		for _, c := range p.Containers {
 			for res, ids := range c.Devices {
 				for _, id := range ids {
+					ph := podHold{namespace: p.Namespace, name: p.Name, container: c.Name, resource: res, device: id}
 					h := Holder{Kind: Pod, Resource: res, Namespace: p.Namespace, Name: p.Name, Container: c.Name,
-						Since: since[devinfo.FileName(res, id)], PodUIDs: r.podUIDs(p.Namespace, p.Name)}
+						Since: r.sinceOf(ph), PodUIDs: r.podUIDs(p.Namespace, p.Name)}
+					if !h.Since.IsZero() {
+						since[ph] = h.Since
+					}
 					out[id] = append(out[id], h)
 				}
 			}
 		}
 	}
+	r.podSince = since
 	return r.carry(out), nil
 }
 
-// devinfoTimes are the device-info files' modification times by file
-// name: Allocate writes the file, so it is when kubelet handed the device
-// out. Files are written by renaming, so they are stat'ed again only when
-// the directory changed. An unreadable directory leaves the times unknown.
-func (r *Reader) devinfoTimes() map[string]time.Time {
-	dir, err := os.Stat(r.src.DevinfoDir)
-	if err != nil || r.src.DevinfoDir == "" {
-		return map[string]time.Time{}
+// sinceOf is when kubelet handed the device out to the pod: the time of
+// its device-info file, which Allocate writes. A hold kubelet reported
+// before keeps the time it had, so an answer costs a stat per new hold,
+// not one per device-info file: a node allocating its hundredth VF read
+// a hundred files' times at each Allocate. Zero when there is no file.
+func (r *Reader) sinceOf(h podHold) time.Time {
+	if t, ok := r.podSince[h]; ok {
+		return t
 	}
-	if dir.ModTime().Equal(r.devinfo.mod) && r.devinfo.files != nil {
-		return r.devinfo.files
+	if r.src.DevinfoDir == "" {
+		return time.Time{}
 	}
-	out := map[string]time.Time{}
-	files, err := devinfo.List(r.src.DevinfoDir)
+	fi, err := os.Stat(filepath.Join(r.src.DevinfoDir, devinfo.FileName(h.resource, h.device)))
 	if err != nil {
-		return out
+		return time.Time{}
 	}
-	defer func() { r.devinfo = dirTimes{mod: dir.ModTime(), files: out} }()
-	for _, f := range files {
-		if fi, err := os.Stat(f.Path); err == nil {
-			out[fi.Name()] = fi.ModTime().UTC().Truncate(time.Second)
-		}
-	}
-	return out
+	return fi.ModTime().UTC().Truncate(time.Second)
 }
 
 // podUIDs is the pod's UID as the pods' cache knows it, none when not.

@@ -272,3 +272,50 @@ func TestStartedWithKubelet(t *testing.T) {
 		t.Errorf("kubelet up 31 s without the allocation: holders %+v, want none", hs)
 	}
 }
+
+// TestReadDevinfoTimes: a pod's hold is since its device-info file was
+// written; a file written anew for a new allocation gives the new time,
+// the others keep theirs, also when the directory changes within the
+// kernel's timestamp tick of the last read.
+func TestReadDevinfoTimes(t *testing.T) {
+	kubelet, src := newSources(t)
+	write := func(vf string, at time.Time) {
+		t.Helper()
+		if err := devinfo.Remove(src.DevinfoDir, "intel.com/vf", vf); err != nil {
+			t.Fatal(err)
+		}
+		if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(filepath.Join(src.DevinfoDir, devinfo.FileName("intel.com/vf", vf)), at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := time.Date(2026, 11, 29, 1, 0, 0, 0, time.UTC)
+	kubelet.SetPod("ns", "a", "intel.com/vf", "0000:3b:02.0")
+	kubelet.SetPod("ns", "b", "intel.com/vf", "0000:3b:02.1")
+	write("0000:3b:02.0", first)
+	write("0000:3b:02.1", first)
+	r := ledger.NewReader(src)
+	defer r.Close()
+	since := func(vf string) time.Time {
+		hs := r.Read(t.Context()).Holders(vf)
+		if len(hs) != 1 {
+			t.Fatalf("holders of %s: %+v, want one pod", vf, hs)
+		}
+		return hs[0].Since
+	}
+	if got := since("0000:3b:02.0"); !got.Equal(first) {
+		t.Errorf("since %v, want %v", got, first)
+	}
+	again := first.Add(time.Hour)
+	kubelet.SetPod("ns", "a", "intel.com/vf")
+	kubelet.SetPod("ns", "c", "intel.com/vf", "0000:3b:02.0")
+	write("0000:3b:02.0", again)
+	if got := since("0000:3b:02.0"); !got.Equal(again) {
+		t.Errorf("written anew for a new allocation: since %v, want %v", got, again)
+	}
+	if got := since("0000:3b:02.1"); !got.Equal(first) {
+		t.Errorf("untouched: since %v, want %v", got, first)
+	}
+}
