@@ -307,6 +307,7 @@ func (e *cniEnv) startAgent(b *testing.B, node *virtualnode.Node, bins string, s
 		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--last-good-config", "",
 		"--cni-conf-dir", confDir, "--cni-socket", filepath.Join(dir, "cni.sock"), "--cni-cache-dir", filepath.Join(dir, "cache"),
 		"--cni-devinfo-dir", filepath.Join(dir, "cni-devinfo"), "--node-name", s.nodeName, "--kubeconfig", e.kubeconfig,
+		"--dra-plugins-dir", mkdir(b, filepath.Join(dir, "plugins")),
 		"--pods-api-socket", filepath.Join(dir, "no-pods-api.sock"), "--probe-addr", probeAddr,
 		"--cri-network-socket", filepath.Join(dir, "crinet.sock"), "--cri-network-dir", filepath.Join(dir, "networks"),
 		// No container runtime here whose sandboxes the agent would

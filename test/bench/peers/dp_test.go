@@ -21,6 +21,10 @@ const dpConfig = `{"resourceList": [{"resourceName": "bench_vfs",
 
 const dpResource = "intel.com/bench_vfs"
 
+// benchNamespace is where the device plugin runs' pods are, as kubelet's
+// PodResources lists them.
+const benchNamespace = "bench"
+
 // dpNode builds a node of 8 E810-C PFs sharing vfs VFs, as a real
 // 2048-VF node has them (256 a PF at most).
 func dpNode(tb testing.TB, vfs int) *virtualnode.Node {
@@ -41,6 +45,36 @@ type dpRun struct {
 	p       *proc
 	kubelet *testkubelet.Kubelet
 	devices []string
+	// podres is kubelet's PodResources: it lists the pods allocate
+	// starts, each until a later one is given its device.
+	podres *testkubelet.PodResources
+	pods   podLedger
+}
+
+// podLedger is which of the bench's pods kubelet runs with each device.
+type podLedger map[string]string
+
+// start records pod with ids, ending first the pods that had any of
+// them, as kubelet gives a device to one running pod at a time.
+func (l podLedger) start(pr *testkubelet.PodResources, pod string, ids []string) {
+	for _, id := range ids {
+		if old, ok := l[id]; ok {
+			l.end(pr, old)
+		}
+	}
+	for _, id := range ids {
+		l[id] = pod
+	}
+	pr.SetPod(benchNamespace, pod, dpResource, ids...)
+}
+
+func (l podLedger) end(pr *testkubelet.PodResources, pod string) {
+	for id, p := range l {
+		if p == pod {
+			delete(l, id)
+		}
+	}
+	pr.SetPod(benchNamespace, pod, dpResource)
 }
 
 // startDP starts tool in the node with a fresh kubelet and waits until
@@ -63,7 +97,7 @@ func startDP(tb testing.TB, t *table, node *virtualnode.Node, tool dpTool, vfs i
 	// reads who holds what from kubelet's PodResources and the DRA
 	// plugins' checkpoints before it hands anything out.
 	podres := filepath.Join(dir, "pod-resources")
-	servePodResources(tb, filepath.Join(podres, "kubelet.sock"))
+	pr := servePodResources(tb, filepath.Join(podres, "kubelet.sock"))
 	mounts := []mount{{"", "/var/lib"}, {k.Dir, "/var/lib/kubelet/device-plugins"}, {podres, "/var/lib/kubelet/pod-resources"},
 		{"", "/var/lib/kubelet/plugins"}, {"", "/var/lib/hwnet"}, {"", "/run/k8s.cni.cncf.io"}}
 	p := startIn(tb, node, tool.name, mounts, tool.args(config)...)
@@ -83,7 +117,7 @@ func startDP(tb testing.TB, t *table, node *virtualnode.Node, tool dpTool, vfs i
 	t.add("start to registered + first ListAndWatch"+key, "ms", tool.name, ms(elapsed))
 	t.add("CPU from exec to registered"+key, "ms", tool.name, ms(cpu))
 	t.add("RSS when registered"+key, "MiB", tool.name, rss)
-	run := &dpRun{p: p, kubelet: k}
+	run := &dpRun{p: p, kubelet: k, podres: pr, pods: podLedger{}}
 	for _, d := range st.Devices {
 		run.devices = append(run.devices, d.ID)
 	}
@@ -106,6 +140,7 @@ func (r *dpRun) allocate(tb testing.TB, t *table, size, calls int) {
 			tb.Fatalf("%s: Allocate %v: %v", r.p.name, ids, err)
 		}
 		lat = append(lat, ms(time.Since(start)))
+		r.pods.start(r.podres, fmt.Sprintf("pod-%d-%d", size, i), ids)
 	}
 	t.add(fmt.Sprintf("Allocate p50, %d device(s)", size), "ms", r.p.name, lat.pct(50))
 	t.add(fmt.Sprintf("Allocate p99, %d device(s)", size), "ms", r.p.name, lat.pct(99))
@@ -124,11 +159,11 @@ func (r *dpRun) stop() {
 	r.kubelet.Close()
 }
 
-// servePodResources serves kubelet's PodResources at path, with no pods,
-// until the test ends, as a kubelet that has run for an hour: an agent
+// servePodResources serves kubelet's PodResources at path, with no pods
+// yet, until the test ends, as a kubelet that has run for an hour: an agent
 // that starts within --kubelet-settle of kubelet hands nothing out until
 // kubelet had time to list every pod it runs.
-func servePodResources(tb testing.TB, path string) {
+func servePodResources(tb testing.TB, path string) *testkubelet.PodResources {
 	tb.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		tb.Fatal(err)
@@ -142,4 +177,5 @@ func servePodResources(tb testing.TB, path string) {
 	if err := os.Chtimes(path, started, started); err != nil {
 		tb.Fatal(err)
 	}
+	return pr
 }

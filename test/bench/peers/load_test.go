@@ -24,6 +24,12 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 			continue
 		}
 		t.add(fmt.Sprintf("daemon idle CPU, %d VFs, CNI on", vfs), "ms/s", tool.name, idleCPU(tool.daemon.cmd.Process.Pid, *idleFor))
+		if *profiles != "" && tool.metrics != "" {
+			// What still wakes the idle daemon, over as long again: an
+			// execution trace has every wake-up, where a CPU profile
+			// samples 100 times a second.
+			saveProfile(b, tool.metrics, fmt.Sprintf("trace?seconds=%d", int(idleFor.Seconds())), tool.name+"-idle.trace")
+		}
 		rss, _ := tool.daemon.rssMB()
 		t.add(fmt.Sprintf("daemon RSS idle, %d VFs", vfs), "MiB", tool.name, rss)
 		attached := e.newPods(b, attachedPods, burstNets)

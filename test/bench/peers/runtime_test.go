@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 	"syscall"
+	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
@@ -140,6 +141,15 @@ func writeFile(dir, name, data string) (string, error) {
 	}
 	p := filepath.Join(dir, name)
 	return p, os.WriteFile(p, []byte(data), 0o644)
+}
+
+// mkdir makes the directory, and its parents, and returns it.
+func mkdir(tb testing.TB, dir string) string {
+	tb.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		tb.Fatal(err)
+	}
+	return dir
 }
 
 // addConcurrent and delConcurrent run a command beside others, so they do
