@@ -247,6 +247,8 @@ func (a *Agent) discover(ctx context.Context) (*discovery.Inventory, error) {
 // that arrive meanwhile make one more run once it ends.
 func (a *Agent) loop(ctx context.Context, ev signals) {
 	var running, again bool
+	ledgerRefresh := newThrottle(ledgerRefreshGap)
+	defer ledgerRefresh.stop()
 	rediscover := func() {
 		if running {
 			again = true
@@ -275,6 +277,11 @@ func (a *Agent) loop(ctx context.Context, ev signals) {
 		case <-ev.kubelet:
 			a.kubeletStarted()
 		case <-a.ledgerChanged:
+			if ledgerRefresh.now() {
+				a.applyLedger()
+			}
+		case <-ledgerRefresh.due():
+			ledgerRefresh.fired()
 			a.applyLedger()
 		case d := <-ev.discovered:
 			running = false
