@@ -14,10 +14,14 @@ import (
 
 // runtimeCommands are the programs Up runs from PATH: containerd and runc
 // from Debian's containerd and runc packages, nsenter and unshare from
-// util-linux.
+// util-linux, and iptables, with which a worker's namespace reaches the
+// API server's service address (fabric.go).
 func runtimeCommands() []string {
-	return []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "nsenter", "unshare"}
+	return []string{"containerd", "containerd-shim-runc-v2", "ctr", "runc", "nsenter", "unshare", "iptables"}
 }
+
+// runtimePackages are the Debian packages that give runtimeCommands.
+func runtimePackages() []string { return []string{"containerd", "runc", "iptables"} }
 
 // kubeBinaries are the Kubernetes programs Up needs in Config.KubeBinDir.
 func kubeBinaries() []string {
@@ -29,7 +33,7 @@ func kubeBinaries() []string {
 // loopback plugin.
 func cniPlugins() []string { return []string{"bridge", "host-local", "loopback"} }
 
-// ensureRuntime installs containerd and runc with apt-get when a runtime
+// ensureRuntime installs runtimePackages with apt-get when a runtime
 // command is missing.
 func ensureRuntime(ctx context.Context, log io.Writer) error {
 	if missing := missingCommands(); len(missing) == 0 {
@@ -38,7 +42,7 @@ func ensureRuntime(ctx context.Context, log io.Writer) error {
 	// Another apt-get (a second cluster starting, unattended upgrades) is
 	// waited for, not failed on.
 	apt := []string{"apt-get", "-o", "DPkg::Lock::Timeout=600"}
-	install := slices.Concat(apt, []string{"install", "-y", "--no-install-recommends", "containerd", "runc"})
+	install := slices.Concat(apt, []string{"install", "-y", "--no-install-recommends"}, runtimePackages())
 	if err := run(ctx, log, install...); err != nil {
 		// The package lists may be missing or stale on a fresh machine.
 		if err := run(ctx, log, slices.Concat(apt, []string{"update"})...); err != nil {
@@ -49,7 +53,7 @@ func ensureRuntime(ctx context.Context, log io.Writer) error {
 		}
 	}
 	if missing := missingCommands(); len(missing) > 0 {
-		return fmt.Errorf("%s not found in PATH after installing containerd and runc", strings.Join(missing, ", "))
+		return fmt.Errorf("%s not found in PATH after installing %s", strings.Join(missing, ", "), strings.Join(runtimePackages(), ", "))
 	}
 	return nil
 }
