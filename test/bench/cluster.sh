@@ -13,6 +13,9 @@ MULTUS_VERSION=v4.3.0
 mdir=$CACHE/multus-$MULTUS_VERSION
 log() { printf 'bench-cluster: %s\n' "$*" >&2; }
 
+# The peer's image gets the host's pci.ids, which sriovdp needs.
+bash "$REPO/test/bench/pci-ids.sh"
+
 # Multus's thick image holds the daemon, the shim, install_multus (its init
 # container) and passthru; `go install ...@v4.3.0` fails on a deprecation
 # look-up, a wrapper module builds.

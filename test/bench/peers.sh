@@ -40,11 +40,7 @@ command -v go >/dev/null || die "go is not on PATH" 2
 mkdir -p "$CACHE"
 
 # sriovdp reads PCI names through ghw, which needs a pci.ids.
-if [[ ! -f /usr/share/misc/pci.ids && ! -f /usr/share/hwdata/pci.ids ]]; then
-	log "installing pci.ids (sriovdp's ghw needs it)"
-	apt-get install -y pci.ids >/dev/null 2>&1 || { apt-get update >/dev/null && apt-get install -y pci.ids >/dev/null; } ||
-		die "no pci.ids and apt-get install pci.ids failed" 2
-fi
+bash "$REPO/test/bench/pci-ids.sh" || die "pci.ids: see above" 2
 
 # hwnet as the image ships it (test/e2e/image: -trimpath, static).
 log "building hwnet-agent and the hwnet shim"
