@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sync"
 
+	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/dra"
@@ -65,8 +66,12 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 	if err != nil {
 		return fmt.Errorf("DRA: %w", err)
 	}
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("DRA: metadata client: %w", err)
+	}
 	d, err := dra.Start(ctx, dra.Options{
-		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: driverClient,
+		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: driverClient, Metadata: meta,
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
 		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy,

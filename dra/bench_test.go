@@ -14,6 +14,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/metadata"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
@@ -83,7 +84,7 @@ func BenchmarkNodePrepare(b *testing.B) {
 	}
 	api.CreateNamespace(b, "ns")
 	dir := sockdir.New(b)
-	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(),
+	drv, err := dra.Start(ctx, dra.Options{NodeName: nodeName, KubeClient: api.Client(), Metadata: metadata.NewForConfigOrDie(api.Config()),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
 		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot(),
 		Ledger: openLedger(b, ledger.Sources{Checkpoint: dra.CheckpointPath("", filepath.Join(dir, "plugin"))}, n.node.SysRoot())})

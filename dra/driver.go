@@ -29,6 +29,7 @@ import (
 	"google.golang.org/grpc"
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
@@ -58,6 +59,9 @@ type Options struct {
 	DriverName string
 	NodeName   string
 	KubeClient kubernetes.Interface
+	// Metadata reads objects' metadata alone: the driver's watch of its
+	// slices' deletions needs no more.
+	Metadata metadata.Interface
 	// RegistrarDir is kubelet's plugin registration directory.
 	RegistrarDir string
 	// PluginDir holds the driver's DRA socket and its checkpoint; ""
@@ -154,7 +158,7 @@ type entry struct {
 // Start registers the driver with kubelet and serves it until ctx ends
 // or Stop. No ResourceSlice is published before the first Publish.
 func Start(ctx context.Context, opts Options) (*Driver, error) {
-	if opts.KubeClient == nil {
+	if opts.KubeClient == nil || opts.Metadata == nil {
 		return nil, errors.New("DRA driver: no API server client")
 	}
 	d, err := newDriver(opts)
@@ -177,7 +181,7 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	wctx, cancel := context.WithCancel(ctx)
 	sent := d.slices.run(wctx, h)
 	r := &restorer{republish: d.republish}
-	stopWatch, err := r.watch(wctx, opts.KubeClient, d.opts.NodeName, d.opts.DriverName)
+	stopWatch, err := r.watch(wctx, opts.Metadata, d.opts.NodeName, d.opts.DriverName)
 	if err != nil {
 		cancel()
 		h.Stop()

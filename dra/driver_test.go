@@ -16,6 +16,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -201,7 +202,7 @@ func startDriver(t *testing.T, with ...func(*kubeapi.Server, *dra.Options)) (*ku
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	opts := dra.Options{NodeName: nodeName, KubeClient: api.Client(),
+	opts := dra.Options{NodeName: nodeName, KubeClient: api.Client(), Metadata: metadata.NewForConfigOrDie(api.Config()),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
 		DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
 	opts.Ledger = openLedger(t, ledger.Sources{Checkpoint: dra.CheckpointPath("", opts.PluginDir)}, n.node.SysRoot())

@@ -5,10 +5,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
 )
 
@@ -28,13 +29,14 @@ type restorer struct {
 
 // watch runs until ctx ends, calling republish restoreDelay after a
 // deletion of one of the node's slices of the driver; deletions meanwhile
-// are covered by that one call. The returned function waits until the
-// watch stopped, once ctx ended.
-func (r *restorer) watch(ctx context.Context, client kubernetes.Interface, node, driver string) (func(), error) {
+// are covered by that one call. It caches the slices' metadata only: the
+// library's own informer holds their devices already, 10 MB at 2048 VFs.
+// The returned function waits until the watch stopped, once ctx ended.
+func (r *restorer) watch(ctx context.Context, client metadata.Interface, node, driver string) (func(), error) {
 	selector := fields.Set{"spec.nodeName": node, "spec.driver": driver}.String()
-	factory := informers.NewSharedInformerFactoryWithOptions(client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = selector }))
-	informer := factory.Resource().V1().ResourceSlices().Informer()
+	factory := metadatainformer.NewFilteredSharedInformerFactory(client, 0, metav1.NamespaceAll,
+		func(o *metav1.ListOptions) { o.FieldSelector = selector })
+	informer := factory.ForResource(resourceapi.SchemeGroupVersion.WithResource("resourceslices")).Informer()
 	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{DeleteFunc: func(any) { r.deleted(ctx) }}); err != nil {
 		return nil, err
 	}
