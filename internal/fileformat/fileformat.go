@@ -222,8 +222,9 @@ func Decode[T any](f Format, data []byte, d Decoders[T]) (T, error) {
 }
 
 // LoadDir loads each regular "*.json" file in dir with load, in name
-// order; a missing directory holds none. A file that cannot be loaded is
-// an error naming it: whatever it holds is not known.
+// order; a missing directory holds none. A file removed once listed is
+// not there: its writer took it back. Any other file that cannot be
+// loaded is an error naming it: whatever it holds is not known.
 func LoadDir[T any](dir string, load func(path string) (T, error)) ([]T, error) {
 	entries, err := os.ReadDir(dir)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -238,6 +239,9 @@ func LoadDir[T any](dir string, load func(path string) (T, error)) ([]T, error) 
 			continue
 		}
 		v, err := load(filepath.Join(dir, e.Name()))
+		if errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
 		if err != nil {
 			return nil, err
 		}
