@@ -118,9 +118,12 @@ const earlyTries = 3
 
 // deviceFetch is one PodResources Get; done closes when pod and err are set.
 type deviceFetch struct {
-	done chan struct{}
-	pod  podresources.Pod
-	err  error
+	// early says a pod event started it, maybe before kubelet admitted
+	// the pod.
+	early bool
+	done  chan struct{}
+	pod   podresources.Pod
+	err   error
 }
 
 // fetchTimeout bounds a Get that outlives the request that started it.
@@ -138,7 +141,17 @@ func (c *deviceCache) get(ctx context.Context, pod cache.Pod) (podresources.Pod,
 	if p, ok := c.lookup(pod.UID); ok {
 		return p, nil
 	}
-	f := c.start(ctx, pod)
+	f := c.start(ctx, pod, false)
+	p, err := f.wait(ctx)
+	if f.early && (err != nil || !holdsDevices(p)) && ctx.Err() == nil {
+		// A pod event's Get may have reached kubelet before it admitted
+		// the pod; only an answer asked for after this call counts.
+		p, err = c.start(ctx, pod, false).wait(ctx)
+	}
+	return p, err
+}
+
+func (f *deviceFetch) wait(ctx context.Context) (podresources.Pod, error) {
 	select {
 	case <-f.done:
 		return f.pod, f.err
@@ -154,7 +167,7 @@ func (c *deviceCache) prefetch(ctx context.Context, pod cache.Pod) {
 		return
 	}
 	if _, ok := c.lookup(pod.UID); !ok {
-		c.start(ctx, pod)
+		c.start(ctx, pod, false)
 	}
 }
 
@@ -162,8 +175,11 @@ func (c *deviceCache) prefetch(ctx context.Context, pod cache.Pod) {
 // pod: an event may come before kubelet allocated the pod's devices, and
 // the answer, holding none, is not cached.
 func (c *deviceCache) prefetchEarly(pod cache.Pod) {
-	if c.countEarly(pod.UID) {
-		c.prefetch(context.Background(), pod)
+	if pod.UID == "" || c.src == nil || !c.countEarly(pod.UID) {
+		return
+	}
+	if _, ok := c.lookup(pod.UID); !ok {
+		c.start(context.Background(), pod, true)
 	}
 }
 
@@ -183,13 +199,13 @@ func (c *deviceCache) countEarly(uid string) bool {
 }
 
 // start returns the Get under way for the pod, starting one if none is.
-func (c *deviceCache) start(ctx context.Context, pod cache.Pod) *deviceFetch {
+func (c *deviceCache) start(ctx context.Context, pod cache.Pod, early bool) *deviceFetch {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if f, ok := c.inflight[pod.UID]; ok && pod.UID != "" {
 		return f
 	}
-	f := &deviceFetch{done: make(chan struct{})}
+	f := &deviceFetch{early: early, done: make(chan struct{})}
 	if pod.UID != "" {
 		c.inflight[pod.UID] = f
 	}

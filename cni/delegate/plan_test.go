@@ -10,6 +10,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/hwnet-io/hwnet/api/netclaim"
@@ -192,6 +193,62 @@ func TestDeviceCachePrefetch(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A pod event's Get can reach kubelet before it admitted the pod. An ADD
+// that joins that Get must not take its "not found" (or its empty answer)
+// for the pod's allocation: it asks kubelet again.
+func TestDeviceCacheEarlyAnswerNotTrustedByAdd(t *testing.T) {
+	held := podresources.Pod{Namespace: "ns", Name: "p", Containers: []podresources.Container{
+		{Name: "app", Devices: map[string][]string{"r": {"a"}}}}}
+	tests := []struct {
+		name  string
+		early podresources.Pod
+		err   error
+	}{
+		{"not found yet", podresources.Pod{}, podresources.ErrPodNotFound},
+		{"no devices yet", podresources.Pod{Namespace: "ns", Name: "p"}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				src := &admittingKubelet{before: tt.early, beforeErr: tt.err, after: held, release: make(chan struct{})}
+				c := newDeviceCache(src, 8)
+				pod := cache.Pod{Namespace: "ns", Name: "p", UID: "u1"}
+				c.prefetchEarly(pod)
+				got := make(chan podresources.Pod, 1)
+				go func() {
+					p, err := c.get(context.Background(), pod)
+					if err != nil {
+						t.Errorf("get: %v", err)
+					}
+					got <- p
+				}()
+				synctest.Wait() // the ADD waits on the pod event's Get
+				close(src.release)
+				if p := <-got; !reflect.DeepEqual(p, held) {
+					t.Fatalf("get = %+v, want kubelet's answer after admission %+v", p, held)
+				}
+			})
+		})
+	}
+}
+
+// admittingKubelet answers its first Get as before admitting the pod, once
+// release closes, and every later one as after.
+type admittingKubelet struct {
+	before, after podresources.Pod
+	beforeErr     error
+	release       chan struct{}
+	calls         atomic.Int32
+}
+
+func (k *admittingKubelet) Get(context.Context, string, string) (podresources.Pod, error) {
+	if k.calls.Add(1) > 1 {
+		return k.after, nil
+	}
+	<-k.release
+	return k.before, k.beforeErr
 }
 
 // Pod events ask kubelet early, a bounded number of times for a pod that
