@@ -42,7 +42,7 @@ func newDelegator(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps,
 		return nil, err
 	}
 	status := report.NewStatusWriter(deps.Client, "hwnet", log)
-	devices := &kubeletDevices{socket: deps.PodResourcesSocket, metrics: deps.Metrics}
+	devices := &kubeletDevices{life: ctx, socket: deps.PodResourcesSocket, metrics: deps.Metrics}
 	opts := delegate.Options{
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: deps.DevicePluginDevinfoDir, CNIDevinfoDir: o.DevinfoDir,
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: crinet.NADs{Store: managed, Next: nads}, PodNetworks: podNetworks,

@@ -12,6 +12,8 @@ import (
 // kubeletDevices connects to kubelet's PodResources API on first use and
 // keeps the connection, which gRPC re-establishes across kubelet restarts.
 type kubeletDevices struct {
+	// life ends when the daemon stops; so do the calls under way then.
+	life context.Context
 	// socket is kubelet's PodResources socket; "" is its default place.
 	socket  string
 	metrics *metrics.Metrics
@@ -20,6 +22,9 @@ type kubeletDevices struct {
 }
 
 func (k *kubeletDevices) Get(ctx context.Context, namespace, name string) (podresources.Pod, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	defer context.AfterFunc(k.life, cancel)()
 	c, err := k.connect(ctx)
 	if err != nil {
 		k.metrics.PodResourcesRequest(err)
