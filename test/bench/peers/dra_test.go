@@ -88,6 +88,11 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 	servePodResources(tb, filepath.Join(dir, "pr.sock"))
 	plugins := filepath.Join(dir, "plugins")
 	plugin := filepath.Join(plugins, dra.DefaultDriverName)
+	// kubelet's plugins directory exists before any driver starts: one
+	// missing is a source of holders the agent cannot read, and it waits.
+	if err := os.MkdirAll(plugins, 0o750); err != nil {
+		tb.Fatal(err)
+	}
 	args := append(asDeployed(tb, filepath.Join(bins, "hwnet-agent")), "--cni=false", "--dra", "--config-file", config,
 		"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/"+node.NetnsName(),
 		"--node-name", benchNode, "--kubeconfig", e.kubeconfig, "--last-good-config", "",

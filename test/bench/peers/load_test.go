@@ -29,6 +29,9 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 			// execution trace has every wake-up, where a CPU profile
 			// samples 100 times a second.
 			saveProfile(b, tool.metrics, fmt.Sprintf("trace?seconds=%d", int(idleFor.Seconds())), tool.name+"-idle.trace")
+			// And what the idle daemon allocates, which sets how often
+			// its garbage collector wakes.
+			saveProfile(b, tool.metrics, fmt.Sprintf("allocs?seconds=%d", int(idleFor.Seconds())), tool.name+"-idle-allocs.pb.gz")
 		}
 		rss, _ := tool.daemon.rssMB()
 		t.add(fmt.Sprintf("daemon RSS idle, %d VFs", vfs), "MiB", tool.name, rss)
