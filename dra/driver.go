@@ -239,11 +239,11 @@ func (d *Driver) Registered() bool {
 func (d *Driver) Publish(_ context.Context, node Node, ps []Pool) error {
 	d.publishing.Lock()
 	defer d.publishing.Unlock()
-	res, err := d.update(node, ps)
+	res, rebuild, err := d.update(node, ps)
 	if err != nil {
 		return err
 	}
-	d.slices.send(&res)
+	d.slices.send(&res, rebuild)
 	return nil
 }
 
@@ -265,14 +265,15 @@ func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.Unar
 
 // republish gives the library the last published devices again, which
 // makes it sync the slices at once.
-func (d *Driver) republish(context.Context) { d.slices.send(nil) }
+func (d *Driver) republish(context.Context) { d.slices.send(nil, nil) }
 
-// update makes ps the devices prepare hands out and returns their slices.
-func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, error) {
+// update makes ps the devices prepare hands out and returns their slices,
+// and what makes them again.
+func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, func() resourceslice.DriverResources, error) {
 	ps = slices.Clone(ps) // prepare keeps pointers to the resources
 	devs, err := Devices(node, ps)
 	if err != nil {
-		return resourceslice.DriverResources{}, fmt.Errorf("DRA driver: %w", err)
+		return resourceslice.DriverResources{}, nil, fmt.Errorf("DRA driver: %w", err)
 	}
 	entries := make(map[string]entry, len(devs))
 	for i := range ps {
@@ -284,7 +285,13 @@ func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, er
 	}
 	d.current.Store(&published{devices: entries})
 	d.health.set(entries, time.Now())
-	return Resources(d.opts.NodeName, devs), nil
+	rebuild := func() resourceslice.DriverResources {
+		// The same node and pools made devices without error; only what
+		// sysfs says (each function's PCIe root) is read anew.
+		devs, _ := Devices(node, ps)
+		return Resources(d.opts.NodeName, devs)
+	}
+	return Resources(d.opts.NodeName, devs), rebuild, nil
 }
 
 // Resources is one pool, named after the node, with devs in slices of

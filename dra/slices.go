@@ -20,25 +20,50 @@ type sliceSender struct {
 	// kick wakes the goroutine; sends meanwhile are one send.
 	kick chan struct{}
 	mu   sync.Mutex
-	// latest is what the last Publish made, nil before the first.
-	latest *resourceslice.DriverResources
+	// pending is what the last Publish made until the library took it;
+	// rebuild makes it again for a republish. The library keeps a copy
+	// of its own, and a second one held here would cost megabytes at
+	// thousands of VFs for as long as the devices stay as they are.
+	pending *resourceslice.DriverResources
+	rebuild func() resourceslice.DriverResources
 }
 
 func newSliceSender(log *slog.Logger) *sliceSender {
 	return &sliceSender{log: log, kick: make(chan struct{}, 1)}
 }
 
-// send makes res the latest devices, or, with nil, asks for the latest
-// again, and wakes the goroutine.
-func (s *sliceSender) send(res *resourceslice.DriverResources) {
+// send makes res the latest devices, which rebuild makes again, or, with
+// nil, asks for the latest again, and wakes the goroutine.
+func (s *sliceSender) send(res *resourceslice.DriverResources, rebuild func() resourceslice.DriverResources) {
 	if res != nil {
 		s.mu.Lock()
-		s.latest = res
+		s.pending, s.rebuild = res, rebuild
 		s.mu.Unlock()
 	}
 	select {
 	case s.kick <- struct{}{}:
 	default:
+	}
+}
+
+// next is the devices to give the library: the pending ones, else the
+// last ones made again; nil before the first send.
+func (s *sliceSender) next() *resourceslice.DriverResources {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == nil && s.rebuild != nil {
+		res := s.rebuild()
+		s.pending = &res
+	}
+	return s.pending
+}
+
+// taken drops res, once the library has it, unless a newer send came.
+func (s *sliceSender) taken(res *resourceslice.DriverResources) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending == res {
+		s.pending = nil
 	}
 }
 
@@ -54,15 +79,15 @@ func (s *sliceSender) run(ctx context.Context, h *kubeletplugin.Helper) <-chan s
 				return
 			case <-s.kick:
 			}
-			s.mu.Lock()
-			res := s.latest
-			s.mu.Unlock()
+			res := s.next()
 			if res == nil {
 				continue
 			}
 			if err := h.PublishResources(ctx, *res); err != nil {
 				s.log.Error("DRA devices not published", "err", err)
+				continue
 			}
+			s.taken(res)
 		}
 	}()
 	return done
