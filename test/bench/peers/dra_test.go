@@ -60,6 +60,8 @@ type draRun struct {
 	client  drapb.DRAPluginClient
 	conn    *grpc.ClientConn
 	devices []string
+	// metrics is the agent's metrics URL, served under -profile-dir only.
+	metrics string
 }
 
 // startDRA starts hwnet-agent with its pool in DRA mode as the DaemonSet
@@ -86,19 +88,23 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 	}
 	tb.Cleanup(k.Close)
 	servePodResources(tb, filepath.Join(dir, "pr.sock"))
-	plugins := filepath.Join(dir, "plugins")
-	plugin := filepath.Join(plugins, dra.DefaultDriverName)
 	// kubelet's plugins directory exists before any driver starts: one
 	// missing is a source of holders the agent cannot read, and it waits.
-	if err := os.MkdirAll(plugins, 0o750); err != nil {
-		tb.Fatal(err)
+	plugins := mkdir(tb, filepath.Join(dir, "plugins"))
+	plugin := filepath.Join(plugins, dra.DefaultDriverName)
+	metricsAddr := ""
+	if *profiles != "" {
+		metricsAddr = freeAddr(tb)
 	}
 	args := append(asDeployed(tb, filepath.Join(bins, "hwnet-agent")), "--cni=false", "--dra", "--config-file", config,
 		"--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--netns", "/run/netns/"+node.NetnsName(),
 		"--node-name", benchNode, "--kubeconfig", e.kubeconfig, "--last-good-config", "",
 		"--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
-		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--metrics-addr", "", "--probe-addr", "",
+		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--metrics-addr", metricsAddr, "--probe-addr", "",
 		"--dra-plugin-dir", plugin, "--dra-plugins-dir", plugins, "--dra-registrar-dir", filepath.Join(dir, "registry"), "--cdi-dir", filepath.Join(dir, "cdi"))
+	if metricsAddr != "" {
+		args = append(args, "--pprof")
+	}
 	p := startIn(tb, nil, "hwnet-agent-dra", nil, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -119,7 +125,11 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 	if err != nil {
 		tb.Fatal(err)
 	}
-	return &draRun{p: p, client: drapb.NewDRAPluginClient(conn), conn: conn, devices: devices}
+	run := &draRun{p: p, client: drapb.NewDRAPluginClient(conn), conn: conn, devices: devices}
+	if metricsAddr != "" {
+		run.metrics = "http://" + metricsAddr + "/metrics"
+	}
+	return run
 }
 
 // waitSocket waits for a unix socket to be there.
