@@ -62,3 +62,26 @@ func BenchmarkReadAllocating(b *testing.B) {
 		r.Read(b.Context())
 	}
 }
+
+// BenchmarkReserveOnFullNode is an Allocate's reservation, and its
+// release, on a node whose 1,000 other VFs are each held by a pod: each
+// one publishes the ledger's snapshot anew.
+func BenchmarkReserveOnFullNode(b *testing.B) {
+	kubelet, src := newSources(b)
+	const held = 1000
+	for i := range held {
+		kubelet.SetPod("ns", fmt.Sprint("pod-", i), "intel.com/vf", fmt.Sprintf("0000:%02x:%02x.%d", 0x3b+i/256, i/8%32, i%8))
+	}
+	book := openBook(b, ledger.BookOptions{Sources: src})
+	if l := book.Snapshot(); len(l.Devices()) != held {
+		b.Fatalf("%d devices held, want %d", len(l.Devices()), held)
+	}
+	hold := ledger.Request{Devices: []string{"0000:5b:00.1"}, Holder: ledger.Holder{Kind: ledger.Claim, Namespace: "ns", Name: "c", UID: "uid-c"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := book.Reserve(b.Context(), hold); err != nil {
+			b.Fatal(err)
+		}
+		book.Release(b.Context(), hold.Holder)
+	}
+}

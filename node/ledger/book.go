@@ -169,18 +169,21 @@ func (b *Book) applyLocked(l *Ledger) {
 
 // publishLocked makes the snapshot anew and reports whether it changed.
 func (b *Book) publishLocked() (*Ledger, bool) {
-	byDevice := make(map[string][]Holder, len(b.sourced.byDevice)+len(b.live))
-	for id, hs := range b.sourced.byDevice {
-		byDevice[id] = slices.Clone(hs)
+	// The sources' holder lists are shared, sorted and never written: a
+	// hand-out on a full node copies only the lists the live holds add to.
+	byDevice := maps.Clone(b.sourced.byDevice)
+	if byDevice == nil {
+		byDevice = make(map[string][]Holder, len(b.live))
 	}
 	for _, h := range b.live {
 		hs := byDevice[h.device]
 		if !slices.ContainsFunc(hs, func(o Holder) bool { return sameHolder(o, h.holder) }) {
-			byDevice[h.device] = append(hs, h.holder)
+			hs = append(slices.Clip(hs), h.holder)
+			slices.SortFunc(hs, compareHolders)
+			byDevice[h.device] = hs
 		}
 	}
-	l := New(byDevice, b.sourced.Unknown)
-	l.ReadAt, l.taken = b.sourced.ReadAt, b.sourced.taken
+	l := &Ledger{byDevice: byDevice, Unknown: b.sourced.Unknown, ReadAt: b.sourced.ReadAt, taken: b.sourced.taken}
 	l.fences = slices.SortedFunc(maps.Values(b.fences), func(a, c Fence) int { return strings.Compare(a.Key, c.Key) })
 	l.fences = append(l.fences, b.sourced.resets...)
 	l.resets = b.sourced.resets
