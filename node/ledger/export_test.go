@@ -10,3 +10,6 @@ func SetBookClock(b *Book, now func() time.Time) {
 	b.now = now
 	b.reader.now = now
 }
+
+// NudgeGap is the least time between two polls nudges start.
+const NudgeGap = nudgeGap

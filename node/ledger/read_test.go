@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -154,6 +155,53 @@ func TestWatchNudged(t *testing.T) {
 		case <-ctx.Done():
 			t.Fatal("the nudged watch never saw the pod's hold")
 		}
+	}
+}
+
+// TestWatchNudgeBurst: every hand-out nudges the watch; a burst of them
+// (kubelet admitting a hundred pods) is read once per gap, not once per
+// hand-out, and what the last one changed is still read.
+func TestWatchNudgeBurst(t *testing.T) {
+	kubelet, src := newSources(t)
+	r := ledger.NewReader(src)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	defer cancel()
+	nudge := make(chan struct{})
+	var polls atomic.Int32
+	seen := make(chan *ledger.Ledger, 1)
+	go r.Watch(ctx, ledger.WatchOptions{Interval: time.Hour, Urgent: func() bool { return false }, Nudge: nudge},
+		func(l *ledger.Ledger) {
+			polls.Add(1)
+			select {
+			case <-seen:
+			default:
+			}
+			seen <- l
+		})
+	<-seen
+	start := time.Now()
+	const vf = "0000:3b:02.0"
+	for i := range 200 {
+		if i == 199 {
+			kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
+			if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
+				t.Fatal(err)
+			}
+		}
+		nudge <- struct{}{}
+	}
+	burst := time.Since(start)
+	for read := false; !read; {
+		select {
+		case l := <-seen:
+			read = len(l.Holders(vf)) == 1
+		case <-ctx.Done():
+			t.Fatal("the watch never read what the burst's last nudge changed")
+		}
+	}
+	// The first nudge is read at once, then one read per gap at most.
+	if n, most := polls.Load()-1, int32(burst/ledger.NudgeGap)+2; n > most {
+		t.Fatalf("a burst of 200 nudges in %v made %d polls, want at most %d", burst, n, most)
 	}
 }
 

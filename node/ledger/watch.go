@@ -22,6 +22,12 @@ const (
 	// podsStale from finding the answer a hair too young.
 	podsStale = 30 * time.Second
 	podsSlack = time.Second
+	// nudgeGap spaces the polls that nudges start: each hand-out nudges,
+	// and a burst of them (kubelet admitting many pods) is read once per
+	// gap rather than once per hand-out. No hand-out waits for a poll:
+	// the Book checks each against its own holds, and reads afresh where
+	// a fresh read could settle a conflict.
+	nudgeGap = 50 * time.Millisecond
 )
 
 // stamps are the times of the sources that cost a stat to check.
@@ -104,18 +110,18 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(*Ledger))
 	defer r.Close()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
-	for first := true; ; first = false {
-		select {
-		case <-ctx.Done():
+	// due is when the timer fires; last when the last poll ended.
+	var due, last time.Time
+	for polled := false; ; polled = true {
+		if !waitPoll(ctx, o.Nudge, timer, &due, last) {
 			return
-		case <-o.Nudge:
-		case <-timer.C:
 		}
-		l := r.Poll(ctx, first || o.Urgent())
+		l := r.Poll(ctx, !polled || o.Urgent())
 		if ctx.Err() != nil {
 			return
 		}
 		apply(l)
+		last = time.Now()
 		// Asked after the poll: the poll may have found a source gone,
 		// which only polling often finds back.
 		next := podsStale
@@ -123,5 +129,29 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(*Ledger))
 			next = o.Interval
 		}
 		timer.Reset(next)
+		due = last.Add(next)
+	}
+}
+
+// waitPoll waits until a poll is due: the timer fired, or a nudge came
+// nudgeGap or more after the last poll; a nudge sooner brings the timer
+// forward to then. It is false once ctx ends.
+func waitPoll(ctx context.Context, nudge <-chan struct{}, timer *time.Timer, due *time.Time, last time.Time) bool {
+	for {
+		select {
+		case <-ctx.Done():
+			return false
+		case <-timer.C:
+			return true
+		case <-nudge:
+			at := last.Add(nudgeGap)
+			if !time.Now().Before(at) {
+				return true
+			}
+			if at.Before(*due) {
+				timer.Reset(time.Until(at))
+				*due = at
+			}
+		}
 	}
 }
