@@ -79,7 +79,8 @@ func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF) err
 		}
 	}
 	// Each VF is tried: one that cannot be put back leaves the others
-	// to be.
+	// to be. cur has as many VFs as before: setNumVFs returns the VFs it
+	// saw at the count it set.
 	var errs []error
 	for i, vf := range cur {
 		if err := s.restoreVF(ctx, vf, before[i]); err != nil {
@@ -177,6 +178,9 @@ func (s Sysfs) set(ctx context.Context, pf string, want Want) error {
 // VFs refuses another non-zero count, so it goes through 0.
 func (s Sysfs) setNumVFs(ctx context.Context, pf string, have, want int) (State, error) {
 	attr := "bus/pci/devices/" + pf + "/sriov_numvfs"
+	// seen is the last state read at the count asked for: what the PF's
+	// VFs are returned as, so that the caller gets exactly that many.
+	var seen State
 	count := func(n int) func() (bool, error) {
 		return func() (bool, error) {
 			// An emulation that refuses a count writes the old one back,
@@ -185,7 +189,11 @@ func (s Sysfs) setNumVFs(ctx context.Context, pf string, have, want int) (State,
 				return false, fmt.Errorf("sriov_numvfs %d refused: it reads %s", n, strings.TrimSpace(string(v)))
 			}
 			st, err := s.Read(pf)
-			return err == nil && len(st) == n, nil
+			if err != nil || len(st) != n {
+				return false, nil
+			}
+			seen = st
+			return true, nil
 		}
 	}
 	if have > 0 {
@@ -204,7 +212,7 @@ func (s Sysfs) setNumVFs(ctx context.Context, pf string, have, want int) (State,
 			return nil, err
 		}
 	}
-	return s.Read(pf)
+	return seen, nil
 }
 
 // rebind binds the VF to driver, or with driver "" to the kernel's
