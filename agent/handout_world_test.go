@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -352,7 +353,11 @@ func (w *world) waitFor(what string, cond func() bool) {
 	deadline := time.Now().Add(soakReact)
 	for !cond() {
 		if time.Now().After(deadline) {
-			w.t.Fatalf("waiting for %s: not within %s", what, soakReact)
+			// The agent runs in this process: its goroutines say where it
+			// is stuck, which a replay may not reproduce.
+			var stacks strings.Builder
+			pprof.Lookup("goroutine").WriteTo(&stacks, 1) //nolint:errcheck // a strings.Builder does not fail
+			w.t.Fatalf("waiting for %s: not within %s; goroutines:\n%s", what, soakReact, stacks.String())
 		}
 		<-tick.C
 	}
