@@ -445,6 +445,12 @@ func (s *soak) allOffered(res string, want int) bool {
 	if len(got) != want || (!viaDRA && len(s.w.offers(res, true)) > 0) {
 		return false
 	}
+	// The slices may still list a pool that went back to its device
+	// plugin: in DRA mode that plugin must have stopped too, or the
+	// agent has not applied the layout yet.
+	if st := s.w.kubelet.Resource(res); viaDRA && st.Registered && !st.Ended {
+		return false
+	}
 	for _, o := range got {
 		if !o.offered {
 			return false
