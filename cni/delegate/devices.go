@@ -162,24 +162,25 @@ func (f *deviceFetch) wait(ctx context.Context) (podresources.Pod, error) {
 
 // prefetch starts the Get of a pod's devices, so that kubelet's answer
 // arrives while the networks are resolved rather than after.
-func (c *deviceCache) prefetch(ctx context.Context, pod cache.Pod) {
-	if c.src == nil || pod.UID == "" {
-		return
-	}
-	if _, ok := c.lookup(pod.UID); !ok {
-		c.start(ctx, pod, false)
-	}
-}
+func (c *deviceCache) prefetch(ctx context.Context, pod cache.Pod) { c.startUncached(ctx, pod, false) }
 
 // prefetchEarly is prefetch for a pod event, at most earlyTries times a
 // pod: an event may come before kubelet allocated the pod's devices, and
 // the answer, holding none, is not cached.
 func (c *deviceCache) prefetchEarly(pod cache.Pod) {
-	if pod.UID == "" || c.src == nil || !c.countEarly(pod.UID) {
+	if c.src != nil && c.countEarly(pod.UID) {
+		c.startUncached(context.Background(), pod, true)
+	}
+}
+
+// startUncached starts the Get of a pod not cached yet, unless one is
+// under way.
+func (c *deviceCache) startUncached(ctx context.Context, pod cache.Pod, early bool) {
+	if c.src == nil || pod.UID == "" {
 		return
 	}
 	if _, ok := c.lookup(pod.UID); !ok {
-		c.start(context.Background(), pod, true)
+		c.start(ctx, pod, early)
 	}
 }
 
