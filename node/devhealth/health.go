@@ -51,8 +51,8 @@ func (ls LinkStates) carrierLost(nd *discovery.Netdev) bool {
 // down reports whether the netdev, with any newer netlink state, does not
 // pass traffic at all, whether for lack of carrier or taken down.
 func (ls LinkStates) down(nd *discovery.Netdev) bool {
-	_, oper := ls.current(nd)
-	return operDown(oper)
+	up, oper := ls.current(nd)
+	return !up || operDown(oper)
 }
 
 // present reports whether the netdev is in the node's namespace: as the

@@ -49,6 +49,10 @@ func TestHealth(t *testing.T) {
 		{name: "all up", pfOper: "up", vfUp: true, vfOper: "up", healthy: true},
 		{name: "idle VF, down by admin", pfOper: "up", vfOper: "down", healthy: true},
 		{name: "PF down", pfOper: "down", vfUp: true, vfOper: "lowerlayerdown", reason: "PF 0000:3b:00.0 link enp59s0f0 is down"},
+		// `ip link set down` is reported at once with the operstate it
+		// had: the kernel's linkwatch sets "down" up to a second later.
+		{name: "PF down by admin, operstate not updated yet", pfOper: "up", vfUp: true, vfOper: "up",
+			links: devhealth.LinkStates{"enp59s0f0": {OperState: "up", Up: false}}, reason: "PF 0000:3b:00.0 link enp59s0f0 is down"},
 		{name: "VF carrier lost", pfOper: "up", vfUp: true, vfOper: "down", reason: "link enp59s0f0v0 is up but has no carrier"},
 		{name: "driver without carrier reporting", pfOper: "unknown", vfUp: true, vfOper: "unknown", healthy: true},
 		{name: "netlink newer: VF lost carrier", pfOper: "up", vfUp: true, vfOper: "up",
