@@ -197,7 +197,11 @@ func (w *world) startKubelet(dir string) {
 
 // options are the agent's, every path in dir; the device-info files
 // nothing holds are collected at once, so that a drained node is seen
-// at its baseline within a moment.
+// at its baseline within a moment. The stand-in kubelet records an
+// allocation as Allocate returns and comes back from a restart with
+// every pod it had, so the agent waits for it seconds, not the tens a
+// real kubelet may need: else one pod deleted before the ledger saw it,
+// or a kubelet restart, holds a sequence's drain up for 10 to 30 s.
 func (w *world) options(dir string) agent.Options {
 	cni := &daemon.Options{ConfDir: filepath.Join(dir, "net.d"), SocketPath: filepath.Join(dir, "cni.sock"),
 		CacheDir: filepath.Join(dir, "cache"), DevinfoDir: filepath.Join(dir, "cni-devinfo"), NodeName: soakNode,
@@ -209,6 +213,7 @@ func (w *world) options(dir string) agent.Options {
 		DevinfoDir: filepath.Join(dir, "devinfo"), DRAPluginsDir: plugins, FenceDir: filepath.Join(dir, "fences"),
 		PollInterval: 100 * time.Millisecond, RescanInterval: time.Hour, GCInterval: 50 * time.Millisecond,
 		DevinfoGrace: time.Nanosecond, LedgerInterval: 50 * time.Millisecond,
+		KubeletSettle: 100 * time.Millisecond, PendingGrace: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: w.metrics,
 		ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA(nil), CNI: cni,
 		DRA: &agent.DRAOptions{NodeName: soakNode, REST: w.api.Config(), RegistrarDir: filepath.Join(dir, "reg"),

@@ -36,7 +36,7 @@ func (a *Agent) newBook() *ledger.Book {
 		src.Resets = a.opts.CNI.Resets(a.opts.VFAdmin, a.log)
 	}
 	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
-		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }})
+		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }, PendingGrace: a.opts.PendingGrace})
 }
 
 // podUID is the UID of the pod of the node's pod cache with that name, ""

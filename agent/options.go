@@ -79,7 +79,12 @@ type Options struct {
 	// pod it runs (ledger.Sources.KubeletSettle); 0 trusts its first
 	// answer.
 	KubeletSettle time.Duration
-	Logger        *slog.Logger
+	// PendingGrace is how long a device plugin allocation kubelet has not
+	// reported yet stays held (ledger.BookOptions.PendingGrace); 0 means
+	// ledger.DefaultPendingGrace. Tests whose kubelet records at once
+	// shorten it.
+	PendingGrace time.Duration
+	Logger       *slog.Logger
 	// ESwitch and VDPA replace the kernel's devlink and vDPA netlink, which
 	// some kernels lack; nil means the kernel's.
 	ESwitch discovery.ESwitchReader

@@ -1,6 +1,7 @@
 package ledger
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,13 +31,16 @@ type BookOptions struct {
 	// Changed is called, without the Book's lock, after each change of
 	// what Snapshot says; it must not block.
 	Changed func()
+	// PendingGrace is how long a device plugin allocation kubelet does not
+	// report yet is kept; 0 means DefaultPendingGrace.
+	PendingGrace time.Duration
 }
 
-// pendingGrace is how long a device plugin allocation kubelet does not
-// report yet is kept: kubelet records an allocation as Allocate returns,
-// so a PodResources answer this much younger that still does not name it
-// means the pod was refused or is gone.
-const pendingGrace = 10 * time.Second
+// DefaultPendingGrace is how long a device plugin allocation kubelet does
+// not report yet is kept: kubelet records an allocation as Allocate
+// returns, so a PodResources answer this much younger that still does not
+// name it means the pod was refused or is gone.
+const DefaultPendingGrace = 10 * time.Second
 
 // reserveReadTimeout bounds the fresh read a conflicting Reserve makes
 // under the lock.
@@ -82,6 +86,7 @@ func NewBook(o BookOptions) *Book {
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
+	o.PendingGrace = cmp.Or(o.PendingGrace, DefaultPendingGrace)
 	b := &Book{o: o, log: o.Logger, files: fenceFiles{dir: o.FenceDir}, reader: NewReader(o.Sources),
 		fences: map[string]Fence{}, verdicts: map[string]string{}, pfs: map[string]string{}, now: time.Now,
 		wake: make(chan struct{}, 1)}
@@ -163,7 +168,7 @@ func (b *Book) applyLocked(l *Ledger) {
 		reported := slices.ContainsFunc(l.Holders(h.device), func(o Holder) bool {
 			return o.Kind == Pod && o.Resource == h.holder.Resource
 		})
-		return reported || !l.kubeletStarting && !l.kubeletAt.Before(h.at.Add(pendingGrace))
+		return reported || !l.kubeletStarting && !l.kubeletAt.Before(h.at.Add(b.o.PendingGrace))
 	})
 }
 

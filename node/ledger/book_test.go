@@ -157,13 +157,26 @@ func TestReserveRacesHaveOneWinner(t *testing.T) {
 
 // TestPendingAllocation: an allocation kubelet has not reported yet holds
 // the device against other front ends until kubelet reports the pod, and
-// goes once a PodResources answer 10 s younger still does not name it (the
-// pod was refused or is gone).
+// goes once a PodResources answer PendingGrace (10 s unless set) younger
+// still does not name it (the pod was refused or is gone).
 func TestPendingAllocation(t *testing.T) {
+	for _, tt := range []struct {
+		name  string
+		grace time.Duration
+		ends  time.Duration
+	}{
+		{"default grace", 0, ledger.DefaultPendingGrace},
+		{"grace set", 3 * time.Second, 3 * time.Second},
+	} {
+		t.Run(tt.name, func(t *testing.T) { testPendingAllocation(t, tt.grace, tt.ends) })
+	}
+}
+
+func testPendingAllocation(t *testing.T, grace, ends time.Duration) {
 	kubelet, src := newSources(t)
 	src.Checkpoint = ""
 	var now time.Time
-	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	b := ledger.NewBook(ledger.BookOptions{Sources: src, PendingGrace: grace})
 	ledger.SetBookClock(b, func() time.Time { return now })
 	now = time.Now()
 	ctx := context.Background()
@@ -174,21 +187,22 @@ func TestPendingAllocation(t *testing.T) {
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0, vfA1}, Holder: dpPod}); err != nil {
 		t.Fatal(err)
 	}
+	start := now
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
-	now = now.Add(time.Second)
+	now = now.Add(ends - time.Millisecond)
 	l := b.Refresh(ctx)
 	if hs := l.Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
 		t.Errorf("reported allocation: holders %+v, want pod ns/cnf alone", hs)
 	}
 	if hs := l.Holders(vfA1); len(hs) != 1 || !hs[0].Pending() {
-		t.Errorf("unreported allocation after 1 s: holders %+v, want the pending allocation", hs)
+		t.Errorf("unreported allocation after %s: holders %+v, want the pending allocation", now.Sub(start), hs)
 	}
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: claimC}); err == nil {
 		t.Error("a claim got a device an unreported allocation holds")
 	}
-	now = now.Add(10 * time.Second)
+	now = start.Add(ends)
 	if hs := b.Refresh(ctx).Holders(vfA1); len(hs) != 0 {
-		t.Errorf("unreported allocation after 11 s: holders %+v, want none", hs)
+		t.Errorf("unreported allocation after %s: holders %+v, want none", now.Sub(start), hs)
 	}
 }
 
