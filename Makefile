@@ -91,9 +91,10 @@ bench-peers: kube-bins
 # Pod start as users feel it on the e2e cluster: hwnet's device plugin and
 # DRA pools and the peer stack (Multus thick + sriovdp) as DaemonSets, 1, 20
 # and 100 CNF pods at once, interleaved rounds, one table (root, takes the
-# e2e lock; test/bench/README.md). BENCH_ARGS="-rounds 3 -pods 1,20,100".
+# e2e lock; test/bench/README.md). BENCH_ARGS="-rounds 3 -pods 1,20,100";
+# NODES=3 spreads the pods over two SR-IOV workers.
 bench-cluster: kube-bins containerd-cdi
-	BENCH_ARGS="$(BENCH_ARGS)" bash test/bench/cluster.sh
+	BENCH_ARGS="$(BENCH_ARGS)" NODES=$(NODES) bash test/bench/cluster.sh
 
 # The shape of Multus issue #1344 (pods with 5 InfiniBand VFs, created at
 # once on many nodes) against one real kube-apiserver: an hwnet-agent per

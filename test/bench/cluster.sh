@@ -4,6 +4,7 @@
 # interleaved rounds, one table (test/bench/README.md). Root.
 #
 #   BENCH_ARGS="-rounds 3 -pods 1,20,100"   flags of BenchmarkCluster
+#   NODES=3                                  a control plane and 2 SR-IOV workers (-nodes)
 #   SRIOVDP_BIN=/path/to/sriovdp           default: ../shared/peers/sriovdp, /work/shared/peers/sriovdp
 #   PEERS_CACHE=/var/cache/hwnet-ci/peers  where Multus is built (shared with peers.sh)
 set -euo pipefail
@@ -36,5 +37,5 @@ log "waiting for the e2e lock /tmp/hwnet-e2e.lock (the e2e suite must not share 
 cd "$REPO"
 # shellcheck disable=SC2086
 flock /tmp/hwnet-e2e.lock go test -run '^$' -bench '^BenchmarkCluster$' -benchtime 1x -timeout 60m \
-	./test/bench/cluster -args -multus "$mdir" ${BENCH_ARGS:-} | tee "$OUT"
+	./test/bench/cluster -args -multus "$mdir" -nodes "${NODES:-1}" ${BENCH_ARGS:-} | tee "$OUT"
 log "table saved to $OUT"

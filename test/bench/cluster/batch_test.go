@@ -1,11 +1,14 @@
 package cluster
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -39,6 +42,8 @@ const (
 type podTimes struct {
 	sent                                      time.Time
 	admitted, scheduled, sandbox, run, status time.Duration
+	// node is where the scheduler put the pod.
+	node string
 }
 
 // done: Running with a complete network-status.
@@ -56,7 +61,7 @@ type batchResult struct {
 }
 
 // round deploys a stack, runs one batch of every count, records the
-// daemons' peak RSS and removes the stack. A stack that fails is noted in
+// daemons' peak RSS, removes the stack and what it left on the nodes. A stack that fails is noted in
 // the table and removed, and the run goes on with the others.
 func (be *bench) round(b *testing.B, s stack, counts []int, r int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
@@ -70,14 +75,17 @@ func (be *bench) round(b *testing.B, s stack, counts []int, r int) {
 			b.Fatalf("round %d: %s: %v (logs in %s)", r, s.name, err, be.c.LogDir())
 		}
 	}
-	if err := s.down(ctx, be.c); err != nil {
+	if err := s.down(ctx, be); err != nil {
 		b.Fatalf("round %d: %s down: %v", r, s.name, err)
+	}
+	if err := be.restoreNodes(ctx, s.name, r); err != nil {
+		b.Fatalf("round %d: %v", r, err)
 	}
 }
 
 func (be *bench) measure(ctx context.Context, s stack, counts []int, r int) error {
 	start := time.Now()
-	if err := s.up(ctx, be.c, be.repo); err != nil {
+	if err := s.up(ctx, be); err != nil {
 		return fmt.Errorf("up: %w", err)
 	}
 	fmt.Printf("bench: round %d: %s up in %.1f s (load %.1f)\n", r, s.name, time.Since(start).Seconds(), loadavg())
@@ -87,13 +95,13 @@ func (be *bench) measure(ctx context.Context, s stack, counts []int, r int) erro
 			return fmt.Errorf("%d pods: %w", n, err)
 		}
 		be.tab.addBatch(s.name, n, res)
-		fmt.Printf("bench: round %d: %s, %d pods: Running p50 %.2f s max %.2f s, %d failures, %d sandbox retries (load %.1f)\n",
-			r, s.name, n, pct(runTimes(res.pods), 50), pct(runTimes(res.pods), 100), res.failures, res.retries, loadavg())
+		fmt.Printf("bench: round %d: %s, %d pods: Running p50 %.2f s max %.2f s, %d failures, %d sandbox retries, pods per node %s (load %.1f)\n",
+			r, s.name, n, pct(runTimes(res.pods), 50), pct(runTimes(res.pods), 100), res.failures, res.retries, podsPerNode(res.pods), loadavg())
 		if res.failures == n {
 			return fmt.Errorf("%d pods: none Running with its network-status; larger batches skipped", n)
 		}
 	}
-	be.tab.addRSS(s.name, daemonPeakRSS(be.c, s.daemons))
+	be.tab.addRSS(s.name, be.daemonPeakRSS(s.daemons))
 	return nil
 }
 
@@ -104,8 +112,10 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 	if err != nil {
 		return nil, err
 	}
-	if err := waitNodeReady(ctx, client, be.c.NodeName(), stackWait); err != nil {
-		return nil, err
+	for _, node := range be.sriov {
+		if err := waitNodeReady(ctx, client, node.NodeName(), stackWait); err != nil {
+			return nil, err
+		}
 	}
 	before, err := snapshot(ctx, client, be.c, s.daemons)
 	if err != nil {
@@ -130,13 +140,15 @@ func (be *bench) batch(ctx context.Context, s stack, n int, id string) (*batchRe
 	// A node gone NotReady ends the batch at once, with why.
 	wctx, give := context.WithCancelCause(wctx)
 	defer give(nil)
-	go func() {
-		if err := nodeNotReady(wctx, client, be.c.NodeName()); err != nil {
-			give(err)
-		}
-	}()
+	for _, node := range be.sriov {
+		go func() {
+			if err := nodeNotReady(wctx, client, node.NodeName()); err != nil {
+				give(err)
+			}
+		}()
+	}
 	go func() { defer close(watched); follow(wctx, open, byName, &mu) }()
-	createAll(ctx, client, id, times, &mu)
+	createAll(ctx, client, id, times, len(be.sriov) > 1, &mu)
 	<-watched
 	if err := context.Cause(wctx); errors.Is(err, errNodeNotReady) {
 		return nil, err
@@ -210,6 +222,19 @@ func followOne(ctx context.Context, w watch.Interface, byName map[string]*podTim
 	return left
 }
 
+// podsPerNode says how many pods each node got, "node=n ...", sorted.
+func podsPerNode(pods []*podTimes) string {
+	count := map[string]int{}
+	for _, p := range pods {
+		count[cmp.Or(p.node, "unscheduled")]++
+	}
+	var out []string
+	for _, node := range slices.Sorted(maps.Keys(count)) {
+		out = append(out, fmt.Sprintf("%s=%d", node, count[node]))
+	}
+	return strings.Join(out, " ")
+}
+
 func (p *podTimes) see(pod *corev1.Pod, at time.Duration) {
 	set := func(d *time.Duration, cond bool) {
 		if cond && *d == 0 {
@@ -217,6 +242,7 @@ func (p *podTimes) see(pod *corev1.Pod, at time.Duration) {
 		}
 	}
 	set(&p.scheduled, pod.Spec.NodeName != "")
+	p.node = cmp.Or(p.node, pod.Spec.NodeName)
 	set(&p.sandbox, condTrue(pod, corev1.PodReadyToStartContainers))
 	set(&p.run, pod.Status.Phase == corev1.PodRunning)
 	set(&p.status, statusEntries(pod) == networks+1)
@@ -240,14 +266,17 @@ func statusEntries(pod *corev1.Pod) int {
 }
 
 // createAll creates the pods at once, one goroutine each, as a
-// controller's burst would.
-func createAll(ctx context.Context, client kubernetes.Interface, id string, times []*podTimes, mu *sync.Mutex) {
+// controller's burst would; spread spreads them over the SR-IOV nodes.
+func createAll(ctx context.Context, client kubernetes.Interface, id string, times []*podTimes, spread bool, mu *sync.Mutex) {
 	var wg sync.WaitGroup
 	for i := range times {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			pod := cnfPod(id, i)
+			if spread {
+				spreadOverSRIOVNodes(pod)
+			}
 			mu.Lock()
 			times[i].sent = time.Now()
 			mu.Unlock()
@@ -289,6 +318,19 @@ func cnfPod(id string, i int) *corev1.Pod {
 				Command: []string{"/workload"}, Resources: corev1.ResourceRequirements{Requests: devices, Limits: devices}}},
 		},
 	}
+}
+
+// spreadOverSRIOVNodes keeps the pod to the nodes labelled sriovNodeLabel
+// and evens the batch out over them: a node without the label is no
+// domain of the spread, so the control plane does not hold it back.
+func spreadOverSRIOVNodes(pod *corev1.Pod) {
+	pod.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+		RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchExpressions: []corev1.NodeSelectorRequirement{{Key: sriovNodeLabel, Operator: corev1.NodeSelectorOpIn, Values: []string{"true"}}},
+		}}}}}
+	pod.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname,
+		WhenUnsatisfiable: corev1.DoNotSchedule,
+		LabelSelector:     &metav1.LabelSelector{MatchLabels: map[string]string{batchLabel: pod.Labels[batchLabel]}}}}
 }
 
 // sandboxFailures counts the batch's FailedCreatePodSandBox events: the

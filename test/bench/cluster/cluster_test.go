@@ -11,6 +11,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/e2e"
 	"github.com/hwnet-io/hwnet/test/e2e/cluster"
@@ -26,15 +29,26 @@ var (
 	sriovdp   = flag.String("sriovdp", "", "the SR-IOV network device plugin binary (default $SRIOVDP_BIN, else ../shared/peers/sriovdp beside the checkout, else /work/shared/peers/sriovdp)")
 	multusDir = flag.String("multus", "/var/cache/hwnet-ci/peers/multus-v4.3.0", "directory with Multus v4.3.0's multus-daemon, multus-shim, install_multus and passthru (test/bench/peers.sh builds them)")
 	keep      = flag.Bool("keep", false, "leave the cluster running at the end")
+	nodeCount = flag.Int("nodes", 1, "nodes in the cluster: 1 runs the pods on the control plane; N > 1 gives N-1 workers the bench's SR-IOV hardware, leaves the control plane without any and spreads every batch evenly over the workers")
 )
 
-const setupTimeout = 10 * time.Minute
+const (
+	setupTimeout = 10 * time.Minute
+	// maxNodes keeps a run to what this machine's kind can hold: each
+	// worker has 612 VFs, its own kubelet and containerd.
+	maxNodes = 5
+	// sriovNodeLabel marks the nodes the pods run on.
+	sriovNodeLabel = "bench.hwnet.io/sriov"
+)
 
 // bench is the cluster and what every stack shares.
 type bench struct {
-	c    *cluster.Cluster
-	repo string
-	tab  *table
+	c *cluster.Cluster
+	// sriov are the nodes with the bench's SR-IOV hardware, where the
+	// pods run: the control plane alone, or every worker.
+	sriov []*cluster.Cluster
+	repo  string
+	tab   *table
 	// columns are the stacks measured, in order: the table's columns.
 	columns []string
 }
@@ -45,7 +59,7 @@ type bench struct {
 func BenchmarkCluster(b *testing.B) {
 	vnodetest.RequireRoot(b)
 	for b.Loop() {
-		counts, err := parseCounts(*podCounts)
+		counts, err := parseCounts(*podCounts, max(1, *nodeCount-1))
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -89,11 +103,11 @@ func up(b *testing.B) *bench {
 		}
 		images = append(images, peers)
 	}
-	spec, err := nodeSpec()
+	cp, workers, err := nodeSpecs(*nodeCount)
 	if err != nil {
 		b.Fatal(err)
 	}
-	c, err := cluster.Up(ctx, cluster.Config{StateDir: *stateDir, Spec: spec, Repo: repo,
+	c, err := cluster.Up(ctx, cluster.Config{StateDir: *stateDir, Spec: cp, Workers: workers, Repo: repo,
 		Images: images, SandboxImage: image.Pause, Progress: os.Stdout})
 	if c != nil && !*keep {
 		b.Cleanup(func() { down(b, c) })
@@ -101,7 +115,11 @@ func up(b *testing.B) *bench {
 	if err != nil {
 		b.Fatal(err)
 	}
-	be := &bench{c: c, repo: repo, tab: newTable()}
+	// The pods run on the workers, or on the control plane when alone.
+	be := &bench{c: c, sriov: c.Nodes()[min(1, len(workers)):], repo: repo, tab: newTable()}
+	if err := be.labelSRIOVNodes(ctx); err != nil {
+		b.Fatal(err)
+	}
 	if err := be.prepare(ctx); err != nil {
 		b.Fatal(err)
 	}
@@ -133,7 +151,7 @@ func (be *bench) prepare(ctx context.Context) error {
 	if err := e2e.InstallCNIPlugin(ctx, be.c, plugin); err != nil {
 		return err
 	}
-	return removeHwnet(ctx, be.c)
+	return removeHwnet(ctx, be)
 }
 
 // nodeSpec is testdata/node.yaml.
@@ -145,12 +163,56 @@ func nodeSpec() (*virtualnode.Spec, error) {
 	return virtualnode.ParseSpec(data)
 }
 
-func parseCounts(s string) ([]int, error) {
+// nodeSpecs are the cluster's nodes for -nodes n: testdata/node.yaml
+// alone, or a control plane without SR-IOV hardware (named as the file
+// says) and n-1 workers with the file's hardware, named as
+// cluster.WorkerSpecs names them.
+func nodeSpecs(n int) (cp *virtualnode.Spec, workers []*virtualnode.Spec, err error) {
+	if n < 1 || n > maxNodes {
+		return nil, nil, fmt.Errorf("-nodes %d: from 1 to %d", n, maxNodes)
+	}
+	spec, err := nodeSpec()
+	if err != nil || n == 1 {
+		return spec, nil, err
+	}
+	for _, w := range cluster.WorkerSpecs(spec.Name, n) {
+		hw, err := nodeSpec()
+		if err != nil {
+			return nil, nil, err
+		}
+		hw.Name = w.Name
+		workers = append(workers, hw)
+	}
+	return &virtualnode.Spec{Name: spec.Name}, workers, nil
+}
+
+// labelSRIOVNodes labels the nodes the pods run on, whose label the pods'
+// affinity and spread constraint select, when there are workers.
+func (be *bench) labelSRIOVNodes(ctx context.Context) error {
+	if len(be.c.Nodes()) == 1 {
+		return nil
+	}
+	client, err := e2e.Client(be.c)
+	if err != nil {
+		return err
+	}
+	patch := []byte(`{"metadata":{"labels":{"` + sriovNodeLabel + `":"true"}}}`)
+	for _, n := range be.sriov {
+		if _, err := client.CoreV1().Nodes().Patch(ctx, n.NodeName(), types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("label node %s: %w", n.NodeName(), err)
+		}
+	}
+	return nil
+}
+
+// parseCounts are -pods' batch sizes, each at most what nodes SR-IOV
+// nodes hold.
+func parseCounts(s string, nodes int) ([]int, error) {
 	var out []int
 	for _, f := range strings.Split(s, ",") {
 		n, err := strconv.Atoi(strings.TrimSpace(f))
-		if err != nil || n < 1 || n > maxPods {
-			return nil, fmt.Errorf("-pods %q: %q is not a count from 1 to %d", s, f, maxPods)
+		if err != nil || n < 1 || n > maxPods*nodes {
+			return nil, fmt.Errorf("-pods %q: %q is not a count from 1 to %d", s, f, maxPods*nodes)
 		}
 		out = append(out, n)
 	}

@@ -42,16 +42,31 @@ func snapshot(ctx context.Context, client kubernetes.Interface, c *cluster.Clust
 	if s.nodeCPU, err = clusterCPU(c); err != nil {
 		return s, err
 	}
-	for _, pid := range daemonPIDs(c, daemons) {
-		s.daemonCPU += cpuOf(pid)
+	for _, n := range c.Nodes() {
+		for _, pid := range daemonPIDs(n, daemons) {
+			s.daemonCPU += cpuOf(pid)
+		}
 	}
 	return s, nil
 }
 
-// clusterCPU is the CPU time of the cluster's cgroup (cgroupRoot
+// clusterCPU is the CPU time of every node's cgroup.
+func clusterCPU(c *cluster.Cluster) (float64, error) {
+	total := 0.0
+	for _, n := range c.Nodes() {
+		s, err := nodeCPU(n)
+		if err != nil {
+			return 0, err
+		}
+		total += s
+	}
+	return total, nil
+}
+
+// nodeCPU is the CPU time of a node's cgroup (cgroupRoot
 // /hwnet-e2e/<name>, see test/e2e/cluster), from cgroup v1's cpuacct or
 // v2's cpu.stat.
-func clusterCPU(c *cluster.Cluster) (float64, error) {
+func nodeCPU(c *cluster.Cluster) (float64, error) {
 	rel := filepath.Join("hwnet-e2e", c.NodeName())
 	if data, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", rel, "cpuacct.usage")); err == nil {
 		ns, err := strconv.ParseFloat(strings.TrimSpace(string(data)), 64)
@@ -73,7 +88,7 @@ func clusterCPU(c *cluster.Cluster) (float64, error) {
 }
 
 // daemonPIDs are the processes named one of names (their comm) in the
-// cluster's cgroup.
+// node's cgroup.
 func daemonPIDs(c *cluster.Cluster, names []string) []int {
 	entries, err := os.ReadDir("/proc")
 	if err != nil {
@@ -120,9 +135,17 @@ func cpuOf(pid int) float64 {
 	return (utime + stime) / 100 // USER_HZ
 }
 
-// daemonPeakRSS sums the daemons' VmHWM, MiB: each daemon's peak since
-// its start this round.
-func daemonPeakRSS(c *cluster.Cluster, names []string) float64 {
+// daemonPeakRSS is, of the SR-IOV nodes, the largest sum of a node's
+// daemons' VmHWM, MiB: each daemon's peak since its start this round.
+func (be *bench) daemonPeakRSS(names []string) float64 {
+	most := 0.0
+	for _, n := range be.sriov {
+		most = max(most, nodePeakRSS(n, names))
+	}
+	return most
+}
+
+func nodePeakRSS(c *cluster.Cluster, names []string) float64 {
 	total := 0.0
 	for _, pid := range daemonPIDs(c, names) {
 		f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
@@ -149,8 +172,19 @@ type sandboxTimes struct {
 }
 
 func (be *bench) sandboxTimes(pod string) sandboxTimes {
+	for _, n := range be.sriov {
+		if st := nodeSandboxTimes(n, pod); !st.begin.IsZero() {
+			return st
+		}
+	}
+	return sandboxTimes{}
+}
+
+// nodeSandboxTimes is the pod's sandbox as the node's containerd logged
+// it; zero when it ran elsewhere.
+func nodeSandboxTimes(c *cluster.Cluster, pod string) sandboxTimes {
 	var st sandboxTimes
-	f, err := os.Open(filepath.Join(be.c.LogDir(), "containerd.log"))
+	f, err := os.Open(filepath.Join(c.LogDir(), "containerd.log"))
 	if err != nil {
 		return st
 	}

@@ -27,8 +27,8 @@ type stack struct {
 	// daemons are the process names (comm) whose CPU and peak RSS are the
 	// stack's.
 	daemons []string
-	up      func(ctx context.Context, c *cluster.Cluster, repo string) error
-	down    func(ctx context.Context, c *cluster.Cluster) error
+	up      func(ctx context.Context, be *bench) error
+	down    func(ctx context.Context, be *bench) error
 }
 
 const (
@@ -72,15 +72,15 @@ func stackNames(stacks []stack) []string {
 // mode, as test/e2e/dra_test.go does, so that the unchanged pods'
 // extended resources are served through DRA by the DeviceClasses'
 // extendedResourceName.
-func upHwnet(dra bool) func(ctx context.Context, c *cluster.Cluster, repo string) error {
-	return func(ctx context.Context, c *cluster.Cluster, repo string) error {
-		if _, err := e2e.DeployHwnet(ctx, c, repo, os.Stdout); err != nil {
+func upHwnet(dra bool) func(ctx context.Context, be *bench) error {
+	return func(ctx context.Context, be *bench) error {
+		if _, err := e2e.DeployHwnet(ctx, be.c, be.repo, os.Stdout); err != nil {
 			return err
 		}
 		if !dra {
 			return nil
 		}
-		return switchToDRA(ctx, c, repo)
+		return be.switchToDRA(ctx)
 	}
 }
 
@@ -110,10 +110,11 @@ func draPools(repo string) ([]byte, error) {
 }
 
 // switchToDRA puts the DRA pools into the agent's ConfigMap, replaces the
-// agent pod and waits until the device plugin pools left and the
-// ResourceSlices are published.
-func switchToDRA(ctx context.Context, c *cluster.Cluster, repo string) error {
-	config, err := draPools(repo)
+// agent pods and waits until the device plugin pools left every node and
+// the ResourceSlices are published.
+func (be *bench) switchToDRA(ctx context.Context) error {
+	c := be.c
+	config, err := draPools(be.repo)
 	if err != nil {
 		return err
 	}
@@ -133,24 +134,26 @@ func switchToDRA(ctx context.Context, c *cluster.Cluster, repo string) error {
 	if err := deletePodsAndWait(ctx, c, e2e.AgentNamespace, e2e.AgentSelector); err != nil {
 		return err
 	}
-	want, err := e2e.ExpectedPools(ctx, c, config)
-	if err != nil {
-		return err
-	}
-	if err := e2e.WaitHwnetReady(ctx, c, want, os.Stdout); err != nil {
-		return err
+	for _, n := range c.Nodes() {
+		want, err := e2e.ExpectedPools(ctx, n, config)
+		if err != nil {
+			return err
+		}
+		if err := e2e.WaitHwnetReady(ctx, n, want, os.Stdout); err != nil {
+			return err
+		}
 	}
 	return cluster.Poll(ctx, stackWait, "hwnet's ResourceSlices", func(ctx context.Context) error {
 		n, err := sliceDevices(ctx, c)
-		if err == nil && n != draDevices {
-			err = fmt.Errorf("%d devices in hwnet.io's ResourceSlices, want %d", n, draDevices)
+		if want := draDevices * len(be.sriov); err == nil && n != want {
+			err = fmt.Errorf("%d devices in hwnet.io's ResourceSlices, want %d", n, want)
 		}
 		return err
 	})
 }
 
 // draDevices are testdata/node.yaml's sriov_netdevice (200), sriov_dpdk
-// (112) and IB (100) VFs.
+// (112) and IB (100) VFs: those of each SR-IOV node.
 const draDevices = 412
 
 func sliceDevices(ctx context.Context, c *cluster.Cluster) (int, error) {
@@ -202,9 +205,10 @@ func deletePodsAndWait(ctx context.Context, c *cluster.Cluster, ns, selector str
 
 // removeHwnet deletes the agent's DaemonSet, the controller and the
 // admission policies (the peer stack runs without them), then what the
-// agent leaves on the node: its CNI configuration and shim, and its
+// agent leaves on the nodes: its CNI configuration and shim, and its
 // ResourceSlices.
-func removeHwnet(ctx context.Context, c *cluster.Cluster) error {
+func removeHwnet(ctx context.Context, be *bench) error {
+	c := be.c
 	_, err := e2e.Kubectl(ctx, c, nil, "-n", e2e.AgentNamespace, "delete", "--ignore-not-found", "daemonset/hwnet-agent", "deployment/hwnet-controller")
 	if err != nil {
 		return err
@@ -229,7 +233,7 @@ func removeHwnet(ctx context.Context, c *cluster.Cluster) error {
 			return err
 		}
 	}
-	if _, err := e2e.Exec(ctx, c, nil, "rm", "-f", e2e.ConfFile, "/opt/cni/bin/hwnet"); err != nil {
+	if err := onEveryNode(ctx, c, "rm", "-f", e2e.ConfFile, "/opt/cni/bin/hwnet"); err != nil {
 		return err
 	}
 	_, err = e2e.Kubectl(ctx, c, nil, "delete", "resourceslices", "--field-selector", "spec.driver="+draDriver)
@@ -251,11 +255,22 @@ func waitGone(ctx context.Context, c *cluster.Cluster, selector string) error {
 	})
 }
 
+// onEveryNode runs a command on every node of the cluster.
+func onEveryNode(ctx context.Context, c *cluster.Cluster, name string, args ...string) error {
+	for _, n := range c.Nodes() {
+		if _, err := e2e.Exec(ctx, n, nil, name, args...); err != nil {
+			return fmt.Errorf("node %s: %w", n.NodeName(), err)
+		}
+	}
+	return nil
+}
+
 // upPeer deploys testdata/peers.yaml with sriovdp's configuration and
-// waits until the node offers the pools sriovdp serves (the counts
-// hwnet's deploy/pools.yaml gives) and multus-daemon has written its
-// configuration.
-func upPeer(ctx context.Context, c *cluster.Cluster, repo string) error {
+// waits until every SR-IOV node offers the pools sriovdp serves (the
+// counts hwnet's deploy/pools.yaml gives) and multus-daemon has written
+// its configuration on every node.
+func upPeer(ctx context.Context, be *bench) error {
+	c, repo := be.c, be.repo
 	client, err := e2e.Client(c)
 	if err != nil {
 		return err
@@ -281,27 +296,29 @@ func upPeer(ctx context.Context, c *cluster.Cluster, repo string) error {
 	if err != nil {
 		return err
 	}
-	want, err := e2e.ExpectedPools(ctx, c, pools)
+	want, err := e2e.ExpectedPools(ctx, be.sriov[0], pools)
 	if err != nil {
 		return err
 	}
 	return cluster.Poll(ctx, stackWait, "sriovdp's pools "+want.String()+" and "+multusConf, func(ctx context.Context) error {
-		node, err := client.CoreV1().Nodes().Get(ctx, c.NodeName(), metav1.GetOptions{})
-		if err != nil {
-			return err
-		}
-		for name, n := range want {
-			if q := node.Status.Allocatable[name]; q.Value() != n {
-				return fmt.Errorf("allocatable %s is %d, want %d", name, q.Value(), n)
+		for _, n := range be.sriov {
+			node, err := client.CoreV1().Nodes().Get(ctx, n.NodeName(), metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			for name, n := range want {
+				if q := node.Status.Allocatable[name]; q.Value() != n {
+					return fmt.Errorf("node %s: allocatable %s is %d, want %d", node.Name, name, q.Value(), n)
+				}
 			}
 		}
-		_, err = e2e.Exec(ctx, c, nil, "test", "-s", multusConf)
-		return err
+		return onEveryNode(ctx, c, "test", "-s", multusConf)
 	})
 }
 
-// removePeer deletes the DaemonSets and what Multus leaves on the node.
-func removePeer(ctx context.Context, c *cluster.Cluster) error {
+// removePeer deletes the DaemonSets and what Multus leaves on the nodes.
+func removePeer(ctx context.Context, be *bench) error {
+	c := be.c
 	manifest, err := os.ReadFile("testdata/peers.yaml")
 	if err != nil {
 		return err
@@ -318,8 +335,7 @@ func removePeer(ctx context.Context, c *cluster.Cluster) error {
 	if err := waitGone(ctx, c, "app=sriovdp"); err != nil {
 		return err
 	}
-	_, err = e2e.Exec(ctx, c, nil, "rm", "-rf", multusConf, "/etc/cni/net.d/multus.d", "/opt/cni/bin/multus-shim", "/opt/cni/bin/passthru")
-	return err
+	return onEveryNode(ctx, c, "rm", "-rf", multusConf, "/etc/cni/net.d/multus.d", "/opt/cni/bin/multus-shim", "/opt/cni/bin/passthru")
 }
 
 // peerImageFile writes the peer stack's image (sriovdp, and Multus where

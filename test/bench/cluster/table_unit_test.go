@@ -34,3 +34,39 @@ func TestRatioOfStackNotMeasured(t *testing.T) {
 		t.Errorf("row = %q, want %q", got, want)
 	}
 }
+
+// With workers, the control plane has no SR-IOV hardware and each worker
+// the bench node's, under a name of its own.
+func TestNodeSpecs(t *testing.T) {
+	cp, workers, err := nodeSpecs(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Name != "hwnet-bench" || len(cp.PFs) != 0 {
+		t.Errorf("control plane %q with %d PFs, want hwnet-bench with none", cp.Name, len(cp.PFs))
+	}
+	if len(workers) != 2 || workers[0].Name != "hwnet-bench-w1" || workers[1].Name != "hwnet-bench-w2" {
+		t.Fatalf("workers %v, want hwnet-bench-w1 and -w2", workers)
+	}
+	for _, w := range workers {
+		if len(w.PFs) != 2 {
+			t.Errorf("worker %s has %d PF entries, want testdata/node.yaml's 2", w.Name, len(w.PFs))
+		}
+	}
+	if cp, workers, err := nodeSpecs(1); err != nil || cp.Name != "hwnet-bench" || len(cp.PFs) != 2 || workers != nil {
+		t.Errorf("one node: %v %v %v, want testdata/node.yaml alone", cp, workers, err)
+	}
+	for _, n := range []int{0, maxNodes + 1} {
+		if _, _, err := nodeSpecs(n); err == nil || !strings.Contains(err.Error(), "-nodes") {
+			t.Errorf("nodeSpecs(%d): err %v, want one naming -nodes", n, err)
+		}
+	}
+}
+
+// podsPerNode shows how a batch was spread, the unscheduled included.
+func TestPodsPerNode(t *testing.T) {
+	pods := []*podTimes{{node: "w2"}, {node: "w1"}, {node: "w2"}, {}}
+	if got, want := podsPerNode(pods), "unscheduled=1 w1=1 w2=2"; got != want {
+		t.Errorf("podsPerNode = %q, want %q", got, want)
+	}
+}
