@@ -268,7 +268,10 @@ func (s *soak) freeNetdevVFs() []string {
 func (s *soak) netdevBack(id string) {
 	moveLink(s.w.t, s.w.limbo, s.w.node.NetnsName(), s.m.vanished[id])
 	delete(s.m.vanished, id)
-	if s.expectUnknown() == 0 && !s.m.pf1Down {
+	// A device one of the test's pods or claims holds is not offered
+	// again until they end: the agent may have handed it out while its
+	// netdev was away, as one a pending allocation holds may be in a pod.
+	if s.expectUnknown() == 0 && !s.m.pf1Down && len(s.m.owners()[id]) == 0 {
 		s.w.waitFor(id+" offered again", func() bool { return s.offered(id) })
 	}
 }
