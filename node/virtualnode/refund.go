@@ -34,6 +34,10 @@ import (
 // taken, and its current MAC and MTU; the emulation gives back the
 // function's own, as the tree still records them.
 //
+// Link notifications lost under load (ENOBUFS) are made up for with a
+// link dump: a pair the tree records and the node's netns lacks at both
+// ends died with a namespace meanwhile, and is made again.
+//
 // It runs until ctx is done, calling ready (if not nil) once it watches.
 // Only one process may run it for a node: a test in the process that built
 // the node, or the cluster's daemon (cmd/hwnet-vnode-kernel).
@@ -93,14 +97,10 @@ func (n *Node) newReturner(ns netns.NsHandle, log *slog.Logger) (*returner, erro
 		return nil, fmt.Errorf("return netdevs: netlink in %s: %w", n.st.Netns, err)
 	}
 	r := &returner{n: n, ls: &links{ns: netns.None(), h: h}, sock: sock, log: log, away: map[string]bool{}}
-	all, err := linkList(h)
+	present, err := r.present()
 	if err != nil {
 		r.Close()
-		return nil, fmt.Errorf("return netdevs: list links: %w", err)
-	}
-	present := map[string]bool{}
-	for _, l := range all {
-		present[l.Attrs().Name] = true
+		return nil, err
 	}
 	for _, f := range n.Devices() {
 		if f.Netdev != nil && f.Representor != nil && present[f.Representor.Name] && !present[f.Netdev.Name] {
@@ -108,6 +108,52 @@ func (n *Node) newReturner(ns netns.NsHandle, log *slog.Logger) (*returner, erro
 		}
 	}
 	return r, nil
+}
+
+// present are the names of the links in the node's netns.
+func (r *returner) present() (map[string]bool, error) {
+	all, err := linkList(r.ls.h)
+	if err != nil {
+		return nil, fmt.Errorf("return netdevs: list links: %w", err)
+	}
+	present := make(map[string]bool, len(all))
+	for _, l := range all {
+		present[l.Attrs().Name] = true
+	}
+	return present, nil
+}
+
+// resync takes the node's links afresh after notifications were lost
+// (ENOBUFS, under load): a function the tree still records whose netdev
+// and representor are both gone lost its pair with a namespace that died
+// meanwhile, and is made again, as the kernel never loses a physical
+// netdev; one whose representor is there and netdev is not is away.
+func (r *returner) resync() error {
+	present, err := r.present()
+	if err != nil {
+		return err
+	}
+	clear(r.away)
+	for _, f := range r.n.Devices() {
+		if f.Netdev == nil || f.Representor == nil || present[f.Netdev.Name] {
+			continue
+		}
+		if present[f.Representor.Name] {
+			r.away[f.Netdev.Name] = true
+			continue
+		}
+		r.give(&f, "netdev returned after link notifications were lost")
+	}
+	return nil
+}
+
+// give makes the function's pair again and says so.
+func (r *returner) give(f *Function, msg string) {
+	if err := r.recreate(f); err != nil {
+		r.log.Error("netdev whose namespace died not returned", "netdev", f.Netdev.Name, "pci", f.Addr, "err", err)
+		return
+	}
+	r.log.Info(msg, "netdev", f.Netdev.Name, "pci", f.Addr, "ifindex", f.Netdev.Index)
 }
 
 func (r *returner) Close() {
@@ -119,7 +165,10 @@ func (r *returner) serve(sock *nl.NetlinkSocket) error {
 	for {
 		msgs, _, err := sock.Receive()
 		if errors.Is(err, unix.ENOBUFS) {
-			r.log.Warn("link notifications lost: a netdev whose namespace died meanwhile stays gone", "err", err)
+			r.log.Warn("link notifications lost: taking the node's links afresh", "err", err)
+			if err := r.resync(); err != nil {
+				return err
+			}
 			continue
 		}
 		if err != nil {
@@ -155,11 +204,7 @@ func (r *returner) handle(m syscall.NetlinkMessage) {
 		return
 	}
 	delete(r.away, f.Netdev.Name)
-	if err := r.recreate(&f); err != nil {
-		r.log.Error("netdev whose namespace died not returned", "netdev", f.Netdev.Name, "pci", f.Addr, "err", err)
-		return
-	}
-	r.log.Info("netdev returned from a destroyed namespace", "netdev", f.Netdev.Name, "pci", f.Addr, "ifindex", f.Netdev.Index)
+	r.give(&f, "netdev returned from a destroyed namespace")
 }
 
 // movedOut reports whether a RTM_DELLINK is a move to another namespace,

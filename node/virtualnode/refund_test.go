@@ -27,18 +27,7 @@ import (
 // out before ReturnNetdevs started too. A VF removed while its netdev was
 // home stays removed.
 func TestReturnNetdevs(t *testing.T) {
-	vnodetest.RequireRoot(t)
-	n := build(t, rootSpec(t), true)
-	h := netlinkIn(t, n)
-	var vfs []virtualnode.Function
-	for _, f := range n.Devices() {
-		if f.IsVF() && f.Netdev != nil {
-			vfs = append(vfs, f)
-		}
-	}
-	if len(vfs) < 3 {
-		t.Fatalf("the default spec has %d VFs with netdevs, want 3", len(vfs))
-	}
+	n, h, vfs := nodeWithVFs(t, 3)
 	pod := podNetns(t)
 	moveInto(t, h, pod, vfs[0].Netdev.Name, "net1")
 	ctx, cancel := context.WithCancel(t.Context())
@@ -75,6 +64,58 @@ func TestReturnNetdevs(t *testing.T) {
 		t.Errorf("%s, removed while home, came back", vfs[2].Netdev.Name)
 	}
 	checkLinksMatchTree(t, n, h)
+}
+
+// TestReturnNetdevsAfterLostNotifications: link notifications lost under
+// load (ENOBUFS) leave a VF whose pod namespace died meanwhile without
+// its pair; the resync that follows makes it again, and leaves a VF
+// removed while home removed.
+func TestReturnNetdevsAfterLostNotifications(t *testing.T) {
+	n, h, vfs := nodeWithVFs(t, 2)
+	pod := podNetns(t)
+	moveInto(t, h, pod, vfs[0].Netdev.Name, "net1")
+	if err := n.RemoveVF(t.Context(), vfs[1].Addr); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("ip", "netns", "del", pod).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del %s: %v: %s", pod, err, out)
+	}
+	// Nothing listens: the pair dies with the namespace, asynchronously.
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := h.LinkByName(vfs[0].Representor.Name); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s still there a minute after its peer's namespace was deleted", vfs[0].Representor.Name)
+		}
+	}
+	if err := n.ResyncNetdevs(slog.New(slog.NewTextHandler(testWriter{t}, nil))); err != nil {
+		t.Fatal(err)
+	}
+	waitLink(t, h, vfs[0].Netdev.Name)
+	waitLink(t, h, vfs[0].Representor.Name)
+	if _, err := h.LinkByName(vfs[1].Netdev.Name); err == nil {
+		t.Errorf("%s, removed while home, came back", vfs[1].Netdev.Name)
+	}
+	checkLinksMatchTree(t, n, h)
+}
+
+// nodeWithVFs builds the default node with its links, a netlink handle
+// in its netns and its VFs with netdevs, at least want of them.
+func nodeWithVFs(t *testing.T, want int) (*virtualnode.Node, *netlink.Handle, []virtualnode.Function) {
+	t.Helper()
+	vnodetest.RequireRoot(t)
+	n := build(t, rootSpec(t), true)
+	var vfs []virtualnode.Function
+	for _, f := range n.Devices() {
+		if f.IsVF() && f.Netdev != nil {
+			vfs = append(vfs, f)
+		}
+	}
+	if len(vfs) < want {
+		t.Fatalf("the default spec has %d VFs with netdevs, want %d", len(vfs), want)
+	}
+	return n, netlinkIn(t, n), vfs
 }
 
 // podNetns adds a network namespace as a runtime does for a pod.
