@@ -306,9 +306,9 @@ func upPeer(ctx context.Context, be *bench) error {
 			if err != nil {
 				return err
 			}
-			for name, n := range want {
-				if q := node.Status.Allocatable[name]; q.Value() != n {
-					return fmt.Errorf("node %s: allocatable %s is %d, want %d", node.Name, name, q.Value(), n)
+			for name, count := range want {
+				if q := node.Status.Allocatable[name]; q.Value() != count {
+					return fmt.Errorf("node %s: allocatable %s is %d, want %d", node.Name, name, q.Value(), count)
 				}
 			}
 		}
