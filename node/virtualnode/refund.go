@@ -97,21 +97,19 @@ func (n *Node) newReturner(ns netns.NsHandle, log *slog.Logger) (*returner, erro
 		return nil, fmt.Errorf("return netdevs: netlink in %s: %w", n.st.Netns, err)
 	}
 	r := &returner{n: n, ls: &links{ns: netns.None(), h: h}, sock: sock, log: log, away: map[string]bool{}}
-	present, err := r.present()
-	if err != nil {
+	// A pair gone at both ends already is left so: what took it went
+	// before this returner could see it go.
+	if _, err := r.follow(); err != nil {
 		r.Close()
 		return nil, err
-	}
-	for _, f := range n.Devices() {
-		if f.Netdev != nil && f.Representor != nil && present[f.Representor.Name] && !present[f.Netdev.Name] {
-			r.away[f.Netdev.Name] = true
-		}
 	}
 	return r, nil
 }
 
-// present are the names of the links in the node's netns.
-func (r *returner) present() (map[string]bool, error) {
+// follow takes the node's links afresh: a function the tree records
+// whose representor is there and netdev is not is away; it returns those
+// whose netdev and representor are both gone.
+func (r *returner) follow() ([]Function, error) {
 	all, err := linkList(r.ls.h)
 	if err != nil {
 		return nil, fmt.Errorf("return netdevs: list links: %w", err)
@@ -120,29 +118,32 @@ func (r *returner) present() (map[string]bool, error) {
 	for _, l := range all {
 		present[l.Attrs().Name] = true
 	}
-	return present, nil
+	clear(r.away)
+	var gone []Function
+	for _, f := range r.n.Devices() {
+		switch {
+		case f.Netdev == nil || f.Representor == nil || present[f.Netdev.Name]:
+		case present[f.Representor.Name]:
+			r.away[f.Netdev.Name] = true
+		default:
+			gone = append(gone, f)
+		}
+	}
+	return gone, nil
 }
 
-// resync takes the node's links afresh after notifications were lost
+// resync follows the node's links after notifications were lost
 // (ENOBUFS, under load): a function the tree still records whose netdev
 // and representor are both gone lost its pair with a namespace that died
 // meanwhile, and is made again, as the kernel never loses a physical
-// netdev; one whose representor is there and netdev is not is away.
+// netdev.
 func (r *returner) resync() error {
-	present, err := r.present()
+	gone, err := r.follow()
 	if err != nil {
 		return err
 	}
-	clear(r.away)
-	for _, f := range r.n.Devices() {
-		if f.Netdev == nil || f.Representor == nil || present[f.Netdev.Name] {
-			continue
-		}
-		if present[f.Representor.Name] {
-			r.away[f.Netdev.Name] = true
-			continue
-		}
-		r.give(&f, "netdev returned after link notifications were lost")
+	for i := range gone {
+		r.give(&gone[i], "netdev returned after link notifications were lost")
 	}
 	return nil
 }

@@ -61,8 +61,9 @@ type batchResult struct {
 }
 
 // round deploys a stack, runs one batch of every count, records the
-// daemons' peak RSS, removes the stack and what it left on the nodes. A stack that fails is noted in
-// the table and removed, and the run goes on with the others.
+// daemons' peak RSS, removes the stack and what it left on the nodes. A
+// stack that fails is noted in the table and removed, and the run goes
+// on with the others.
 func (be *bench) round(b *testing.B, s stack, counts []int, r int) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 	defer cancel()
