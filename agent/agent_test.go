@@ -481,6 +481,39 @@ func TestAgentVFInPod(t *testing.T) {
 	f.wait(t, netdevice, "the VF's netdev back", health("0000:3b:01.1", pluginapi.Healthy))
 }
 
+// TestAgentPendingAllocationNetdevGone: a VF whose only holder is an
+// allocation kubelet has not reported (its pod refused or deleted at
+// once) and whose netdev leaves is lost at once, not when the allocation
+// is given up: it is withdrawn, and kubelet's next allocation of it is
+// refused naming the netdev. Back in the node, it is offered again.
+func TestAgentPendingAllocationNetdevGone(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
+	// Longer than any test: only the netdev's leaving can end the hold.
+	f.opts.PendingGrace = time.Hour
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	elsewhere := "hwa-gone-" + f.node.NetnsName()
+	if out, err := exec.Command("ip", "netns", "add", elsewhere).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", elsewhere).Run() })
+	ctx := context.Background()
+	if _, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.1"); err != nil {
+		t.Fatal(err)
+	}
+	moveLink(t, f.node.NetnsName(), elsewhere, "enp59s0f0v1")
+	f.wait(t, netdevice, "the VF lost", health("0000:3b:01.1", pluginapi.Unhealthy))
+	_, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.1")
+	if err == nil || !strings.Contains(err.Error(), "its netdev") {
+		t.Fatalf("allocation of the VF whose netdev left: %v, want it refused naming the netdev", err)
+	}
+	moveLink(t, elsewhere, f.node.NetnsName(), "enp59s0f0v1")
+	f.wait(t, netdevice, "the VF's netdev back", health("0000:3b:01.1", pluginapi.Healthy))
+	if _, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.1"); err != nil {
+		t.Errorf("allocation of the VF back in the node: %v", err)
+	}
+}
+
 // moveLink moves the named link from one named network namespace to another.
 func moveLink(t *testing.T, from, to, name string) {
 	t.Helper()

@@ -158,7 +158,7 @@ func (a *Agent) judge() {
 	for _, run := range a.draPools {
 		lists = append(lists, run.sent)
 	}
-	a.book.Judge(offer.Unhealthy(lists...))
+	a.book.Judge(offer.Verdicts(lists...))
 }
 
 // awaitsRelease reports whether a pooled device's verdict waits on a hold

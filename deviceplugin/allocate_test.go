@@ -307,7 +307,7 @@ func TestAllocateRefusedByTheLedger(t *testing.T) {
 		}, "device 0000:3b:01.0 is held by claim ns/c"},
 		{"unhealthy", func(t *testing.T) *ledger.Book {
 			b := openLedger(t)
-			b.Judge(map[string]string{netVF: "PF 0000:3b:00.0 link enp59s0f0 is down"})
+			b.Judge(ledger.Verdicts{Unhealthy: map[string]string{netVF: "PF 0000:3b:00.0 link enp59s0f0 is down"}})
 			return b
 		}, "device 0000:3b:01.0 is unhealthy: PF 0000:3b:00.0 link enp59s0f0 is down"},
 		{"fenced", func(t *testing.T) *ledger.Book {

@@ -189,7 +189,7 @@ func TestPrepareRefusedByTheLedger(t *testing.T) {
 			}
 		}, "device 0000:3b:01.6 is held by an allocation of intel.com/sriov_dpdk kubelet has not reported yet"},
 		{"unhealthy", func(_ *testing.T, b *ledger.Book) {
-			b.Judge(map[string]string{vf: "bound to vfio-pci but its VFIO group device is missing"})
+			b.Judge(ledger.Verdicts{Unhealthy: map[string]string{vf: "bound to vfio-pci but its VFIO group device is missing"}})
 		}, "device 0000:3b:01.6 is unhealthy: bound to vfio-pci but its VFIO group device is missing"},
 		{"fenced", func(t *testing.T, b *ledger.Book) {
 			if err := b.Fence(context.Background(), ledger.Fence{Key: "k", Devices: []string{vf}, Reason: "its pool is switching front end"}, false); err != nil {

@@ -90,8 +90,8 @@ func operDown(oper string) bool {
 type View struct {
 	Inv   *discovery.Inventory
 	Links LinkStates
-	// Held are the devices a container holds: kubelet allocated them, so
-	// their device-info file exists. Their netdev may be in a pod. nil
+	// Held are the devices a pod, claim or sandbox holds
+	// (ledger.Ledger.Held): their netdev may be in a pod. nil
 	// means unknown: a device whose netdev is away may be held, or lost,
 	// and is not judged healthy.
 	Held map[string]bool

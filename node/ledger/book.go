@@ -57,12 +57,12 @@ type Book struct {
 	reader *Reader
 	// sourced is the sources as last read, by this Book's reader or
 	// Watch's; live the holds Reserve took that Release has not given
-	// back; fences the fences in force by key; verdicts why each
-	// unhealthy device is (Judge).
+	// back; fences the fences in force by key; verdicts what health
+	// says of the devices (Judge).
 	sourced  *Ledger
 	live     []liveHold
 	fences   map[string]Fence
-	verdicts map[string]string
+	verdicts Verdicts
 	// pfs caches each VF's PF, read from sysfs.
 	pfs  map[string]string
 	snap atomic.Pointer[Ledger]
@@ -88,7 +88,7 @@ func NewBook(o BookOptions) *Book {
 	}
 	o.PendingGrace = cmp.Or(o.PendingGrace, DefaultPendingGrace)
 	b := &Book{o: o, log: o.Logger, files: fenceFiles{dir: o.FenceDir}, reader: NewReader(o.Sources),
-		fences: map[string]Fence{}, verdicts: map[string]string{}, pfs: map[string]string{}, now: time.Now,
+		fences: map[string]Fence{}, pfs: map[string]string{}, now: time.Now,
 		wake: make(chan struct{}, 1)}
 	b.sourced = New(map[string][]Holder{}, []string{"the device ledger: not read yet"})
 	b.snap.Store(b.sourced)
@@ -296,8 +296,11 @@ func (b *Book) checkLocked(req Request, fresh bool) error {
 		if !b.sourced.Complete() {
 			return &Conflict{Device: d, Reason: Unknown, Why: b.sourced.UnknownWhy(), refreshable: true}
 		}
-		if why, bad := b.verdicts[d]; bad {
+		if why, bad := b.verdicts.Unhealthy[d]; bad {
 			return &Conflict{Device: d, Reason: Unhealthy, Why: why}
+		}
+		if b.verdicts.Away[d] && !b.awayExplainedLocked(req.Holder, d) {
+			return &Conflict{Device: d, Reason: Unhealthy, Why: awayWhy}
 		}
 		if err := b.holdersAllowLocked(req.Holder, d, fresh); err != nil {
 			return err
@@ -380,12 +383,13 @@ func (b *Book) pfOfLocked(addr string) (string, error) {
 	return pf, nil
 }
 
-// Judge records why each unhealthy device is; Reserve refuses them. The
-// map replaces the last one; the caller must not change it afterwards.
-func (b *Book) Judge(unhealthy map[string]string) {
+// Judge records what health says of the devices; Reserve refuses the
+// unhealthy ones and those Verdicts.Away explains. v replaces the last
+// verdicts; the caller must not change its maps afterwards.
+func (b *Book) Judge(v Verdicts) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.verdicts = unhealthy
+	b.verdicts = v
 }
 
 // Fence withdraws the devices f covers from every front end. With free,

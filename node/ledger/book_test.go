@@ -289,10 +289,54 @@ func TestFences(t *testing.T) {
 // whoever asks.
 func TestUnhealthyRefused(t *testing.T) {
 	b := openBook(t, ledger.BookOptions{})
-	b.Judge(map[string]string{vfA0: "its netdev is gone"})
+	b.Judge(ledger.Verdicts{Unhealthy: map[string]string{vfA0: "its netdev is gone"}})
 	err := b.Reserve(context.Background(), ledger.Request{Devices: []string{vfA0}, Holder: claimC})
 	if err == nil || err.Error() != "device 0000:3b:02.0 is unhealthy: its netdev is gone" {
 		t.Fatalf("Reserve of an unhealthy device: %v", err)
+	}
+}
+
+// TestAwayRefused: a device whose netdev is away goes only where a
+// sandbox's attachment explains it (the holders decide) or to a holder
+// that has it already: never to a new allocation, whatever allocation kubelet has
+// not reported, or has let go of, holds it.
+func TestAwayRefused(t *testing.T) {
+	const away = "is unhealthy: its netdev is away from the node's network namespace and no attachment holds it"
+	reported := ledger.Holder{Kind: ledger.Pod, Resource: "intel.com/vf", Namespace: "ns", Name: "cnf"}
+	for _, tc := range []struct {
+		name  string
+		first *ledger.Holder
+		now   ledger.Holder
+		want  string
+	}{
+		{"a free device", nil, dpPod, away},
+		{"over an allocation kubelet has not reported", &dpPod, dpPod, away},
+		{"over a reported allocation", &reported, dpPod, away},
+		{"a claim", nil, claimC, away},
+		{"the same claim again", &claimC, claimC, ""},
+		{"over an allocation's attachment", &sandbox1, dpPod, "is held by container sandbox-1 of pod ns/p1"},
+		{"the claim's pod's attachment", &claimC, sandbox1, away},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := openBook(t, ledger.BookOptions{})
+			ctx := context.Background()
+			if tc.first != nil {
+				if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: *tc.first}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			b.Judge(ledger.Verdicts{Away: map[string]bool{vfA0: true}})
+			err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: tc.now})
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("Reserve: %v, want it granted", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("Reserve: %v, want %q", err, tc.want)
+			}
+			if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: tc.now}); err != nil {
+				t.Errorf("Reserve of a device whose netdev is in the node: %v", err)
+			}
+		})
 	}
 }
 

@@ -58,14 +58,7 @@ func (r *ilRun) shimDel() string {
 		r.w.book.Release(context.Background(), ledger.Holder{Kind: ledger.Container, Container: id})
 		return "ok " + id + ", reset failed"
 	}
-	for key, f := range r.m.fences {
-		if f.Layout == nil {
-			delete(r.m.fences, key)
-		}
-	}
-	r.m.unhealthy = map[string]string{}
-	r.w.startBook()
-	r.read(r.w.book.Snapshot())
+	r.restartBook()
 	return "ok " + id + " by the shim, agent restarted"
 }
 

@@ -267,16 +267,20 @@ func (r *ilRun) lift(key string) {
 	delete(r.m.fences, key)
 }
 
-// judge is the health watch's verdict: none to two devices unhealthy.
+// judge is the health watch's verdict: none to two devices unhealthy,
+// none to two whose netdev is away.
 func (r *ilRun) judge() string {
 	all := append(ilVFs(ilPFA), ilVFs(ilPFB)...)
-	bad := map[string]string{}
+	bad, away := map[string]string{}, map[string]bool{}
 	for range r.rng.IntN(3) {
 		bad[r.pick(all)] = "its netdev left the node"
 	}
-	r.m.unhealthy = bad
-	r.w.book.Judge(maps.Clone(bad))
-	return "ok " + strings.Join(slices.Sorted(maps.Keys(bad)), " ")
+	for range r.rng.IntN(3) {
+		away[r.pick(all)] = true
+	}
+	r.m.unhealthy, r.m.away = bad, away
+	r.w.book.Judge(ledger.Verdicts{Unhealthy: maps.Clone(bad), Away: maps.Clone(away)})
+	return "ok " + strings.Join(slices.Sorted(maps.Keys(bad)), " ") + "; away " + strings.Join(slices.Sorted(maps.Keys(away)), " ")
 }
 
 // poll is the Book reading every source: one it cannot read must show.
@@ -315,15 +319,22 @@ func (r *ilRun) passTime() string {
 // old agent; the new one takes them again as it needs them.
 func (r *ilRun) agentRestart() string {
 	r.w.book.Close()
+	r.restartBook()
+	return "ok, unknown " + r.w.book.Snapshot().UnknownWhy()
+}
+
+// restartBook starts the agent's Book anew: the fences kept on disk
+// are all it has of the last one's, and no verdict until the agent
+// judges again.
+func (r *ilRun) restartBook() {
 	for key, f := range r.m.fences {
 		if f.Layout == nil {
 			delete(r.m.fences, key)
 		}
 	}
-	r.m.unhealthy = map[string]string{}
+	r.m.unhealthy, r.m.away = map[string]string{}, map[string]bool{}
 	r.w.startBook()
 	r.read(r.w.book.Snapshot())
-	return "ok, unknown " + r.w.book.Snapshot().UnknownWhy()
 }
 
 func (r *ilRun) kubeletDownUp() string {

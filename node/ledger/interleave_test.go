@@ -40,7 +40,8 @@ const (
 // shim's, with the agent away; a failed reset's) and the resets done,
 // time passing. A model of who holds what checks
 // after every step that no device has two owners, that nothing fenced,
-// unhealthy or withheld by a pending reset was handed out, that nothing was handed out once the Book had
+// unhealthy or withheld by a pending reset was handed out, no device whose netdev is away went where no
+// sandbox and no earlier hand-out of its new owner explains it, that nothing was handed out once the Book had
 // read a source it could not, and that the Book forgets no hold; after
 // each sequence everything is given back and the Book must be at the
 // baseline. A failure prints the seed and steps:
@@ -76,6 +77,8 @@ type ilModel struct {
 	sandboxes map[string]*ilSandbox
 	fences    map[string]ledger.Fence
 	unhealthy map[string]string
+	// away are the devices whose netdev is not in the node's namespace.
+	away map[string]bool
 	// resets are the devices whose VF reset is pending.
 	resets map[string]bool
 	// kubeletDown, kubeletStarting, torn and badRecord are the sources'
@@ -108,7 +111,7 @@ type ilSandbox struct {
 
 func newILModel() *ilModel {
 	return &ilModel{pods: map[string]*ilPod{}, claims: map[string]*ilClaim{}, sandboxes: map[string]*ilSandbox{},
-		fences: map[string]ledger.Fence{}, unhealthy: map[string]string{}, resets: map[string]bool{}}
+		fences: map[string]ledger.Fence{}, unhealthy: map[string]string{}, away: map[string]bool{}, resets: map[string]bool{}}
 }
 
 // podUID and podRunning are the node's pods cache, as the agent's.
@@ -145,6 +148,16 @@ func (m *ilModel) owners() map[string][]string {
 		add(cmpOr(sb.owner, "sandbox "+id), sb.devices)
 	}
 	return out
+}
+
+// inSandbox reports whether a sandbox's attachment has the device.
+func (m *ilModel) inSandbox(d string) bool {
+	for _, sb := range m.sandboxes {
+		if slices.Contains(sb.devices, d) {
+			return true
+		}
+	}
+	return false
 }
 
 // faulty says which source the Book cannot read now, "" when it reads
@@ -283,6 +296,9 @@ func (r *ilRun) reserve(h ledger.Holder, owner string, devices []string) error {
 		if why, bad := r.m.unhealthy[d]; bad {
 			r.fail("%s went to %s while unhealthy: %s", d, owner, why)
 		}
+		if r.m.away[d] && !slices.Contains(owners[d], owner) && !r.m.inSandbox(d) {
+			r.fail("%s went to %s while its netdev was away and no sandbox had it", d, owner)
+		}
 		if r.m.resets[d] {
 			r.fail("%s went to %s while its VF settings reset was pending", d, owner)
 		}
@@ -357,8 +373,8 @@ func (r *ilRun) drain() {
 	for _, key := range slices.Sorted(maps.Keys(m.fences)) {
 		r.lift(key)
 	}
-	m.unhealthy = map[string]string{}
-	w.book.Judge(map[string]string{})
+	m.unhealthy, m.away = map[string]string{}, map[string]bool{}
+	w.book.Judge(ledger.Verdicts{})
 	r.drainResets()
 	// Past a pending allocation's grace and a starting kubelet's settle,
 	// from when the Book saw kubelet start.

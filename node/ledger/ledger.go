@@ -161,15 +161,19 @@ func (l *Ledger) UnknownWhy() string {
 	return "who holds it is unknown: " + strings.Join(l.Unknown, "; ")
 }
 
-// Held is the set of held devices, or nil when a source is unknown: then
-// any device may be held.
+// Held is the set of devices a pod, claim or sandbox holds, or nil when a
+// source is unknown: then any device may be held. A device only
+// allocations kubelet has not reported hold is not in it: their pods'
+// sandboxes are not made yet, so its netdev is in none of them.
 func (l *Ledger) Held() map[string]bool {
 	if !l.Complete() {
 		return nil
 	}
 	held := make(map[string]bool, len(l.byDevice))
-	for id := range l.byDevice {
-		held[id] = true
+	for id, hs := range l.byDevice {
+		if slices.ContainsFunc(hs, func(h Holder) bool { return !h.Pending() }) {
+			held[id] = true
+		}
 	}
 	return held
 }

@@ -36,6 +36,9 @@ type State struct {
 	// DeadPF is true for a VF whose PF carries no VF's traffic
 	// (devhealth.View.DeadPF).
 	DeadPF bool
+	// NetdevAway is true for a device whose netdev is not in the node's
+	// network namespace (devhealth.View.NetdevAway).
+	NetdevAway bool
 }
 
 // Offered reports whether pods may get the device now.
@@ -134,7 +137,7 @@ func (p Pool) States(v devhealth.View, l *ledger.Ledger, fe ledger.FrontEnd) []S
 	for i := range p.Matched {
 		d := &p.Matched[i]
 		ok, reason := v.Device(d)
-		s := State{Device: *d, Healthy: ok, Reason: reason, DeadPF: v.DeadPF(d), Unknown: unknown}
+		s := State{Device: *d, Healthy: ok, Reason: reason, DeadPF: v.DeadPF(d), Unknown: unknown, NetdevAway: v.NetdevAway(d)}
 		if h, foreign := l.Foreign(s.ID, fe); foreign {
 			s.HeldBy = h.String()
 		}
@@ -164,14 +167,17 @@ func (p Pool) AwaitsRelease(v devhealth.View, l *ledger.Ledger, fe ledger.FrontE
 	})
 }
 
-// Unhealthy is why each unhealthy device of the states is, for the
-// ledger's Judge: a hand-out of one is refused.
-func Unhealthy(states ...[]State) map[string]string {
-	out := map[string]string{}
+// Verdicts are what the states say of each device's health, for the
+// ledger's Judge.
+func Verdicts(states ...[]State) ledger.Verdicts {
+	out := ledger.Verdicts{Unhealthy: map[string]string{}, Away: map[string]bool{}}
 	for _, ss := range states {
 		for _, s := range ss {
 			if !s.Healthy {
-				out[s.ID] = s.Reason
+				out.Unhealthy[s.ID] = s.Reason
+			}
+			if s.NetdevAway {
+				out.Away[s.ID] = true
 			}
 		}
 	}
