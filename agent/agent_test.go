@@ -457,11 +457,7 @@ func TestAgentVFInPod(t *testing.T) {
 	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
-	pod := "hwa-pod-" + f.node.NetnsName()
-	if out, err := exec.Command("ip", "netns", "add", pod).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", pod).Run() })
+	pod := addNetns(t, "hwa-pod-"+f.node.NetnsName())
 	if _, err := f.kubelet.Allocate(context.Background(), netdevice, "0000:3b:01.0"); err != nil {
 		t.Fatal(err)
 	}
@@ -492,11 +488,7 @@ func TestAgentPendingAllocationNetdevGone(t *testing.T) {
 	f.opts.PendingGrace = time.Hour
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
-	elsewhere := "hwa-gone-" + f.node.NetnsName()
-	if out, err := exec.Command("ip", "netns", "add", elsewhere).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", elsewhere).Run() })
+	elsewhere := addNetns(t, "hwa-gone-"+f.node.NetnsName())
 	ctx := context.Background()
 	if _, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.1"); err != nil {
 		t.Fatal(err)
@@ -512,6 +504,16 @@ func TestAgentPendingAllocationNetdevGone(t *testing.T) {
 	if _, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.1"); err != nil {
 		t.Errorf("allocation of the VF back in the node: %v", err)
 	}
+}
+
+// addNetns adds a named network namespace for the test's life.
+func addNetns(t testing.TB, name string) string {
+	t.Helper()
+	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns add: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	return name
 }
 
 // moveLink moves the named link from one named network namespace to another.

@@ -67,10 +67,7 @@ func TestSpec6_1_AgentServesCNI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, plugins}, filepath.Join(dir, "runtime-cache"), nil)
-	if out, err := exec.Command("ip", "netns", "add", "hwnet-agent-cni").CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", "hwnet-agent-cni").Run() })
+	addNetns(t, "hwnet-agent-cni")
 	rt := &libcni.RuntimeConf{ContainerID: "sandbox-1", NetNS: "/var/run/netns/hwnet-agent-cni", IfName: "eth0",
 		Args: [][2]string{{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "plain"}, {"K8S_POD_UID", string(pod.UID)}}}
 	ctx := context.Background()

@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
 	"strconv"
@@ -152,11 +151,7 @@ func newWorld(t *testing.T) *world {
 	w.cni = wire.NewClient(w.opts.CNI.SocketPath)
 	w.writeNetworks(dir)
 	w.writeConfig(baseLayout())
-	w.limbo = "hwlimbo-" + strconv.Itoa(os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", w.limbo).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", w.limbo).Run() })
+	w.limbo = addNetns(t, "hwlimbo-"+strconv.Itoa(os.Getpid()))
 	w.slices = watchSlices(t, w.api.Client())
 	t.Cleanup(w.stopAgent)
 	return w

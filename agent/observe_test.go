@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -91,10 +90,7 @@ func addThroughShim(t *testing.T, api *kubeapi.Server, conflist string, path []s
 	if err != nil {
 		t.Fatal(err)
 	}
-	if out, err := exec.Command("ip", "netns", "add", "hwnet-agent-obs").CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", "hwnet-agent-obs").Run() })
+	addNetns(t, "hwnet-agent-obs")
 	cni := libcni.NewCNIConfigWithCacheDir(path, filepath.Join(dir, "runtime-cache"), nil)
 	rt := &libcni.RuntimeConf{ContainerID: "sandbox-obs", NetNS: "/var/run/netns/hwnet-agent-obs", IfName: "eth0",
 		Args: [][2]string{{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", pod.Name}, {"K8S_POD_UID", string(pod.UID)}}}

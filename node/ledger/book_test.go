@@ -99,17 +99,23 @@ func TestReserveConflicts(t *testing.T) {
 				t.Fatal(err)
 			}
 			err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: tc.now})
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("Reserve: %v, want it granted", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("Reserve: %v, want %q", err, tc.want)
-			}
+			wantGrant(t, err, tc.want)
 			var c *ledger.Conflict
 			if tc.want != "" && (!errors.As(err, &c) || c.Reason != ledger.Held) {
 				t.Errorf("error %v is not a Held conflict", err)
 			}
 		})
+	}
+}
+
+// wantGrant fails the test unless err is nil for want "", or says want.
+func wantGrant(t *testing.T, err error, want string) {
+	t.Helper()
+	switch {
+	case want == "" && err != nil:
+		t.Fatalf("Reserve: %v, want it granted", err)
+	case want != "" && (err == nil || !strings.Contains(err.Error(), want)):
+		t.Fatalf("Reserve: %v, want %q", err, want)
 	}
 }
 
@@ -327,12 +333,7 @@ func TestAwayRefused(t *testing.T) {
 			}
 			b.Judge(ledger.Verdicts{Away: map[string]bool{vfA0: true}})
 			err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: tc.now})
-			switch {
-			case tc.want == "" && err != nil:
-				t.Fatalf("Reserve: %v, want it granted", err)
-			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
-				t.Fatalf("Reserve: %v, want %q", err, tc.want)
-			}
+			wantGrant(t, err, tc.want)
 			if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: tc.now}); err != nil {
 				t.Errorf("Reserve of a device whose netdev is in the node: %v", err)
 			}
