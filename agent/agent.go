@@ -343,25 +343,38 @@ func (a *Agent) rematchWith(ctx context.Context, res *pools.Result, fresh bool) 
 	}
 	v := a.healthView()
 	a.publishDRA(ctx, v)
+	created := a.publishPools(res, fresh, pooled, v)
+	a.storePlugins()
+	// A new plugin serves once the ledger has its devices' verdicts: an
+	// Allocate it refused as not judged yet would fail the pod.
+	a.judge()
+	for _, run := range created {
+		a.runPool(ctx, run)
+	}
+	a.setAwaitingRelease(a.awaitsRelease(v))
+	a.updateVFLayouts()
+}
+
+// publishPools gives each device plugin pool of res its devices, judged
+// by v, and returns the pools it made, which do not serve yet.
+func (a *Agent) publishPools(res *pools.Result, fresh bool, pooled map[string]bool, v devhealth.View) []*poolRun {
+	var created []*poolRun
 	for i := range res.Pools {
 		p := &res.Pools[i]
 		if p.Resource.Mode == pools.DRA {
 			continue
 		}
-		run, created := a.ensurePool(p.Resource)
+		run, isNew := a.ensurePool(p.Resource)
 		if fresh {
 			run.devices = offer.Pool{}
 		}
 		run.devices = run.devices.Rematch(p.Devices, a.inv, pooled)
 		a.publish(run, v)
-		if created {
-			a.runPool(ctx, run)
+		if isNew {
+			created = append(created, run)
 		}
 	}
-	a.storePlugins()
-	a.judge()
-	a.setAwaitingRelease(a.awaitsRelease(v))
-	a.updateVFLayouts()
+	return created
 }
 
 // stopUnwanted stops the device plugins of pools the configuration no

@@ -321,6 +321,7 @@ func TestAllocateRefusedByTheLedger(t *testing.T) {
 		{"holders unknown", func(t *testing.T) *ledger.Book {
 			src := ledger.Sources{PodResourcesSocket: filepath.Join(t.TempDir(), "no-kubelet.sock")}
 			b := ledger.NewBook(ledger.BookOptions{Sources: src})
+			b.Judge(ledger.Verdicts{})
 			if err := b.Load(context.Background()); err != nil {
 				t.Fatal(err)
 			}

@@ -190,6 +190,7 @@ type harness struct {
 func openLedger(t testing.TB) *ledger.Book {
 	t.Helper()
 	b := ledger.NewBook(ledger.BookOptions{})
+	b.Judge(ledger.Verdicts{})
 	if err := b.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

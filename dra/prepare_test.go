@@ -52,6 +52,7 @@ func newPreparer(t testing.TB, n *testNode, dir string, admin ...dra.VFAdmin) *p
 func openLedger(t testing.TB, src ledger.Sources, sysfs string) *ledger.Book {
 	t.Helper()
 	b := ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: sysfs})
+	b.Judge(ledger.Verdicts{})
 	if err := b.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}

@@ -175,6 +175,7 @@ func (n *testNode) start(ctx context.Context) {
 	n.t.Cleanup(n.status.Shutdown)
 	n.ledger = ledger.NewBook(ledger.BookOptions{Sources: ledger.Sources{PodResourcesSocket: filepath.Join(n.dir, "pod-resources.sock"),
 		Records: attachments.NewStore(filepath.Join(n.dir, "cache")), PodUID: pods.UIDOf}})
+	n.ledger.Judge(ledger.Verdicts{})
 	if err := n.ledger.Load(ctx); err != nil {
 		n.t.Fatal(err)
 	}

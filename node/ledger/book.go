@@ -63,6 +63,8 @@ type Book struct {
 	live     []liveHold
 	fences   map[string]Fence
 	verdicts Verdicts
+	// judged is false until the first Judge: what health says is unknown.
+	judged bool
 	// pfs caches each VF's PF, read from sysfs.
 	pfs  map[string]string
 	snap atomic.Pointer[Ledger]
@@ -234,7 +236,8 @@ type Request struct {
 
 // Reserve hands the devices to the holder, or refuses with a *Conflict
 // naming the first device that cannot go and why: a fence covers it, a
-// source is unknown, it is unhealthy, or a holder it is not compatible
+// source is unknown, its health is not judged yet (no Judge), it is
+// unhealthy, or a holder it is not compatible
 // with has it. A conflict that a fresh read could settle (a pod kubelet
 // may have let go, a source back, a file another process changed) reads
 // every source once more under the lock before refusing. A Reserve the
@@ -295,6 +298,9 @@ func (b *Book) checkLocked(req Request, fresh bool) error {
 		}
 		if !b.sourced.Complete() {
 			return &Conflict{Device: d, Reason: Unknown, Why: b.sourced.UnknownWhy(), refreshable: true}
+		}
+		if !b.judged {
+			return &Conflict{Device: d, Reason: Unknown, Why: notJudgedWhy}
 		}
 		if why, bad := b.verdicts.Unhealthy[d]; bad {
 			return &Conflict{Device: d, Reason: Unhealthy, Why: why}
@@ -384,12 +390,13 @@ func (b *Book) pfOfLocked(addr string) (string, error) {
 }
 
 // Judge records what health says of the devices; Reserve refuses the
-// unhealthy ones and those Verdicts.Away explains. v replaces the last
-// verdicts; the caller must not change its maps afterwards.
+// unhealthy ones and those Verdicts.Away explains, and every device until
+// the first Judge. v replaces the last verdicts; the caller must not
+// change its maps afterwards.
 func (b *Book) Judge(v Verdicts) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.verdicts = v
+	b.verdicts, b.judged = v, true
 }
 
 // Fence withdraws the devices f covers from every front end. With free,

@@ -52,6 +52,7 @@ func sysfsWithVFs(t testing.TB) string {
 func openBook(t testing.TB, o ledger.BookOptions) *ledger.Book {
 	t.Helper()
 	b := ledger.NewBook(o)
+	b.Judge(ledger.Verdicts{})
 	if err := b.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -183,6 +184,7 @@ func testPendingAllocation(t *testing.T, grace, ends time.Duration) {
 	src.Checkpoint = ""
 	var now time.Time
 	b := ledger.NewBook(ledger.BookOptions{Sources: src, PendingGrace: grace})
+	b.Judge(ledger.Verdicts{})
 	ledger.SetBookClock(b, func() time.Time { return now })
 	now = time.Now()
 	ctx := context.Background()
@@ -299,6 +301,27 @@ func TestUnhealthyRefused(t *testing.T) {
 	err := b.Reserve(context.Background(), ledger.Request{Devices: []string{vfA0}, Holder: claimC})
 	if err == nil || err.Error() != "device 0000:3b:02.0 is unhealthy: its netdev is gone" {
 		t.Fatalf("Reserve of an unhealthy device: %v", err)
+	}
+}
+
+// TestNotJudgedRefused: until the agent has judged the devices' health
+// once, none is handed out: a front end serving before it must not hand
+// out a device whose PF is down.
+func TestNotJudgedRefused(t *testing.T) {
+	b := ledger.NewBook(ledger.BookOptions{})
+	ctx := context.Background()
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: claimC})
+	var c *ledger.Conflict
+	if !errors.As(err, &c) || c.Reason != ledger.Unknown || err.Error() != "device 0000:3b:02.0: its health is not judged yet: the agent is starting" {
+		t.Fatalf("Reserve before the first Judge: %v, want an Unknown conflict saying health is not judged", err)
+	}
+	b.Judge(ledger.Verdicts{})
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: claimC}); err != nil {
+		t.Errorf("Reserve once judged: %v", err)
 	}
 }
 
@@ -550,6 +573,7 @@ func clockedBook(t *testing.T, src ledger.Sources) (*ledger.Book, *time.Time) {
 	t.Helper()
 	now := time.Now()
 	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	b.Judge(ledger.Verdicts{})
 	ledger.SetBookClock(b, func() time.Time { return now })
 	if err := b.Load(context.Background()); err != nil {
 		t.Fatal(err)

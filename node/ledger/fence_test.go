@@ -15,6 +15,7 @@ import (
 func TestFenceSeesHoldersOfTheFreshRead(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "kubelet.sock")
 	b := ledger.NewBook(ledger.BookOptions{Sources: ledger.Sources{PodResourcesSocket: socket}, FenceDir: t.TempDir()})
+	b.Judge(ledger.Verdicts{})
 	defer b.Close()
 	if err := b.Load(t.Context()); err != nil {
 		t.Fatal(err)

@@ -117,6 +117,8 @@ func (w *ilWorld) startBook() {
 	if err := w.book.Load(context.Background()); err != nil {
 		w.t.Fatalf("Load: %v", err)
 	}
+	// The agent's first verdicts: nothing unhealthy yet.
+	w.book.Judge(ledger.Verdicts{})
 }
 
 // kubeletUp serves PodResources at a new socket; a starting kubelet

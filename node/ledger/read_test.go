@@ -287,6 +287,7 @@ func TestStartedWithKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	b.Judge(ledger.Verdicts{})
 	ledger.SetBookClock(b, func() time.Time { return now })
 	if err := b.Load(t.Context()); err != nil {
 		t.Fatal(err)

@@ -18,6 +18,9 @@ type Verdicts struct {
 	Away map[string]bool
 }
 
+// notJudgedWhy is why every device is refused before the first Judge.
+const notJudgedWhy = "its health is not judged yet: the agent is starting"
+
 // awayWhy is why a device whose netdev is away is refused.
 const awayWhy = "its netdev is away from the node's network namespace and no attachment holds it: it is gone, or in a sandbox hwnet does not know"
 

@@ -44,6 +44,7 @@ func TestMoving(t *testing.T) {
 func TestStatesWithhold(t *testing.T) {
 	free, fenced, held := device("0000:3b:02.0", ""), device("0000:3b:02.1", ""), device("0000:3b:02.2", "")
 	b := ledger.NewBook(ledger.BookOptions{})
+	b.Judge(ledger.Verdicts{})
 	ctx := context.Background()
 	if err := b.Load(ctx); err != nil {
 		t.Fatal(err)

@@ -51,6 +51,7 @@ func newBookNode(t *testing.T, n *virtualnode.Node, fenceDir string) *bookNode {
 	b := &bookNode{socket: filepath.Join(t.TempDir(), "kubelet.sock"), fenceDir: fenceDir}
 	b.book = ledger.NewBook(ledger.BookOptions{Sources: ledger.Sources{PodResourcesSocket: b.socket},
 		SysfsRoot: n.SysRoot(), FenceDir: fenceDir, Changed: b.changed})
+	b.book.Judge(ledger.Verdicts{})
 	t.Cleanup(b.book.Close)
 	return b
 }
