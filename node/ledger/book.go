@@ -139,7 +139,15 @@ func (b *Book) Refresh(ctx context.Context) *Ledger {
 // readLocked reads the sources with the Book's reader; kubelet only with
 // askKubelet.
 func (b *Book) readLocked(ctx context.Context, askKubelet bool) {
+	b.reader.follow(b.sourced)
 	b.applyLocked(b.reader.read(ctx, askKubelet))
+}
+
+// sourcedNow is the sources as last read, for Watch's reader to follow.
+func (b *Book) sourcedNow() *Ledger {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.sourced
 }
 
 // Apply takes a read of the sources made by another reader (Watch's),
@@ -162,6 +170,7 @@ func (b *Book) Apply(l *Ledger) {
 // kubelet did not answer settles none; nor does an answer asked for as
 // the allocation was made, which may report the device's last pod.
 func (b *Book) applyLocked(l *Ledger) {
+	l = l.withNewerKubelet(b.sourced)
 	b.sourced = l
 	b.live = slices.DeleteFunc(b.live, func(h liveHold) bool {
 		if !h.holder.Pending() || !l.kubeletAt.After(h.at) {
@@ -483,14 +492,22 @@ func (b *Book) Unfence(key string) error {
 // waits for kubelet to report it. The reader is closed when Watch
 // returns.
 func (b *Book) Watch(ctx context.Context, o WatchOptions) {
-	r := NewReader(b.o.Sources)
-	r.now = b.now
+	r := b.newWatchReader()
 	urgent := o.Urgent
 	o.Urgent = func() bool { return b.recheck.Swap(false) || b.Unsettled() || (urgent != nil && urgent()) }
 	nudge := make(chan struct{}, 1)
 	go forward(ctx, nudge, o.Nudge, b.wake)
 	o.Nudge = nudge
+	o.Latest = b.sourcedNow
 	r.Watch(ctx, o, b.Apply)
+}
+
+// newWatchReader is the Book's second reader, Watch's: what it sees of
+// kubelet (a restart, its asks' order) the Book's own reader sees too.
+func (b *Book) newWatchReader() *Reader {
+	r := NewReader(b.o.Sources)
+	r.now, r.kubelet = b.now, b.reader.kubelet
+	return r
 }
 
 // forward signals out, without blocking, for every signal on a or c,

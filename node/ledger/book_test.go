@@ -304,6 +304,39 @@ func TestUnhealthyRefused(t *testing.T) {
 	}
 }
 
+// TestKubeletAnswerNeverRegresses: each of the Book's two readers (its
+// own, and Watch's) reuses its last answer of kubelet between the reads
+// that ask it. A read that reuses an answer older than the one the Book
+// has must not undo it: an allocation that answer settled would look
+// free, and a VF layout would take the VF from its pod. (Found by the
+// whole-agent soak, seed 70,000,219.)
+func TestKubeletAnswerNeverRegresses(t *testing.T) {
+	kubelet, src := newSources(t)
+	src.Checkpoint = ""
+	b := openBook(t, ledger.BookOptions{Sources: src, SysfsRoot: sysfsWithVFs(t)})
+	ctx := context.Background()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
+	watch := ledger.WatchReader(b)
+	defer watch.Close()
+	ledger.PollWatch(ctx, b, watch, true)
+	// A claim comes and goes: its release reads the files again, and
+	// kubelet's answer from the Book's own reader, from before the pod.
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfB0}, Holder: claimC}); err != nil {
+		t.Fatal(err)
+	}
+	b.Release(ctx, claimC)
+	if hs := b.Snapshot().Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
+		t.Errorf("holders of %s after the release: %+v, want pod ns/cnf", vfA0, hs)
+	}
+	err := b.Fence(ctx, ledger.Fence{Key: "vf-layout/" + pfA, PF: pfA, Reason: "its PF's VF layout is changing"}, true)
+	if err == nil || !strings.Contains(err.Error(), "is held by pod ns/cnf") {
+		t.Fatalf("Fence of the PF whose VF pod ns/cnf holds: %v, want it refused naming the pod", err)
+	}
+}
+
 // TestNotJudgedRefused: until the agent has judged the devices' health
 // once, none is handed out: a front end serving before it must not hand
 // out a device whose PF is down.

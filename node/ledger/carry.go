@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -18,6 +20,18 @@ import (
 // runs.
 const kubeletSettle = 30 * time.Second
 
+// kubeletSeen is what the readers of one Book know of kubelet together:
+// one that sees its socket anew tells the other that kubelet restarted.
+type kubeletSeen struct {
+	// asks numbers the asks of kubelet, answered or not.
+	asks atomic.Uint64
+	mu   sync.Mutex
+	// socket and incarnationAt are kubelet's PodResources socket as last
+	// seen and when a new one was first (carry).
+	socket        socketID
+	incarnationAt time.Time
+}
+
 // noteIncarnation records when kubelet's PodResources socket was first
 // seen as it is now, unless it is the first one seen: a new one is a
 // kubelet that restarted, the first one a kubelet that was up already
@@ -28,16 +42,22 @@ func (r *Reader) noteIncarnation(fi os.FileInfo) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		id.ino, id.ctime = st.Ino, time.Unix(st.Ctim.Unix())
 	}
-	if id != r.socket && r.socket != (socketID{}) {
-		r.incarnationAt = r.now()
+	k := r.kubelet
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if id != k.socket && k.socket != (socketID{}) {
+		k.incarnationAt = r.now()
 	}
-	r.socket = id
+	k.socket = id
 }
 
 // starting reports whether kubelet restarted less than its settle time
-// ago, as this Reader saw it.
+// ago, as this Book's readers saw it.
 func (r *Reader) starting() bool {
-	return !r.incarnationAt.IsZero() && r.now().Sub(r.incarnationAt) < r.settle()
+	k := r.kubelet
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return !k.incarnationAt.IsZero() && r.now().Sub(k.incarnationAt) < r.settle()
 }
 
 // settle is how long a kubelet that started may answer without its pods.

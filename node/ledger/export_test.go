@@ -1,6 +1,9 @@
 package ledger
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // SetClock makes r measure Poll's intervals on now.
 func SetClock(r *Reader, now func() time.Time) { r.now = now }
@@ -13,3 +16,14 @@ func SetBookClock(b *Book, now func() time.Time) {
 
 // NudgeGap is the least time between two polls nudges start.
 const NudgeGap = nudgeGap
+
+// WatchReader is a reader such as b's Watch polls with.
+func WatchReader(b *Book) *Reader { return b.newWatchReader() }
+
+// PollWatch is one poll of b's Watch with its reader r.
+func PollWatch(ctx context.Context, b *Book, r *Reader, urgent bool) *Ledger {
+	r.follow(b.sourcedNow())
+	l := r.Poll(ctx, urgent)
+	b.Apply(l)
+	return l
+}

@@ -290,6 +290,16 @@ func (r *ilRun) poll() string {
 	return "ok, unknown " + l.UnknownWhy()
 }
 
+// watchPoll is the agent's Watch polling with its own reader, which asks
+// kubelet only now and then and reuses its last answer between, and the
+// Book taking the read.
+func (r *ilRun) watchPoll() string {
+	// Watch asks kubelet at every poll while the Book is unsettled.
+	l := ledger.PollWatch(context.Background(), r.w.book, r.w.watch, r.w.book.Unsettled() || r.rng.IntN(3) == 0)
+	r.read(r.w.book.Snapshot())
+	return "ok, unknown " + l.UnknownWhy()
+}
+
 // read checks a read of the sources against the faults in force.
 func (r *ilRun) read(l *ledger.Ledger) {
 	fault := r.m.faulty()

@@ -38,11 +38,14 @@ const (
 // while it starts) and coming back, another driver's checkpoint torn, an
 // unreadable CNI record, a teardown leaving its VF resets pending (the
 // shim's, with the agent away; a failed reset's) and the resets done,
-// time passing. A model of who holds what checks
-// after every step that no device has two owners, that nothing fenced,
-// unhealthy or withheld by a pending reset was handed out, no device whose netdev is away went where no
-// sandbox and no earlier hand-out of its new owner explains it, that nothing was handed out once the Book had
-// read a source it could not, and that the Book forgets no hold; after
+// the Book's own reads and Watch's polls with its second reader (which
+// asks kubelet only now and then), time passing. A model of who holds
+// what checks after every step that no device has two owners, that
+// nothing fenced, unhealthy or withheld by a pending reset was handed
+// out, that no device whose netdev is away went where no sandbox and no
+// earlier hand-out of its new owner explains it, that nothing was handed
+// out once the Book had read a source it could not, and that the Book
+// forgets no hold; after
 // each sequence everything is given back and the Book must be at the
 // baseline. A failure prints the seed and steps:
 // `make soak-ledger SEED=<seed> STEPS=40` replays it.
@@ -213,6 +216,7 @@ func ilSteps() []ilStep {
 		{"unfence", 3, (*ilRun).unfence},
 		{"judge", 2, (*ilRun).judge},
 		{"poll", 4, (*ilRun).poll},
+		{"watch-poll", 4, (*ilRun).watchPoll},
 		{"time", 2, (*ilRun).passTime},
 		{"agent-restart", 2, (*ilRun).agentRestart},
 		{"kubelet-down-up", 2, (*ilRun).kubeletDownUp},

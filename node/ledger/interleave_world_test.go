@@ -60,8 +60,11 @@ type ilWorld struct {
 	records *fileRecords
 	kubelet *testkubelet.PodResources
 	book    *ledger.Book
-	now     time.Time
-	m       *ilModel
+	// watch is the reader the agent's Watch polls with, the Book's
+	// second reader.
+	watch *ledger.Reader
+	now   time.Time
+	m     *ilModel
 }
 
 func newILWorld(t testing.TB, m *ilModel) *ilWorld {
@@ -84,6 +87,7 @@ func newILWorld(t testing.TB, m *ilModel) *ilWorld {
 	w.startBook()
 	t.Cleanup(func() {
 		w.book.Close()
+		w.watch.Close()
 		w.kubeletDown()
 	})
 	return w
@@ -119,6 +123,12 @@ func (w *ilWorld) startBook() {
 	}
 	// The agent's first verdicts: nothing unhealthy yet.
 	w.book.Judge(ledger.Verdicts{})
+	if w.watch != nil {
+		w.watch.Close()
+	}
+	w.watch = ledger.WatchReader(w.book)
+	// Watch polls, asking kubelet, as it starts.
+	ledger.PollWatch(context.Background(), w.book, w.watch, true)
 }
 
 // kubeletUp serves PodResources at a new socket; a starting kubelet

@@ -104,11 +104,21 @@ type Ledger struct {
 	// may leave out pods it runs (Reader.starting).
 	kubeletAt       time.Time
 	kubeletStarting bool
+	// kubeletAsk numbers the last ask of kubelet, answered or not, among
+	// the asks of the Book's readers; kubeletAskedAt is its time,
+	// kubeletErr its error, kubeletAnswer kubelet's last answer.
+	kubeletAsk     uint64
+	kubeletAskedAt time.Time
+	kubeletErr     error
+	kubeletAnswer  map[string][]Holder
 	// fences are the fences in force, by key (a Book's, with resets).
 	fences []Fence
 	// resets are the fences of the pending VF resets, as the sources
 	// were read.
 	resets []Fence
+	// kubelet and rest are what kubelet's answer and the other sources
+	// said, which byDevice, Unknown and resets compose (withNewerKubelet).
+	kubelet, rest sourcePart
 }
 
 // Older reports whether l was read before o began to be read: l is no
@@ -122,7 +132,9 @@ func New(byDevice map[string][]Holder, unknown []string) *Ledger {
 		slices.SortFunc(hs, compareHolders)
 	}
 	now := time.Now()
-	return &Ledger{byDevice: byDevice, Unknown: unknown, ReadAt: now, taken: now}
+	// Holders no reader of kubelet gave are the other sources'.
+	rest := sourcePart{answers: []map[string][]Holder{byDevice}, unknown: unknown}
+	return &Ledger{byDevice: byDevice, Unknown: unknown, ReadAt: now, taken: now, rest: rest}
 }
 
 func compareHolders(a, b Holder) int {

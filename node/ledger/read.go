@@ -91,18 +91,20 @@ type Reader struct {
 	recordsChanged time.Time
 	// podSince is when each hold kubelet last reported began (sinceOf).
 	podSince map[podHold]time.Time
-	// socket and incarnationAt are kubelet's PodResources socket as last
-	// answered and when a new one was first (carry).
-	socket        socketID
-	incarnationAt time.Time
+	// kubelet is what the readers of one Book know of kubelet together:
+	// its incarnation and how many times they asked it.
+	kubelet *kubeletSeen
 	// heard says kubelet answered this Reader once (settled).
 	heard bool
 	// podsAt is when kubelet was last asked, podsErr what it answered,
 	// answeredAt when it last answered and answeredStarting whether it
 	// was starting then; seen and seenChanged are the cheap sources'
 	// times (Poll).
-	podsAt           time.Time
-	podsErr          error
+	podsAt  time.Time
+	podsErr error
+	// podsAsk is the number of this reader's last ask of kubelet
+	// (kubeletSeen.asks).
+	podsAsk          uint64
 	answeredAt       time.Time
 	answeredStarting bool
 	seen             stamps
@@ -140,7 +142,7 @@ type cachedRecord struct {
 // NewReader reads from src.
 func NewReader(src Sources) *Reader {
 	return &Reader{src: src, last: map[string]map[string][]Holder{}, checkpoints: map[string]cachedCheckpoint{},
-		records: map[string]cachedRecord{}, now: time.Now}
+		records: map[string]cachedRecord{}, now: time.Now, kubelet: &kubeletSeen{}}
 }
 
 // Close ends the talk with kubelet.
@@ -165,56 +167,69 @@ const (
 // read reads the sources, kubelet only with askKubelet (else its last
 // answer stands). ReadAt is the oldest answer's time.
 func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
-	byDevice := map[string][]Holder{}
-	var unknown []string
-	add := func(name string, got map[string][]Holder, err error) {
-		switch {
-		case err == nil:
-			r.last[name] = got
-		case got == nil:
-			got = r.last[name]
-		}
-		if err != nil {
-			unknown = append(unknown, fmt.Sprintf("%s: %v", name, err))
-		}
-		for id, hs := range got {
-			byDevice[id] = append(byDevice[id], hs...)
-		}
-	}
+	var kubelet sourcePart
+	var rest sourcePart
 	taken := r.now()
 	readAt := taken
 	if r.src.PodResourcesSocket != "" {
 		if askKubelet {
-			r.podsAt = readAt
+			r.podsAt, r.podsAsk = readAt, r.kubelet.asks.Add(1)
 			if got, err := r.pods(ctx); err != nil {
 				r.podsErr = err
 			} else {
 				r.podsErr, r.last[podsSource], r.answeredAt, r.answeredStarting = nil, got, readAt, r.starting()
 			}
 		}
-		add(podsSource, r.last[podsSource], r.podsErr)
+		kubelet.add(podsSource, r.last[podsSource], r.podsErr)
 		readAt = r.podsAt
 	}
 	if r.src.Checkpoint != "" || r.src.PluginsDir != "" {
 		got, err := r.claims(ctx)
-		add(claimsSource, got, err)
+		rest.add(claimsSource, r.remember(claimsSource, got, err), err)
 	}
 	if r.src.Records != nil {
 		got, err := r.containers(ctx)
-		add(recordsSource, got, err)
+		rest.add(recordsSource, r.remember(recordsSource, got, err), err)
 	}
-	var resets []Fence
 	if r.src.Resets != nil {
 		var err error
-		if resets, err = r.resets(ctx); err != nil {
-			unknown = append(unknown, fmt.Sprintf("%s: %v", resetsSource, err))
+		if rest.resets, err = r.resets(ctx); err != nil {
+			rest.unknown = append(rest.unknown, fmt.Sprintf("%s: %v", resetsSource, err))
 		}
 	}
-	l := New(byDevice, unknown)
-	l.resets = resets
+	l := compose(kubelet, rest)
 	l.ReadAt, l.taken = readAt, taken
-	l.kubeletAt, l.kubeletStarting = r.answeredAt, r.answeredStarting
+	l.kubeletAt, l.kubeletStarting, l.kubeletAsk = r.answeredAt, r.answeredStarting, r.podsAsk
+	l.kubeletAskedAt, l.kubeletErr, l.kubeletAnswer = r.podsAt, r.podsErr, r.last[podsSource]
 	return l
+}
+
+// follow takes o's read of kubelet when o asked kubelet after this reader
+// last did: the Book's two readers each reuse kubelet's last answer
+// between the reads that ask it, and carry from it the pods a starting
+// kubelet leaves out, so each must start from the newest, whichever of
+// them asked.
+func (r *Reader) follow(o *Ledger) {
+	if o == nil || o.kubeletAsk <= r.podsAsk {
+		return
+	}
+	r.podsAsk, r.podsAt, r.podsErr = o.kubeletAsk, o.kubeletAskedAt, o.kubeletErr
+	r.answeredAt, r.answeredStarting = o.kubeletAt, o.kubeletStarting
+	r.last[podsSource] = o.kubeletAnswer
+	r.heard = r.heard || !o.kubeletAt.IsZero()
+	r.polled = nil
+}
+
+// remember keeps a source's answer as its last, and gives the last one
+// for a source that did not answer.
+func (r *Reader) remember(name string, got map[string][]Holder, err error) map[string][]Holder {
+	switch {
+	case err == nil:
+		r.last[name] = got
+	case got == nil:
+		got = r.last[name]
+	}
+	return got
 }
 
 // pods are the device plugin allocations kubelet reports.

@@ -101,6 +101,10 @@ type WatchOptions struct {
 	// Nudge says a source may have changed (an Allocate, a CNI request, a
 	// prepare) or Urgent may have turned true: Watch polls at once.
 	Nudge <-chan struct{}
+	// Latest is the newest read of the sources, whose answer of kubelet
+	// the reader follows before each poll if it is newer than its own
+	// (Reader.follow); nil for none.
+	Latest func() *Ledger
 }
 
 // Watch polls the ledger, as o says, until ctx ends, and calls apply
@@ -115,6 +119,9 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(*Ledger))
 	for polled := false; ; polled = true {
 		if !waitPoll(ctx, o.Nudge, timer, &due, last) {
 			return
+		}
+		if o.Latest != nil {
+			r.follow(o.Latest())
 		}
 		l := r.Poll(ctx, !polled || o.Urgent())
 		if ctx.Err() != nil {

@@ -1,0 +1,56 @@
+package ledger
+
+import (
+	"fmt"
+	"slices"
+)
+
+// sourcePart is what some of the sources say: each one's holders by
+// device (never written: a reader keeps them as its last answers), why
+// any of them is unknown, and the VF resets pending.
+type sourcePart struct {
+	answers []map[string][]Holder
+	unknown []string
+	resets  []Fence
+}
+
+// add takes a source's answer (got), or its error.
+func (p *sourcePart) add(name string, got map[string][]Holder, err error) {
+	if err != nil {
+		p.unknown = append(p.unknown, fmt.Sprintf("%s: %v", name, err))
+	}
+	if got != nil {
+		p.answers = append(p.answers, got)
+	}
+}
+
+// compose is the ledger of kubelet's answer and the other sources'.
+func compose(kubelet, rest sourcePart) *Ledger {
+	byDevice := map[string][]Holder{}
+	for _, part := range []sourcePart{kubelet, rest} {
+		for _, got := range part.answers {
+			for id, hs := range got {
+				byDevice[id] = append(byDevice[id], hs...)
+			}
+		}
+	}
+	l := New(byDevice, append(slices.Clip(kubelet.unknown), rest.unknown...))
+	l.resets = rest.resets
+	l.kubelet, l.rest = kubelet, rest
+	return l
+}
+
+// withNewerKubelet is l with o's read of kubelet when o asked kubelet
+// later (the readers of a Book number their asks together): the Book's two readers each reuse their own last answer between
+// the reads that ask kubelet, and a read that reuses an older one must not
+// undo what a newer one said (an allocation it reported would look free,
+// a kubelet it found down would look up).
+func (l *Ledger) withNewerKubelet(o *Ledger) *Ledger {
+	if o == nil || l.kubeletAsk >= o.kubeletAsk {
+		return l
+	}
+	n := compose(o.kubelet, l.rest)
+	n.ReadAt, n.taken = l.ReadAt, l.taken
+	n.kubeletAsk, n.kubeletAt, n.kubeletStarting = o.kubeletAsk, o.kubeletAt, o.kubeletStarting
+	return n
+}
