@@ -294,9 +294,13 @@ func (r *ilRun) poll() string {
 // kubelet only now and then and reuses its last answer between, and the
 // Book taking the read.
 func (r *ilRun) watchPoll() string {
-	// Watch asks kubelet at every poll while the Book is unsettled.
-	l := ledger.PollWatch(context.Background(), r.w.book, r.w.watch, r.w.book.Unsettled() || r.rng.IntN(3) == 0)
-	r.read(r.w.book.Snapshot())
+	// Watch asks kubelet at every poll while the Book is unsettled; a
+	// poll that may not ask it cannot know kubelet went down.
+	urgent := r.w.book.Unsettled() || r.rng.IntN(3) == 0
+	l := ledger.PollWatch(context.Background(), r.w.book, r.w.watch, urgent)
+	if urgent {
+		r.read(r.w.book.Snapshot())
+	}
 	return "ok, unknown " + l.UnknownWhy()
 }
 
