@@ -337,6 +337,45 @@ func TestKubeletAnswerNeverRegresses(t *testing.T) {
 	}
 }
 
+// TestWatchReadUnderWayKeepsTheNewerAnswer: Watch's reader reads outside
+// the Book's lock; a read of it that reuses kubelet's answer while the
+// Book asks kubelet afresh, and is applied after, keeps the Book's newer
+// answer.
+func TestWatchReadUnderWayKeepsTheNewerAnswer(t *testing.T) {
+	kubelet, src := newSources(t)
+	src.Checkpoint = ""
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	now := time.Now()
+	ledger.SetBookClock(b, func() time.Time { return now })
+	ctx := context.Background()
+	watch := ledger.WatchReader(b)
+	defer watch.Close()
+	ledger.PollWatch(ctx, b, watch, true)
+	// Past a poll's settle, not its staleness: Watch's next poll reuses
+	// kubelet's answer.
+	now = now.Add(11 * time.Second)
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	b.Refresh(ctx)
+	ledger.FollowBook(watch, b) // Watch's poll begins...
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
+	now = now.Add(time.Millisecond)
+	b.Refresh(ctx) // ...the Book asks kubelet, which reports the pod...
+	now = now.Add(time.Millisecond)
+	b.Apply(watch.Poll(ctx, false)) // ...and Watch's read lands after.
+	if hs := b.Snapshot().Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
+		t.Errorf("holders of %s after Watch's read: %+v, want pod ns/cnf", vfA0, hs)
+	}
+	// Watch's next poll follows the answer the Book kept.
+	ledger.FollowBook(watch, b)
+	now = now.Add(time.Millisecond)
+	b.Apply(watch.Poll(ctx, false))
+	if hs := b.Snapshot().Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
+		t.Errorf("holders of %s after Watch's next read: %+v, want pod ns/cnf", vfA0, hs)
+	}
+}
+
 // TestNotJudgedRefused: until the agent has judged the devices' health
 // once, none is handed out: a front end serving before it must not hand
 // out a device whose PF is down.

@@ -41,9 +41,10 @@ func compose(kubelet, rest sourcePart) *Ledger {
 }
 
 // withNewerKubelet is l with o's read of kubelet when o asked kubelet
-// later (the readers of a Book number their asks together): the Book's two readers each reuse their own last answer between
-// the reads that ask kubelet, and a read that reuses an older one must not
-// undo what a newer one said (an allocation it reported would look free,
+// later (the readers of a Book number their asks together). Each reader
+// follows the newest answer before it reads, but Watch's reads outside
+// the Book's lock: one under way as the Book asks kubelet must not undo
+// what the newer answer said (an allocation it reported would look free,
 // a kubelet it found down would look up).
 func (l *Ledger) withNewerKubelet(o *Ledger) *Ledger {
 	if o == nil || l.kubeletAsk >= o.kubeletAsk {
@@ -51,6 +52,7 @@ func (l *Ledger) withNewerKubelet(o *Ledger) *Ledger {
 	}
 	n := compose(o.kubelet, l.rest)
 	n.ReadAt, n.taken = l.ReadAt, l.taken
-	n.kubeletAsk, n.kubeletAt, n.kubeletStarting = o.kubeletAsk, o.kubeletAt, o.kubeletStarting
+	n.kubeletAt, n.kubeletStarting = o.kubeletAt, o.kubeletStarting
+	n.kubeletAsk, n.kubeletAskedAt, n.kubeletErr, n.kubeletAnswer = o.kubeletAsk, o.kubeletAskedAt, o.kubeletErr, o.kubeletAnswer
 	return n
 }

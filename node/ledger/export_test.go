@@ -27,3 +27,6 @@ func PollWatch(ctx context.Context, b *Book, r *Reader, urgent bool) *Ledger {
 	b.Apply(l)
 	return l
 }
+
+// FollowBook has r follow b's newest read, as Watch does before a poll.
+func FollowBook(r *Reader, b *Book) { r.follow(b.sourcedNow()) }
