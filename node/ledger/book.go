@@ -173,13 +173,13 @@ func (b *Book) applyLocked(l *Ledger) {
 	l = l.withNewerKubelet(b.sourced)
 	b.sourced = l
 	b.live = slices.DeleteFunc(b.live, func(h liveHold) bool {
-		if !h.holder.Pending() || !l.kubeletAt.After(h.at) {
+		if !h.holder.Pending() || !l.kube.at.After(h.at) {
 			return false
 		}
 		reported := slices.ContainsFunc(l.Holders(h.device), func(o Holder) bool {
 			return o.Kind == Pod && o.Resource == h.holder.Resource
 		})
-		return reported || !l.kubeletStarting && !l.kubeletAt.Before(h.at.Add(b.o.PendingGrace))
+		return reported || !l.kube.starting && !l.kube.at.Before(h.at.Add(b.o.PendingGrace))
 	})
 }
 

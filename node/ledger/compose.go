@@ -3,6 +3,7 @@ package ledger
 import (
 	"fmt"
 	"slices"
+	"time"
 )
 
 // sourcePart is what some of the sources say: each one's holders by
@@ -22,6 +23,20 @@ func (p *sourcePart) add(name string, got map[string][]Holder, err error) {
 	if got != nil {
 		p.answers = append(p.answers, got)
 	}
+}
+
+// kubeletRead is what a read knows of kubelet: the number (among the
+// Book's readers' asks) and time of its last ask, answered or not, and
+// that ask's error; kubelet's last answer, when it came (zero if it never
+// did) and whether kubelet had restarted lately then, so that the answer
+// may leave out pods it runs (Reader.starting).
+type kubeletRead struct {
+	ask      uint64
+	askedAt  time.Time
+	err      error
+	answer   map[string][]Holder
+	at       time.Time
+	starting bool
 }
 
 // compose is the ledger of kubelet's answer and the other sources'.
@@ -47,12 +62,11 @@ func compose(kubelet, rest sourcePart) *Ledger {
 // what the newer answer said (an allocation it reported would look free,
 // a kubelet it found down would look up).
 func (l *Ledger) withNewerKubelet(o *Ledger) *Ledger {
-	if o == nil || l.kubeletAsk >= o.kubeletAsk {
+	if o == nil || l.kube.ask >= o.kube.ask {
 		return l
 	}
 	n := compose(o.kubelet, l.rest)
 	n.ReadAt, n.taken = l.ReadAt, l.taken
-	n.kubeletAt, n.kubeletStarting = o.kubeletAt, o.kubeletStarting
-	n.kubeletAsk, n.kubeletAskedAt, n.kubeletErr, n.kubeletAnswer = o.kubeletAsk, o.kubeletAskedAt, o.kubeletErr, o.kubeletAnswer
+	n.kube = o.kube
 	return n
 }

@@ -99,18 +99,9 @@ type Ledger struct {
 	ReadAt time.Time
 	// taken is when the read began.
 	taken time.Time
-	// kubeletAt is when kubelet last answered, zero if it never did; and
-	// kubeletStarting says it had restarted lately then, so that answer
-	// may leave out pods it runs (Reader.starting).
-	kubeletAt       time.Time
-	kubeletStarting bool
-	// kubeletAsk numbers the last ask of kubelet, answered or not, among
-	// the asks of the Book's readers; kubeletAskedAt is its time,
-	// kubeletErr its error, kubeletAnswer kubelet's last answer.
-	kubeletAsk     uint64
-	kubeletAskedAt time.Time
-	kubeletErr     error
-	kubeletAnswer  map[string][]Holder
+	// kube is the read's knowledge of kubelet, kept whole so that another
+	// read (withNewerKubelet) or reader (Reader.follow) takes all of it.
+	kube kubeletRead
 	// fences are the fences in force, by key (a Book's, with resets).
 	fences []Fence
 	// resets are the fences of the pending VF resets, as the sources

@@ -199,8 +199,8 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 	}
 	l := compose(kubelet, rest)
 	l.ReadAt, l.taken = readAt, taken
-	l.kubeletAt, l.kubeletStarting, l.kubeletAsk = r.answeredAt, r.answeredStarting, r.podsAsk
-	l.kubeletAskedAt, l.kubeletErr, l.kubeletAnswer = r.podsAt, r.podsErr, r.last[podsSource]
+	l.kube = kubeletRead{ask: r.podsAsk, askedAt: r.podsAt, err: r.podsErr, answer: r.last[podsSource],
+		at: r.answeredAt, starting: r.answeredStarting}
 	return l
 }
 
@@ -210,13 +210,14 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 // kubelet leaves out, so each must start from the newest, whichever of
 // them asked.
 func (r *Reader) follow(o *Ledger) {
-	if o == nil || o.kubeletAsk <= r.podsAsk {
+	if o == nil || o.kube.ask <= r.podsAsk {
 		return
 	}
-	r.podsAsk, r.podsAt, r.podsErr = o.kubeletAsk, o.kubeletAskedAt, o.kubeletErr
-	r.answeredAt, r.answeredStarting = o.kubeletAt, o.kubeletStarting
-	r.last[podsSource] = o.kubeletAnswer
-	r.heard = r.heard || !o.kubeletAt.IsZero()
+	k := o.kube
+	r.podsAsk, r.podsAt, r.podsErr = k.ask, k.askedAt, k.err
+	r.answeredAt, r.answeredStarting = k.at, k.starting
+	r.last[podsSource] = k.answer
+	r.heard = r.heard || !k.at.IsZero()
 	r.polled = nil
 }
 
