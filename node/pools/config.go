@@ -181,6 +181,7 @@ type rawResource struct {
 	AdditionalInfo   map[string]map[string]string
 	AllocationPolicy string
 	Mode             string
+	CDI              bool
 	// sriovdpInternal takes sriovdp's SelectorObj(s), which it fills in
 	// itself and so ignores in the file; sriov-network-operator writes
 	// them as null.
@@ -197,6 +198,7 @@ func (r *rawResource) fields() []field {
 		{"additionalInfo", &r.AdditionalInfo},
 		{"allocationPolicy", &r.AllocationPolicy},
 		{"mode", &r.Mode},
+		{"cdi", &r.CDI},
 		{"SelectorObj", &r.sriovdpInternal},
 		{"SelectorObjs", &r.sriovdpInternal},
 	}
@@ -280,6 +282,7 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 		AdditionalInfo:  e.additionalInfo(r.AdditionalInfo),
 		Policy:          Policy(orDefault(r.AllocationPolicy, string(Pack))),
 		Mode:            Mode(orDefault(r.Mode, string(DevicePlugin))),
+		CDI:             r.CDI,
 		Index:           i,
 	}
 	e.checkResourceName(&res)
@@ -292,6 +295,9 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 	}
 	if res.Mode != DevicePlugin && res.Mode != DRA {
 		e.fail("mode", strconv.Quote(r.Mode), fmt.Errorf("want %q or %q", DevicePlugin, DRA))
+	}
+	if res.CDI && res.Mode == DRA {
+		e.warn("cdi", "a DRA pool always hands its devices out through CDI; the key only changes a device plugin pool")
 	}
 	if ok {
 		res.Selectors = e.selectors(r.Selectors, kind)

@@ -160,9 +160,10 @@ resourceList:
 			}},
 		{"types", `
 resourceList:
-  - {resourceName: a, excludeTopology: "yes", selectors: {vendors: "8086", devices: [1889], isRdma: 1}}
+  - {resourceName: a, excludeTopology: "yes", cdi: "on", selectors: {vendors: "8086", devices: [1889], isRdma: 1}}
   - [not, an, object]`,
 			[]string{
+				`resourceList[0] "a": cdi: "on": want true or false`,
 				`resourceList[0] "a": excludeTopology: "yes": want true or false`,
 				`resourceList[0] "a": selectors.devices: [1889]: want a list of strings (quote PCI IDs in YAML: "8086")`,
 				`resourceList[0] "a": selectors.isRdma: 1: want true or false`,
@@ -223,7 +224,8 @@ func TestParseDefaults(t *testing.T) {
 		 "selectors": [{"vendors": ["8086"]}]},
 		{"resourceName": "vdpa", "selectors": [{"devices": ["101e"], "vdpaType": "vhost", "needVhostNet": true},
 		                                       {"devices": ["101e"], "vdpaType": "vhost", "needVhostNet": true}]},
-		{"resourceName": "rdma", "selectors": {"linkTypes": ["infiniband"], "IsRdma": true}}
+		{"resourceName": "rdma", "selectors": {"linkTypes": ["infiniband"], "IsRdma": true}},
+		{"resourceName": "cdi", "cdi": true, "selectors": {"drivers": ["vfio-pci"]}}
 	]}`)
 	strip := func(r pools.Resource) pools.Resource { r.Selectors = nil; return r }
 	want := []pools.Resource{
@@ -233,6 +235,7 @@ func TestParseDefaults(t *testing.T) {
 		{Prefix: "intel.com", Name: "vdpa", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 2,
 			VDPAType: "vhost", NeedVhostNet: true},
 		{Prefix: "intel.com", Name: "rdma", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 3, IsRDMA: true},
+		{Prefix: "intel.com", Name: "cdi", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 4, CDI: true},
 	}
 	for i, r := range cfg.Resources {
 		if !reflect.DeepEqual(strip(r), want[i]) {
@@ -289,19 +292,22 @@ func selectorEqual(a, b pools.Selector) bool {
 }
 
 // TestParseUnevaluable: selectors hwnet cannot evaluate are accepted, with
-// a warning per selector object saying why it matches nothing.
+// a warning per selector object saying why it matches nothing, as are keys
+// that change nothing.
 func TestParseUnevaluable(t *testing.T) {
 	cfg := mustParse(t, `{"resourceList": [
 		{"resourceName": "a", "selectors": [{"vendors": ["8086"]}, {"ddpProfiles": ["GTP"]}]},
 		{"resourceName": "b", "selectors": {"linkTypes": ["infiniband"], "pKeys": ["0x7fff"]}},
 		{"resourceName": "c", "deviceType": "accelerator", "selectors": {"acpiIndexes": ["101"]}},
-		{"resourceName": "d", "deviceType": "auxNetDevice", "selectors": {"auxTypes": ["sf"], "pfNames": ["p0#1-5"]}}
+		{"resourceName": "d", "deviceType": "auxNetDevice", "selectors": {"auxTypes": ["sf"], "pfNames": ["p0#1-5"]}},
+		{"resourceName": "e", "mode": "dra", "cdi": true, "selectors": {"drivers": ["vfio-pci"]}}
 	]}`)
 	want := []string{
 		`resourceList[0] "a": selectors[1].ddpProfiles: hwnet does not read DDP profiles; this selector object matches no device`,
 		`resourceList[1] "b": selectors.pKeys: hwnet does not read InfiniBand partition keys; this selector object matches no device`,
 		`resourceList[2] "c": selectors.acpiIndexes: hwnet does not read ACPI indexes; this selector object matches no device`,
 		`resourceList[3] "d": deviceType: hwnet does not discover auxiliary (SF) devices, so this pool stays empty`,
+		`resourceList[4] "e": cdi: a DRA pool always hands its devices out through CDI; the key only changes a device plugin pool`,
 	}
 	if !reflect.DeepEqual(cfg.Warnings, want) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(cfg.Warnings, "\n"), strings.Join(want, "\n"))

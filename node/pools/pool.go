@@ -62,6 +62,9 @@ type Resource struct {
 	Policy         Policy
 	// Mode is DevicePlugin unless the entry says "dra".
 	Mode Mode
+	// CDI has the device plugin hand the devices out as CDI devices
+	// (kubelet's CDIDevices) of a spec it writes, instead of device nodes.
+	CDI bool
 	// Index is the entry's position in resourceList.
 	Index int
 	// Selectors are the entry's selector objects; a device belongs to the
