@@ -64,8 +64,10 @@ type Agent struct {
 	// from a release with it.
 	pods atomic.Pointer[daemon.PodLookup]
 	// collector removes the device-info files of devices nothing holds,
-	// for every resource served since start.
+	// for every resource served since start, and the stale CDI specs;
+	// cdiKept is the stale specs it last kept, each for a held device.
 	collector *ledger.Collector
+	cdiKept   map[string]string
 
 	metrics *metrics.Metrics
 	// plugins is the pools' plugins for the readiness probe, which runs
@@ -120,6 +122,7 @@ func New(opts Options) (*Agent, error) {
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
 	a.ledgerNudge, a.ledgerChanged = make(chan struct{}, 1), make(chan struct{}, 1)
 	a.book = a.newBook()
+	a.collector.Also = a.collectCDISpecs
 	if st.Rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", st.Rejected)
 		a.setRejected(st.Rejected)

@@ -77,7 +77,7 @@ func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 	f.opts = agent.Options{
 		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), Netns: "/run/netns/" + node.NetnsName(),
 		ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: k.Dir,
-		PodResourcesSocket: filepath.Join(dir, "pr.sock"), DevinfoDir: filepath.Join(dir, "devinfo"),
+		PodResourcesSocket: filepath.Join(dir, "pr.sock"), DevinfoDir: filepath.Join(dir, "devinfo"), CDIDir: filepath.Join(dir, "cdi"),
 		DRAPluginsDir: filepath.Join(dir, "plugins"), FenceDir: filepath.Join(dir, "fences"),
 		// Hardware changes reach the agent as uevents, which the virtual
 		// node sends: no test waits for the safety rescan.
@@ -233,6 +233,26 @@ func TestAgentAllocate(t *testing.T) {
 	file := filepath.Join(f.opts.DevinfoDir, "intel.com-sriov_dpdk-0000:3b:01.6-device.json")
 	if _, err := os.Stat(file); err != nil {
 		t.Errorf("device-info file: %v", err)
+	}
+}
+
+// TestAgentAllocateThroughCDI (issue 44): a pool with cdi hands its VF out
+// as a CDI device of the spec the agent wrote in its CDI directory.
+func TestAgentAllocateThroughCDI(t *testing.T) {
+	config := strings.Replace(defaultConfig, "  - resourceName: sriov_dpdk\n", "  - resourceName: sriov_dpdk\n    cdi: true\n", 1)
+	f := newFixture(t, virtualnode.DefaultSpec(), config)
+	f.start(t)
+	f.wait(t, dpdk, "registration", counts(4, 4))
+	resp, err := f.kubelet.Allocate(context.Background(), dpdk, "0000:3b:01.6")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.CdiDevices) != 1 || resp.CdiDevices[0].Name != "intel.com/sriov_dpdk=0000:3b:01.6" || len(resp.Devices) != 0 {
+		t.Errorf("CDI devices %v, device nodes %v: want the VF's CDI device alone", resp.CdiDevices, resp.Devices)
+	}
+	spec, err := os.ReadFile(filepath.Join(f.opts.CDIDir, "hwnet-dp-intel.com_sriov_dpdk.json"))
+	if err != nil || !strings.Contains(string(spec), `"name": "0000:3b:01.6"`) {
+		t.Errorf("the pool's CDI spec: %v\n%s", err, spec)
 	}
 }
 
@@ -440,6 +460,32 @@ func TestAgentDevinfoLifecycle(t *testing.T) {
 	}
 	if !fileExists(file(held)) {
 		t.Error("shutdown removed the device-info file of a device a running pod holds")
+	}
+}
+
+// TestAgentCDISpecLifecycle: pools that turn cdi off keep their CDI spec
+// while a pod holds a device it names (a container of the pod needs it to
+// start again); a spec whose devices nothing holds goes.
+func TestAgentCDISpecLifecycle(t *testing.T) {
+	config := strings.Replace(defaultConfig, "  - resourceName: sriov_dpdk\n", "  - resourceName: sriov_dpdk\n    cdi: true\n", 1)
+	config = strings.Replace(config, "  - resourceName: sriov_netdevice\n", "  - resourceName: sriov_netdevice\n    cdi: true\n", 1)
+	f := newFixture(t, virtualnode.DefaultSpec(), config)
+	f.opts.GCInterval, f.opts.DevinfoGrace = 50*time.Millisecond, time.Nanosecond
+	f.start(t)
+	f.wait(t, dpdk, "registration", counts(4, 4))
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	held := filepath.Join(f.opts.CDIDir, "hwnet-dp-intel.com_sriov_dpdk.json")
+	free := filepath.Join(f.opts.CDIDir, "hwnet-dp-intel.com_sriov_netdevice.json")
+	if !fileExists(held) || !fileExists(free) {
+		t.Fatalf("CDI specs %s %t, %s %t: want both", held, fileExists(held), free, fileExists(free))
+	}
+	f.podres.SetPod("default", "dpdk-app", dpdk, "0000:3b:01.6")
+	f.writeConfig(t, defaultConfig)
+	f.waitLog(t, "CDI spec kept: no pool hands out through it, but a pod holds a device it names")
+	f.waitLog(t, "CDI spec removed: no pool hands out through it and nothing holds a device it names")
+	if !fileExists(held) || fileExists(free) {
+		t.Errorf("after cdi off: %s exists %t, want true (a pod holds 0000:3b:01.6); %s exists %t, want false",
+			held, fileExists(held), free, fileExists(free))
 	}
 }
 

@@ -23,11 +23,10 @@ type DRAOptions struct {
 	// DriverName defaults to dra.DefaultDriverName.
 	DriverName string
 	// RegistrarDir is kubelet's plugin registration directory; PluginDir
-	// the driver's socket and checkpoint directory; CDIDir where the
-	// container runtime reads CDI specs. "" means the defaults.
+	// the driver's socket and checkpoint directory. "" means the
+	// defaults.
 	RegistrarDir string
 	PluginDir    string
-	CDIDir       string
 	// NodeName is this node's name, the owner of its ResourceSlices.
 	NodeName string
 	// Kubeconfig is the API server's client configuration; empty means
@@ -72,7 +71,7 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 	}
 	d, err := dra.Start(ctx, dra.Options{
 		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: driverClient, Metadata: meta,
-		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: o.CDIDir,
+		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: a.opts.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
 		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy,
 	})

@@ -172,7 +172,7 @@ func (f *fixture) withDRA(t testing.TB, api *kubeapi.Server, node string) {
 	}
 	dir := filepath.Dir(f.opts.ConfigFile)
 	f.opts.DRA = &agent.DRAOptions{NodeName: node, REST: api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
-		PluginDir: filepath.Join(dir, "dra"), CDIDir: filepath.Join(dir, "cdi")}
+		PluginDir: filepath.Join(dir, "dra")}
 }
 
 // TestAgentModeSwitchKeepsHeldDevices: one owner per device across a

@@ -401,7 +401,7 @@ func (s *soak) waitBaseline() {
 	empty("device-info file", w.opts.CNI.DevinfoDir)
 	empty("fence", w.opts.FenceDir)
 	w.waitFor("no CDI spec", func() bool {
-		specs, _ := filepath.Glob(filepath.Join(w.opts.DRA.CDIDir, "*.json"))
+		specs, _ := filepath.Glob(filepath.Join(w.opts.CDIDir, "*.json"))
 		return len(specs) == 0
 	})
 	w.waitFor("no prepared claim", s.noClaimPrepared)

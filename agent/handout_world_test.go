@@ -205,14 +205,14 @@ func (w *world) options(dir string) agent.Options {
 	return agent.Options{
 		SysfsRoot: w.node.SysRoot(), DevRoot: w.node.DevRoot(), Netns: "/run/netns/" + w.node.NetnsName(),
 		ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: w.kubelet.Dir, PodResourcesSocket: filepath.Join(dir, "pr.sock"),
-		DevinfoDir: filepath.Join(dir, "devinfo"), DRAPluginsDir: plugins, FenceDir: filepath.Join(dir, "fences"),
+		DevinfoDir: filepath.Join(dir, "devinfo"), CDIDir: filepath.Join(dir, "cdi"), DRAPluginsDir: plugins, FenceDir: filepath.Join(dir, "fences"),
 		PollInterval: 100 * time.Millisecond, RescanInterval: time.Hour, GCInterval: 50 * time.Millisecond,
 		DevinfoGrace: time.Nanosecond, LedgerInterval: 50 * time.Millisecond,
 		KubeletSettle: 100 * time.Millisecond, PendingGrace: 2 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(w.logs, nil)), Metrics: w.metrics,
 		ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA(nil), CNI: cni,
 		DRA: &agent.DRAOptions{NodeName: soakNode, REST: w.api.Config(), RegistrarDir: filepath.Join(dir, "reg"),
-			PluginDir: filepath.Join(plugins, dra.DefaultDriverName), CDIDir: filepath.Join(dir, "cdi")},
+			PluginDir: filepath.Join(plugins, dra.DefaultDriverName)},
 	}
 }
 

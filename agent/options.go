@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/daemon"
+	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/internal/metrics"
@@ -53,6 +54,9 @@ type Options struct {
 	PodResourcesSocket string
 	// DevinfoDir receives a device-info file per allocated device.
 	DevinfoDir string
+	// CDIDir receives the CDI specs of prepared claims and of device
+	// plugin pools with cdi on; the container runtime reads them there.
+	CDIDir string
 	// DRAPluginsDir is kubelet's DRA plugins directory: every hwnet DRA
 	// checkpoint in it holds its claims' devices, with DRA on or off and
 	// whatever the driver's name.
@@ -141,6 +145,7 @@ func (o Options) withDefaults() Options {
 	o.PluginDir = cmp.Or(o.PluginDir, DefaultPluginDir)
 	o.PodResourcesSocket = cmp.Or(o.PodResourcesSocket, ledger.DefaultPodResourcesSocket)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, DefaultDevinfoDir)
+	o.CDIDir = cmp.Or(o.CDIDir, deviceplugin.DefaultCDIDir)
 	o.DRAPluginsDir = cmp.Or(o.DRAPluginsDir, DefaultDRAPluginsDir)
 	o.FenceDir = cmp.Or(o.FenceDir, DefaultFenceDir)
 	o.PollInterval = positiveOr(o.PollInterval, DefaultPollInterval)

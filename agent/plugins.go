@@ -2,6 +2,10 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"io/fs"
+	"os"
+	"time"
 
 	"github.com/hwnet-io/hwnet/deviceplugin"
 	"github.com/hwnet-io/hwnet/node/devhealth"
@@ -15,7 +19,7 @@ import (
 // not an empty one.
 func (a *Agent) newPool(res pools.Resource) *poolRun {
 	p := deviceplugin.New(res, deviceplugin.Options{
-		PluginDir: a.opts.PluginDir, DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot,
+		PluginDir: a.opts.PluginDir, DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, CDIDir: a.opts.CDIDir,
 		Logger: a.log, Ledger: a.book,
 	})
 	return &poolRun{res: res, plugin: p, done: make(chan struct{})}
@@ -119,4 +123,39 @@ func holderCounts(l *ledger.Ledger, ids []string) map[string]int {
 		out[string(kind)] = n
 	}
 	return out
+}
+
+// collectCDISpecs removes the CDI spec of a pool that no longer hands its
+// devices out through CDI (it left the configuration, or turned cdi off)
+// once nothing l knows of holds a device it names and it was last written
+// before since: a container of a pod still holding one needs the spec to
+// start again. It runs on the collector's goroutine.
+func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) {
+	serving := map[string]bool{}
+	if list := a.plugins.Load(); list != nil {
+		for _, p := range *list {
+			serving[p.CDISpecPath()] = true
+		}
+	}
+	held := func(id string) bool { return len(l.Holders(id)) > 0 }
+	stale, err := deviceplugin.StaleCDISpecs(a.opts.CDIDir, func(path string) bool { return serving[path] }, held, since)
+	if err != nil {
+		a.log.Warn("CDI specs not collected this round", "dir", a.opts.CDIDir, "err", err)
+	}
+	kept := map[string]string{}
+	for _, s := range stale {
+		if s.HeldDevice != "" {
+			kept[s.Path] = s.HeldDevice
+			if a.cdiKept[s.Path] != s.HeldDevice {
+				a.log.Info("CDI spec kept: no pool hands out through it, but a pod holds a device it names", "spec", s.Path, "device", s.HeldDevice)
+			}
+			continue
+		}
+		if err := os.Remove(s.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			a.log.Warn("CDI spec not removed", "spec", s.Path, "err", err)
+			continue
+		}
+		a.log.Info("CDI spec removed: no pool hands out through it and nothing holds a device it names", "spec", s.Path)
+	}
+	a.cdiKept = kept
 }

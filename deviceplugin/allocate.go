@@ -38,6 +38,9 @@ func (p *Plugin) Allocate(ctx context.Context, req *pluginapi.AllocateRequest) (
 		if err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "%s: allocate: %v", p.name, err)
 		}
+		if err := s.checkCDI(devs); err != nil {
+			return nil, status.Errorf(codes.FailedPrecondition, "%s: allocate: %v", p.name, err)
+		}
 		perContainer[i] = devs
 		ids = append(ids, c.DevicesIds...)
 	}
@@ -94,7 +97,25 @@ func (p *Plugin) containerResponse(devs []*offer.State) (*pluginapi.ContainerAll
 	if err != nil {
 		return nil, err
 	}
+	if p.res.CDI {
+		return &pluginapi.ContainerAllocateResponse{Envs: envs, CdiDevices: p.cdiDevices(devs)}, nil
+	}
 	return &pluginapi.ContainerAllocateResponse{Envs: envs, Devices: specs}, nil
+}
+
+// checkCDI refuses, in a pool with CDI, a device whose entry in the spec
+// on disk is not the device as the snapshot lists it: the runtime would
+// fail the container, or give it another device's nodes.
+func (s *snapshot) checkCDI(devs []*offer.State) error {
+	if s.cdi == nil {
+		return nil
+	}
+	for _, d := range devs {
+		if !s.cdi.holds(d) {
+			return fmt.Errorf("device %s: its entry in the pool's CDI spec is not written", d.ID)
+		}
+	}
+	return nil
 }
 
 // containerAllocation is what a log line says a container got.

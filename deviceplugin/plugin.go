@@ -46,6 +46,9 @@ type Options struct {
 	// DevRoot is where discovery found device nodes; "" means /dev.
 	// Paths under it are handed to kubelet as the same paths under /dev.
 	DevRoot string
+	// CDIDir receives the CDI spec of a pool that hands its devices out
+	// through CDI (Resource.CDI); "" means DefaultCDIDir.
+	CDIDir string
 	// Logger gets one line per Allocate and per registration; nil
 	// discards them.
 	Logger *slog.Logger
@@ -68,6 +71,7 @@ func (o Options) withDefaults() Options {
 	o.KubeletSocket = cmp.Or(o.KubeletSocket, filepath.Join(o.PluginDir, KubeletSocketName))
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.DPDir)
 	o.DevRoot = filepath.Clean(cmp.Or(o.DevRoot, "/dev"))
+	o.CDIDir = filepath.Clean(cmp.Or(o.CDIDir, DefaultCDIDir))
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -89,6 +93,12 @@ type Plugin struct {
 
 	setMu   sync.Mutex // serialises SetDevices
 	current atomic.Pointer[snapshot]
+	// cdiPath is the pool's CDI spec; cdiDisk what it holds (never
+	// modified, replaced) and cdiErr why its last write failed, under
+	// setMu.
+	cdiPath string
+	cdiDisk cdiSpecOnDisk
+	cdiErr  string
 	serving atomic.Bool
 	// registered is true from kubelet's acceptance of a registration
 	// until the socket it was made for stops serving.
@@ -107,6 +117,8 @@ type Plugin struct {
 type snapshot struct {
 	devices []offer.State // sorted by ID, unique
 	layout  *Layout
+	// cdi is what the pool's CDI spec holds; nil for a pool without CDI.
+	cdi cdiSpecOnDisk
 	// changed is closed once a later snapshot lists something else.
 	changed chan struct{}
 }
@@ -122,12 +134,16 @@ func New(res pools.Resource, opts Options) *Plugin {
 		log:     opts.Logger.With("resource", name),
 		socket:  filepath.Join(opts.PluginDir, SocketName(name)),
 		envList: res.EnvName(),
+		cdiPath: filepath.Join(opts.CDIDir, CDISpecName(name)),
 
 		kubeletUp:  make(chan struct{}, 1),
 		firstRetry: 100 * time.Millisecond,
 		maxRetry:   5 * time.Second,
 	}
 	p.maker = handout.NewMaker(&p.res, opts.DevRoot)
+	if res.CDI {
+		p.cdiDisk = cdiSpecOnDisk{} // nothing written yet: nothing to hand out
+	}
 	p.current.Store(&snapshot{layout: NewLayout(nil), changed: make(chan struct{})})
 	return p
 }
@@ -157,7 +173,8 @@ func (p *Plugin) Registered() bool { return p.registered.Load() }
 
 // SetDevices replaces the pool's devices. ListAndWatch streams get the new
 // list only when something kubelet sees changed: the IDs, a health or a
-// NUMA node. Of duplicate IDs the first is kept. The plugin keeps states
+// NUMA node. A pool with CDI writes its spec first, and lists a device
+// the spec lacks unhealthy. Of duplicate IDs the first is kept. The plugin keeps states
 // when it is sorted by ID without duplicates, so the caller must not
 // modify it afterwards.
 func (p *Plugin) SetDevices(states []offer.State) {
@@ -165,6 +182,7 @@ func (p *Plugin) SetDevices(states []offer.State) {
 	defer p.setMu.Unlock()
 	old := p.current.Load()
 	next := p.snapshotOf(states)
+	next.devices, next.cdi = p.syncCDI(next.devices)
 	if p.sameListing(old.devices, next.devices) {
 		next.changed = old.changed
 		p.current.Store(next)

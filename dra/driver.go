@@ -47,7 +47,6 @@ import (
 const (
 	DefaultRegistrarDir = kubeletplugin.KubeletRegistryDir
 	DefaultPluginsDir   = kubeletplugin.KubeletPluginsDir
-	DefaultCDIDir       = "/var/run/cdi"
 	// MaxSliceDevices is the most devices one ResourceSlice holds when
 	// any device has taints.
 	MaxSliceDevices = resourceapi.ResourceSliceMaxDevicesWithAdvancedFeatures
@@ -112,7 +111,7 @@ func (o Options) withDefaults() Options {
 	o.DriverName = cmp.Or(o.DriverName, DefaultDriverName)
 	o.RegistrarDir = cmp.Or(o.RegistrarDir, DefaultRegistrarDir)
 	o.PluginDir = cmp.Or(o.PluginDir, filepath.Join(DefaultPluginsDir, o.DriverName))
-	o.CDIDir = cmp.Or(o.CDIDir, DefaultCDIDir)
+	o.CDIDir = cmp.Or(o.CDIDir, handout.DefaultCDIDir)
 	o.DevinfoDir = cmp.Or(o.DevinfoDir, devinfo.DPDir)
 	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
 	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/sys")

@@ -2,7 +2,6 @@ package dra
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -20,15 +19,10 @@ import (
 
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
-	"github.com/hwnet-io/hwnet/internal/atomicfile"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/ledger"
 )
-
-// cdiVersion is the oldest CDI version with everything the specs use,
-// so that older runtimes read them too.
-const cdiVersion = "0.5.0"
 
 // cdiClass is the class of hwnet's CDI devices: their kind is
 // <driver name>/net.
@@ -138,21 +132,21 @@ func (d *Driver) writeClaim(ctx context.Context, c *resourceapi.ResourceClaim, d
 	}
 	pc := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name, Prepared: time.Now().UTC().Truncate(time.Second),
 		CDISpec: d.specPath(c.UID)}
-	spec := &cdispec.Spec{Version: cdiVersion, Kind: d.opts.DriverName + "/" + cdiClass}
+	spec := &cdispec.Spec{Version: handout.CDIVersion, Kind: d.opts.DriverName + "/" + cdiClass}
 	for i, cd := range devs {
 		h := cd.entry.handout
 		if err := devinfo.Write(d.opts.DevinfoDir, cd.entry.res.FullName(), h.ID, h.Info); err != nil {
 			return nil, fmt.Errorf("device %s: %w", h.ID, err)
 		}
 		name := string(c.UID) + "-" + cd.result.Device
-		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: cdiEdits(cd.result.Device, h)})
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: handout.CDIEdits(cd.result.Device, h)})
 		pc.Devices = append(pc.Devices, checkpoint.Device{Request: cd.result.Request, Pool: cd.result.Pool,
 			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: configs[i].network, VF: vfs[i]})
 	}
 	if spec.ContainerEdits.Env, err = claimEnv(devs); err != nil {
 		return nil, err
 	}
-	if err := writeSpec(pc.CDISpec, spec); err != nil {
+	if err := handout.WriteCDISpec(pc.CDISpec, spec); err != nil {
 		return nil, err
 	}
 	return pc, nil
@@ -204,34 +198,6 @@ func claimEnv(devs []claimDevice) ([]string, error) {
 		}
 	}
 	return env, nil
-}
-
-// cdiEdits hands out a device's nodes read-write, at their host paths,
-// and names the device in HWNET_DEVICE_<NAME>=<PCI address>: CDI refuses a
-// device without edits, and a netdev VF has no device node.
-func cdiEdits(name string, h *handout.Device) cdispec.ContainerEdits {
-	edits := cdispec.ContainerEdits{Env: []string{deviceEnvName(name) + "=" + h.ID}}
-	for _, n := range h.Nodes {
-		edits.DeviceNodes = append(edits.DeviceNodes, &cdispec.DeviceNode{Path: n, HostPath: n, Permissions: "rw"})
-	}
-	return edits
-}
-
-// deviceEnvName is HWNET_DEVICE_ and the device name in upper case with
-// '-' as '_': HWNET_DEVICE_PCI_0000_3B_01_6.
-func deviceEnvName(device string) string {
-	return "HWNET_DEVICE_" + strings.ToUpper(strings.ReplaceAll(device, "-", "_"))
-}
-
-func writeSpec(path string, spec *cdispec.Spec) error {
-	data, err := json.MarshalIndent(spec, "", "  ")
-	if err != nil {
-		return fmt.Errorf("CDI spec: %w", err)
-	}
-	if err := atomicfile.Write(path, data, 0o644); err != nil {
-		return fmt.Errorf("CDI spec: %w", err)
-	}
-	return nil
 }
 
 // addPods adds pods the claim is reserved for: a shared claim prepared

@@ -112,7 +112,8 @@ func mountOf(mounts []volumeMount, path string) (volumeMount, bool) {
 // DaemonSets mount every source of the device ledger at the path their
 // arguments give it (kubelet's PodResources, the device-info files, every
 // hwnet DRA checkpoint, the CNI records), and the agent its fences
-// read-write: a source not mounted would read as holding nothing.
+// read-write: a source not mounted would read as holding nothing. The
+// uninstall mounts the CDI specs it removes.
 func TestDeployMountsWhatTheAgentReads(t *testing.T) {
 	for _, tc := range []struct {
 		file  string
@@ -126,7 +127,7 @@ func TestDeployMountsWhatTheAgentReads(t *testing.T) {
 		}, true},
 		{"../../deploy/uninstall/hwnet-uninstall.yaml", func(c command) []string {
 			u := uninstallOptions(c.opts)
-			return []string{u.PodResourcesSocket, u.DevinfoDir, u.DRAPluginsDir, u.FenceDir, u.CNI.CacheDir}
+			return []string{u.PodResourcesSocket, u.DevinfoDir, u.DRAPluginsDir, u.FenceDir, u.CNI.CacheDir, u.CDIDir}
 		}, false},
 	} {
 		t.Run(filepath.Base(tc.file), func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/logging"
+	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/podresources"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
@@ -44,11 +45,12 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 	fs.StringVar(&o.PluginDir, "device-plugin-dir", agent.DefaultPluginDir, "kubelet's device plugin directory (kubelet.sock and the pools' sockets)")
 	fs.StringVar(&o.PodResourcesSocket, "pod-resources-socket", podresources.DefaultSocket, "kubelet's PodResources API socket")
 	fs.StringVar(&o.DevinfoDir, "devinfo-dir", agent.DefaultDevinfoDir, "directory of the device-info files written on Allocate")
+	fs.StringVar(&o.CDIDir, "cdi-dir", handout.DefaultCDIDir, "directory of the CDI specs written for prepared claims and for device plugin pools with cdi, which the container runtime reads")
 	fs.StringVar(&o.DRAPluginsDir, "dra-plugins-dir", agent.DefaultDRAPluginsDir, "kubelet's DRA plugins directory: every hwnet DRA checkpoint in a driver's directory under it holds its claims' devices, with --dra or without and whatever the driver's name")
 	fs.StringVar(&o.FenceDir, "fence-dir", agent.DefaultFenceDir, "directory keeping the fence of each PF whose VF layout is changing, so that a restarted agent finishes or undoes the change before handing out its VFs")
 	fs.DurationVar(&o.PollInterval, "poll-interval", agent.DefaultPollInterval, "how often the PCI layout is checked for changes where the kernel's uevents cannot be had")
 	fs.DurationVar(&o.RescanInterval, "rescan-interval", agent.DefaultRescanInterval, "how often the PCI layout is checked for changes a lost uevent would miss")
-	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files of devices nothing holds are removed")
+	fs.DurationVar(&o.GCInterval, "devinfo-gc-interval", agent.DefaultGCInterval, "how often device-info files, and CDI specs of pools without cdi, that nothing holds are removed")
 	fs.DurationVar(&o.LedgerInterval, "ledger-interval", agent.DefaultLedgerInterval, "how often the device ledger (who holds each device: PodResources, every hwnet DRA checkpoint, the CNI records) is read again")
 	fs.DurationVar(&o.KubeletSettle, "kubelet-settle", agent.DefaultKubeletSettle, "how long after kubelet started (its PodResources socket's time) an agent that started too waits before it takes kubelet's answer as listing every pod it runs: a starting kubelet answers before its pods are loaded; until then no device is handed out (0 trusts its first answer)")
 	fs.BoolVar(&c.releaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
@@ -103,7 +105,6 @@ func draFlags(fs *flag.FlagSet) func() *agent.DRAOptions {
 	fs.StringVar(&o.DriverName, "dra-driver-name", dra.DefaultDriverName, "the DRA driver's name, the domain of its device attributes")
 	fs.StringVar(&o.RegistrarDir, "dra-registrar-dir", dra.DefaultRegistrarDir, "kubelet's plugin registration directory")
 	fs.StringVar(&o.PluginDir, "dra-plugin-dir", "", "the DRA driver's socket and checkpoint directory (default: /var/lib/kubelet/plugins/<driver name>)")
-	fs.StringVar(&o.CDIDir, "cdi-dir", dra.DefaultCDIDir, "directory of the CDI specs written for prepared claims, which the container runtime reads")
 	fs.BoolVar(&o.EvictDeadPF, "dra-evict-dead-pf", false, "taint the VFs of a PF whose link is down or that left the PCI bus NoExecute instead of NoSchedule: Kubernetes evicts the pods whose claims hold them")
 	return func() *agent.DRAOptions {
 		if !*enabled {

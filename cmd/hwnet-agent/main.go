@@ -20,6 +20,7 @@ import (
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/startup"
 	"github.com/hwnet-io/hwnet/internal/version"
+	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/podresources"
 )
 
@@ -66,7 +67,7 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 // uninstallOptions is the paths of hwnet's files on the node, as the
 // agent's flags name them.
 func uninstallOptions(o agent.Options) uninstall.Options {
-	u := uninstall.Options{ConfigFile: o.ConfigFile, PluginDir: o.PluginDir, DevinfoDir: o.DevinfoDir,
+	u := uninstall.Options{ConfigFile: o.ConfigFile, PluginDir: o.PluginDir, DevinfoDir: o.DevinfoDir, CDIDir: cmp.Or(o.CDIDir, handout.DefaultCDIDir),
 		LastGoodConfig: o.LastGoodConfig, FenceDir: cmp.Or(o.FenceDir, agent.DefaultFenceDir), ProbeAddr: o.ProbeAddr, Logger: o.Logger,
 		PodResourcesSocket: cmp.Or(o.PodResourcesSocket, podresources.DefaultSocket),
 		DRAPluginsDir:      cmp.Or(o.DRAPluginsDir, agent.DefaultDRAPluginsDir)}

@@ -38,6 +38,8 @@ type Options struct {
 	PluginDir      string
 	DevinfoDir     string
 	LastGoodConfig string
+	// CDIDir holds the CDI specs of device plugin pools with cdi.
+	CDIDir string
 	// FenceDir holds the fences of VF layout changes under way ("" none):
 	// with no agent left to finish them, they go, each one logged.
 	FenceDir string
@@ -58,11 +60,12 @@ type Options struct {
 
 // Remove removes hwnet's CNI configuration (so the runtime goes back to
 // the default network at once instead of waiting for an agent that will
-// not come), the shim, the CNI socket, the pools' sockets and device-info
-// files, the CNI device-info files, the attachment records, the CRI
+// not come), the shim, the CNI socket, the pools' sockets, device-info
+// files and CDI specs, the CNI device-info files, the attachment records, the CRI
 // network API's socket and networks, and the last good pool
 // configuration. The device-info files of devices running pods still hold
-// stay (their applications read them); so do all of them while a source
+// stay (their applications read them), and the CDI specs that name one
+// (a container that restarts needs it); so do all of them while a source
 // of holders (kubelet's PodResources, any hwnet DRA checkpoint, a CNI
 // record) cannot be read. It refuses while an agent still answers on
 // the CNI socket: that agent would write its configuration again. It
@@ -91,7 +94,11 @@ func Remove(ctx context.Context, opts Options) ([]string, error) {
 // existing lists hwnet's files that exist; what it cannot read is
 // reported and the rest is still listed. opts.CNI has its defaults.
 func existing(ctx context.Context, opts Options) ([]string, error) {
-	paths, err := poolPaths(opts, heldDevices(ctx, opts))
+	held := heldDevices(ctx, opts)
+	paths, err := poolPaths(opts, held)
+	specs, serr := cdiSpecPaths(opts, held)
+	paths = append(paths, specs...)
+	err = errors.Join(err, serr)
 	if opts.LastGoodConfig != "" {
 		paths = append(paths, opts.LastGoodConfig)
 	}
@@ -157,6 +164,32 @@ func poolPaths(opts Options, held *ledger.Ledger) ([]string, error) {
 		}
 	}
 	return paths, err
+}
+
+// cdiSpecPaths is the device plugins' CDI specs that name no device held
+// (held says), none while held is incomplete.
+func cdiSpecPaths(opts Options, held *ledger.Ledger) ([]string, error) {
+	if opts.CDIDir == "" {
+		return nil, nil
+	}
+	none := func(string) bool { return false }
+	stale, err := deviceplugin.StaleCDISpecs(opts.CDIDir, none, func(id string) bool { return len(held.Holders(id)) > 0 }, time.Now().Add(time.Hour))
+	if err != nil {
+		return nil, fmt.Errorf("CDI specs left in place: %w", err)
+	}
+	log := cmp.Or(opts.Logger, slog.Default())
+	var paths []string
+	for _, s := range stale {
+		switch {
+		case !held.Complete():
+			log.Warn("CDI spec left in place: which devices pods hold is unknown", "spec", s.Path, "unknown", held.Unknown)
+		case s.HeldDevice != "":
+			log.Warn("CDI spec left in place: a pod holds a device it names", "spec", s.Path, "device", s.HeldDevice)
+		default:
+			paths = append(paths, s.Path)
+		}
+	}
+	return paths, nil
 }
 
 // cniPaths is the CNI side's configuration, shim, sockets, networks,

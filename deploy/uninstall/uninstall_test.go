@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
+	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
 	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
@@ -35,7 +36,9 @@ const heldVF = "0000:3b:02.1"
 
 // uninstallNode is a node's hwnet files in a temp dir, as a stopped agent
 // leaves them, one file of another device plugin and the one of a VF a
-// running pod holds, which kubelet's PodResources API serves.
+// running pod holds, which kubelet's PodResources API serves; and CDI
+// specs: one of a pool with cdi naming free VFs, one naming the held VF,
+// and one of another vendor.
 func uninstallNode(t *testing.T) (Options, []string, []string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -47,6 +50,7 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 	kubelet.SetPod("default", "cnf", "intel.com/sriov_net", heldVF)
 	o := Options{PodResourcesSocket: filepath.Join(dir, "kubelet.sock"), DRAPluginsDir: filepath.Join(dir, "plugins"), ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: filepath.Join(dir, "dp"),
 		DevinfoDir: filepath.Join(dir, "devinfo-dp"), LastGoodConfig: filepath.Join(dir, "last-good"), FenceDir: filepath.Join(dir, "fences"),
+		CDIDir: filepath.Join(dir, "cdi"),
 		CNI: &daemon.Options{ConfDir: filepath.Join(dir, "net.d"), BinDir: filepath.Join(dir, "bin"),
 			SocketPath: filepath.Join(dir, "run", "cni.sock"), CacheDir: filepath.Join(dir, "cache"),
 			DevinfoDir: filepath.Join(dir, "devinfo-cni"), NetworkAPISocket: filepath.Join(dir, "run", "cri-network.sock"),
@@ -78,16 +82,21 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, nil, 0o644)
 	}
+	freeSpec, heldSpec, otherSpec := filepath.Join(o.CDIDir, "hwnet-dp-intel.com_dpdk.json"),
+		filepath.Join(o.CDIDir, "hwnet-dp-intel.com_sriov_net.json"), filepath.Join(o.CDIDir, "vendor.json")
+	writeCDISpec(t, freeSpec, "0000:3b:02.6", "0000:3b:02.7")
+	writeCDISpec(t, heldSpec, "0000:3b:02.0", heldVF)
+	writeCDISpec(t, otherSpec, heldVF)
 	want := []string{conf, shim, o.CNI.SocketPath, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
-		o.LastGoodConfig, o.FenceDir, o.CNI.NetworkAPISocket, o.CNI.NetworkDir, cniInfo, o.CNI.CacheDir}
+		o.LastGoodConfig, o.FenceDir, o.CNI.NetworkAPISocket, o.CNI.NetworkDir, cniInfo, o.CNI.CacheDir, freeSpec}
 	kept := []string{filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0")),
-		filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", heldVF))}
+		filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", heldVF)), heldSpec, otherSpec}
 	return o, want, kept
 }
 
 // TestRemove: after it, the runtime finds no hwnet configuration or
-// shim and nothing of hwnet's is left but the device-info file of a VF a
-// running pod holds; another plugin's file stays.
+// shim and nothing of hwnet's is left but the device-info file and the
+// CDI spec of a VF a running pod holds; another plugin's files stay.
 func TestRemove(t *testing.T) {
 	o, want, kept := uninstallNode(t)
 	removed, err := Remove(context.Background(), o)
@@ -217,12 +226,32 @@ func TestRemoveKeepsDevinfoWithSourceUnknown(t *testing.T) {
 				t.Fatal(err)
 			}
 			poolFile := filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0"))
-			if slices.Contains(removed, poolFile) || len(removed) != len(want)-1 {
-				t.Errorf("removed %q; want everything but the pool's device-info files", removed)
+			spec := filepath.Join(o.CDIDir, "hwnet-dp-intel.com_dpdk.json")
+			if slices.Contains(removed, poolFile) || slices.Contains(removed, spec) || len(removed) != len(want)-2 {
+				t.Errorf("removed %q; want everything but the pool's device-info files and CDI specs", removed)
 			}
 			if !strings.Contains(log.String(), "device-info files left in place") || !strings.Contains(log.String(), tc.inLog) {
 				t.Errorf("log %q; want it to say the files stay because of %s", log.String(), tc.inLog)
 			}
 		})
+	}
+}
+
+// writeCDISpec writes a CDI spec naming the devices.
+func writeCDISpec(t *testing.T, path string, devices ...string) {
+	t.Helper()
+	spec := cdispec.Spec{Version: "0.5.0", Kind: "intel.com/x"}
+	for _, d := range devices {
+		spec.Devices = append(spec.Devices, cdispec.Device{Name: d, ContainerEdits: cdispec.ContainerEdits{Env: []string{"A=" + d}}})
+	}
+	data, err := json.Marshal(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, data, 0o644); err != nil {
+		t.Fatal(err)
 	}
 }

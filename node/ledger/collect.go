@@ -20,6 +20,9 @@ type Collector struct {
 	// Dir is the device plugins' device-info directory.
 	Dir    string
 	Logger *slog.Logger
+	// Also, when set, collects more with each complete ledger: what was
+	// written before since and nothing l names holds may go.
+	Also func(l *Ledger, since time.Time)
 
 	mu        sync.Mutex
 	resources map[string]bool
@@ -50,6 +53,9 @@ func (c *Collector) names() []string {
 func (c *Collector) Collect(l *Ledger, grace time.Duration) error {
 	if !l.Complete() {
 		return nil
+	}
+	if c.Also != nil {
+		c.Also(l, l.ReadAt.Add(-grace))
 	}
 	files, err := c.files()
 	if err != nil {
