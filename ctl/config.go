@@ -100,7 +100,9 @@ type poolReport struct {
 	Resource   string           `json:"resource"`
 	DeviceType pools.DeviceType `json:"deviceType"`
 	// Mode is how the pool is served: devicePlugin or dra.
-	Mode    pools.Mode     `json:"mode"`
+	Mode pools.Mode `json:"mode"`
+	// CDI says a device plugin pool hands out CDI devices.
+	CDI     bool           `json:"cdi,omitempty"`
 	Devices []deviceReport `json:"devices"`
 }
 
@@ -124,7 +126,7 @@ func newCheckReport(cfg *pools.Config, res *pools.Result) checkReport {
 	r := checkReport{Pools: []poolReport{}, Conflicts: []conflictReport{},
 		Warnings: slices.Concat([]string{}, cfg.Warnings, res.Warnings)}
 	for _, p := range res.Pools {
-		pr := poolReport{Resource: p.Resource.FullName(), DeviceType: p.Resource.DeviceType, Mode: p.Resource.Mode, Devices: []deviceReport{}}
+		pr := poolReport{Resource: p.Resource.FullName(), DeviceType: p.Resource.DeviceType, Mode: p.Resource.Mode, CDI: p.Resource.CDI && p.Resource.Mode != pools.DRA, Devices: []deviceReport{}}
 		for _, d := range p.Devices {
 			pr.Devices = append(pr.Devices, deviceReport{ID: d.ID, PF: d.PF, PFName: d.PFName, VFIndex: d.VFIndex,
 				NUMANode: d.Function.NUMANode, Netdev: netdevName(d.Function.Netdev), Tags: d.Tags})
@@ -159,8 +161,11 @@ func (r checkReport) renderTable(w io.Writer) error {
 
 func (p poolReport) renderTable(w io.Writer) error {
 	served := ""
-	if p.Mode == pools.DRA {
+	switch {
+	case p.Mode == pools.DRA:
 		served = ", through DRA"
+	case p.CDI:
+		served = ", CDI devices"
 	}
 	fmt.Fprintf(w, "%s (%s%s): %s\n", p.Resource, p.DeviceType, served, plural(len(p.Devices), "device"))
 	if len(p.Devices) == 0 {

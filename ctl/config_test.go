@@ -14,14 +14,14 @@ import (
 )
 
 // poolConfig is a config for the default virtual node: tags, a VF range,
-// a conflict, a pool served through DRA, the InfiniBand VFs and a pool
-// left empty.
+// a conflict, a pool handing out CDI devices, a pool served through DRA,
+// the InfiniBand VFs and a pool left empty.
 const poolConfig = `
 tags:
   - {name: fabric-a, selectors: {pfNames: [enp59s0f0]}}
 resourceList:
   - {resourceName: low, selectors: {pfNames: ["enp59s0f0#0-1"]}}
-  - {resourceName: netdev, selectors: {drivers: [iavf], tags: [fabric-a]}}
+  - {resourceName: netdev, cdi: true, selectors: {drivers: [iavf], tags: [fabric-a]}}
   - {resourceName: dpdk, mode: dra, selectors: {drivers: [vfio-pci]}}
   - {resourceName: ib, resourcePrefix: nvidia.com, selectors: {linkTypes: [infiniband], isRdma: true}}
   - {resourceName: gtp, selectors: {devices: ["1889"], ddpProfiles: [GTP]}}
@@ -53,7 +53,7 @@ func TestConfigCheckTable(t *testing.T) {
 		"intel.com/low (netDevice): 2 devices\n" +
 			"  PF            NETDEV     NUMA  VFS  DEVICES\n" +
 			"  0000:3b:00.0  enp59s0f0  0     0-1  2\n",
-		"intel.com/netdev (netDevice): 4 devices\n" +
+		"intel.com/netdev (netDevice, CDI devices): 4 devices\n" +
 			"  PF            NETDEV     NUMA  VFS  DEVICES\n" +
 			"  0000:3b:00.0  enp59s0f0  0     2-5  4\n",
 		"intel.com/dpdk (netDevice, through DRA): 4 devices\n" +
@@ -105,6 +105,7 @@ func TestConfigCheckJSON(t *testing.T) {
 	var report struct {
 		Pools []struct {
 			Resource, DeviceType, Mode string
+			CDI                        bool
 			Devices                    []struct {
 				ID, PF, PFName string
 				VFIndex        int
@@ -133,6 +134,9 @@ func TestConfigCheckJSON(t *testing.T) {
 	}
 	if modes := []string{report.Pools[0].Mode, report.Pools[2].Mode}; !reflect.DeepEqual(modes, []string{"devicePlugin", "dra"}) {
 		t.Errorf("pools low and dpdk are served %q, want devicePlugin and dra", modes)
+	}
+	if cdi := []bool{report.Pools[0].CDI, report.Pools[1].CDI}; !reflect.DeepEqual(cdi, []bool{false, true}) {
+		t.Errorf("pools low and netdev hand out CDI devices: %v, want false, true", cdi)
 	}
 	if c := report.Conflicts[0]; c.Device != "0000:3b:01.0" || !reflect.DeepEqual(c.Pools, []string{"intel.com/low", "intel.com/netdev"}) {
 		t.Errorf("first conflict %+v", c)
