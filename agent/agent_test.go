@@ -489,6 +489,20 @@ func TestAgentCDISpecLifecycle(t *testing.T) {
 	}
 }
 
+// TestAgentShutdownKeepsCDISpec: an agent stopping (an upgrade, a
+// restart) leaves its pools' CDI specs: a pod whose Allocate just returned
+// still needs the spec for its container.
+func TestAgentShutdownKeepsCDISpec(t *testing.T) {
+	config := strings.Replace(defaultConfig, "  - resourceName: sriov_dpdk\n", "  - resourceName: sriov_dpdk\n    cdi: true\n", 1)
+	f := newFixture(t, virtualnode.DefaultSpec(), config)
+	f.start(t)
+	f.wait(t, dpdk, "registration", counts(4, 4))
+	f.stop(t)
+	if spec := filepath.Join(f.opts.CDIDir, "hwnet-dp-intel.com_sriov_dpdk.json"); !fileExists(spec) {
+		t.Errorf("shutdown removed the CDI spec %s of a pool with cdi", spec)
+	}
+}
+
 func fileExists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil

@@ -129,7 +129,9 @@ func holderCounts(l *ledger.Ledger, ids []string) map[string]int {
 // devices out through CDI (it left the configuration, or turned cdi off)
 // once nothing l knows of holds a device it names and it was last written
 // before since: a container of a pod still holding one needs the spec to
-// start again. It runs on the collector's goroutine.
+// start again. It runs on the collector's goroutine, never at shutdown,
+// when no pool serves and a pod just allocated may not yet have its
+// container.
 func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) {
 	serving := map[string]bool{}
 	if list := a.plugins.Load(); list != nil {

@@ -20,8 +20,9 @@ type Collector struct {
 	// Dir is the device plugins' device-info directory.
 	Dir    string
 	Logger *slog.Logger
-	// Also, when set, collects more with each complete ledger: what was
-	// written before since and nothing l names holds may go.
+	// Also, when set, collects more at each round of Run whose ledger
+	// is complete: what was written before since and nothing l names
+	// holds may go. Collect alone, as at shutdown, does not call it.
 	Also func(l *Ledger, since time.Time)
 
 	mu        sync.Mutex
@@ -53,9 +54,6 @@ func (c *Collector) names() []string {
 func (c *Collector) Collect(l *Ledger, grace time.Duration) error {
 	if !l.Complete() {
 		return nil
-	}
-	if c.Also != nil {
-		c.Also(l, l.ReadAt.Add(-grace))
 	}
 	files, err := c.files()
 	if err != nil {
@@ -100,7 +98,11 @@ func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, late
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if err := c.Collect(latest(), grace); err != nil {
+			l := latest()
+			if c.Also != nil && l.Complete() {
+				c.Also(l, l.ReadAt.Add(-grace))
+			}
+			if err := c.Collect(l, grace); err != nil {
 				c.Logger.Warn("device-info files not collected this round", "err", err)
 			}
 		}
