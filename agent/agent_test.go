@@ -465,7 +465,9 @@ func TestAgentDevinfoLifecycle(t *testing.T) {
 
 // TestAgentCDISpecLifecycle: pools that turn cdi off keep their CDI spec
 // while a pod holds a device it names (a container of the pod needs it to
-// start again); a spec whose devices nothing holds goes.
+// start again); a spec whose devices nothing holds goes. A spec of a pool
+// the agent never served (another agent's, or one removed while it was
+// down) is left to the uninstall.
 func TestAgentCDISpecLifecycle(t *testing.T) {
 	config := strings.Replace(defaultConfig, "  - resourceName: sriov_dpdk\n", "  - resourceName: sriov_dpdk\n    cdi: true\n", 1)
 	config = strings.Replace(config, "  - resourceName: sriov_netdevice\n", "  - resourceName: sriov_netdevice\n    cdi: true\n", 1)
@@ -479,6 +481,10 @@ func TestAgentCDISpecLifecycle(t *testing.T) {
 	if !fileExists(held) || !fileExists(free) {
 		t.Fatalf("CDI specs %s %t, %s %t: want both", held, fileExists(held), free, fileExists(free))
 	}
+	foreign := filepath.Join(f.opts.CDIDir, "hwnet-dp-example.com_other.json")
+	if err := os.WriteFile(foreign, []byte(`{"cdiVersion":"0.5.0","kind":"example.com/other","devices":[{"name":"0000:3b:01.7","containerEdits":{"env":["A=1"]}}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	f.podres.SetPod("default", "dpdk-app", dpdk, "0000:3b:01.6")
 	f.writeConfig(t, defaultConfig)
 	f.waitLog(t, "CDI spec kept: no pool hands out through it, but a pod holds a device it names")
@@ -486,6 +492,9 @@ func TestAgentCDISpecLifecycle(t *testing.T) {
 	if !fileExists(held) || fileExists(free) {
 		t.Errorf("after cdi off: %s exists %t, want true (a pod holds 0000:3b:01.6); %s exists %t, want false",
 			held, fileExists(held), free, fileExists(free))
+	}
+	if !fileExists(foreign) {
+		t.Errorf("%s, a spec of no pool this agent served, was removed", foreign)
 	}
 }
 

@@ -172,19 +172,19 @@ type StaleCDISpec struct {
 	HeldDevice string
 }
 
-// StaleCDISpecs are the CDI specs device plugins wrote in dir that no
-// pool writes now (serving says which do) and that were last written
-// before since: a pool left the configuration, or turned cdi off. Each
-// says a device it names that held reports held, if any: a container of
-// the pod holding it needs the spec to start again.
-func StaleCDISpecs(dir string, serving func(path string) bool, held func(id string) bool, since time.Time) ([]StaleCDISpec, error) {
+// StaleCDISpecs are the CDI specs device plugins wrote in dir that stale
+// says no pool writes any more (a pool left the configuration, or turned
+// cdi off) and that were last written before since. Each says a device
+// it names that held reports held, if any: a container of the pod
+// holding it needs the spec to start again.
+func StaleCDISpecs(dir string, stale func(path string) bool, held func(id string) bool, since time.Time) ([]StaleCDISpec, error) {
 	specs, err := CDISpecs(dir)
 	if err != nil {
 		return nil, err
 	}
 	var out []StaleCDISpec
 	for _, path := range slices.Sorted(maps.Keys(specs)) {
-		if serving(path) || !writtenBefore(path, since) {
+		if !stale(path) || !writtenBefore(path, since) {
 			continue
 		}
 		s := StaleCDISpec{Path: path}

@@ -172,8 +172,8 @@ func cdiSpecPaths(opts Options, held *ledger.Ledger) ([]string, error) {
 	if opts.CDIDir == "" {
 		return nil, nil
 	}
-	none := func(string) bool { return false }
-	stale, err := deviceplugin.StaleCDISpecs(opts.CDIDir, none, func(id string) bool { return len(held.Holders(id)) > 0 }, time.Now().Add(time.Hour))
+	all := func(string) bool { return true }
+	stale, err := deviceplugin.StaleCDISpecs(opts.CDIDir, all, func(id string) bool { return len(held.Holders(id)) > 0 }, time.Now().Add(time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("CDI specs left in place: %w", err)
 	}
