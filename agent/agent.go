@@ -68,10 +68,6 @@ type Agent struct {
 	// cdiKept is the stale specs it last kept, each for a held device.
 	collector *ledger.Collector
 	cdiKept   map[string]string
-	// cdiServed are the CDI specs of the pools served with cdi since
-	// start (the main loop adds, the collector reads): the only ones it
-	// takes back.
-	cdiServed atomic.Pointer[map[string]bool]
 
 	metrics *metrics.Metrics
 	// plugins is the pools' plugins for the readiness probe, which runs

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"io/fs"
-	"maps"
 	"os"
 	"time"
 
@@ -23,22 +22,7 @@ func (a *Agent) newPool(res pools.Resource) *poolRun {
 		PluginDir: a.opts.PluginDir, DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, CDIDir: a.opts.CDIDir,
 		Logger: a.log, Ledger: a.book,
 	})
-	a.addCDIServed(p.CDISpecPath())
 	return &poolRun{res: res, plugin: p, done: make(chan struct{})}
-}
-
-// addCDIServed adds a pool's CDI spec, if it has one, to those the
-// collector may take back once no pool writes them.
-func (a *Agent) addCDIServed(path string) {
-	old := a.cdiServed.Load()
-	if path == "" || (old != nil && (*old)[path]) {
-		return
-	}
-	next := map[string]bool{path: true}
-	if old != nil {
-		maps.Copy(next, *old)
-	}
-	a.cdiServed.Store(&next)
 }
 
 // runPool runs the pool's device plugin: it serves, registers, and serves
@@ -141,12 +125,12 @@ func holderCounts(l *ledger.Ledger, ids []string) map[string]int {
 	return out
 }
 
-// collectCDISpecs removes the CDI spec of a pool that handed its devices
-// out through CDI since the agent started and no longer does (it left the
-// configuration, or turned cdi off) once nothing l knows of holds a
-// device it names and it was last written before since: a container of a
-// pod still holding one needs the spec to start again. Other specs are
-// another agent's, or the uninstall's to remove. It runs on the collector's goroutine, never at shutdown,
+// collectCDISpecs removes the CDI spec of a pool that no longer hands its
+// devices out through CDI (it left the configuration, or turned cdi off,
+// before or after the agent started: --cdi-dir's device plugin specs are
+// the node's one agent's) once nothing l knows of holds a device it names
+// and it was last written before since: a container of a pod still
+// holding one needs the spec to start again. It runs on the collector's goroutine, never at shutdown,
 // when no pool serves and a pod just allocated may not yet have its
 // container.
 func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) {
@@ -156,8 +140,7 @@ func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) {
 			serving[p.CDISpecPath()] = true
 		}
 	}
-	served := a.cdiServed.Load()
-	gone := func(path string) bool { return served != nil && (*served)[path] && !serving[path] }
+	gone := func(path string) bool { return !serving[path] }
 	held := func(id string) bool { return len(l.Holders(id)) > 0 }
 	stale, err := deviceplugin.StaleCDISpecs(a.opts.CDIDir, gone, held, since)
 	if err != nil {

@@ -304,7 +304,7 @@ func (e *cniEnv) startAgent(b *testing.B, node *virtualnode.Node, bins string, s
 		args = append(args, "--pprof")
 	}
 	p := startIn(b, nil, "hwnet-agent", nil, append(args, "--config-file", config, "--device-plugin-dir", k.Dir, "--pod-resources-socket", filepath.Join(dir, "pr.sock"),
-		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--last-good-config", "",
+		"--devinfo-dir", filepath.Join(dir, "devinfo"), "--cdi-dir", filepath.Join(dir, "cdi"), "--last-good-config", "",
 		"--cni-conf-dir", confDir, "--cni-socket", filepath.Join(dir, "cni.sock"), "--cni-cache-dir", filepath.Join(dir, "cache"),
 		"--cni-devinfo-dir", filepath.Join(dir, "cni-devinfo"), "--node-name", s.nodeName, "--kubeconfig", e.kubeconfig,
 		"--dra-plugins-dir", mkdir(b, filepath.Join(dir, "plugins")),
