@@ -239,7 +239,7 @@ func TestAgentAllocate(t *testing.T) {
 // TestAgentAllocateThroughCDI (issue 44): a pool with cdi hands its VF out
 // as a CDI device of the spec the agent wrote in its CDI directory.
 func TestAgentAllocateThroughCDI(t *testing.T) {
-	config := strings.Replace(defaultConfig, "  - resourceName: sriov_dpdk\n", "  - resourceName: sriov_dpdk\n    cdi: true\n", 1)
+	config := withCDI(defaultConfig, "sriov_dpdk")
 	f := newFixture(t, virtualnode.DefaultSpec(), config)
 	f.start(t)
 	f.wait(t, dpdk, "registration", counts(4, 4))
@@ -468,8 +468,7 @@ func TestAgentDevinfoLifecycle(t *testing.T) {
 // start again); a spec whose devices nothing holds goes, that of a pool
 // removed while the agent was down too.
 func TestAgentCDISpecLifecycle(t *testing.T) {
-	config := strings.Replace(defaultConfig, "  - resourceName: sriov_dpdk\n", "  - resourceName: sriov_dpdk\n    cdi: true\n", 1)
-	config = strings.Replace(config, "  - resourceName: sriov_netdevice\n", "  - resourceName: sriov_netdevice\n    cdi: true\n", 1)
+	config := withCDI(defaultConfig, "sriov_dpdk", "sriov_netdevice")
 	f := newFixture(t, virtualnode.DefaultSpec(), config)
 	f.opts.GCInterval, f.opts.DevinfoGrace = 50*time.Millisecond, time.Nanosecond
 	f.start(t)
@@ -503,7 +502,7 @@ func TestAgentCDISpecLifecycle(t *testing.T) {
 // restart) leaves its pools' CDI specs: a pod whose Allocate just returned
 // still needs the spec for its container.
 func TestAgentShutdownKeepsCDISpec(t *testing.T) {
-	config := strings.Replace(defaultConfig, "  - resourceName: sriov_dpdk\n", "  - resourceName: sriov_dpdk\n    cdi: true\n", 1)
+	config := withCDI(defaultConfig, "sriov_dpdk")
 	f := newFixture(t, virtualnode.DefaultSpec(), config)
 	f.start(t)
 	f.wait(t, dpdk, "registration", counts(4, 4))
@@ -511,6 +510,15 @@ func TestAgentShutdownKeepsCDISpec(t *testing.T) {
 	if spec := filepath.Join(f.opts.CDIDir, "hwnet-dp-intel.com_sriov_dpdk.json"); !fileExists(spec) {
 		t.Errorf("shutdown removed the CDI spec %s of a pool with cdi", spec)
 	}
+}
+
+// withCDI turns cdi on for the named resources of config.
+func withCDI(config string, resources ...string) string {
+	for _, r := range resources {
+		entry := "  - resourceName: " + r + "\n"
+		config = strings.Replace(config, entry, entry+"    cdi: true\n", 1)
+	}
+	return config
 }
 
 func fileExists(path string) bool {
