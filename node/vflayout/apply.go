@@ -95,11 +95,11 @@ func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF) err
 // override it had.
 func (s Sysfs) restoreVF(ctx context.Context, vf VF, was fenceapi.VF) error {
 	if vf.Driver != was.Driver {
-		if err := s.unbind(ctx, vf); err != nil {
+		if err := s.bind().Unbind(ctx, vf.Addr, vf.Driver); err != nil {
 			return err
 		}
 		if was.Driver != "" {
-			if err := s.probe(ctx, vf.Addr, was.Driver); err != nil {
+			if err := s.bind().Probe(ctx, vf.Addr, was.Driver); err != nil {
 				return err
 			}
 		}
@@ -108,7 +108,7 @@ func (s Sysfs) restoreVF(ctx context.Context, vf VF, was fenceapi.VF) error {
 	if err != nil || now.Override == was.Override {
 		return err
 	}
-	return s.writeOverride(vf.Addr, was.Override)
+	return s.bind().WriteOverride(vf.Addr, was.Override)
 }
 
 // differs says how the PF's VFs differ from before, nil when they do not.
@@ -160,7 +160,7 @@ func (s Sysfs) set(ctx context.Context, pf string, want Want) error {
 		if want.fits(i, vf) {
 			continue
 		}
-		if err := s.rebind(ctx, vf, want.Drivers[i]); err != nil {
+		if err := s.bind().Rebind(ctx, vf.Addr, vf.Driver, want.Drivers[i]); err != nil {
 			return fmt.Errorf("VF %d (%s): %w", i, vf.Addr, err)
 		}
 	}
@@ -197,66 +197,20 @@ func (s Sysfs) setNumVFs(ctx context.Context, pf string, have, want int) (State,
 		}
 	}
 	if have > 0 {
-		if err := s.write(attr, "0"); err != nil {
+		if err := s.bind().Write(attr, "0"); err != nil {
 			return nil, fmt.Errorf("sriov_numvfs 0: %w", err)
 		}
-		if err := s.settle(ctx, "no VFs", count(0)); err != nil {
+		if err := s.bind().Wait(ctx, "no VFs", count(0)); err != nil {
 			return nil, err
 		}
 	}
 	if want > 0 {
-		if err := s.write(attr, strconv.Itoa(want)); err != nil {
+		if err := s.bind().Write(attr, strconv.Itoa(want)); err != nil {
 			return nil, fmt.Errorf("sriov_numvfs %d: %w", want, err)
 		}
-		if err := s.settle(ctx, strconv.Itoa(want)+" VFs", count(want)); err != nil {
+		if err := s.bind().Wait(ctx, strconv.Itoa(want)+" VFs", count(want)); err != nil {
 			return nil, err
 		}
 	}
 	return seen, nil
-}
-
-// rebind binds the VF to driver, or with driver "" to the kernel's
-// choice with no override.
-func (s Sysfs) rebind(ctx context.Context, vf VF, driver string) error {
-	if err := s.unbind(ctx, vf); err != nil {
-		return err
-	}
-	return s.probe(ctx, vf.Addr, driver)
-}
-
-// unbind unbinds the VF from its driver, if it has one.
-func (s Sysfs) unbind(ctx context.Context, vf VF) error {
-	if vf.Driver == "" {
-		return nil
-	}
-	if err := s.write("bus/pci/devices/"+vf.Addr+"/driver/unbind", vf.Addr); err != nil {
-		return fmt.Errorf("unbind from %s: %w", vf.Driver, err)
-	}
-	return s.settle(ctx, "unbound", func() (bool, error) { return s.driver(vf.Addr) == "", nil })
-}
-
-// probe binds the unbound VF at addr to override, or with override "" to
-// the kernel's choice: driver_override, then drivers_probe.
-func (s Sysfs) probe(ctx context.Context, addr, override string) error {
-	if err := s.writeOverride(addr, override); err != nil {
-		return err
-	}
-	if err := s.write("bus/pci/drivers_probe", addr); err != nil {
-		return fmt.Errorf("drivers_probe: %w", err)
-	}
-	bound := func() (bool, error) { d := s.driver(addr); return d != "" && (override == "" || d == override), nil }
-	what := "bound to " + override
-	if override == "" {
-		what = "bound to its driver"
-	}
-	return s.settle(ctx, what, bound)
-}
-
-// writeOverride writes the VF's driver_override; "" clears it.
-func (s Sysfs) writeOverride(addr, override string) error {
-	// A newline alone clears the override.
-	if err := s.write("bus/pci/devices/"+addr+"/driver_override", override+"\n"); err != nil {
-		return fmt.Errorf("driver_override %q: %w", override, err)
-	}
-	return nil
 }

@@ -12,12 +12,13 @@ import (
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/pcidriver"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"k8s.io/utils/clock"
 )
 
 // DefaultSettle is how long a sysfs write may take to show.
-const DefaultSettle = 10 * time.Second
+const DefaultSettle = pcidriver.DefaultSettle
 
 // A layout that failed is tried again after FirstRetry, then after twice
 // as long each time up to MaxRetry: a failure that passes (a driver busy,

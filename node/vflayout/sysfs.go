@@ -10,8 +10,6 @@
 package vflayout
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -22,6 +20,7 @@ import (
 	"time"
 
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/node/pcidriver"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
 
@@ -114,8 +113,8 @@ type Sysfs struct {
 	Settle time.Duration
 }
 
-// pollInterval is how often a write's effect is looked for.
-const pollInterval = 5 * time.Millisecond
+// bind is s as the binder of single functions.
+func (s Sysfs) bind() pcidriver.Sysfs { return pcidriver.Sysfs{Root: s.Root, Settle: s.Settle} }
 
 func (s Sysfs) device(addr string) string { return filepath.Join(s.Root, "bus/pci/devices", addr) }
 
@@ -143,58 +142,6 @@ func (s Sysfs) Read(pf string) (State, error) {
 }
 
 func (s Sysfs) readVF(addr string) (VF, error) {
-	vf := VF{Addr: addr, Driver: s.driver(addr)}
-	data, err := os.ReadFile(filepath.Join(s.device(addr), "driver_override"))
-	if err != nil {
-		return vf, err
-	}
-	if o := strings.TrimSpace(string(data)); o != "(null)" {
-		vf.Override = o
-	}
-	return vf, nil
-}
-
-// driver is the driver bound to the function at addr, "" for none.
-func (s Sysfs) driver(addr string) string {
-	target, err := os.Readlink(filepath.Join(s.device(addr), "driver"))
-	if err != nil {
-		return ""
-	}
-	return filepath.Base(target)
-}
-
-// write writes value to the attribute at rel, below Root.
-func (s Sysfs) write(rel, value string) error {
-	f, err := os.OpenFile(filepath.Join(s.Root, rel), os.O_WRONLY|os.O_TRUNC, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(value)
-	return errors.Join(err, f.Close())
-}
-
-// settle waits until cond holds, at most Settle; cond's error ends the
-// wait at once.
-func (s Sysfs) settle(ctx context.Context, what string, cond func() (bool, error)) error {
-	ctx, cancel := context.WithTimeout(ctx, s.Settle)
-	defer cancel()
-	tick := time.NewTicker(pollInterval)
-	defer tick.Stop()
-	for {
-		done, err := cond()
-		switch {
-		case err != nil:
-			return err
-		case done:
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			if done, err := cond(); done || err != nil {
-				return err
-			}
-			return fmt.Errorf("%s: not so after %s: %w", what, s.Settle, ctx.Err())
-		case <-tick.C:
-		}
-	}
+	b, err := s.bind().Read(addr)
+	return VF{Addr: addr, Driver: b.Driver, Override: b.Override}, err
 }

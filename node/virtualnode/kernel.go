@@ -27,7 +27,10 @@ import (
 //     driver/unbind is): the function is unbound;
 //   - a driver's bind: the function is bound to that driver;
 //   - bus/pci/drivers_probe: an unbound function is bound to its
-//     driver_override or, without one, a VF to its PF's VF driver.
+//     driver_override or, without one, a VF to its PF's VF driver. An
+//     override the function cannot take (a netdev driver not its own, or
+//     no driver the node has) leaves it unbound, as the driver's probe
+//     failing or no driver matching does.
 //
 // driver_override itself the kernel only stores, as the file does. Where
 // the kernel fails the write, the emulation cannot: the writer sees the
@@ -259,13 +262,26 @@ func (n *Node) probe(ctx context.Context, addr string) error {
 	if driver == "(null)" {
 		driver = ""
 	}
-	if driver == "" && f.IsVF() {
-		if pf, ok := n.Device(f.PF); ok && pf.SRIOV != nil {
-			driver = pf.SRIOV.VFDriver
-		}
+	own := n.ownDriver(f)
+	switch {
+	case driver == "":
+		driver = own
+	case driver != own && driver != driverVFIO && !isUIODriver(driver):
+		return fmt.Errorf("%s stays unbound: driver_override %q is no driver it can take", addr, driver)
 	}
 	if driver == "" {
 		return fmt.Errorf("no driver for %s", addr)
 	}
 	return n.BindDriver(ctx, addr, driver)
+}
+
+// ownDriver is the driver matching the function's device ID: a VF's
+// PF's VF driver, "" for a function whose driver the node does not know.
+func (n *Node) ownDriver(f Function) string {
+	if f.IsVF() {
+		if pf, ok := n.Device(f.PF); ok && pf.SRIOV != nil {
+			return pf.SRIOV.VFDriver
+		}
+	}
+	return ""
 }

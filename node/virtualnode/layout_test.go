@@ -240,9 +240,6 @@ func checkUIO(t *testing.T, n *virtualnode.Node, dir, driver, name string) {
 	}
 	sameFile(t, ud, filepath.Join(n.SysRoot(), "class/uio", name))
 	sameFile(t, dir, filepath.Join(ud, "device"))
-	if readAttr(t, filepath.Join(dir, "driver_override")) != driver {
-		t.Errorf("%s: driver_override is not %s", dir, driver)
-	}
 	if _, err := os.Stat(filepath.Join(n.DevRoot(), name)); err != nil {
 		t.Error(err)
 	}

@@ -95,10 +95,15 @@ func TestBindDriver(t *testing.T) {
 	}
 	for _, tt := range tests {
 		before, _ := n.Device(tt.addr)
+		override := readAttr(t, filepath.Join(n.SysRoot(), before.SysPath, "driver_override"))
 		if err := n.BindDriver(ctx, tt.addr, tt.driver); err != nil {
 			t.Fatal(err)
 		}
 		f, _ := n.Device(tt.addr)
+		// Only a write changes driver_override, in the kernel.
+		if got := readAttr(t, filepath.Join(n.SysRoot(), f.SysPath, "driver_override")); got != override {
+			t.Errorf("bind %s to %q: driver_override %q, it was %q", tt.addr, tt.driver, got, override)
+		}
 		if f.Driver != tt.driver || (f.Netdev != nil) != tt.netdev || (f.RDMA != nil) != tt.rdma || (f.UIO != nil) != tt.uio {
 			t.Errorf("bind %s to %q: driver %q, netdev %v, RDMA %v, UIO %v", tt.addr, tt.driver, f.Driver, f.Netdev, f.RDMA, f.UIO)
 		}

@@ -243,13 +243,14 @@ func (l layout) writeSRIOV(f *Function) {
 func (l layout) writeBinding(f *Function) {
 	p := f.SysPath + "/"
 	l.file(p+"uevent", uevent(f))
-	override := "(null)\n"
-	if f.Driver == driverVFIO || isUIODriver(f.Driver) {
-		override = f.Driver + "\n" // how a VF gets bound to a user-space driver
-	}
-	// Unbinding keeps the override, as the kernel does: a program may
-	// write the next one as soon as it sees the driver link go.
-	if f.Driver != "" || !l.exists(p+"driver_override") {
+	// A function made with a user-space driver got it through an
+	// override; after that only a write changes the override, as in the
+	// kernel, whatever binds or unbinds.
+	if !l.exists(p + "driver_override") {
+		override := "(null)\n"
+		if f.Driver == driverVFIO || isUIODriver(f.Driver) {
+			override = f.Driver + "\n"
+		}
 		l.file(p+"driver_override", override)
 	}
 	if f.Driver != "" {
