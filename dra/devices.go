@@ -38,7 +38,10 @@ const (
 	AttrRDMA        resourceapi.QualifiedName = "rdma"
 	AttrESwitchMode resourceapi.QualifiedName = "eswitchMode"
 	AttrTags        resourceapi.QualifiedName = "tags"
-	AttrPool        resourceapi.QualifiedName = "pool"
+	// AttrClaimDrivers lists, comma-separated, the drivers a claim may
+	// have the VF bound to (the pool's claimDrivers) beside its driver.
+	AttrClaimDrivers resourceapi.QualifiedName = "claimDrivers"
+	AttrPool         resourceapi.QualifiedName = "pool"
 	// AttrNetdev is the netdev of one port of a multi-port function
 	// (mlx4), whose two ports are two devices; AttrPort is its dev_port.
 	AttrNetdev resourceapi.QualifiedName = "netdev"
@@ -154,6 +157,9 @@ func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[r
 	str(AttrLinkType, string(fn.LinkType))
 	str(AttrESwitchMode, eswitch)
 	str(AttrTags, strings.Join(d.Tags, ","))
+	if d.VFIndex >= 0 && d.PF != "" {
+		str(AttrClaimDrivers, strings.Join(res.ClaimDrivers, ","))
+	}
 	str(AttrPool, res.FullName())
 	str(AttrResourceName, res.FullName())
 	str(AttrDeviceID, d.ID)

@@ -39,6 +39,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/pcidriver"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
@@ -92,6 +93,9 @@ type Options struct {
 	// HealthResend is how often kubelet's health stream repeats an
 	// unchanged report; 0 means DefaultHealthResend.
 	HealthResend time.Duration
+	// RebindSettle bounds how long a VF's unbind or bind may take to
+	// show in sysfs; 0 means pcidriver.DefaultSettle.
+	RebindSettle time.Duration
 }
 
 // Ledger is the device ledger's hand-out path (ledger.Book).
@@ -116,6 +120,7 @@ func (o Options) withDefaults() Options {
 	o.DevRoot = cmp.Or(o.DevRoot, "/dev")
 	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/sys")
 	o.HealthResend = cmp.Or(o.HealthResend, DefaultHealthResend)
+	o.RebindSettle = cmp.Or(o.RebindSettle, pcidriver.DefaultSettle)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -163,6 +168,11 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	d, err := newDriver(opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := d.recoverUnfinished(ctx); err != nil {
+		// Their records stay: the ledger keeps the VFs withheld, and
+		// kubelet's next prepare or unprepare of the claim tries again.
+		d.log.Error("VFs of a prepare that did not end not put back", "err", err)
 	}
 	ctx = klog.NewContext(ctx, logr.FromSlogHandler(d.log.Handler()))
 	h, err := kubeletplugin.Start(ctx, d,

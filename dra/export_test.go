@@ -14,3 +14,6 @@ func (d *Driver) SetDevices(node Node, ps []Pool) error {
 
 // Republish is what kubelet's registration and a deleted slice trigger.
 func (d *Driver) Republish(ctx context.Context) { d.republish(ctx) }
+
+// RecoverUnfinished is what Start does before kubelet can call.
+func (d *Driver) RecoverUnfinished(ctx context.Context) error { return d.recoverUnfinished(ctx) }

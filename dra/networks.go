@@ -21,6 +21,8 @@ import (
 type deviceConfig struct {
 	network json.RawMessage
 	vf      vfsettings.Settings
+	// driver is the driver the VF is bound to, "" for the one it has.
+	driver string
 }
 
 // deviceNetworks gives each of a claim's devices its network element and
@@ -77,7 +79,7 @@ func (d *Driver) configNetworks(c *resourceapi.ResourceClaim, k int, cfg resourc
 		return err
 	}
 	for j, i := range mine {
-		out[i] = deviceConfig{network: elems[j], vf: nw.VF}
+		out[i] = deviceConfig{network: elems[j], vf: nw.VF, driver: nw.Driver}
 	}
 	return nil
 }

@@ -47,8 +47,17 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	var reserved []ledger.Holder
 	for _, c := range claims {
 		pc, ok := cp.Claims[c.UID]
+		if ok && pc.Unfinished {
+			// Left by a prepare that did not end (its agent died while
+			// rebinding): undone at the driver's start, or here.
+			if err := d.dropUnfinished(ctx, cp, c.UID); err != nil {
+				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
+				continue
+			}
+			ok = false
+		}
 		if !ok {
-			if pc, err = d.prepareClaim(ctx, cur, c); err != nil {
+			if pc, err = d.prepareClaim(ctx, cp, cur, c); err != nil {
 				d.log.Warn("claim not prepared", "claim", c.Namespace+"/"+c.Name, "err", err)
 				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
 				continue
@@ -94,15 +103,20 @@ type claimDevice struct {
 	entry  entry
 }
 
-// prepareClaim reserves a claim's devices, then writes their device-info
-// files and the claim's CDI spec; a failure after the reservation gives
-// the devices back.
-func (d *Driver) prepareClaim(ctx context.Context, cur *published, c *resourceapi.ResourceClaim) (*checkpoint.Claim, error) {
+// prepareClaim reserves a claim's devices, binds the VFs whose
+// configuration asks for another driver, then writes their device-info
+// files and the claim's CDI spec; a failure after the reservation puts
+// the VFs back and gives the devices back.
+func (d *Driver) prepareClaim(ctx context.Context, cp *checkpoint.Checkpoint, cur *published, c *resourceapi.ResourceClaim) (*checkpoint.Claim, error) {
 	devs, err := d.claimDevices(cur, c)
 	if err != nil {
 		return nil, err
 	}
 	configs, err := d.deviceNetworks(c, devs)
+	if err != nil {
+		return nil, err
+	}
+	rebinds, err := d.rebinds(c, devs, configs)
 	if err != nil {
 		return nil, err
 	}
@@ -113,8 +127,13 @@ func (d *Driver) prepareClaim(ctx context.Context, cur *published, c *resourceap
 	if err := d.opts.Ledger.Reserve(ctx, ledger.Request{Devices: ids, Holder: claimHolder(c)}); err != nil {
 		return nil, err
 	}
-	pc, err := d.writeClaim(ctx, c, devs, configs)
+	if err := d.rebindClaim(ctx, cp, c, devs, rebinds); err != nil {
+		d.opts.Ledger.Release(ctx, claimHolder(c))
+		return nil, err
+	}
+	pc, err := d.writeClaim(ctx, c, devs, configs, rebinds)
 	if err != nil {
+		err = d.unbindClaim(ctx, cp, c, devs, rebinds, err)
 		d.opts.Ledger.Release(ctx, claimHolder(c))
 		return nil, err
 	}
@@ -122,7 +141,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cur *published, c *resourceap
 }
 
 // writeClaim writes the claim's device-info files and CDI spec.
-func (d *Driver) writeClaim(ctx context.Context, c *resourceapi.ResourceClaim, devs []claimDevice, configs []deviceConfig) (*checkpoint.Claim, error) {
+func (d *Driver) writeClaim(ctx context.Context, c *resourceapi.ResourceClaim, devs []claimDevice, configs []deviceConfig, rebinds []*checkpoint.Rebind) (*checkpoint.Claim, error) {
 	var err error
 	vfs := make([]*vfsettings.Record, len(devs))
 	for i, cd := range devs {
@@ -141,7 +160,8 @@ func (d *Driver) writeClaim(ctx context.Context, c *resourceapi.ResourceClaim, d
 		name := string(c.UID) + "-" + cd.result.Device
 		spec.Devices = append(spec.Devices, cdispec.Device{Name: name, ContainerEdits: handout.CDIEdits(cd.result.Device, h)})
 		pc.Devices = append(pc.Devices, checkpoint.Device{Request: cd.result.Request, Pool: cd.result.Pool,
-			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: configs[i].network, VF: vfs[i]})
+			Device: cd.result.Device, Resource: cd.entry.res.FullName(), PCIAddress: h.ID, CDIDevice: spec.Kind + "=" + name, Network: configs[i].network, VF: vfs[i],
+			Rebind: rebinds[i]})
 	}
 	if spec.ContainerEdits.Env, err = claimEnv(devs); err != nil {
 		return nil, err
@@ -270,11 +290,14 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	return out, nil
 }
 
-// unprepareClaim resets the claim's VFs and removes its device-info files
-// and CDI spec.
+// unprepareClaim resets the claim's VFs, puts the ones it rebound back on
+// their drivers and removes its device-info files and CDI spec.
 func (d *Driver) unprepareClaim(ctx context.Context, pc *checkpoint.Claim) error {
 	var errs []error
 	if err := d.resetVFs(ctx, pc); err != nil {
+		errs = append(errs, err)
+	}
+	if err := d.restoreDrivers(ctx, pc); err != nil {
 		errs = append(errs, err)
 	}
 	for _, dev := range pc.Devices {

@@ -27,17 +27,23 @@ const (
 //	 "networks": [{"name": "sriov-net", "interface": "net1", "ips": ["10.56.0.10/24"]}],
 //	 "vf": {"vlan": 100, "maxTxRate": 1000}}
 //
+//	{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "driver": "vfio-pci"}
+//
 // Networks is a list in the NPWG annotation's JSON format (4.1.2):
 // element i attaches the i-th device of the requests the configuration
 // applies to; one element without per-device keys attaches them all.
 // VF is the settings (package api/vfsettings) every VF the configuration
 // applies to gets at prepare; a configuration may give VF settings
-// alone, for devices no network attaches (a VF on vfio-pci).
+// alone, for devices no network attaches (a VF on vfio-pci). Driver is
+// the driver prepare binds each VF the configuration applies to, when it
+// rests on another (vfio-pci, or the PF's VF netdev driver), and
+// unprepare binds back; the pool must allow it (claimDrivers).
 type Config struct {
 	APIVersion string          `json:"apiVersion"`
 	Kind       string          `json:"kind"`
 	Networks   json.RawMessage `json:"networks"`
 	VF         json.RawMessage `json:"vf,omitempty"`
+	Driver     string          `json:"driver,omitempty"`
 }
 
 // Networks is a parsed configuration: each selection with its element's
@@ -46,6 +52,9 @@ type Networks struct {
 	Selections []selection.Selection
 	Elements   []json.RawMessage
 	VF         vfsettings.Settings
+	// Driver is the driver the devices are bound to, "" for the one
+	// each has.
+	Driver string
 }
 
 // Parse parses opaque parameters of a claim in namespace; source names
@@ -60,7 +69,10 @@ func Parse(raw []byte, namespace, source string) (Networks, error) {
 	if c.APIVersion != APIVersion || c.Kind != Kind {
 		return Networks{}, fmt.Errorf("%s: \"apiVersion\" %q, \"kind\" %q: want %q, %q", source, c.APIVersion, c.Kind, APIVersion, Kind)
 	}
-	var nw Networks
+	if err := checkDriver(c.Driver); err != nil {
+		return Networks{}, fmt.Errorf("%s: \"driver\": %q: %w", source, c.Driver, err)
+	}
+	nw := Networks{Driver: c.Driver}
 	if len(c.VF) > 0 {
 		vf, err := vfsettings.Parse(c.VF, source+" \"vf\"")
 		if err != nil {
@@ -69,7 +81,7 @@ func Parse(raw []byte, namespace, source string) (Networks, error) {
 		nw.VF = vf
 	}
 	if len(bytes.TrimSpace(c.Networks)) == 0 {
-		if !nw.VF.IsZero() {
+		if !nw.VF.IsZero() || nw.Driver != "" {
 			return nw, nil
 		}
 		return Networks{}, fmt.Errorf("%s: \"networks\": required key is missing", source)
@@ -87,6 +99,24 @@ func Parse(raw []byte, namespace, source string) (Networks, error) {
 	}
 	nw.Selections, nw.Elements = sels, elems
 	return nw, nil
+}
+
+// MaxDriverLength is the longest driver name taken: the kernel's are far
+// shorter.
+const MaxDriverLength = 64
+
+// checkDriver refuses what cannot be a kernel driver's name: it is one
+// path element of /sys/bus/pci/drivers.
+func checkDriver(name string) error {
+	if len(name) > MaxDriverLength {
+		return fmt.Errorf("longer than %d characters", MaxDriverLength)
+	}
+	for _, r := range name {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return fmt.Errorf("%q is not a driver name's character (letters, digits, '_', '-')", r)
+		}
+	}
+	return nil
 }
 
 // ForDevices gives each of n devices its network element: element i to

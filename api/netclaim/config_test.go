@@ -72,6 +72,36 @@ func TestParse_VFAlone(t *testing.T) {
 	}
 }
 
+// TestParse_Driver: a configuration may name the driver its VFs are
+// bound to, alone or beside networks and VF settings; a name that cannot
+// be a kernel driver's is refused naming the key and the value.
+func TestParse_Driver(t *testing.T) {
+	tests := []struct {
+		name, raw, want, wantErr string
+	}{
+		{"alone", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","driver":"vfio-pci"}`, "vfio-pci", ""},
+		{"with networks", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","driver":"iavf","networks":[{"name":"a"}]}`, "iavf", ""},
+		{"absent", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"a"}]}`, "", ""},
+		{"a path", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","driver":"../vfio-pci"}`, "", src + `: "driver": "../vfio-pci": '.' is not a driver name's character`},
+		{"too long", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","driver":"` + strings.Repeat("d", 65) + `"}`, "", `longer than 64 characters`},
+		{"not a string", `{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","driver":1}`, "", src + `: json: cannot unmarshal number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nw, err := netclaim.Parse([]byte(tt.raw), "ns", src)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil || nw.Driver != tt.want {
+				t.Fatalf("driver %q (%v), want %q", nw.Driver, err, tt.want)
+			}
+		})
+	}
+}
+
 // TestSelections_NPWG4_1_2_1_5: the claim networks of a pod are parsed
 // together, so interface names are unique across its claims.
 func TestSelections_NPWG4_1_2_1_5(t *testing.T) {
@@ -90,6 +120,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":[{"name":"a","ips":["10.0.0.1/24"]}]}`))
 	f.Add([]byte(`{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","networks":"a,b"}`))
 	f.Add([]byte(`{"networks":[{"name":"a"},{"name":"b","mac":"02:00:00:00:00:01"}]}`))
+	f.Add([]byte(`{"apiVersion":"hwnet.io/v1alpha1","kind":"NetworkConfig","driver":"vfio-pci"}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		nw, err := netclaim.Parse(raw, "ns", src)
 		if err != nil {
@@ -98,7 +129,8 @@ func FuzzParse(f *testing.F) {
 			}
 			return
 		}
-		if len(nw.Elements) != len(nw.Selections) || len(nw.Selections) == 0 {
+		alone := !nw.VF.IsZero() || nw.Driver != "" // a configuration without networks
+		if len(nw.Elements) != len(nw.Selections) || (len(nw.Selections) == 0 && !alone) {
 			t.Errorf("%d elements, %d selections", len(nw.Elements), len(nw.Selections))
 		}
 		for n := 1; n <= 3; n++ {

@@ -73,6 +73,30 @@ func (s Sysfs) Rebind(ctx context.Context, addr, from, driver string) error {
 	return s.Probe(ctx, addr, driver)
 }
 
+// Restore puts the function at addr back on was: on its driver, through
+// an override naming it (which binds whatever the driver's ID table
+// says), then with the override it had.
+func (s Sysfs) Restore(ctx context.Context, addr string, was Binding) error {
+	now, err := s.Read(addr)
+	if err != nil {
+		return err
+	}
+	if now.Driver != was.Driver {
+		if err := s.Unbind(ctx, addr, now.Driver); err != nil {
+			return err
+		}
+		if was.Driver != "" {
+			if err := s.Probe(ctx, addr, was.Driver); err != nil {
+				return err
+			}
+		}
+	}
+	if now, err = s.Read(addr); err != nil || now.Override == was.Override {
+		return err
+	}
+	return s.WriteOverride(addr, was.Override)
+}
+
 // Unbind unbinds the function at addr from driver; "" means it has none.
 func (s Sysfs) Unbind(ctx context.Context, addr, driver string) error {
 	if driver == "" {

@@ -182,6 +182,7 @@ type rawResource struct {
 	AllocationPolicy string
 	Mode             string
 	CDI              bool
+	ClaimDrivers     []string
 	// sriovdpInternal takes sriovdp's SelectorObj(s), which it fills in
 	// itself and so ignores in the file; sriov-network-operator writes
 	// them as null.
@@ -199,6 +200,7 @@ func (r *rawResource) fields() []field {
 		{"allocationPolicy", &r.AllocationPolicy},
 		{"mode", &r.Mode},
 		{"cdi", &r.CDI},
+		{"claimDrivers", &r.ClaimDrivers},
 		{"SelectorObj", &r.sriovdpInternal},
 		{"SelectorObjs", &r.sriovdpInternal},
 	}
@@ -299,14 +301,32 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 	if res.CDI && res.Mode == DRA {
 		e.warn("cdi", "a DRA pool always hands its devices out through CDI; the key only changes a device plugin pool")
 	}
+	res.ClaimDrivers = parseEach(e, "claimDrivers", r.ClaimDrivers, parseDriver)
+	if len(res.ClaimDrivers) > 0 && res.Mode != DRA {
+		e.warn("claimDrivers", "only a DRA claim asks for a driver; a device plugin pool's devices stay on the one they have")
+	}
 	if ok {
 		res.Selectors = e.selectors(r.Selectors, kind)
 		e.applyFlags(&res)
+		e.claimDriversMatched(&res)
 	}
 	if kind.alwaysEmpty != "" {
 		e.warn("deviceType", kind.alwaysEmpty)
 	}
 	return res
+}
+
+// claimDriversMatched refuses a driver claims may ask for that a selector
+// naming drivers does not: a VF bound to it for a claim would leave the
+// pool while the claim holds it.
+func (e entry) claimDriversMatched(res *Resource) {
+	for i, s := range res.Selectors {
+		for _, d := range res.ClaimDrivers {
+			if len(s.Drivers) > 0 && !slices.Contains(s.Drivers, d) {
+				e.fail("claimDrivers", strconv.Quote(d), fmt.Errorf("selectors[%d] matches drivers %q only: add it there, or a VF bound to it for a claim leaves the pool", i, s.Drivers))
+			}
+		}
+	}
 }
 
 // orDefault returns s, or def when s is empty.

@@ -47,6 +47,16 @@ resourceList:
 				`resourceList[0] "r": selectors.rootDevices[0]: "0000:3b:00.0#1-0": range 1-0 is reversed`,
 				`resourceList[0] "r": selectors.rootDevices[1]: "3b:00.0#1": not a PCI address such as 0000:3b:02.1 (domain:bus:device.function)`,
 			}},
+		{"claim drivers", `
+resourceList:
+  - resourceName: one
+    mode: dra
+    claimDrivers: [vfio-pci, "bad/driver"]
+    selectors: [{drivers: [iavf, vfio-pci]}, {drivers: [iavf]}, {vendors: ["8086"]}]`,
+			[]string{
+				`resourceList[0] "one": claimDrivers[1]: "bad/driver": not a driver name`,
+				`resourceList[0] "one": claimDrivers: "vfio-pci": selectors[1] matches drivers ["iavf"] only: add it there, or a VF bound to it for a claim leaves the pool`,
+			}},
 		{"one variable for two resources", `
 resourceList:
   - {resourceName: sriov-a, selectors: {vendors: ["8086"]}}
@@ -225,7 +235,8 @@ func TestParseDefaults(t *testing.T) {
 		{"resourceName": "vdpa", "selectors": [{"devices": ["101e"], "vdpaType": "vhost", "needVhostNet": true},
 		                                       {"devices": ["101e"], "vdpaType": "vhost", "needVhostNet": true}]},
 		{"resourceName": "rdma", "selectors": {"linkTypes": ["infiniband"], "IsRdma": true}},
-		{"resourceName": "cdi", "cdi": true, "selectors": {"drivers": ["vfio-pci"]}}
+		{"resourceName": "cdi", "cdi": true, "selectors": {"drivers": ["vfio-pci"]}},
+		{"resourceName": "both", "mode": "dra", "claimDrivers": ["vfio-pci"], "selectors": {"drivers": ["iavf", "vfio-pci"]}}
 	]}`)
 	strip := func(r pools.Resource) pools.Resource { r.Selectors = nil; return r }
 	want := []pools.Resource{
@@ -236,6 +247,7 @@ func TestParseDefaults(t *testing.T) {
 			VDPAType: "vhost", NeedVhostNet: true},
 		{Prefix: "intel.com", Name: "rdma", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 3, IsRDMA: true},
 		{Prefix: "intel.com", Name: "cdi", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DevicePlugin, Index: 4, CDI: true},
+		{Prefix: "intel.com", Name: "both", DeviceType: pools.NetDevice, Policy: pools.Pack, Mode: pools.DRA, Index: 5, ClaimDrivers: []string{"vfio-pci"}},
 	}
 	for i, r := range cfg.Resources {
 		if !reflect.DeepEqual(strip(r), want[i]) {
@@ -300,7 +312,8 @@ func TestParseUnevaluable(t *testing.T) {
 		{"resourceName": "b", "selectors": {"linkTypes": ["infiniband"], "pKeys": ["0x7fff"]}},
 		{"resourceName": "c", "deviceType": "accelerator", "selectors": {"acpiIndexes": ["101"]}},
 		{"resourceName": "d", "deviceType": "auxNetDevice", "selectors": {"auxTypes": ["sf"], "pfNames": ["p0#1-5"]}},
-		{"resourceName": "e", "mode": "dra", "cdi": true, "selectors": {"drivers": ["vfio-pci"]}}
+		{"resourceName": "e", "mode": "dra", "cdi": true, "selectors": {"drivers": ["vfio-pci"]}},
+		{"resourceName": "f", "claimDrivers": ["vfio-pci"], "selectors": {"vendors": ["8086"]}}
 	]}`)
 	want := []string{
 		`resourceList[0] "a": selectors[1].ddpProfiles: hwnet does not read DDP profiles; this selector object matches no device`,
@@ -308,6 +321,7 @@ func TestParseUnevaluable(t *testing.T) {
 		`resourceList[2] "c": selectors.acpiIndexes: hwnet does not read ACPI indexes; this selector object matches no device`,
 		`resourceList[3] "d": deviceType: hwnet does not discover auxiliary (SF) devices, so this pool stays empty`,
 		`resourceList[4] "e": cdi: a DRA pool always hands its devices out through CDI; the key only changes a device plugin pool`,
+		`resourceList[5] "f": claimDrivers: only a DRA claim asks for a driver; a device plugin pool's devices stay on the one they have`,
 	}
 	if !reflect.DeepEqual(cfg.Warnings, want) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(cfg.Warnings, "\n"), strings.Join(want, "\n"))

@@ -65,6 +65,10 @@ type Resource struct {
 	// CDI has the device plugin hand the devices out as CDI devices
 	// (kubelet's CDIDevices) of a spec it writes, instead of device nodes.
 	CDI bool
+	// ClaimDrivers are the drivers a DRA claim may have its VFs bound to
+	// at prepare (vfio-pci, the PF's VF netdev driver), beside the one
+	// each rests on; none forbids rebinding.
+	ClaimDrivers []string
 	// Index is the entry's position in resourceList.
 	Index int
 	// Selectors are the entry's selector objects; a device belongs to the

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/node/pcidriver"
 )
 
 // ApplyError is a change that failed, and what putting the PF back did.
@@ -83,32 +84,11 @@ func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF) err
 	// saw at the count it set.
 	var errs []error
 	for i, vf := range cur {
-		if err := s.restoreVF(ctx, vf, before[i]); err != nil {
+		if err := s.bind().Restore(ctx, vf.Addr, pcidriver.Binding(before[i])); err != nil {
 			errs = append(errs, fmt.Errorf("VF %d (%s): %w", i, vf.Addr, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// restoreVF puts the VF on the driver it had, through an override naming
-// it (which binds whatever the driver's ID table says), then writes the
-// override it had.
-func (s Sysfs) restoreVF(ctx context.Context, vf VF, was fenceapi.VF) error {
-	if vf.Driver != was.Driver {
-		if err := s.bind().Unbind(ctx, vf.Addr, vf.Driver); err != nil {
-			return err
-		}
-		if was.Driver != "" {
-			if err := s.bind().Probe(ctx, vf.Addr, was.Driver); err != nil {
-				return err
-			}
-		}
-	}
-	now, err := s.readVF(vf.Addr)
-	if err != nil || now.Override == was.Override {
-		return err
-	}
-	return s.bind().WriteOverride(vf.Addr, was.Override)
 }
 
 // differs says how the PF's VFs differ from before, nil when they do not.

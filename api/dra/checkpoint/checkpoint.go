@@ -13,7 +13,12 @@
 //     issue 42 "vf" also holds the PF's PCI address and what the VF had
 //     before ("pfPciAddress", "prior"), optional fields a version 3 reader
 //     without them ignores (it resets to the kernel's defaults by the PF's
-//     name, as it did); a record without them is reset so too.
+//     name, as it did); a record without them is reset so too. Since
+//     issue 44 a device may carry "rebind" (the driver prepare bound its
+//     VF to, and what it was on) and a claim "unfinished" (recorded
+//     before its VFs were rebound, its prepare not done): optional too,
+//     a version 3 reader without them leaves a rebound VF on the claim's
+//     driver.
 //
 // Decode reads every version. It reads a newer version too, as far as
 // the fields it knows go (each claim's UID, CDI spec and devices are
@@ -73,6 +78,10 @@ type Claim struct {
 	// reports as the hold's start; absent in claims prepared before it
 	// was recorded (older versions ignore it).
 	Prepared time.Time `json:"prepared,omitzero"`
+	// Unfinished marks a claim recorded before its VFs were rebound,
+	// whose prepare did not end: its VFs go back to what they were on
+	// and it is prepared again.
+	Unfinished bool `json:"unfinished,omitempty"`
 }
 
 // Device is one device of a prepared claim.
@@ -91,6 +100,19 @@ type Device struct {
 	// VF is what prepare set, or was setting, on the VF through its PF
 	// (version 3), written before the first setting: unprepare resets it.
 	VF *vfsettings.Record `json:"vf,omitempty"`
+	// Rebind is the driver prepare binds the VF to, recorded before the
+	// unbind: unprepare puts the VF back as it was.
+	Rebind *Rebind `json:"rebind,omitempty"`
+}
+
+// Rebind is a VF's driver change for a claim.
+type Rebind struct {
+	// Driver is the driver the claim asked for.
+	Driver string `json:"driver"`
+	// WasDriver and WasOverride are the VF's driver ("" unbound) and
+	// driver_override ("" unset) before.
+	WasDriver   string `json:"wasDriver,omitempty"`
+	WasOverride string `json:"wasOverride,omitempty"`
 }
 
 // Marker is what Encode writes in the file's "format" field (outside
