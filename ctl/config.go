@@ -102,8 +102,10 @@ type poolReport struct {
 	// Mode is how the pool is served: devicePlugin or dra.
 	Mode pools.Mode `json:"mode"`
 	// CDI says a device plugin pool hands out CDI devices.
-	CDI     bool           `json:"cdi,omitempty"`
-	Devices []deviceReport `json:"devices"`
+	CDI bool `json:"cdi,omitempty"`
+	// ClaimDrivers are the drivers a DRA pool's claims may ask for.
+	ClaimDrivers []string       `json:"claimDrivers,omitempty"`
+	Devices      []deviceReport `json:"devices"`
 }
 
 type deviceReport struct {
@@ -127,6 +129,9 @@ func newCheckReport(cfg *pools.Config, res *pools.Result) checkReport {
 		Warnings: slices.Concat([]string{}, cfg.Warnings, res.Warnings)}
 	for _, p := range res.Pools {
 		pr := poolReport{Resource: p.Resource.FullName(), DeviceType: p.Resource.DeviceType, Mode: p.Resource.Mode, CDI: p.Resource.CDI && p.Resource.Mode != pools.DRA, Devices: []deviceReport{}}
+		if p.Resource.Mode == pools.DRA {
+			pr.ClaimDrivers = p.Resource.ClaimDrivers
+		}
 		for _, d := range p.Devices {
 			pr.Devices = append(pr.Devices, deviceReport{ID: d.ID, PF: d.PF, PFName: d.PFName, VFIndex: d.VFIndex,
 				NUMANode: d.Function.NUMANode, Netdev: netdevName(d.Function.Netdev), Tags: d.Tags})
@@ -162,6 +167,8 @@ func (r checkReport) renderTable(w io.Writer) error {
 func (p poolReport) renderTable(w io.Writer) error {
 	served := ""
 	switch {
+	case p.Mode == pools.DRA && len(p.ClaimDrivers) > 0:
+		served = ", through DRA, claims may ask for " + strings.Join(p.ClaimDrivers, ", ")
 	case p.Mode == pools.DRA:
 		served = ", through DRA"
 	case p.CDI:

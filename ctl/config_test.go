@@ -22,7 +22,7 @@ tags:
 resourceList:
   - {resourceName: low, selectors: {pfNames: ["enp59s0f0#0-1"]}}
   - {resourceName: netdev, cdi: true, selectors: {drivers: [iavf], tags: [fabric-a]}}
-  - {resourceName: dpdk, mode: dra, selectors: {drivers: [vfio-pci]}}
+  - {resourceName: dpdk, mode: dra, claimDrivers: [iavf], selectors: {drivers: [vfio-pci, iavf], pfNames: ["enp59s0f0#6-7", "enp62s0f0#6-7"]}}
   - {resourceName: ib, resourcePrefix: nvidia.com, selectors: {linkTypes: [infiniband], isRdma: true}}
   - {resourceName: gtp, selectors: {devices: ["1889"], ddpProfiles: [GTP]}}
 `
@@ -56,7 +56,7 @@ func TestConfigCheckTable(t *testing.T) {
 		"intel.com/netdev (netDevice, CDI devices): 4 devices\n" +
 			"  PF            NETDEV     NUMA  VFS  DEVICES\n" +
 			"  0000:3b:00.0  enp59s0f0  0     2-5  4\n",
-		"intel.com/dpdk (netDevice, through DRA): 4 devices\n" +
+		"intel.com/dpdk (netDevice, through DRA, claims may ask for iavf): 4 devices\n" +
 			"  PF            NETDEV     NUMA  VFS  DEVICES\n" +
 			"  0000:3b:00.0  enp59s0f0  0     6-7  2\n" +
 			"  0000:3e:00.0  enp62s0f0  1     6-7  2\n",
@@ -106,6 +106,7 @@ func TestConfigCheckJSON(t *testing.T) {
 		Pools []struct {
 			Resource, DeviceType, Mode string
 			CDI                        bool
+			ClaimDrivers               []string
 			Devices                    []struct {
 				ID, PF, PFName string
 				VFIndex        int
@@ -137,6 +138,9 @@ func TestConfigCheckJSON(t *testing.T) {
 	}
 	if cdi := []bool{report.Pools[0].CDI, report.Pools[1].CDI}; !reflect.DeepEqual(cdi, []bool{false, true}) {
 		t.Errorf("pools low and netdev hand out CDI devices: %v, want false, true", cdi)
+	}
+	if d := report.Pools[2].ClaimDrivers; !reflect.DeepEqual(d, []string{"iavf"}) {
+		t.Errorf("pool dpdk's claims may ask for %q, want iavf", d)
 	}
 	if c := report.Conflicts[0]; c.Device != "0000:3b:01.0" || !reflect.DeepEqual(c.Pools, []string{"intel.com/low", "intel.com/netdev"}) {
 		t.Errorf("first conflict %+v", c)
