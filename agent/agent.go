@@ -59,6 +59,9 @@ type Agent struct {
 	awaitingRelease atomic.Bool
 	ledgerNudge     chan struct{}
 	ledgerChanged   chan struct{}
+	// publishNow has Run's goroutine show every front end the ledger at
+	// once, unthrottled, and close the channel it sent.
+	publishNow chan chan struct{}
 	// pods is the CNI side's cache of the node's pods, once that runs:
 	// the ledger names pods' UIDs and tells a starting kubelet's answer
 	// from a release with it.
@@ -120,7 +123,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, configAtStart: configAtStart, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
-	a.ledgerNudge, a.ledgerChanged = make(chan struct{}, 1), make(chan struct{}, 1)
+	a.ledgerNudge, a.ledgerChanged, a.publishNow = make(chan struct{}, 1), make(chan struct{}, 1), make(chan chan struct{})
 	a.book = a.newBook()
 	a.collector.Also = a.collectCDISpecs
 	if st.Rejected != nil {
@@ -286,6 +289,9 @@ func (a *Agent) loop(ctx context.Context, ev signals) {
 		case <-ledgerRefresh.due():
 			ledgerRefresh.fired()
 			a.applyLedger()
+		case done := <-a.publishNow:
+			a.applyLedger()
+			close(done)
 		case d := <-ev.discovered:
 			running = false
 			if d.err != nil {

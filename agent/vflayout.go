@@ -13,15 +13,31 @@ import (
 // Node Events exist, and hands it the first layouts.
 func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 	a.vfs = vflayout.New(vflayout.Options{
-		Sysfs:   vflayout.Sysfs{Root: a.opts.SysfsRoot, Settle: vflayout.DefaultSettle},
-		Book:    a.book,
-		Log:     a.log,
-		Events:  a.events,
-		Metrics: a.metrics,
-		Waiting: func() { a.setAwaitingRelease(true) },
+		Sysfs:     vflayout.Sysfs{Root: a.opts.SysfsRoot, Settle: vflayout.DefaultSettle},
+		Book:      a.book,
+		Log:       a.log,
+		Events:    a.events,
+		Metrics:   a.metrics,
+		Waiting:   func() { a.setAwaitingRelease(true) },
+		Withdrawn: a.showLedger,
 	})
 	wg.Go(func() { a.vfs.Run(ctx) })
 	a.updateVFLayouts()
+}
+
+// showLedger returns once every front end lists what the ledger says now
+// (Run's goroutine publishes it), or ctx ended.
+func (a *Agent) showLedger(ctx context.Context) {
+	done := make(chan struct{})
+	select {
+	case a.publishNow <- done:
+	case <-ctx.Done():
+		return
+	}
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
 }
 
 // updateVFLayouts hands the manager the layouts the configuration

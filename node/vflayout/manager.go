@@ -54,6 +54,12 @@ type Options struct {
 	// VFs' holders: the ledger should then be read often, as only
 	// reading it tells when they let go.
 	Waiting func()
+	// Withdrawn, if not nil, is called once a change's fence is taken,
+	// before its first write, and returns once every front end lists
+	// the PF's VFs withdrawn: kubelet then stops choosing them before
+	// they start to go, so that a pod arriving meanwhile gets another VF
+	// instead of a refusal.
+	Withdrawn func(context.Context)
 	// Clock times the retries of a failed layout; nil is the real one.
 	Clock clock.WithTicker
 }
@@ -235,6 +241,9 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
 	if err := m.o.Book.Fence(ctx, f, free); err != nil {
 		m.refused(t, key, err)
 		return
+	}
+	if m.o.Withdrawn != nil {
+		m.o.Withdrawn(ctx)
 	}
 	m.setWhy(t, "")
 	m.apply(ctx, t, f.Layout.Before, want, key)

@@ -2,6 +2,7 @@ package vflayout_test
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"net/http/httptest"
 	"os"
@@ -119,7 +120,8 @@ func (b *bookNode) fenceFiles(t *testing.T) []string {
 // mlx4 IDs them) of one of its VFs: the layout waits and says why (the
 // log, Waiting, the metric) and nothing changes. Once the VFs are free
 // the fence is taken, with the change recorded on disk, while the VFs are
-// still as they were, and lifted once the layout is applied.
+// still as they were, the front ends list them withdrawn before the first
+// write, and the fence is lifted once the layout is applied.
 func TestManagerFencesThePF(t *testing.T) {
 	n, sys := newNode(t)
 	b := newBookNode(t, n, t.TempDir())
@@ -130,9 +132,18 @@ func TestManagerFencesThePF(t *testing.T) {
 			fencedWith.Store(&d)
 		}
 	}
+	// What the front ends are asked to list: the fence, with the VFs as
+	// they were.
+	var withdrawnWith atomic.Pointer[[]string]
+	withdrawn := func(context.Context) {
+		if _, ok := b.layoutFence(); ok {
+			d := drivers(n)
+			withdrawnWith.Store(&d)
+		}
+	}
 	m, logs := metrics.New(), &logBuffer{}
 	var nudged atomicFlag
-	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Waiting: nudged.set}, dpdkLayout)
+	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Waiting: nudged.set, Withdrawn: withdrawn}, dpdkLayout)
 	orig := drivers(n)
 
 	waitFor(t, "the layout waits for the ledger", func() bool {
@@ -158,6 +169,9 @@ func TestManagerFencesThePF(t *testing.T) {
 	})
 	if got := fencedWith.Load(); got == nil || !equal(*got, orig) {
 		t.Errorf("the PF was fenced with its VFs on %v, want before the first write (%q)", got, orig)
+	}
+	if got := withdrawnWith.Load(); got == nil || !equal(*got, orig) {
+		t.Errorf("the front ends were asked to withdraw the VFs with them on %v, want under the fence and before the first write (%q)", got, orig)
 	}
 }
 
