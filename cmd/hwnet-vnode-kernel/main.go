@@ -6,7 +6,7 @@
 // and enacts writes to the tree's sriov_numvfs, unbind, bind and
 // drivers_probe (virtualnode.Node.EnactWrites).
 //
-//	hwnet-vnode-kernel --node-dir DIR
+//	hwnet-vnode-kernel --node-dir DIR [--dev-dir DIR]
 package main
 
 import (
@@ -36,9 +36,10 @@ func main() {
 func run(ctx context.Context, args []string, log *slog.Logger) error {
 	fs := flag.NewFlagSet("hwnet-vnode-kernel", flag.ContinueOnError)
 	dir := fs.String("node-dir", "", "the virtual node's state directory (required)")
+	dev := fs.String("dev-dir", "", "a /dev for containers where the node's device files are mirrored as character devices after each enacted write, as devtmpfs shows a driver's devices (empty: none)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	fs.Usage = func() {
-		fmt.Fprintln(fs.Output(), "usage: hwnet-vnode-kernel --node-dir DIR\n\nGives VF netdevs back to the virtual node when the network namespace they were moved into is destroyed, and enacts writes to its sysfs tree's sriov_numvfs, unbind, bind and drivers_probe, as the kernel does for real hardware.")
+		fmt.Fprintln(fs.Output(), "usage: hwnet-vnode-kernel --node-dir DIR [--dev-dir DIR]\n\nGives VF netdevs back to the virtual node when the network namespace they were moved into is destroyed, and enacts writes to its sysfs tree's sriov_numvfs, unbind, bind and drivers_probe, as the kernel does for real hardware.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -63,7 +64,9 @@ func run(ctx context.Context, args []string, log *slog.Logger) error {
 	writes := make(chan error, 1)
 	go func() {
 		defer cancel()
-		writes <- n.EnactWrites(ctx, log, func() { log.Info("enacting writes to the node's sysfs", "node", n.Name(), "sys", n.SysRoot()) })
+		writes <- n.EnactWritesInto(ctx, log, *dev, func() {
+			log.Info("enacting writes to the node's sysfs", "node", n.Name(), "sys", n.SysRoot(), "devDir", *dev)
+		})
 	}()
 	err = n.ReturnNetdevs(ctx, log, func() { log.Info("watching the node's netdevs", "node", n.Name(), "netns", n.NetnsName()) })
 	cancel()

@@ -40,10 +40,20 @@ import (
 // Only one process may run it for a node: a test in the process that
 // built the node, or the cluster's daemon (cmd/hwnet-vnode-kernel).
 func (n *Node) EnactWrites(ctx context.Context, log *slog.Logger, ready func()) error {
+	return n.EnactWritesInto(ctx, log, "", ready)
+}
+
+// EnactWritesInto is EnactWrites that also keeps dev, a /dev for
+// containers, showing the node's devices (MirrorDevices) after the writes
+// it enacts, as devtmpfs shows those a driver makes and removes: a VF
+// bound to vfio-pci has its group's node there as the bind shows. An
+// empty dev mirrors nothing.
+func (n *Node) EnactWritesInto(ctx context.Context, log *slog.Logger, dev string, ready func()) error {
 	w, err := n.newWriteWatch()
 	if err != nil {
 		return fmt.Errorf("enact writes: %w", err)
 	}
+	w.dev = dev
 	stop := context.AfterFunc(ctx, func() { w.f.Close() })
 	defer stop()
 	if ready != nil {
@@ -65,6 +75,8 @@ type writeWatch struct {
 	root string
 	// dirs maps each watch descriptor to its directory, relative to root.
 	dirs map[int32]string
+	// dev is where the node's devices are mirrored, "" nowhere.
+	dev string
 }
 
 // Tree directories EnactWrites watches besides the PFs'.
@@ -133,6 +145,11 @@ func (w *writeWatch) serve(ctx context.Context, log *slog.Logger) error {
 			name := strings.TrimRight(string(nameBytes), "\x00")
 			if err := w.handle(ctx, w.dirs[ev.Wd], name, ev.Mask); err != nil {
 				log.Warn("the kernel would have failed this write", "file", path.Join(w.dirs[ev.Wd], name), "err", err)
+			}
+		}
+		if w.dev != "" {
+			if err := w.n.MirrorDevices(w.dev); err != nil {
+				log.Warn("device files not mirrored", "dev", w.dev, "err", err)
 			}
 		}
 	}

@@ -177,7 +177,7 @@ func (c *Cluster) SyncDevices() error {
 	if c.node == nil {
 		return fmt.Errorf("sync devices: %w", c.nodeErr)
 	}
-	return syncDevices(c.node.DevRoot(), c.p.dev())
+	return c.node.MirrorDevices(c.p.dev())
 }
 
 // startDaemon starts argv inside the namespaces as the named component,

@@ -43,7 +43,9 @@
 // hwnet-vnode-kernel, beside them on the host, does what the kernel does
 // for a real VF and cannot for a veth: when a pod's network namespace
 // holding a VF's netdev is destroyed, the netdev comes back to the node's
-// (virtualnode.Node.ReturnNetdevs).
+// (virtualnode.Node.ReturnNetdevs); it enacts writes to the tree's
+// attributes and, as devtmpfs would, mirrors the node's device files into
+// StateDir/dev after each (virtualnode.Node.EnactWritesInto).
 //
 // The default pod network is /etc/cni/net.d/10-podnet.conflist: bridge
 // cni0 with host-local addresses from 10.244.0.0/24. hwnet-agent writes

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
 // setUpMounts lays out the cluster's mount namespace (see the package
@@ -51,7 +53,7 @@ type subdirBind struct{ Sub, Source string }
 // show later changes to its layers.
 func deviceBinds(dev string) []subdirBind {
 	var binds []subdirBind
-	for _, dir := range deviceDirs() {
+	for _, dir := range virtualnode.DeviceDirs() {
 		binds = append(binds, subdirBind{dir, filepath.Join(dev, dir)})
 	}
 	return binds

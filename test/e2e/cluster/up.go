@@ -255,7 +255,7 @@ func (c *Cluster) writeFiles(cfg Config, credentials func() error) error {
 		credentials,
 		s.writeContainerdConfig, s.writeKubeletConfig, s.writePodNetwork,
 		func() error { return writeKernelTunables(c.p.configFile("sysctl")) },
-		func() error { return syncDevices(c.node.DevRoot(), c.p.dev()) },
+		func() error { return c.node.MirrorDevices(c.p.dev()) },
 		func() error { return copyCNIPlugins(cfg.CNIBinDir, c.p.cniBin()) },
 	}
 	for _, write := range writers {

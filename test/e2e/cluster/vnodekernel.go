@@ -25,7 +25,7 @@ func (c *Cluster) startVNodeKernel(ctx context.Context, repo string) error {
 	if err != nil {
 		return err
 	}
-	p, err := startDetached(vnodeKernel, []string{bin, "--node-dir", c.p.node()}, c.p.log(vnodeKernel))
+	p, err := startDetached(vnodeKernel, []string{bin, "--node-dir", c.p.node(), "--dev-dir", c.p.dev()}, c.p.log(vnodeKernel))
 	if err != nil {
 		return err
 	}

@@ -1,4 +1,4 @@
-package cluster
+package virtualnode
 
 import (
 	"errors"
@@ -12,25 +12,25 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Device numbers of the character devices the cluster gives the virtual
+// Device numbers of the character devices MirrorDevices gives the
 // node's device files. RDMA and the VFIO container use the numbers the
 // kernel gives them; VFIO groups, UIO devices and rdma_cm get numbers this
 // kernel has no driver for (as it has no VFIO, UIO or RDMA), so a pod that
 // opens one gets ENXIO rather than some other device.
 const (
-	miscMajor       = 10
-	vfioMinor       = 196
-	rdmaCMMinor     = 254
-	infinibandMajor = 231
-	vfioGroupMajor  = 511
-	uioMajor        = 510
+	miscMajor      = 10
+	vfioMinor      = 196
+	rdmaCMMinor    = 254
+	vfioGroupMajor = 511
+	uioMirrorMajor = 510
 	// maxDeviceIndex bounds the N of vfio/N, uverbsN and the others.
 	maxDeviceIndex = 1 << 16
 )
 
-// deviceDirs are the directories of the virtual node's device tree that
-// the cluster binds over /dev, so that devices SyncDevices adds show.
-func deviceDirs() []string { return []string{"vfio", "infiniband"} }
+// DeviceDirs are the directories of the node's device tree whose devices
+// MirrorDevices keeps: a cluster binds them over its /dev, so that the
+// devices added show.
+func DeviceDirs() []string { return []string{"vfio", "infiniband"} }
 
 // charDevice returns the major and minor number for the virtual node's
 // device file at rel, its path under /dev ("vfio/8", "infiniband/uverbs0").
@@ -44,15 +44,15 @@ func charDevice(rel string) (major, minor uint32, err error) {
 	case dir == "vfio/":
 		return indexed(rel, strings.TrimPrefix(name, "noiommu-"), vfioGroupMajor, 0)
 	case dir == "infiniband/" && strings.HasPrefix(name, "uverbs"):
-		return indexed(rel, strings.TrimPrefix(name, "uverbs"), infinibandMajor, 192)
+		return indexed(rel, strings.TrimPrefix(name, "uverbs"), infinibandMajor, uverbsMinorBase)
 	case dir == "infiniband/" && strings.HasPrefix(name, "umad"):
 		return indexed(rel, strings.TrimPrefix(name, "umad"), infinibandMajor, 0)
 	case dir == "infiniband/" && strings.HasPrefix(name, "issm"):
-		return indexed(rel, strings.TrimPrefix(name, "issm"), infinibandMajor, 64)
+		return indexed(rel, strings.TrimPrefix(name, "issm"), infinibandMajor, issmMinorBase)
 	case dir == "" && strings.HasPrefix(name, "uio"):
-		return indexed(rel, strings.TrimPrefix(name, "uio"), uioMajor, 0)
+		return indexed(rel, strings.TrimPrefix(name, "uio"), uioMirrorMajor, 0)
 	}
-	return 0, 0, fmt.Errorf("device file %q: not a VFIO, RDMA or UIO device the cluster knows", rel)
+	return 0, 0, fmt.Errorf("device file %q: not a VFIO, RDMA or UIO device the virtual node knows", rel)
 }
 
 func indexed(rel, digits string, major, base uint32) (uint32, uint32, error) {
@@ -63,9 +63,14 @@ func indexed(rel, digits string, major, base uint32) (uint32, uint32, error) {
 	return major, base + uint32(n), nil
 }
 
-// syncDevices makes dst hold a character device for every file of the
-// virtual node's device tree devRoot, and nothing else in deviceDirs.
-func syncDevices(devRoot, dst string) error {
+// MirrorDevices makes dst hold a character device for every device file
+// of the node, and nothing else in DeviceDirs: what devtmpfs shows of the
+// devices a driver made, for a /dev that containers open.
+func (n *Node) MirrorDevices(dst string) error {
+	return mirrorDevices(n.DevRoot(), dst)
+}
+
+func mirrorDevices(devRoot, dst string) error {
 	want := map[string]bool{}
 	err := filepath.WalkDir(devRoot, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || !d.Type().IsRegular() {
@@ -108,12 +113,12 @@ func makeCharDevice(path, rel string) error {
 	return os.Chmod(path, 0o666) // past the umask
 }
 
-// removeUnwanted removes the devices in dst's deviceDirs that the virtual
+// removeUnwanted removes the devices in dst's DeviceDirs that the virtual
 // node no longer has, and makes sure those directories exist: they are
 // mount points.
 func removeUnwanted(dst string, want map[string]bool) error {
 	var errs []error
-	for _, dir := range deviceDirs() {
+	for _, dir := range DeviceDirs() {
 		if err := os.MkdirAll(filepath.Join(dst, dir), 0o755); err != nil {
 			return err
 		}
