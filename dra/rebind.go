@@ -122,7 +122,7 @@ func (d *Driver) restoreDrivers(ctx context.Context, pc *checkpoint.Claim) error
 			errs = append(errs, err)
 			continue
 		}
-		d.log.Info("VF driver restored", "claim", pc.Namespace+"/"+pc.Name, "device", dev.PCIAddress, "driver", dev.Rebind.WasDriver)
+		d.log.Info("VF driver restored", "claim", pc.Namespace+"/"+pc.Name, "device", dev.PCIAddress, "vfDriver", dev.Rebind.WasDriver)
 	}
 	return errors.Join(errs...)
 }
@@ -185,7 +185,7 @@ func (d *Driver) rebindClaim(ctx context.Context, cp *checkpoint.Checkpoint, c *
 		if err := d.rebind(ctx, cd, rebinds[i]); err != nil {
 			return d.unbindClaim(ctx, cp, c, devs, rebinds, fmt.Errorf("ResourceClaim %s/%s: %w", c.Namespace, c.Name, err))
 		}
-		d.log.Info("VF bound to the claim's driver", "claim", c.Namespace+"/"+c.Name, "device", cd.entry.dev.ID, "driver", rebinds[i].Driver, "was", rebinds[i].WasDriver)
+		d.log.Info("VF bound to the claim's driver", "claim", c.Namespace+"/"+c.Name, "device", cd.entry.dev.ID, "vfDriver", rebinds[i].Driver, "was", rebinds[i].WasDriver)
 		devs[i].entry.handout = d.reboundHandout(cd, rebinds[i].Driver)
 	}
 	return nil

@@ -178,13 +178,8 @@ func (e *env) killAgentWhenScheduled(ctx context.Context, t *testing.T, pod stri
 		return err
 	})
 	time.Sleep(delay) // the fault's timing, not a wait for a condition
-	agents, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{LabelSelector: AgentSelector})
-	if err != nil || len(agents.Items) == 0 || len(agents.Items[0].Status.ContainerStatuses) == 0 {
-		t.Fatalf("hwnet-agent pod: %v", err)
-	}
-	id := strings.TrimPrefix(agents.Items[0].Status.ContainerStatuses[0].ContainerID, "containerd://")
-	if _, err := Exec(ctx, e.c, nil, "ctr", "-n", "k8s.io", "tasks", "kill", "-s", "SIGKILL", id); err != nil {
-		t.Logf("kill hwnet-agent %s: %v", id, err)
+	if err := e.killAgent(ctx); err != nil {
+		t.Log(err)
 	}
 }
 

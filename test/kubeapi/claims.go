@@ -7,6 +7,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // Allocation is a claim and the devices the scheduler would allocate it:
@@ -20,6 +21,9 @@ type Allocation struct {
 	// scheduler reserves it for the pod it places: the DRA driver's
 	// checkpoint names them, and the CNI side finds a pod's claims so.
 	ReservedFor []*corev1.Pod
+	// Config, when set, is the driver's opaque parameters for the
+	// request, as a DeviceClass would give them.
+	Config string
 }
 
 // AllocatedClaim creates the claim of a and allocates it a's devices, as
@@ -40,6 +44,11 @@ func (s *Server) AllocatedClaim(t testing.TB, a Allocation) *resourceapi.Resourc
 	for _, d := range a.Devices {
 		alloc.Devices.Results = append(alloc.Devices.Results, resourceapi.DeviceRequestAllocationResult{
 			Request: "vfs", Driver: a.Driver, Pool: a.Pool, Device: d})
+	}
+	if a.Config != "" {
+		alloc.Devices.Config = []resourceapi.DeviceAllocationConfiguration{{Source: resourceapi.AllocationConfigSourceClass,
+			DeviceConfiguration: resourceapi.DeviceConfiguration{Opaque: &resourceapi.OpaqueDeviceConfiguration{
+				Driver: a.Driver, Parameters: runtime.RawExtension{Raw: []byte(a.Config)}}}}}
 	}
 	c.Status.Allocation = alloc
 	for _, p := range a.ReservedFor {

@@ -3,6 +3,7 @@ package peers
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"testing"
@@ -22,9 +23,15 @@ import (
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
-// draConfig is dpConfig's pool served through the DRA driver instead.
-const draConfig = `{"resourceList": [{"resourceName": "bench_vfs", "mode": "dra",
-  "selectors": {"vendors": ["8086"], "devices": ["1889"], "drivers": ["iavf"]}}]}`
+// draConfig is dpConfig's pool served through the DRA driver instead,
+// its claims allowed vfio-pci (issue 44): the node has no VF on it, so
+// the pool is the same.
+const draConfig = `{"resourceList": [{"resourceName": "bench_vfs", "mode": "dra", "claimDrivers": ["vfio-pci"],
+  "selectors": {"vendors": ["8086"], "devices": ["1889"], "drivers": ["iavf", "vfio-pci"]}}]}`
+
+// rebindConfig is the opaque configuration of a claim whose VF is bound to
+// vfio-pci at prepare.
+const rebindConfig = `{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "driver": "vfio-pci"}`
 
 // draEnv is the API server the DRA runs share, started on first use:
 // the claims live there, and the driver reads them from it as it does on
@@ -183,10 +190,36 @@ const draClaims = 50
 // records their p50 and p99.
 func (r *draRun) prepare(tb testing.TB, t *table, e *draEnv, size, calls int) {
 	tb.Helper()
+	r.timePrepares(tb, t, e, size, calls, "", fmt.Sprintf("%d device(s)", size))
+}
+
+// prepareRebound is prepare for claims of one VF bound to vfio-pci at
+// prepare and back to iavf at unprepare (issue 44), with the node's
+// kernel emulation enacting the writes as the kernel would.
+func (r *draRun) prepareRebound(tb testing.TB, t *table, e *draEnv, node *virtualnode.Node, calls int) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	ready := make(chan struct{})
+	go func() { done <- node.EnactWrites(ctx, slog.New(slog.DiscardHandler), func() { close(ready) }) }()
+	defer func() { cancel(); <-done }()
+	select {
+	case <-ready:
+	case err := <-done:
+		tb.Fatalf("kernel emulation: %v", err)
+	}
+	r.timePrepares(tb, t, e, 1, calls, rebindConfig, "1 device rebound to vfio-pci")
+}
+
+// timePrepares times calls NodePrepareResources of claims of size
+// devices with the opaque config, and records them as what.
+func (r *draRun) timePrepares(tb testing.TB, t *table, e *draEnv, size, calls int, config, what string) {
+	tb.Helper()
 	claims := make([]*resourceapi.ResourceClaim, 0, draClaims)
 	for i := 0; i+size <= len(r.devices) && len(claims) < draClaims; i += size {
-		claims = append(claims, e.api.AllocatedClaim(tb, kubeapi.Allocation{Namespace: "default", Name: fmt.Sprintf("c%d-%d-%d", r.p.cmd.Process.Pid, size, i),
-			Class: "hwnet-bench-vfs", Driver: dra.DefaultDriverName, Pool: benchNode, Devices: r.devices[i : i+size]}))
+		name := fmt.Sprintf("c%d-%d-%d-%t", r.p.cmd.Process.Pid, size, i, config != "")
+		claims = append(claims, e.api.AllocatedClaim(tb, kubeapi.Allocation{Namespace: "default", Name: name,
+			Class: "hwnet-bench-vfs", Driver: dra.DefaultDriverName, Pool: benchNode, Devices: r.devices[i : i+size], Config: config}))
 	}
 	lat := make(samples, 0, calls)
 	for i := range calls {
@@ -196,8 +229,8 @@ func (r *draRun) prepare(tb testing.TB, t *table, e *draEnv, size, calls int) {
 		}
 		lat = append(lat, ms(took))
 	}
-	t.add(fmt.Sprintf("NodePrepareResources p50, %d device(s)", size), "ms", "hwnet", lat.pct(50))
-	t.add(fmt.Sprintf("NodePrepareResources p99, %d device(s)", size), "ms", "hwnet", lat.pct(99))
+	t.add("NodePrepareResources p50, "+what, "ms", "hwnet", lat.pct(50))
+	t.add("NodePrepareResources p99, "+what, "ms", "hwnet", lat.pct(99))
 }
 
 // prepareOnce prepares the claim, then unprepares it, and returns how
