@@ -153,6 +153,20 @@ func (n *Node) removeFunction(f *Function) error {
 	return nil
 }
 
+// LoadDriver makes the driver's directory under bus/pci/drivers, as
+// loading its module does: a driver no function uses yet (vfio-pci on a
+// node whose VFs are all on their netdev driver) can then be asked for.
+func (n *Node) LoadDriver(driver string) error {
+	if err := checkDriverName(driver); err != nil {
+		return fmt.Errorf("load driver %q: %w", driver, err)
+	}
+	n.lock()
+	defer n.mu.Unlock()
+	l := n.layout()
+	l.ensureDriver("bus/pci/drivers/" + driver)
+	return l.Err()
+}
+
 // BindDriver binds the function at addr to driver, as unbind, then
 // driver_override and bind do. vfio-pci takes the netdev, its veth and RDMA
 // device away and adds /dev/vfio/<group>; uio_pci_generic and igb_uio do

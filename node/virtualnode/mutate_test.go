@@ -348,3 +348,26 @@ func TestSetCarrier(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadDriver: loading a driver no function uses makes its directory
+// with the attributes the kernel gives it, as modprobe does; a name no
+// driver can have is refused.
+func TestLoadDriver(t *testing.T) {
+	spec := &virtualnode.Spec{Name: "load", PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 2}}}
+	n := build(t, spec, false)
+	drv := "bus/pci/drivers/vfio-pci"
+	if exists(n, drv) {
+		t.Fatalf("%s before any VF is on vfio-pci", drv)
+	}
+	if err := n.LoadDriver("vfio-pci"); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{drv, drv + "/bind", drv + "/unbind"} {
+		if !exists(n, f) {
+			t.Errorf("%s missing after LoadDriver", f)
+		}
+	}
+	if err := n.LoadDriver("../x"); err == nil {
+		t.Error("LoadDriver(\"../x\") took a name no driver can have")
+	}
+}
