@@ -133,7 +133,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *checkpoint.Checkpoint, cu
 	}
 	pc, err := d.writeClaim(ctx, c, devs, configs, rebinds)
 	if err != nil {
-		err = d.unbindClaim(ctx, cp, c, devs, rebinds, err)
+		err = d.unbindClaim(ctx, cp, c, err)
 		d.opts.Ledger.Release(ctx, claimHolder(c))
 		return nil, err
 	}

@@ -99,12 +99,13 @@ func (d *Driver) vfioGroupNode(cd claimDevice) string {
 func (d *Driver) restoreDriver(ctx context.Context, addr string, r *checkpoint.Rebind) error {
 	err := d.binder().Restore(context.WithoutCancel(ctx), addr, pcidriver.Binding{Driver: r.WasDriver, Override: r.WasOverride})
 	if err != nil {
-		return fmt.Errorf("device %s: putting it back on %s: %w", addr, cmpDriver(r.WasDriver), err)
+		return fmt.Errorf("device %s: putting it back on %s: %w", addr, describeDriver(r.WasDriver), err)
 	}
 	return nil
 }
 
-func cmpDriver(driver string) string {
+// describeDriver names a driver in a message, "no driver" for none.
+func describeDriver(driver string) string {
 	if driver == "" {
 		return "no driver"
 	}
@@ -183,7 +184,7 @@ func (d *Driver) rebindClaim(ctx context.Context, cp *checkpoint.Checkpoint, c *
 			continue
 		}
 		if err := d.rebind(ctx, cd, rebinds[i]); err != nil {
-			return d.unbindClaim(ctx, cp, c, devs, rebinds, fmt.Errorf("ResourceClaim %s/%s: %w", c.Namespace, c.Name, err))
+			return d.unbindClaim(ctx, cp, c, fmt.Errorf("ResourceClaim %s/%s: %w", c.Namespace, c.Name, err))
 		}
 		d.log.Info("VF bound to the claim's driver", "claim", c.Namespace+"/"+c.Name, "device", cd.entry.dev.ID, "vfDriver", rebinds[i].Driver, "was", rebinds[i].WasDriver)
 		devs[i].entry.handout = d.reboundHandout(cd, rebinds[i].Driver)
@@ -194,7 +195,7 @@ func (d *Driver) rebindClaim(ctx context.Context, cp *checkpoint.Checkpoint, c *
 // unbindClaim puts the claim's rebound VFs back after cause, and drops
 // its record from cp (saved) once they are; a VF that cannot be put back
 // keeps the record, which unprepare or the next start tries again.
-func (d *Driver) unbindClaim(ctx context.Context, cp *checkpoint.Checkpoint, c *resourceapi.ResourceClaim, devs []claimDevice, rebinds []*checkpoint.Rebind, cause error) error {
+func (d *Driver) unbindClaim(ctx context.Context, cp *checkpoint.Checkpoint, c *resourceapi.ResourceClaim, cause error) error {
 	pc, ok := cp.Claims[c.UID]
 	if !ok {
 		return cause
