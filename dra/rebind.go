@@ -241,3 +241,22 @@ func (d *Driver) recoverUnfinished(ctx context.Context) error {
 	}
 	return errors.Join(errs...)
 }
+
+// Rebound is, by PCI address, the driver each VF a prepared claim has on
+// another rests on: the pools match those VFs by it, so that a claim's
+// driver does not move its VF to another pool while the claim holds it.
+func (d *Driver) Rebound() (map[string]string, error) {
+	cp, err := d.store.load()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, pc := range cp.Claims {
+		for _, dev := range pc.Devices {
+			if dev.Rebind != nil && dev.Rebind.WasDriver != "" {
+				out[dev.PCIAddress] = dev.Rebind.WasDriver
+			}
+		}
+	}
+	return out, nil
+}

@@ -137,11 +137,18 @@ func TestPrepareRebinds(t *testing.T) {
 	if env := strings.Join(spec.ContainerEdits.Env, "\n"); !strings.Contains(env, info) {
 		t.Errorf("variables %s, want the VFIO entry %s", env, info)
 	}
+	// The pools match it by the driver it rests on meanwhile.
+	if r, err := n.p.drv.Rebound(); err != nil || len(r) != 1 || r[vf] != "iavf" {
+		t.Errorf("Rebound after prepare: %v (%v), want %s resting on iavf", r, err, vf)
+	}
 	if err := n.p.unprepare(t, "dpdk"); err != nil {
 		t.Fatal(err)
 	}
 	if got := n.binding(t, vf); got != (pcidriver.Binding{Driver: "iavf"}) {
 		t.Errorf("VF after unprepare: %+v, want back on iavf with no override", got)
+	}
+	if r, err := n.p.drv.Rebound(); err != nil || len(r) != 0 {
+		t.Errorf("Rebound after unprepare: %v (%v), want none", r, err)
 	}
 	// Asked for what it has: nothing changes, nothing to put back.
 	if res := n.p.prepare(t, driverClaim("kernel", "pci-0000-3b-01-0", "iavf", "")); res.Err != nil {

@@ -1,6 +1,7 @@
 package pools
 
 import (
+	"cmp"
 	"fmt"
 	"iter"
 	"slices"
@@ -50,7 +51,14 @@ type candidate struct {
 	// port is the one port of a multi-port function (mlx4) cand stands
 	// for; nil for a function with one netdev.
 	port *discovery.Netdev
+	// resting is the driver a VF hwnet bound to another for a DRA claim
+	// rests on, "" for any other function.
+	resting string
 }
+
+// driver is the driver selectors match cand by: the one it rests on when
+// a claim has it on another, so that it stays in its pool meanwhile.
+func (cand *candidate) driver() string { return cmp.Or(cand.resting, cand.fn.Driver) }
 
 // id is cand's device ID: its PCI address, or PortID for one port of a
 // multi-port function.
@@ -116,14 +124,20 @@ func (cand *candidate) vfIndex() int {
 // PF's netdev name, not the VF's, so a VF moved into a pod's network
 // namespace keeps its pool. Match reads inv and the config only, so any
 // number may run at once.
-func (c *Config) Match(inv *discovery.Inventory) *Result {
+func (c *Config) Match(inv *discovery.Inventory) *Result { return c.MatchRebound(inv, nil) }
+
+// MatchRebound is Match with the VFs hwnet bound to another driver for a
+// DRA claim (rebound: the driver each rests on, by PCI address) matched by
+// the driver they rest on: a pool listed earlier that matches the claim's
+// driver does not take the VF while the claim holds it.
+func (c *Config) MatchRebound(inv *discovery.Inventory, rebound map[string]string) *Result {
 	m := matching{c: c, res: &Result{Pools: make([]Pool, len(c.Resources))}, names: make([]string, len(c.Resources)),
 		outbid: make([]bool, len(c.Resources)), pooled: make([]assignment, 0, inv.Len())}
 	for i := range c.Resources {
 		m.res.Pools[i].Resource = c.Resources[i]
 		m.names[i] = c.Resources[i].FullName()
 	}
-	for cand := range c.candidates(inv) {
+	for cand := range c.candidates(inv, rebound) {
 		if !cand.offered {
 			continue
 		}
@@ -219,7 +233,7 @@ func fillPools(ps []Pool, pooled []assignment) {
 // any, by PCI address, in the order the config declares them.
 func (c *Config) FunctionTags(inv *discovery.Inventory) map[string][]string {
 	out := map[string][]string{}
-	for cand := range c.candidates(inv) {
+	for cand := range c.candidates(inv, nil) {
 		if len(cand.tags) > 0 {
 			out[cand.fn.Address] = cand.tags
 		}
@@ -229,10 +243,10 @@ func (c *Config) FunctionTags(inv *discovery.Inventory) map[string][]string {
 
 // candidates yields every function of inv, each PF followed by its VFs,
 // then the standalone NICs, with their tags.
-func (c *Config) candidates(inv *discovery.Inventory) iter.Seq[candidate] {
+func (c *Config) candidates(inv *discovery.Inventory, rebound map[string]string) iter.Seq[candidate] {
 	return func(yield func(candidate) bool) {
 		for i := range inv.PFs {
-			if !c.pfCandidates(&inv.PFs[i], yield) {
+			if !c.pfCandidates(&inv.PFs[i], rebound, yield) {
 				return
 			}
 		}
@@ -267,7 +281,7 @@ func ports(cand candidate) iter.Seq[candidate] {
 
 // pfCandidates yields pf and its VFs; a PF with VFs is not offered, its
 // VFs are. VFs with the same tags share one slice of them.
-func (c *Config) pfCandidates(pf *discovery.PF, yield func(candidate) bool) bool {
+func (c *Config) pfCandidates(pf *discovery.PF, rebound map[string]string, yield func(candidate) bool) bool {
 	pc := c.standalone(&pf.Function)
 	pc.offered = len(pf.VFs) == 0
 	if !yield(pc) {
@@ -276,7 +290,7 @@ func (c *Config) pfCandidates(pf *discovery.PF, yield func(candidate) bool) bool
 	var buf, tags []string
 	for j := range pf.VFs {
 		vf := &pf.VFs[j]
-		vc := candidate{fn: &vf.Function, pf: pf, vf: vf, offered: true}
+		vc := candidate{fn: &vf.Function, pf: pf, vf: vf, offered: true, resting: rebound[vf.Address]}
 		switch buf = c.appendTags(buf[:0], &vc, pc.tags); {
 		case len(buf) == 0:
 			tags = nil
@@ -363,7 +377,7 @@ func (s *Selector) matches(cand *candidate) bool {
 	return !s.unevaluated &&
 		(len(s.Vendors) == 0 || slices.Contains(s.Vendors, fn.Vendor)) &&
 		(len(s.Devices) == 0 || slices.Contains(s.Devices, fn.Device)) &&
-		(len(s.Drivers) == 0 || slices.Contains(s.Drivers, fn.Driver)) &&
+		(len(s.Drivers) == 0 || slices.Contains(s.Drivers, cand.driver())) &&
 		(len(s.PCIAddresses) == 0 || slices.Contains(s.PCIAddresses, fn.Address)) &&
 		(len(s.LinkTypes) == 0 || slices.Contains(s.LinkTypes, fn.LinkType)) &&
 		(len(s.PFNames) == 0 || inSets(s.PFNames, cand.pfName(), cand.vfIndex())) &&

@@ -100,6 +100,38 @@ resourceList:
 	}
 }
 
+// TestMatchRebound (issue 44): a VF hwnet bound to vfio-pci for a claim
+// stays in the pool of the driver it rests on, though a pool listed
+// before matches vfio-pci VFs; without the record it goes there.
+func TestMatchRebound(t *testing.T) {
+	inv := defaultInventory(t)
+	const vf = "0000:3b:01.6" // on vfio-pci in the default node
+	cfg := mustParse(t, `
+resourceList:
+  - {resourceName: dpdk, selectors: {drivers: [vfio-pci]}}
+  - {resourceName: both, mode: dra, claimDrivers: [vfio-pci], selectors: {pfNames: [enp59s0f0], drivers: [iavf, vfio-pci]}}`)
+	for _, tc := range []struct {
+		name    string
+		rebound map[string]string
+		want    string
+	}{
+		{"no record", nil, "intel.com/dpdk"},
+		{"rebound from iavf", map[string]string{vf: "iavf"}, "intel.com/both"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var in []string
+			for _, p := range cfg.MatchRebound(inv, tc.rebound).Pools {
+				if slices.ContainsFunc(p.Devices, func(d pools.Device) bool { return d.ID == vf }) {
+					in = append(in, p.Resource.FullName())
+				}
+			}
+			if !slices.Equal(in, []string{tc.want}) {
+				t.Errorf("%s in %q, want %s", vf, in, tc.want)
+			}
+		})
+	}
+}
+
 // TestMatchExcludedRoot: a device that matches but discovery excluded,
 // here the NIC that holds the default route, is not pooled and is named
 // with the reason; so is the pool left empty. Discovery sees routes only

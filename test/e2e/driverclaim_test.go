@@ -10,8 +10,10 @@ import (
 	"strings"
 	"testing"
 
+	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/pcidriver"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
@@ -25,9 +27,9 @@ const (
 )
 
 // driverPools is deploy/pools.yaml with sriov_fabric_a (the first
-// E810-C's VFs 0-5) in DRA mode, its claims allowed vfio-pci, and
-// sriov_dpdk held to VFs 6-7: a pool before it that matches vfio-pci VFs
-// would take a VF rebound for a claim while the claim holds it.
+// E810-C's VFs 0-5) in DRA mode and its claims allowed vfio-pci; the
+// sriov_dpdk pool before it matches every vfio-pci VF, and must not take
+// one rebound for a claim.
 const driverPools = `
 tags:
   - name: fabric-a
@@ -36,7 +38,7 @@ resourceList:
   - resourceName: sriov_netdevice
     selectors: {vendors: ["8086"], pfNames: [enp62s0f0], drivers: [iavf]}
   - resourceName: sriov_dpdk
-    selectors: {drivers: [vfio-pci], pfNames: ["enp59s0f0#6-7", "enp62s0f0#6-7"]}
+    selectors: {drivers: [vfio-pci]}
     allocationPolicy: spread
   - resourceName: sriov_fabric_a
     mode: dra
@@ -80,6 +82,9 @@ func TestDRADriverPerClaim(t *testing.T) {
 	if d, _ := e.c.Node().Device(dpdkVF); d.PF != firstE810 {
 		t.Errorf("DPDK pod's VF %s is of PF %s, want the first E810-C's, as the kernel pod's", dpdkVF, d.PF)
 	}
+	// Published on vfio-pci, it stays sriov_fabric_a's, untainted: the
+	// DPDK pool listed before does not take it from the claim.
+	e.slices(t, "the DPDK pod's VF published on vfio-pci in its pool", sliceDevice(dra.DeviceName(dpdkVF), "intel.com/sriov_fabric_a", "vfio-pci"))
 	if err := e.deletePods(ctx, dpdk.Name, kernel.Name); err != nil {
 		t.Fatal(err)
 	}
@@ -147,6 +152,21 @@ func (e *env) vfioFabricVF(ctx context.Context, t *testing.T, pod string) string
 		}
 	}
 	return addr
+}
+
+// sliceDevice is a condition: the named device is published in pool, on
+// driver, untainted.
+func sliceDevice(name, pool, driver string) func(kubeapi.SliceDevices) bool {
+	return func(d kubeapi.SliceDevices) bool {
+		dev, ok := d[name]
+		str := func(attr resourceapi.QualifiedName) string {
+			if a, ok := dev.Attributes[attr]; ok && a.StringValue != nil {
+				return *a.StringValue
+			}
+			return ""
+		}
+		return ok && str("pool") == pool && str("driver") == driver && len(dev.Taints) == 0
+	}
 }
 
 // untaintedPool is a condition: the pool publishes n devices, none
