@@ -325,7 +325,7 @@ func (a *Agent) applyInventory(ctx context.Context, inv *discovery.Inventory, st
 // that changes mode stops being served the old way before it is served
 // the new way: a device is never served both ways.
 func (a *Agent) rematch(ctx context.Context, fresh bool) {
-	a.rematchWith(ctx, a.cfg.MatchRebound(a.inv, a.rebound()), fresh)
+	a.rematchWith(ctx, a.cfg.MatchRebound(a.inv, a.dra.RestingDrivers()), fresh)
 }
 
 // rematchWith serves res, the configuration's match of the inventory.
@@ -505,7 +505,7 @@ func (a *Agent) reloadConfig(ctx context.Context) {
 	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
 	a.logWarnings(cfg)
 	a.cfg = cfg
-	res := cfg.MatchRebound(a.inv, a.rebound())
+	res := cfg.MatchRebound(a.inv, a.dra.RestingDrivers())
 	// A pool may change front end: its devices are withdrawn from every
 	// front end while it does, and what each holds must be now's, not a
 	// poll's, before the other front end offers them.

@@ -86,21 +86,6 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 	return nil
 }
 
-// rebound is the VFs DRA claims have on another driver than the one they
-// rest on (dra.Driver.Rebound); nil without the DRA driver, or when its
-// checkpoint cannot be read, which the ledger reports.
-func (a *Agent) rebound() map[string]string {
-	if a.dra == nil {
-		return nil
-	}
-	r, err := a.dra.Rebound()
-	if err != nil {
-		a.reportOnce("pool matching", fmt.Sprintf("VFs rebound for DRA claims are matched by their driver now: %v", err))
-		return nil
-	}
-	return r
-}
-
 // matchDRA takes a DRA-mode pool's newly matched devices.
 func (a *Agent) matchDRA(p *pools.Pool, fresh bool, pooled map[string]bool) {
 	name := p.Resource.FullName()

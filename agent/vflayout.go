@@ -20,6 +20,7 @@ func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 		Metrics:   a.metrics,
 		Waiting:   func() { a.setAwaitingRelease(true) },
 		Withdrawn: a.showLedger,
+		Rebound:   a.dra.RestingBindings, // a.dra, nil with DRA off, is set by now
 	})
 	wg.Go(func() { a.vfs.Run(ctx) })
 	a.updateVFLayouts()

@@ -242,19 +242,43 @@ func (d *Driver) recoverUnfinished(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Rebound is, by PCI address, the driver each VF a prepared claim has on
-// another rests on: the pools match those VFs by it, so that a claim's
-// driver does not move its VF to another pool while the claim holds it.
-func (d *Driver) Rebound() (map[string]string, error) {
+// RestingBindings is Rebound, or none without a driver (DRA off) or when
+// the checkpoint cannot be read, which the device ledger reports (it
+// reads the same file): a PF's VF layout counts such VFs as they rest.
+func (d *Driver) RestingBindings() map[string]pcidriver.Binding {
+	if d == nil {
+		return nil
+	}
+	r, err := d.Rebound()
+	if err != nil {
+		return nil
+	}
+	return r
+}
+
+// RestingDrivers is the driver of each of RestingBindings: the pools match
+// those VFs by it, so that a claim's driver does not move its VF to
+// another pool while the claim holds it.
+func (d *Driver) RestingDrivers() map[string]string {
+	out := map[string]string{}
+	for addr, b := range d.RestingBindings() {
+		out[addr] = b.Driver
+	}
+	return out
+}
+
+// Rebound is, by PCI address, the binding each VF a prepared claim has on
+// another driver rests on.
+func (d *Driver) Rebound() (map[string]pcidriver.Binding, error) {
 	cp, err := d.store.load()
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]string{}
+	out := map[string]pcidriver.Binding{}
 	for _, pc := range cp.Claims {
 		for _, dev := range pc.Devices {
-			if dev.Rebind != nil && dev.Rebind.WasDriver != "" {
-				out[dev.PCIAddress] = dev.Rebind.WasDriver
+			if r := dev.Rebind; r != nil && r.WasDriver != "" {
+				out[dev.PCIAddress] = pcidriver.Binding{Driver: r.WasDriver, Override: r.WasOverride}
 			}
 		}
 	}

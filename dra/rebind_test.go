@@ -138,7 +138,7 @@ func TestPrepareRebinds(t *testing.T) {
 		t.Errorf("variables %s, want the VFIO entry %s", env, info)
 	}
 	// The pools match it by the driver it rests on meanwhile.
-	if r, err := n.p.drv.Rebound(); err != nil || len(r) != 1 || r[vf] != "iavf" {
+	if r, err := n.p.drv.Rebound(); err != nil || len(r) != 1 || r[vf] != (pcidriver.Binding{Driver: "iavf"}) {
 		t.Errorf("Rebound after prepare: %v (%v), want %s resting on iavf", r, err, vf)
 	}
 	if err := n.p.unprepare(t, "dpdk"); err != nil {

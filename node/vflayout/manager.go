@@ -60,6 +60,10 @@ type Options struct {
 	// they start to go, so that a pod arriving meanwhile gets another VF
 	// instead of a refusal.
 	Withdrawn func(context.Context)
+	// Rebound, if not nil, is the binding each VF a DRA claim has on
+	// another driver rests on, by PCI address: a layout is judged by it,
+	// so that a claim's driver is no change to wait for.
+	Rebound func() map[string]pcidriver.Binding
 	// Clock times the retries of a failed layout; nil is the real one.
 	Clock clock.WithTicker
 }
@@ -219,6 +223,7 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
 	want := WantOf(t.Layout)
 	key := t.Layout.Name + ": " + want.String()
 	st, err := m.o.Sysfs.Read(t.PF)
+	st = m.resting(st)
 	switch {
 	case err != nil:
 		m.o.Log.Error("VF layout: cannot read the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "err", err)
@@ -247,6 +252,21 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
 	}
 	m.setWhy(t, "")
 	m.apply(ctx, t, f.Layout.Before, want, key)
+}
+
+// resting is st with each VF a claim has on another driver shown on the
+// binding it rests on.
+func (m *Manager) resting(st State) State {
+	if m.o.Rebound == nil || len(st) == 0 {
+		return st
+	}
+	rebound := m.o.Rebound()
+	for i, vf := range st {
+		if b, ok := rebound[vf.Addr]; ok {
+			st[i].Driver, st[i].Override = b.Driver, b.Override
+		}
+	}
+	return st
 }
 
 // fenceFor is the fence the change takes, and whether the PF's VFs must

@@ -17,6 +17,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/pcidriver"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
@@ -317,4 +318,50 @@ func TestManagerRetriesAFailedLayout(t *testing.T) {
 		_, fenced := b.layoutFence()
 		return equal(drivers(n), dpdkDrivers) && !fenced
 	})
+}
+
+// TestManagerCountsRebound (issue 44): a VF a DRA claim has bound to
+// vfio-pci counts as on the driver it rests on: the PF's layout is met
+// and the manager neither waits nor writes; without that record the same
+// VF is a change to make, which waits for the ledger.
+func TestManagerCountsRebound(t *testing.T) {
+	const vf0 = "0000:3b:01.0"
+	layout := []pools.PFLayout{{PF: pf, PFName: "enp59s0f0", TotalVFs: 256, Layout: &pools.VFLayout{Name: "as-built", NumVFs: 8,
+		Drivers: []pools.VFDriver{{VFs: []pools.IndexRange{{First: 6, Last: 7}}, Driver: "vfio-pci"}}}}}
+	for _, tc := range []struct {
+		name    string
+		rebound map[string]pcidriver.Binding
+		waits   bool
+	}{
+		{"rebound for a claim", map[string]pcidriver.Binding{vf0: {Driver: "iavf"}}, false},
+		{"no record", nil, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n, sys := newNode(t)
+			// What a claim's prepare leaves: VF 0 on vfio-pci by override.
+			if err := (pcidriver.Sysfs{Root: n.SysRoot(), Settle: sys.Settle}).Rebind(t.Context(), vf0, "iavf", "vfio-pci"); err != nil {
+				t.Fatal(err)
+			}
+			b := newBookNode(t, n, t.TempDir())
+			logs := &logBuffer{}
+			var asked atomic.Int32
+			rebound := func() map[string]pcidriver.Binding { asked.Add(1); return tc.rebound }
+			mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics.New(), Rebound: rebound}, layout)
+			// One goroutine reconciles: once a later update asks again,
+			// the first reconcile is done.
+			waitFor(t, "a first reconcile", func() bool { return asked.Load() >= 1 })
+			mgr.Update(layout)
+			waitFor(t, "a second reconcile", func() bool { return asked.Load() >= 2 })
+			if tc.waits {
+				waitFor(t, "the layout waits for the ledger", func() bool { return mgr.Waiting() })
+				return
+			}
+			if mgr.Waiting() || logs.contains("VF layout waits") {
+				t.Errorf("the manager waits on a VF a claim rebound: %s", logs)
+			}
+			if f, _ := n.Device(vf0); f.Driver != "vfio-pci" {
+				t.Errorf("VF 0 on %q, want left on vfio-pci for its claim", f.Driver)
+			}
+		})
+	}
 }
