@@ -71,10 +71,10 @@ func (d *Driver) rebind(ctx context.Context, cd claimDevice, r *checkpoint.Rebin
 	addr := cd.entry.dev.ID
 	b := d.binder()
 	if err := b.Unbind(ctx, addr, r.WasDriver); err != nil {
-		return fmt.Errorf("device %s: unbinding it: %w", addr, err)
+		return fmt.Errorf("device %s: \"driver\" %q: unbinding it from %s: %w", addr, r.Driver, r.WasDriver, err)
 	}
 	if err := b.Probe(ctx, addr, r.Driver); err != nil {
-		return fmt.Errorf("device %s: binding it to %s: %w", addr, r.Driver, err)
+		return fmt.Errorf("device %s: \"driver\" %q: binding it: %w", addr, r.Driver, err)
 	}
 	if r.Driver != vfioDriver {
 		return nil
@@ -85,7 +85,7 @@ func (d *Driver) rebind(ctx context.Context, cd claimDevice, r *checkpoint.Rebin
 		return err == nil, nil
 	})
 	if err != nil {
-		return fmt.Errorf("device %s: its IOMMU group: %w", addr, err)
+		return fmt.Errorf("device %s: \"driver\" %q: its IOMMU group: %w", addr, r.Driver, err)
 	}
 	return nil
 }

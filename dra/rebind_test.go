@@ -206,7 +206,7 @@ func TestPrepareRebindRefused(t *testing.T) {
 		{"not loaded", "pci-0000-3b-01-7", "0000:3b:01.7", "igb_uio", "",
 			`ResourceClaim ns/claim-c: device 0000:3b:01.7: "driver" "igb_uio": the node has no such driver loaded`},
 		{"the VF cannot take it", "pci-0000-3b-01-7", "0000:3b:01.7", "mlx5_core", "",
-			`ResourceClaim ns/claim-c: device 0000:3b:01.7: binding it to mlx5_core: bound to mlx5_core: not so after 1s`},
+			`ResourceClaim ns/claim-c: device 0000:3b:01.7: "driver" "mlx5_core": binding it: bound to mlx5_core: not so after 1s`},
 		{"settings need the netdev", "pci-0000-3b-01-2", "0000:3b:01.2", "vfio-pci", `{"mtu":9000}`,
 			`ResourceClaim ns/claim-c: device 0000:3b:01.2: "driver" "vfio-pci": "vf" "mtu" and "macAddress" need the VF's netdev, which vfio-pci takes`},
 	}
