@@ -82,7 +82,8 @@ func TestVFLayout(t *testing.T) {
 		t.Errorf("the PF's VFs are on %v, want 8, 0-1 on vfio-pci, the rest on mlx5_core", vfs)
 	}
 	// The kernel's devtmpfs makes a new VFIO group's /dev/vfio/N as it
-	// binds; the cluster's /dev gets it from SyncDevices, and the agent,
+	// binds; the cluster's kernel emulation mirrors it into the cluster's
+	// /dev after the write (SyncDevices only makes sure), and the agent,
 	// which watches /dev/vfio, judges the VF healthy again.
 	if err := e.c.SyncDevices(); err != nil {
 		t.Fatal(err)
