@@ -199,12 +199,16 @@ func (m *Manager) reconcile(ctx context.Context, layouts []pools.PFLayout) {
 	layouts = m.fitting(layouts)
 	m.recoverOnce(ctx, layouts)
 	targeted := map[string]bool{}
+	var rebound map[string]pcidriver.Binding
+	if len(layouts) > 0 && m.o.Rebound != nil {
+		rebound = m.o.Rebound() // read once a round: it reads a file
+	}
 	for _, t := range layouts {
 		targeted[t.PF] = true
 		if ctx.Err() != nil {
 			return
 		}
-		m.reconcilePF(ctx, t)
+		m.reconcilePF(ctx, t, rebound)
 	}
 	for pf := range m.why {
 		if !targeted[pf] {
@@ -219,11 +223,11 @@ func (m *Manager) reconcile(ctx context.Context, layouts []pools.PFLayout) {
 	m.waiting.Store(len(m.why) > 0)
 }
 
-func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
+func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, rebound map[string]pcidriver.Binding) {
 	want := WantOf(t.Layout)
 	key := t.Layout.Name + ": " + want.String()
 	st, err := m.o.Sysfs.Read(t.PF)
-	st = m.resting(st)
+	resting(st, rebound)
 	switch {
 	case err != nil:
 		m.o.Log.Error("VF layout: cannot read the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "err", err)
@@ -254,19 +258,14 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout) {
 	m.apply(ctx, t, f.Layout.Before, want, key)
 }
 
-// resting is st with each VF a claim has on another driver shown on the
-// binding it rests on.
-func (m *Manager) resting(st State) State {
-	if m.o.Rebound == nil || len(st) == 0 {
-		return st
-	}
-	rebound := m.o.Rebound()
+// resting shows each VF of st a claim has on another driver (rebound) on
+// the binding it rests on.
+func resting(st State, rebound map[string]pcidriver.Binding) {
 	for i, vf := range st {
 		if b, ok := rebound[vf.Addr]; ok {
 			st[i].Driver, st[i].Override = b.Driver, b.Override
 		}
 	}
-	return st
 }
 
 // fenceFor is the fence the change takes, and whether the PF's VFs must
