@@ -198,13 +198,21 @@ func (e *env) vfioVFs(ctx context.Context, t *testing.T, pod *corev1.Pod, n, num
 			t.Errorf("pod %s got %s: %+v, want a vfio-pci VF on NUMA node %d", pod.Name, addr, vf, numa)
 			continue
 		}
-		for _, node := range []string{"vfio", fmt.Sprint(vf.IOMMUGroup)} {
-			if fi, err := os.Stat(filepath.Join(root, node)); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-				t.Errorf("pod %s: /dev/vfio/%s: %v, want a character device (CDI)", pod.Name, node, err)
-			}
-		}
+		checkVFIONodes(t, pod.Name, root, vf.IOMMUGroup)
 	}
 	return addrs
+}
+
+// checkVFIONodes checks that the pod's container, whose /dev/vfio is root
+// on the host, has the VFIO container and the group's node as character
+// devices (from CDI).
+func checkVFIONodes(t *testing.T, pod, root string, group int) {
+	t.Helper()
+	for _, node := range []string{"vfio", fmt.Sprint(group)} {
+		if fi, err := os.Stat(filepath.Join(root, node)); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
+			t.Errorf("pod %s: /dev/vfio/%s: %v, want a character device (CDI)", pod, node, err)
+		}
+	}
 }
 
 // TestDRA: with two pools in DRA mode, the node's ResourceSlices list

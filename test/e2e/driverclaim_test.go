@@ -145,12 +145,7 @@ func (e *env) vfioFabricVF(ctx context.Context, t *testing.T, pod string) string
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := fmt.Sprintf("/proc/%d/root/dev/vfio", e.containerPID(ctx, t, p))
-	for _, node := range []string{"vfio", fmt.Sprint(f.IOMMUGroup)} {
-		if fi, err := os.Stat(filepath.Join(root, node)); err != nil || fi.Mode()&os.ModeCharDevice == 0 {
-			t.Errorf("pod %s: /dev/vfio/%s: %v, want a character device (CDI)", pod, node, err)
-		}
-	}
+	checkVFIONodes(t, pod, fmt.Sprintf("/proc/%d/root/dev/vfio", e.containerPID(ctx, t, p)), f.IOMMUGroup)
 	return addr
 }
 
