@@ -37,6 +37,13 @@ type testNode struct {
 
 func newTestNode(t testing.TB) *testNode {
 	t.Helper()
+	return newTestNodeWith(t, poolsConfig)
+}
+
+// newTestNodeWith is the default virtual node with config's DRA pools,
+// every device healthy.
+func newTestNodeWith(t testing.TB, config string) *testNode {
+	t.Helper()
 	db, err := hwdb.Open()
 	if err != nil {
 		t.Fatal(err)
@@ -48,7 +55,7 @@ func newTestNode(t testing.TB) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := pools.Parse([]byte(poolsConfig))
+	cfg, err := pools.Parse([]byte(config))
 	if err != nil {
 		t.Fatal(err)
 	}

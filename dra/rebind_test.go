@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	k8stypes "k8s.io/apimachinery/pkg/types"
@@ -16,13 +15,8 @@ import (
 
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/dra"
-	"github.com/hwnet-io/hwnet/hwdb"
 	"github.com/hwnet-io/hwnet/node/devinfo"
-	"github.com/hwnet-io/hwnet/node/discovery"
-	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pcidriver"
-	"github.com/hwnet-io/hwnet/node/pools"
-	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
@@ -39,50 +33,20 @@ resourceList:
 // rebindNode is the default virtual node with its kernel emulation, the
 // pools of rebindPools published to a driver kubelet does not know.
 type rebindNode struct {
-	node  *virtualnode.Node
-	inv   *discovery.Inventory
-	pools []dra.Pool
-	p     *preparer
-	sys   pcidriver.Sysfs
+	*testNode
+	p   *preparer
+	sys pcidriver.Sysfs
 }
 
 func newRebindNode(t *testing.T) *rebindNode {
 	t.Helper()
-	db, err := hwdb.Open()
-	if err != nil {
+	n := newTestNodeWith(t, rebindPools)
+	vnodetest.EnactWrites(t, n.node)
+	p := newPreparer(t, n, t.TempDir())
+	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
 		t.Fatal(err)
 	}
-	node := vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
-	vnodetest.EnactWrites(t, node)
-	inv, err := discovery.Discover(context.Background(), discovery.Options{
-		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db, ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA{},
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg, err := pools.Parse([]byte(rebindPools))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ps []dra.Pool
-	for _, p := range cfg.Match(inv).Pools {
-		dp := dra.Pool{Resource: p.Resource}
-		for _, d := range p.Devices {
-			dp.Devices = append(dp.Devices, dra.Device{State: offer.State{Device: d, Healthy: true}})
-		}
-		ps = append(ps, dp)
-	}
-	p := newPreparer(t, &testNode{node: node, inv: inv}, t.TempDir())
-	// A bind that cannot take shows within this on an idle machine;
-	// a loaded one only makes the refusal's test slower to fail.
-	p.opts.RebindSettle = time.Second
-	if p.drv, err = dra.NewUnregistered(p.opts); err != nil {
-		t.Fatal(err)
-	}
-	if err := p.drv.SetDevices(dra.Node{Inventory: inv, SysfsRoot: node.SysRoot()}, ps); err != nil {
-		t.Fatal(err)
-	}
-	return &rebindNode{node: node, inv: inv, pools: ps, p: p, sys: pcidriver.Sysfs{Root: node.SysRoot(), Settle: 10 * time.Second}}
+	return &rebindNode{testNode: n, p: p, sys: pcidriver.Sysfs{Root: n.node.SysRoot(), Settle: pcidriver.DefaultSettle}}
 }
 
 // binding is the VF's driver and driver_override now.
@@ -206,7 +170,7 @@ func TestPrepareRebindRefused(t *testing.T) {
 		{"not loaded", "pci-0000-3b-01-7", "0000:3b:01.7", "igb_uio", "",
 			`ResourceClaim ns/claim-c: device 0000:3b:01.7: "driver" "igb_uio": the node has no such driver loaded`},
 		{"the VF cannot take it", "pci-0000-3b-01-7", "0000:3b:01.7", "mlx5_core", "",
-			`ResourceClaim ns/claim-c: device 0000:3b:01.7: "driver" "mlx5_core": binding it: bound to mlx5_core: not so after 1s`},
+			`ResourceClaim ns/claim-c: device 0000:3b:01.7: "driver" "mlx5_core": binding it: bound to mlx5_core: not so after 10s`},
 		{"settings need the netdev", "pci-0000-3b-01-2", "0000:3b:01.2", "vfio-pci", `{"mtu":9000}`,
 			`ResourceClaim ns/claim-c: device 0000:3b:01.2: "driver" "vfio-pci": "vf" "mtu" and "macAddress" need the VF's netdev, which vfio-pci takes`},
 	}
