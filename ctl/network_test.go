@@ -11,6 +11,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/crinet"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
 // serveNetworks serves the CRI network API on a real socket, as
@@ -27,6 +28,7 @@ func serveNetworks(t *testing.T) string {
 	done := make(chan error, 1)
 	socket := filepath.Join(dir, "cri-network.sock")
 	go func() { done <- srv.Serve(ctx, socket) }()
+	sockdir.Await(t, socket, done)
 	t.Cleanup(func() { cancel(); <-done })
 	return socket
 }

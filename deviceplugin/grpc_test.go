@@ -310,7 +310,7 @@ func TestServe(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan error, 1)
 	go func() { served <- p.Serve(ctx) }()
-	waitForSocket(t, socket)
+	sockdir.Await(t, socket, served)
 	if err := p.Serve(ctx); err == nil || !strings.Contains(err.Error(), "already serving") {
 		t.Errorf("a second Serve: %v, want an error", err)
 	}
@@ -323,7 +323,7 @@ func TestServe(t *testing.T) {
 	}
 
 	go func() { served <- p.Serve(ctx) }()
-	waitForSocket(t, socket)
+	sockdir.Await(t, socket, served)
 	cancel()
 	if err := waitFor(t, served); err != nil {
 		t.Fatalf("Serve after ctx was done: %v", err)
@@ -348,16 +348,6 @@ func TestRegisterWithoutKubelet(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), filepath.Join(dir, "kubelet.sock")) {
 		t.Fatalf("Register: %v, want an error naming kubelet's socket", err)
 	}
-}
-
-func waitForSocket(t *testing.T, path string) {
-	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if st, err := os.Lstat(path); err == nil && st.Mode()&os.ModeSocket != 0 {
-			return
-		}
-	}
-	t.Fatalf("no socket at %s within 10s", path)
 }
 
 func waitFor(t *testing.T, done <-chan error) error {

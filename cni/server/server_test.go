@@ -74,7 +74,7 @@ func startIn(t testing.TB, h server.Handler, dir string, access nodesocket.Acces
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, socket) }()
-	waitForSocket(t, socket, done)
+	sockdir.Await(t, socket, done)
 	var once sync.Once
 	var serveErr error
 	stop := func() error {
@@ -83,22 +83,6 @@ func startIn(t testing.TB, h server.Handler, dir string, access nodesocket.Acces
 	}
 	t.Cleanup(func() { _ = stop() })
 	return &running{socket: socket, client: wire.NewClient(socket), logs: logs, stop: stop}
-}
-
-func waitForSocket(t testing.TB, socket string, done <-chan error) {
-	t.Helper()
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		select {
-		case err := <-done:
-			t.Fatalf("Serve returned early: %v", err)
-		default:
-		}
-		if conn, err := net.Dial("unix", socket); err == nil {
-			conn.Close()
-			return
-		}
-	}
-	t.Fatalf("server never listened on %s", socket)
 }
 
 func request(command string) *wire.Request {
@@ -312,7 +296,7 @@ func TestServeSocketPathConflicts(t *testing.T) {
 				}
 				return
 			}
-			waitForSocket(t, socket, done)
+			sockdir.Await(t, socket, done)
 			if _, err := wire.NewClient(socket).Do(context.Background(), request(wire.CommandStatus)); err != nil {
 				t.Errorf("request: %v", err)
 			}
