@@ -19,6 +19,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
 // harness is a Server on a real unix socket with a client dialled to it,
@@ -73,6 +74,7 @@ func (h *harness) start() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, h.socket) }()
+	sockdir.Await(h.t, h.socket, done)
 	conn, err := grpc.NewClient("unix://"+h.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		h.t.Fatal(err)

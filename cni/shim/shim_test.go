@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"path/filepath"
 	"slices"
@@ -22,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/shim"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
 type handlerFunc func(ctx context.Context, req *wire.Request) (json.RawMessage, error)
@@ -69,19 +69,13 @@ func (n *node) startAgent(t testing.TB, h server.Handler) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- server.New(h, slog.New(slog.DiscardHandler), nodesocket.Access{}).Serve(ctx, n.socket) }()
+	sockdir.Await(t, n.socket, done)
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
 			t.Errorf("Serve: %v", err)
 		}
 	})
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(time.Millisecond) {
-		if conn, err := net.Dial("unix", n.socket); err == nil {
-			conn.Close()
-			return
-		}
-	}
-	t.Fatalf("agent never listened on %s", n.socket)
 }
 
 func (n *node) config(cniVersion, agentWait string) string {
