@@ -23,6 +23,7 @@ type command struct {
 func commands() map[string]command {
 	return map[string]command{
 		"config":       {"check a pool config against the node's NICs", runConfig},
+		"doctor":       {"check, read-only, what keeps this node from serving its pools: IOMMU, firmware, drivers, kubelet", runDoctor},
 		"devices":      {"list the node's devices: pool, mode, health and who holds each since when", runDevices},
 		"explain":      {"explain pod NS/NAME: networks, resources, devices, attachments, status, Events", runExplain},
 		"inventory":    {"list the node's PFs, VFs and NICs", runInventory},
@@ -55,9 +56,12 @@ func Main(ctx context.Context, args []string, out, errOut io.Writer) int {
 		return 2
 	}
 	err := cmd.run(ctx, args[1:], out, errOut)
+	var code exitCode
 	switch {
 	case err == nil:
 		return 0
+	case errors.As(err, &code):
+		return int(code)
 	case errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.As(err, new(usageError)):

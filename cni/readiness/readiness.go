@@ -132,7 +132,7 @@ func (w *Writer) Default() (string, *netconf.Delegate, error) { return w.findDef
 // findDefault returns the default network's file and configuration.
 func (w *Writer) findDefault() (string, *netconf.Delegate, error) {
 	own := func(path string) bool { return filepath.Clean(path) == filepath.Clean(w.Path()) }
-	files, err := netconf.ConfigFiles(w.opts.ConfDir, own, confExtensions()...)
+	files, err := netconf.ConfigFiles(w.opts.ConfDir, own, ConfExtensions()...)
 	if err != nil {
 		return "", nil, err
 	}
@@ -158,12 +158,12 @@ func (w *Writer) findDefault() (string, *netconf.Delegate, error) {
 // configured yet, so hwnet's configuration is withheld.
 var ErrNoDefaultNetwork = errors.New("cluster-wide default network not ready")
 
-// confExtensions are the configuration files runtimes read, all sorted
+// ConfExtensions are the configuration files runtimes read, all sorted
 // together by name, the first one winning.
-func confExtensions() []string { return []string{".conflist", ".conf", ".json"} }
+func ConfExtensions() []string { return []string{".conflist", ".conf", ".json"} }
 
 func isConfFile(name string) bool {
-	return slices.Contains(confExtensions(), filepath.Ext(name))
+	return slices.Contains(ConfExtensions(), filepath.Ext(name))
 }
 
 // ownList is hwnet's file: a one-plugin list in the default network's

@@ -161,6 +161,9 @@ func (p *planner) addPF(ps *PFSpec, m *hwdb.Model, k int) (*Function, error) {
 		VFDevice: m.VFDevice,
 		VFDriver: m.VFDrivers[0],
 	}
+	if ps.SRIOVOff {
+		sr.TotalVFs = 0
+	}
 	numa := 0
 	if len(ps.NUMA) > 0 {
 		numa = ps.NUMA[k%len(ps.NUMA)]

@@ -61,6 +61,9 @@ type PFSpec struct {
 	// mlx4 does for ConnectX-3: a second netdev, named as systemd names
 	// it (<name>d1), with dev_port 1 beside the first's 0.
 	DualPort bool `json:"dualPort,omitempty"`
+	// SRIOVOff draws PFs whose firmware has SR-IOV disabled: the kernel
+	// still shows the capability, with sriov_totalvfs 0.
+	SRIOVOff bool `json:"sriovOff,omitempty"`
 }
 
 // NICSpec declares one standalone NIC without SR-IOV.
@@ -254,6 +257,9 @@ func (p *PFSpec) validate() error {
 		if c.value < 0 || c.value > c.max {
 			return &SpecError{Field: c.field, Err: fmt.Errorf("%d is out of range 0-%d", c.value, c.max)}
 		}
+	}
+	if p.SRIOVOff && (p.VFs != 0 || p.TotalVFs != 0) {
+		return &SpecError{Field: "sriovOff", Err: errors.New("a PF with SR-IOV off has no VFs: drop vfs and totalVFs")}
 	}
 	if p.TotalVFs != 0 && p.TotalVFs < p.VFs {
 		return &SpecError{Field: "totalVFs", Err: fmt.Errorf("%d is less than vfs (%d)", p.TotalVFs, p.VFs)}
