@@ -227,12 +227,33 @@ func explainEvents(ctx context.Context, w io.Writer, client kubernetes.Interface
 		return fmt.Errorf("events: %w", err)
 	}
 	fmt.Fprintln(w, "\nEvents:")
+	short := map[string]bool{}
 	for _, e := range list.Items {
 		if e.InvolvedObject.UID == pod.UID || e.InvolvedObject.UID == "" {
 			fmt.Fprintf(w, "  %s\t%s\t%s\n", e.Type, e.Reason, e.Message)
+			for _, res := range shortOf(pod, e.Message) {
+				short[res] = true
+			}
 		}
 	}
+	for _, res := range slices.Sorted(maps.Keys(short)) {
+		fmt.Fprintf(w, "  hint: no node had a free %s: on the node meant to serve it, hwnetctl doctor --config FILE says what keeps its pool empty\n", res)
+	}
 	return nil
+}
+
+// shortOf returns the pod's extended resources a scheduler message says
+// no node had enough of ("Insufficient intel.com/sriov_a").
+func shortOf(pod *corev1.Pod, message string) []string {
+	var out []string
+	for _, c := range pod.Spec.Containers {
+		for res := range c.Resources.Limits {
+			if strings.Contains(string(res), "/") && strings.Contains(message, "Insufficient "+string(res)) {
+				out = append(out, string(res))
+			}
+		}
+	}
+	return out
 }
 
 func orDash(s string) string {

@@ -58,6 +58,15 @@ func TestExplainPod(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	_, err = api.Client().CoreV1().Events("default").Create(ctx, &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{Name: "cnf.2", Namespace: "default"},
+		InvolvedObject: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: "cnf", UID: pod.UID},
+		Type:           corev1.EventTypeWarning, Reason: "FailedScheduling",
+		Message: "0/3 nodes are available: 3 Insufficient intel.com/sriov_netdevice. preemption: 0/3 nodes are available",
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	podres, err := testkubelet.ServePodResources(filepath.Join(dir, "pr.sock"))
 	if err != nil {
@@ -88,6 +97,7 @@ func TestExplainPod(t *testing.T) {
 		"sandbox 0123456789ab default/sriov-a net1 device intel.com/sriov_netdevice 0000:3b:02.0 ADD unfinished",
 		"default/sriov-a net1 10.1.0.2 mac 02:00:00:00:00:01 device 0000:3b:02.0 default false",
 		"Warning FailedCreatePodSandBox NAD default/missing not found",
+		"hint: no node had a free intel.com/sriov_netdevice: on the node meant to serve it, hwnetctl doctor --config FILE says what keeps its pool empty",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("explain lacks %q:\n%s", want, out.String())
