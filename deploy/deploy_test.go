@@ -51,14 +51,21 @@ func tool(t *testing.T, env, name, fallback string) string {
 
 func command(t *testing.T, bin string, args ...string) []byte {
 	t.Helper()
-	var stderr bytes.Buffer
-	cmd := exec.Command(bin, args...)
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
+	out, stderr, err := run(bin, args...)
 	if err != nil {
-		t.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, stderr.String())
+		t.Fatalf("%s %v: %v\n%s", filepath.Base(bin), args, err, stderr)
 	}
 	return out
+}
+
+// run is command for a test that expects the command to fail: its
+// stderr says why.
+func run(bin string, args ...string) (stdout []byte, stderr string, err error) {
+	var errBuf bytes.Buffer
+	cmd := exec.Command(bin, args...)
+	cmd.Stderr = &errBuf
+	stdout, err = cmd.Output()
+	return stdout, errBuf.String(), err
 }
 
 // objects decodes a multi-document YAML stream, by kind and name.
@@ -75,8 +82,14 @@ func objects(t *testing.T, data []byte) map[string]*unstructured.Unstructured {
 	return out
 }
 
+// templateArgs are helm's arguments to render the chart as installed in
+// kube-system, with extra ones (--set, -f, --set-file) after.
+func templateArgs(extra ...string) []string {
+	return append([]string{"template", "hwnet", "helm/hwnet", "--namespace", "kube-system"}, extra...)
+}
+
 func helmTemplate(t *testing.T, helm string, set ...string) map[string]*unstructured.Unstructured {
-	args := []string{"template", "hwnet", "helm/hwnet", "--namespace", "kube-system", "--include-crds"}
+	args := templateArgs("--include-crds")
 	for _, s := range set {
 		args = append(args, "--set", s)
 	}
