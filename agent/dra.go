@@ -73,7 +73,7 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 		DriverName: o.DriverName, NodeName: o.NodeName, KubeClient: driverClient, Metadata: meta,
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: a.opts.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
-		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy,
+		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy, Metrics: a.metrics,
 	})
 	if err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,13 +17,18 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/node/vflayout"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
 
@@ -159,6 +165,114 @@ func TestAgentDRAModeWithoutDriver(t *testing.T) {
 		if r.ResourceName == dpdk {
 			t.Errorf("%s registered as a device plugin while in DRA mode", dpdk)
 		}
+	}
+}
+
+// TestAgentDRAMetrics: what an operator reads of a DRA pool. Its
+// devices published in the ResourceSlices are the pool's capacity, those
+// tainted its unhealthy ones, of which those a fence withdraws (here a VF
+// layout change an earlier agent left half way, which cannot be undone)
+// are its fenced ones, and a claim kubelet prepares holds its device;
+// each prepare and unprepare is timed by its result.
+func TestAgentDRAMetrics(t *testing.T) {
+	api := kubeapi.Start(t)
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	const node = "dra-node"
+	f.withDRA(t, api, node)
+	f.opts.Metrics = metrics.New()
+	const pf = "0000:3e:00.0" // enp62s0f0: VFs 0-5 on iavf, 6-7 on vfio-pci
+	leaveFence(t, f.opts.FenceDir, fenceapi.Record{Key: vflayout.FenceKeyPrefix + pf, PF: pf,
+		Reason: "its VF layout is changing", Since: time.Now()})
+	f.start(t)
+	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + node}
+	kubeapi.WaitSliceDevices(t, api.Client(), onNode, react, "the PF's 2 vfio-pci VFs published fenced", func(d kubeapi.SliceDevices) bool {
+		fenced := 0
+		for _, dev := range d {
+			for _, taint := range dev.Taints {
+				if taint.Key == dra.FencedTaintKey {
+					fenced++
+				}
+			}
+		}
+		return len(d) == 4 && fenced == 2
+	})
+	scrape := httptest.NewServer(f.opts.Metrics.Handler(false))
+	t.Cleanup(scrape.Close)
+	waitMetrics := func(lines ...string) {
+		t.Helper()
+		for _, l := range lines {
+			waitHTTP(t, scrape.URL+"/metrics", http.StatusOK, "\n"+l+"\n")
+		}
+	}
+	waitMetrics(
+		`hwnet_pool_capacity_devices{resource="intel.com/sriov_dpdk"} 4`,
+		`hwnet_pool_allocatable_devices{resource="intel.com/sriov_dpdk"} 2`,
+		`hwnet_pool_unhealthy_devices{resource="intel.com/sriov_dpdk"} 2`,
+		`hwnet_pool_fenced_devices{resource="intel.com/sriov_dpdk"} 2`,
+		`hwnet_pool_held_devices{holder="claim",resource="intel.com/sriov_dpdk"} 0`,
+		`hwnet_pool_held_devices{holder="none",resource="intel.com/sriov_dpdk"} 4`,
+		// The device plugin pool's VFs of the PF are fenced as well.
+		`hwnet_pool_fenced_devices{resource="intel.com/sriov_netdevice"} 6`,
+	)
+
+	api.CreateNamespace(t, "ns")
+	sock := filepath.Join(f.opts.DRA.PluginDir, "dra.sock")
+	sockdir.Await(t, sock, nil)
+	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	kubelet := drapb.NewDRAPluginClient(conn)
+	claim := func(name, device string) *drapb.Claim {
+		c := api.AllocatedClaim(t, kubeapi.Allocation{Namespace: "ns", Name: name, Class: "hwnet-sriov-dpdk",
+			Driver: dra.DefaultDriverName, Pool: node, Devices: []string{device}})
+		return &drapb.Claim{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}
+	}
+	free, fenced := claim("free", "pci-0000-3b-01-6"), claim("fenced", "pci-0000-3e-01-6")
+	for _, tt := range []struct {
+		claim   *drapb.Claim
+		wantErr string
+	}{
+		{free, ""},
+		{fenced, "device 0000:3e:01.6 is fenced: its VF layout is changing"},
+	} {
+		resp, err := kubelet.NodePrepareResources(context.Background(), &drapb.NodePrepareResourcesRequest{Claims: []*drapb.Claim{tt.claim}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := resp.Claims[tt.claim.Uid].GetError(); !strings.Contains(got, tt.wantErr) || (got == "") != (tt.wantErr == "") {
+			t.Errorf("prepare of claim %s: %q, want %q", tt.claim.Name, got, tt.wantErr)
+		}
+	}
+	waitMetrics(
+		`hwnet_dra_prepare_duration_seconds_count{result="success"} 1`,
+		`hwnet_dra_prepare_duration_seconds_count{result="error"} 1`,
+		`hwnet_pool_held_devices{holder="claim",resource="intel.com/sriov_dpdk"} 1`,
+		`hwnet_pool_held_devices{holder="none",resource="intel.com/sriov_dpdk"} 3`,
+	)
+	resp, err := kubelet.NodeUnprepareResources(context.Background(), &drapb.NodeUnprepareResourcesRequest{Claims: []*drapb.Claim{free}})
+	if err != nil || resp.Claims[free.Uid].GetError() != "" {
+		t.Fatalf("unprepare: %v %v", err, resp)
+	}
+	waitMetrics(
+		`hwnet_dra_unprepare_duration_seconds_count{result="success"} 1`,
+		`hwnet_pool_held_devices{holder="claim",resource="intel.com/sriov_dpdk"} 0`,
+	)
+}
+
+// leaveFence leaves in dir the fence an earlier agent kept on disk.
+func leaveFence(t *testing.T, dir string, r fenceapi.Record) {
+	t.Helper()
+	data, err := fenceapi.Encode(&r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, fenceapi.FileName(r.Key)), data, 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
 

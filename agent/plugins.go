@@ -69,12 +69,15 @@ func (a *Agent) logChanges(name string, sent, next []offer.State) {
 	for _, d := range sent {
 		prev[d.ID] = d
 	}
-	added, unoffered := 0, 0
+	added, unoffered, fenced := 0, 0, 0
 	ids := make([]string, len(next))
 	for i, d := range next {
 		ids[i] = d.ID
 		if !d.Offered() {
 			unoffered++
+		}
+		if d.Fenced != "" {
+			fenced++
 		}
 		p, ok := prev[d.ID]
 		delete(prev, d.ID)
@@ -91,6 +94,7 @@ func (a *Agent) logChanges(name string, sent, next []offer.State) {
 		a.log.Info("pool devices changed", "resource", name, "added", added, "removed", len(prev), "devices", len(next))
 	}
 	a.metrics.SetPool(name, len(next), unoffered)
+	a.metrics.SetPoolFenced(name, fenced)
 	a.metrics.SetPoolHolders(name, holderCounts(a.holders, ids))
 }
 

@@ -36,6 +36,7 @@ import (
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/hwnet-io/hwnet/api/vfpolicy"
+	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -96,6 +97,9 @@ type Options struct {
 	// RebindSettle bounds how long a VF's unbind or bind may take to
 	// show in sysfs; 0 means pcidriver.DefaultSettle.
 	RebindSettle time.Duration
+	// Metrics records each claim's prepare and unprepare; nil records
+	// nothing.
+	Metrics *metrics.Metrics
 }
 
 // Ledger is the device ledger's hand-out path (ledger.Book).

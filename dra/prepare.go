@@ -36,8 +36,24 @@ const cdiClass = "net"
 // device ledger before anything is written: a device it refuses (another
 // claim or a device plugin pod holds it, a fence withdraws it, who holds
 // it is unknown, it is unhealthy) fails the claim, naming the device and
-// why.
+// why. Each claim is measured (Options.Metrics), with its own result or,
+// when the call fails, the call's error.
 func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceapi.ResourceClaim) (map[types.UID]kubeletplugin.PrepareResult, error) {
+	clock := startClaimClock()
+	out, err := d.prepareClaims(ctx, claims, clock)
+	clock.stop()
+	for _, c := range claims {
+		cerr := err
+		if cerr == nil {
+			cerr = out[c.UID].Err
+		}
+		d.opts.Metrics.ObserveDRAPrepare(clock.took(c.UID), cerr)
+	}
+	return out, err
+}
+
+// prepareClaims prepares the claims, timing each one's work on clock.
+func (d *Driver) prepareClaims(ctx context.Context, claims []*resourceapi.ResourceClaim, clock *claimClock) (map[types.UID]kubeletplugin.PrepareResult, error) {
 	cp, err := d.store.load()
 	if err != nil {
 		return nil, err
@@ -46,6 +62,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 	out := make(map[types.UID]kubeletplugin.PrepareResult, len(claims))
 	var reserved []ledger.Holder
 	for _, c := range claims {
+		clock.switchTo(c.UID)
 		pc, ok := cp.Claims[c.UID]
 		if ok && pc.Unfinished {
 			// Left by a prepare that did not end (its agent died while
@@ -73,6 +90,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 		out[c.UID] = prepareResult(pc)
 		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", addresses(pc))
 	}
+	clock.switchTo("")
 	if err := d.store.save(cp); err != nil {
 		// No claim of this call is recorded: kubelet retries, or
 		// unprepares by UID, which finds none to give back.
@@ -259,7 +277,24 @@ func (d *Driver) specPath(uid types.UID) string {
 // prepared here, is already unprepared, or was being prepared when the
 // agent died, after its CDI spec was written and before the checkpoint was
 // saved: its spec is removed by its UID's name, and that is no error.
+// Each claim is measured (Options.Metrics), with its own result or, when
+// the call fails, the call's error.
 func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject) (map[types.UID]error, error) {
+	clock := startClaimClock()
+	out, err := d.unprepareClaims(ctx, claims, clock)
+	clock.stop()
+	for _, c := range claims {
+		cerr := err
+		if cerr == nil {
+			cerr = out[c.UID]
+		}
+		d.opts.Metrics.ObserveDRAUnprepare(clock.took(c.UID), cerr)
+	}
+	return out, err
+}
+
+// unprepareClaims unprepares the claims, timing each one's work on clock.
+func (d *Driver) unprepareClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject, clock *claimClock) (map[types.UID]error, error) {
 	cp, err := d.store.load()
 	if err != nil {
 		return nil, err
@@ -267,6 +302,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 	out := make(map[types.UID]error, len(claims))
 	var released []ledger.Holder
 	for _, c := range claims {
+		clock.switchTo(c.UID)
 		h := ledger.Holder{Kind: ledger.Claim, Namespace: c.Namespace, Name: c.Name, UID: string(c.UID)}
 		pc, ok := cp.Claims[c.UID]
 		if !ok {
@@ -280,6 +316,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 			d.log.Info("claim unprepared", "claim", c.String(), "devices", addresses(pc))
 		}
 	}
+	clock.switchTo("")
 	if err := d.store.save(cp); err != nil {
 		return nil, err
 	}

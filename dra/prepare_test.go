@@ -34,11 +34,22 @@ type preparer struct {
 
 func newPreparer(t testing.TB, n *testNode, dir string, admin ...dra.VFAdmin) *preparer {
 	t.Helper()
-	opts := dra.Options{NodeName: nodeName, PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"),
-		CDIDir: filepath.Join(dir, "cdi"), DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
+	opts := preparerOptions(n, dir)
 	if len(admin) > 0 {
 		opts.VFAdmin = admin[0]
 	}
+	return newPreparerWith(t, n, opts)
+}
+
+// preparerOptions are a preparer's options with its directories in dir.
+func preparerOptions(n *testNode, dir string) dra.Options {
+	return dra.Options{NodeName: nodeName, PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"),
+		CDIDir: filepath.Join(dir, "cdi"), DevinfoDir: filepath.Join(dir, "devinfo"), DevRoot: n.node.DevRoot(), SysfsRoot: n.node.SysRoot()}
+}
+
+// newPreparerWith is a preparer with opts and a device ledger of its own.
+func newPreparerWith(t testing.TB, n *testNode, opts dra.Options) *preparer {
+	t.Helper()
 	book := openLedger(t, ledger.Sources{Checkpoint: dra.CheckpointPath("", opts.PluginDir)}, n.node.SysRoot())
 	opts.Ledger = book
 	drv, err := dra.NewUnregistered(opts)

@@ -2,8 +2,8 @@
 // latency, attach failures, pool sizes, discovery and refresh durations,
 // kubelet PodResources and API server requests, connections its node
 // sockets refused, a pool configuration not kept for the next start,
-// declarative VF changes, and build information, on a registry of its own served
-// by Handler.
+// declarative VF changes, the DRA driver's prepare and unprepare latency,
+// and build information, on a registry of its own served by Handler.
 package metrics
 
 import (
@@ -33,6 +33,7 @@ type Metrics struct {
 	poolCapacity         *prometheus.GaugeVec
 	poolAllocatable      *prometheus.GaugeVec
 	poolUnhealthy        *prometheus.GaugeVec
+	poolFenced           *prometheus.GaugeVec
 	poolHeld             *prometheus.GaugeVec
 	discoveryDuration    prometheus.Histogram
 	refreshDuration      prometheus.Histogram
@@ -42,6 +43,7 @@ type Metrics struct {
 	lastGoodUnkept       prometheus.Gauge
 	vfLayout             vfLayoutMetrics
 	ledger               ledgerMetrics
+	dra                  draMetrics
 }
 
 // CNI requests take from a millisecond (DEL of nothing) to tens of
@@ -57,9 +59,13 @@ func New() *Metrics {
 			Buckets: cniBuckets}, []string{"command", "result"}),
 		attachFailures: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Subsystem: "cni",
 			Name: "attach_failures_total", Help: "Failed CNI ADDs by reason: the CNI error code's name."}, []string{"reason"}),
-		poolCapacity:    poolGauge("capacity", "Devices the pool lists to kubelet, healthy or not."),
-		poolAllocatable: poolGauge("allocatable", "Healthy devices of the pool, which kubelet may allocate."),
-		poolUnhealthy:   poolGauge("unhealthy", "Devices of the pool listed as unhealthy."),
+		poolCapacity: poolGauge("capacity",
+			"Devices the pool lists to kubelet (a device plugin) or publishes in the ResourceSlices (DRA), offered or not."),
+		poolAllocatable: poolGauge("allocatable", "Devices of the pool offered: kubelet may allocate them, or the scheduler give them to a claim."),
+		poolUnhealthy: poolGauge("unhealthy",
+			"Devices of the pool not offered: listed unhealthy to kubelet or tainted in the ResourceSlices (unhealthy, held outside the pool's front end, fenced, holders unknown)."),
+		poolFenced: poolGauge("fenced",
+			"Devices of the pool a fence withdraws (its PF's VF layout is changing, the pool is switching front end, a VF settings reset is pending); they count as unhealthy too."),
 		poolHeld: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "pool", Name: "held_devices",
 			Help: "Devices of the pool by what holds them (the device ledger): pod (a device plugin allocation), claim (a DRA claim), container (a CNI attachment alone), none."},
 			[]string{"resource", "holder"}),
@@ -78,16 +84,18 @@ func New() *Metrics {
 			Help: "1 when the pool configuration served could not be kept as the last good copy (--last-good-config) for the next start, else 0."}),
 		vfLayout: newVFLayoutMetrics(),
 		ledger:   newLedgerMetrics(),
+		dra:      newDRAMetrics(),
 	}
 	buildInfo := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
 		Help: "The running hwnet release; always 1."}, []string{"version", "revision", "goversion"})
 	v := version.Get()
 	buildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
-	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolHeld,
+	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolFenced, m.poolHeld,
 		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, buildInfo,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.vfLayout.collectors()...)
 	m.reg.MustRegister(m.ledger.collectors()...)
+	m.reg.MustRegister(m.dra.collectors()...)
 	return m
 }
 
@@ -169,6 +177,13 @@ func (m *Metrics) SetPool(resource string, listed, unhealthy int) {
 	m.poolUnhealthy.WithLabelValues(resource).Set(float64(unhealthy))
 }
 
+// SetPoolFenced records how many of the pool's devices a fence withdraws.
+func (m *Metrics) SetPoolFenced(resource string, fenced int) {
+	if m != nil {
+		m.poolFenced.WithLabelValues(resource).Set(float64(fenced))
+	}
+}
+
 // SetPoolHolders records how many of the pool's devices each kind of
 // holder holds, "none" for the free ones.
 func (m *Metrics) SetPoolHolders(resource string, byHolder map[string]int) {
@@ -185,7 +200,7 @@ func (m *Metrics) DeletePool(resource string) {
 	if m == nil {
 		return
 	}
-	for _, g := range []*prometheus.GaugeVec{m.poolCapacity, m.poolAllocatable, m.poolUnhealthy} {
+	for _, g := range []*prometheus.GaugeVec{m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolFenced} {
 		g.DeleteLabelValues(resource)
 	}
 	m.poolHeld.DeletePartialMatch(prometheus.Labels{"resource": resource})

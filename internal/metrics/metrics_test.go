@@ -29,13 +29,18 @@ func TestScrape(t *testing.T) {
 	m.ObserveCNI("ADD", time.Second, fmt.Errorf("pod x: %w", types.NewError(types.ErrTryAgainLater, "no device yet", "")))
 	m.ObserveCNI("DEL", time.Millisecond, errors.New("plain"))
 	m.SetPool("intel.com/sriov", 8, 3)
+	m.SetPoolFenced("intel.com/sriov", 2)
 	m.SetPool("intel.com/gone", 1, 0)
+	m.SetPoolFenced("intel.com/gone", 1)
 	m.DeletePool("intel.com/gone")
 	m.ObserveDiscovery(30 * time.Millisecond)
 	m.ObserveRefresh(time.Millisecond)
 	m.PodResourcesRequest(nil)
 	m.PodResourcesRequest(errors.New("kubelet down"))
 	m.RefusedConnection("cni")
+	m.ObserveDRAPrepare(3*time.Millisecond, nil)
+	m.ObserveDRAPrepare(12*time.Second, errors.New("rebind timed out"))
+	m.ObserveDRAUnprepare(time.Millisecond, nil)
 	code, body := scrape(t, m.Handler(false), "/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
@@ -48,6 +53,18 @@ func TestScrape(t *testing.T) {
 		`hwnet_pool_capacity_devices{resource="intel.com/sriov"} 8`,
 		`hwnet_pool_allocatable_devices{resource="intel.com/sriov"} 5`,
 		`hwnet_pool_unhealthy_devices{resource="intel.com/sriov"} 3`,
+		`hwnet_pool_fenced_devices{resource="intel.com/sriov"} 2`,
+		`hwnet_dra_prepare_duration_seconds_count{result="success"} 1`,
+		`hwnet_dra_prepare_duration_seconds_count{result="error"} 1`,
+		// The buckets tell a claim answered in a millisecond from one in
+		// half of it, and a prepare that waited 10 s for a rebind and more
+		// from one that waited 8 s.
+		`hwnet_dra_prepare_duration_seconds_bucket{result="error",le="8.192"} 0`,
+		`hwnet_dra_prepare_duration_seconds_bucket{result="error",le="16.384"} 1`,
+		`hwnet_dra_prepare_duration_seconds_bucket{result="success",le="0.004"} 1`,
+		`hwnet_dra_unprepare_duration_seconds_count{result="success"} 1`,
+		`hwnet_dra_unprepare_duration_seconds_bucket{result="success",le="0.0005"} 0`,
+		`hwnet_dra_unprepare_duration_seconds_bucket{result="success",le="0.001"} 1`,
 		`hwnet_discovery_duration_seconds_count 1`,
 		`hwnet_health_refresh_duration_seconds_count 1`,
 		`hwnet_podresources_requests_total{result="success"} 1`,
@@ -123,7 +140,10 @@ func TestNilRecordsNothing(t *testing.T) {
 	var m *Metrics
 	m.ObserveCNI("ADD", time.Second, errors.New("x"))
 	m.SetPool("a/b", 1, 1)
+	m.SetPoolFenced("a/b", 1)
 	m.DeletePool("a/b")
+	m.ObserveDRAPrepare(time.Second, nil)
+	m.ObserveDRAUnprepare(time.Second, errors.New("x"))
 	m.ObserveDiscovery(time.Second)
 	m.ObserveRefresh(time.Second)
 	m.PodResourcesRequest(nil)
