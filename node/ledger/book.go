@@ -132,7 +132,7 @@ func (b *Book) Refresh(ctx context.Context) *Ledger {
 	b.readLocked(ctx, true)
 	l, changed := b.publishLocked()
 	b.mu.Unlock()
-	b.changed(l, changed)
+	b.changed(changed)
 	return l
 }
 
@@ -151,17 +151,22 @@ func (b *Book) sourcedNow() *Ledger {
 }
 
 // Apply takes a read of the sources made by another reader (Watch's),
-// unless the Book has a newer one.
-func (b *Book) Apply(l *Ledger) {
+// which reads outside the Book's lock. One that began before the Book's
+// last read ended may have seen a file before that read did (a checkpoint
+// not yet torn, a record not yet written) and must not undo it: of such a
+// read the Book keeps only a newer answer of kubelet, and reads the other
+// sources again.
+func (b *Book) Apply(ctx context.Context, l *Ledger) {
 	b.mu.Lock()
-	if l.Older(b.sourced) {
-		b.mu.Unlock()
-		return
+	if b.sourced != nil && l.taken.Before(b.sourced.done) {
+		b.reader.follow(l)
+		b.readLocked(ctx, false)
+	} else {
+		b.applyLocked(l)
 	}
-	b.applyLocked(l)
-	snap, changed := b.publishLocked()
+	_, changed := b.publishLocked()
 	b.mu.Unlock()
-	b.changed(snap, changed)
+	b.changed(changed)
 }
 
 // applyLocked makes l the sources' view and drops the pending
@@ -199,7 +204,7 @@ func (b *Book) publishLocked() (*Ledger, bool) {
 			byDevice[h.device] = hs
 		}
 	}
-	l := &Ledger{byDevice: byDevice, Unknown: b.sourced.Unknown, ReadAt: b.sourced.ReadAt, taken: b.sourced.taken}
+	l := &Ledger{byDevice: byDevice, Unknown: b.sourced.Unknown, ReadAt: b.sourced.ReadAt, taken: b.sourced.taken, done: b.sourced.done}
 	l.fences = slices.SortedFunc(maps.Values(b.fences), func(a, c Fence) int { return strings.Compare(a.Key, c.Key) })
 	l.fences = append(l.fences, b.sourced.resets...)
 	l.resets = b.sourced.resets
@@ -210,21 +215,24 @@ func (b *Book) publishLocked() (*Ledger, bool) {
 // unlockAndPublish makes the snapshot anew, releases the lock, reports
 // the change and counts err, a refusal, if any; it returns err.
 func (b *Book) unlockAndPublish(err error) error {
-	l, changed := b.publishLocked()
+	_, changed := b.publishLocked()
 	b.mu.Unlock()
-	b.changed(l, changed)
+	b.changed(changed)
 	if err != nil {
 		b.o.Metrics.LedgerRefused(conflictReason(err))
 	}
 	return err
 }
 
-// changed reports a new snapshot, l, to the metrics and, when it says
-// something else than the last one, to Changed.
-func (b *Book) changed(l *Ledger, changed bool) {
+// changed reports a publish that changed the snapshot to the metrics and
+// to Changed. It runs outside the lock, so another publish may have come
+// in between: the metrics take the newest snapshot, not the one this
+// publish made, or a late report would leave an older one's.
+func (b *Book) changed(changed bool) {
 	if !changed {
 		return
 	}
+	l := b.snap.Load()
 	b.o.Metrics.SetLedgerUnknown(len(l.Unknown))
 	b.o.Metrics.SetLedgerFences(len(l.fences))
 	select {

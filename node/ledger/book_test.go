@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +16,7 @@ import (
 	attachmentapi "github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
@@ -363,17 +365,102 @@ func TestWatchReadUnderWayKeepsTheNewerAnswer(t *testing.T) {
 	now = now.Add(time.Millisecond)
 	b.Refresh(ctx) // ...the Book asks kubelet, which reports the pod...
 	now = now.Add(time.Millisecond)
-	b.Apply(watch.Poll(ctx, false)) // ...and Watch's read lands after.
+	b.Apply(ctx, watch.Poll(ctx, false)) // ...and Watch's read lands after.
 	if hs := b.Snapshot().Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
 		t.Errorf("holders of %s after Watch's read: %+v, want pod ns/cnf", vfA0, hs)
 	}
 	// Watch's next poll follows the answer the Book kept.
 	ledger.FollowBook(watch, b)
 	now = now.Add(time.Millisecond)
-	b.Apply(watch.Poll(ctx, false))
+	b.Apply(ctx, watch.Poll(ctx, false))
 	if hs := b.Snapshot().Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
 		t.Errorf("holders of %s after Watch's next read: %+v, want pod ns/cnf", vfA0, hs)
 	}
+}
+
+// TestWatchReadBegunBeforeTheBooksEndedKeepsWhatItSaw: Watch's reader
+// reads outside the Book's lock, so one of its reads can begin after one
+// of the Book's, read a checkpoint before the Book's read does, and land
+// after it. It must not undo what the Book saw: another driver's
+// checkpoint torn in between stays unknown, and nothing is handed out.
+func TestWatchReadBegunBeforeTheBooksEndedKeepsWhatItSaw(t *testing.T) {
+	_, src := newSources(t)
+	src.PluginsDir = t.TempDir()
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	ctx := context.Background()
+	begun := time.Now()
+	watch := ledger.WatchReader(b)
+	defer watch.Close()
+	// Watch's read begins 1 ms into the Book's (which the clocks below
+	// make last 2 ms) and finds every checkpoint whole...
+	ledger.SetClock(watch, func() time.Time { return begun.Add(time.Millisecond) })
+	ledger.FollowBook(watch, b)
+	early := watch.Poll(ctx, true)
+	if !early.Complete() {
+		t.Fatalf("Watch's read before the tear: unknown %v", early.Unknown)
+	}
+	// ...the other driver's checkpoint is torn...
+	dir := filepath.Join(src.PluginsDir, "old.hwnet.io")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "checkpoint.json"), []byte(`{"format": "`+checkpoint.Marker+`", "version": 3, "claims": {`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// ...the Book's read, begun first, sees it torn...
+	reads := 0
+	ledger.SetBookClock(b, func() time.Time {
+		reads++
+		return begun.Add(time.Duration(min(reads-1, 1)) * 2 * time.Millisecond)
+	})
+	if l := b.Refresh(ctx); l.Complete() {
+		t.Fatal("the Book's read did not see the torn checkpoint")
+	}
+	// ...and Watch's read lands last.
+	b.Apply(ctx, early)
+	if b.Snapshot().Complete() {
+		t.Error("Watch's earlier look at the checkpoints undid the Book's: the torn one is no longer unknown")
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: sandbox1}); err == nil {
+		t.Errorf("%s handed out while another driver's checkpoint is torn", vfA0)
+	}
+}
+
+// TestMetricsKeepTheNewestSnapshot: a publish reports to the metrics
+// after the Book's lock is released, so a report can come after a newer
+// publish's; the metrics must still say what the newest snapshot says.
+func TestMetricsKeepTheNewestSnapshot(t *testing.T) {
+	_, src := newSources(t)
+	src.PluginsDir = t.TempDir()
+	m := metrics.New()
+	b := openBook(t, ledger.BookOptions{Sources: src, Metrics: m})
+	ctx := context.Background()
+	dir := filepath.Join(src.PluginsDir, "old.hwnet.io")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "checkpoint.json"), []byte(`{"format": "`+checkpoint.Marker+`", "version": 3`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if b.Refresh(ctx).Complete() {
+		t.Fatal("the torn checkpoint not seen")
+	}
+	ledger.ReportChanged(b) // the report of the first publish, of the whole checkpoints, comes last
+	rec := httptest.NewRecorder()
+	m.Handler(false).ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if !strings.Contains(rec.Body.String(), "\nhwnet_ledger_unknown_sources 1\n") {
+		t.Errorf("hwnet_ledger_unknown_sources is not 1 with a checkpoint torn:\n%s", grepLines(rec.Body.String(), "hwnet_ledger_unknown_sources"))
+	}
+}
+
+func grepLines(text, prefix string) string {
+	var out []string
+	for line := range strings.SplitSeq(text, "\n") {
+		if strings.HasPrefix(line, prefix) {
+			out = append(out, line)
+		}
+	}
+	return strings.Join(out, "\n")
 }
 
 // TestNotJudgedRefused: until the agent has judged the devices' health

@@ -66,7 +66,7 @@ func (l *Ledger) withNewerKubelet(o *Ledger) *Ledger {
 		return l
 	}
 	n := compose(o.kubelet, l.rest)
-	n.ReadAt, n.taken = l.ReadAt, l.taken
+	n.ReadAt, n.taken, n.done = l.ReadAt, l.taken, l.done
 	n.kube = o.kube
 	return n
 }

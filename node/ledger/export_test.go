@@ -24,9 +24,13 @@ func WatchReader(b *Book) *Reader { return b.newWatchReader() }
 func PollWatch(ctx context.Context, b *Book, r *Reader, urgent bool) *Ledger {
 	r.follow(b.sourcedNow())
 	l := r.Poll(ctx, urgent)
-	b.Apply(l)
+	b.Apply(ctx, l)
 	return l
 }
 
 // FollowBook has r follow b's newest read, as Watch does before a poll.
 func FollowBook(r *Reader, b *Book) { r.follow(b.sourcedNow()) }
+
+// ReportChanged is the report of a publish that changed b's snapshot,
+// made as late as one can come: after a newer publish's.
+func ReportChanged(b *Book) { b.changed(true) }

@@ -97,8 +97,9 @@ type Ledger struct {
 	// ReadAt is when the sources were read, the oldest answer's time: a
 	// hold that began later may not be in the ledger.
 	ReadAt time.Time
-	// taken is when the read began.
-	taken time.Time
+	// taken is when the read began, done when it ended: a read that began
+	// before another ended may have seen a file before that one did.
+	taken, done time.Time
 	// kube is the read's knowledge of kubelet, kept whole so that another
 	// read (withNewerKubelet) or reader (Reader.follow) takes all of it.
 	kube kubeletRead
@@ -112,10 +113,6 @@ type Ledger struct {
 	kubelet, rest sourcePart
 }
 
-// Older reports whether l was read before o began to be read: l is no
-// news to whoever has o.
-func (l *Ledger) Older(o *Ledger) bool { return o != nil && l.taken.Before(o.taken) }
-
 // New makes a ledger, read now, of the holders by device ID (a PCI
 // address), each device's holders in a stable order.
 func New(byDevice map[string][]Holder, unknown []string) *Ledger {
@@ -125,7 +122,7 @@ func New(byDevice map[string][]Holder, unknown []string) *Ledger {
 	now := time.Now()
 	// Holders no reader of kubelet gave are the other sources'.
 	rest := sourcePart{answers: []map[string][]Holder{byDevice}, unknown: unknown}
-	return &Ledger{byDevice: byDevice, Unknown: unknown, ReadAt: now, taken: now, rest: rest}
+	return &Ledger{byDevice: byDevice, Unknown: unknown, ReadAt: now, taken: now, done: now, rest: rest}
 }
 
 func compareHolders(a, b Holder) int {

@@ -198,7 +198,7 @@ func (r *Reader) read(ctx context.Context, askKubelet bool) *Ledger {
 		}
 	}
 	l := compose(kubelet, rest)
-	l.ReadAt, l.taken = readAt, taken
+	l.ReadAt, l.taken, l.done = readAt, taken, r.now()
 	l.kube = kubeletRead{ask: r.podsAsk, askedAt: r.podsAt, err: r.podsErr, answer: r.last[podsSource],
 		at: r.answeredAt, starting: r.answeredStarting}
 	return l

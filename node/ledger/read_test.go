@@ -136,7 +136,7 @@ func TestWatchNudged(t *testing.T) {
 	nudge := make(chan struct{}, 1)
 	seen := make(chan *ledger.Ledger, 16)
 	go r.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge},
-		func(l *ledger.Ledger) { seen <- l })
+		func(_ context.Context, l *ledger.Ledger) { seen <- l })
 	if l := <-seen; len(l.Devices()) != 0 {
 		t.Fatalf("first ledger holds %v, want nothing", l.Devices())
 	}
@@ -170,7 +170,7 @@ func TestWatchNudgeBurst(t *testing.T) {
 	var polls atomic.Int32
 	seen := make(chan *ledger.Ledger, 1)
 	go r.Watch(ctx, ledger.WatchOptions{Interval: time.Hour, Urgent: func() bool { return false }, Nudge: nudge},
-		func(l *ledger.Ledger) {
+		func(_ context.Context, l *ledger.Ledger) {
 			polls.Add(1)
 			select {
 			case <-seen:

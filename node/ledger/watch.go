@@ -110,7 +110,7 @@ type WatchOptions struct {
 // Watch polls the ledger, as o says, until ctx ends, and calls apply
 // with every poll's ledger, the first included. The reader is closed when
 // Watch returns.
-func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(*Ledger)) {
+func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.Context, *Ledger)) {
 	defer r.Close()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
@@ -127,7 +127,7 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(*Ledger))
 		if ctx.Err() != nil {
 			return
 		}
-		apply(l)
+		apply(ctx, l)
 		last = time.Now()
 		// Asked after the poll: the poll may have found a source gone,
 		// which only polling often finds back.
