@@ -96,10 +96,11 @@ type poolRun struct {
 	res     pools.Resource
 	plugin  *deviceplugin.Plugin
 	devices offer.Pool
-	// sent is the list last given to the plugin.
-	sent []offer.State
-	stop context.CancelFunc
-	done chan struct{}
+	// next is the list judge worked out, which publish gives the plugin;
+	// sent the list last given.
+	next, sent []offer.State
+	stop       context.CancelFunc
+	done       chan struct{}
 }
 
 // New opens the hardware database and reads the configuration. An
@@ -351,12 +352,15 @@ func (a *Agent) rematchWith(ctx context.Context, res *pools.Result, fresh bool) 
 		}
 	}
 	v := a.healthView()
-	a.publishDRA(ctx, v)
-	created := a.publishPools(res, fresh, pooled, v)
+	created := a.rematchPools(res, fresh, pooled)
+	// Every plugin, a new one before it serves, lists devices the ledger
+	// has judged: an Allocate refused as not judged yet would fail the pod.
+	a.judge(v)
+	a.publishDRA(ctx)
+	for _, run := range a.pools {
+		a.publish(run)
+	}
 	a.storePlugins()
-	// A new plugin serves once the ledger has its devices' verdicts: an
-	// Allocate it refused as not judged yet would fail the pod.
-	a.judge()
 	for _, run := range created {
 		a.runPool(ctx, run)
 	}
@@ -364,9 +368,9 @@ func (a *Agent) rematchWith(ctx context.Context, res *pools.Result, fresh bool) 
 	a.updateVFLayouts()
 }
 
-// publishPools gives each device plugin pool of res its devices, judged
-// by v, and returns the pools it made, which do not serve yet.
-func (a *Agent) publishPools(res *pools.Result, fresh bool, pooled map[string]bool, v devhealth.View) []*poolRun {
+// rematchPools gives each device plugin pool of res its devices, and
+// returns the pools it made, which do not serve yet.
+func (a *Agent) rematchPools(res *pools.Result, fresh bool, pooled map[string]bool) []*poolRun {
 	var created []*poolRun
 	for i := range res.Pools {
 		p := &res.Pools[i]
@@ -378,7 +382,6 @@ func (a *Agent) publishPools(res *pools.Result, fresh bool, pooled map[string]bo
 			run.devices = offer.Pool{}
 		}
 		run.devices = run.devices.Rematch(p.Devices, a.inv, pooled)
-		a.publish(run, v)
 		if isNew {
 			created = append(created, run)
 		}
@@ -483,11 +486,11 @@ func (a *Agent) applyLinks(e linkEvent, more <-chan linkEvent) {
 // what changed.
 func (a *Agent) refresh() {
 	v := a.healthView()
+	a.judge(v)
 	for _, run := range a.pools {
-		a.publish(run, v)
+		a.publish(run)
 	}
-	a.publishDRA(context.Background(), v)
-	a.judge()
+	a.publishDRA(context.Background())
 	a.setAwaitingRelease(a.awaitsRelease(v))
 }
 

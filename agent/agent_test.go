@@ -16,6 +16,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
@@ -366,6 +367,33 @@ func TestAgentLinkHealth(t *testing.T) {
 	}
 	if d, ok := f.kubelet.Resource(netdevice).Device("0000:3e:01.3"); !ok || d.Health != pluginapi.Healthy {
 		t.Errorf("an administratively down VF is no longer listed healthy (listed: %t)", ok)
+	}
+}
+
+// TestAgentUnhealthyListedIsRefused: once kubelet lists a VF unhealthy,
+// an Allocate of it is refused: the ledger learns a device's health before
+// any front end lists it, not after every front end was told (the DRA
+// driver's ResourceSlices, written through the API server, are told after
+// the device plugin).
+func TestAgentUnhealthyListedIsRefused(t *testing.T) {
+	api := kubeapi.Start(t)
+	f := newFixture(t, virtualnode.DefaultSpec(), draConfig)
+	f.withDRA(t, api, "unhealthy-node")
+	f.start(t)
+	f.wait(t, netdevice, "registration", counts(12, 12))
+	ctx := context.Background()
+	for round := range 20 {
+		if err := f.node.SetLinkUp(ctx, "enp59s0f0", false); err != nil {
+			t.Fatal(err)
+		}
+		f.wait(t, netdevice, "PF down", health("0000:3b:01.0", pluginapi.Unhealthy))
+		if _, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.0"); err == nil {
+			t.Fatalf("round %d: a VF kubelet lists unhealthy (its PF's link down) was allocated", round)
+		}
+		if err := f.node.SetLinkUp(ctx, "enp59s0f0", true); err != nil {
+			t.Fatal(err)
+		}
+		f.wait(t, netdevice, "PF up", counts(12, 12))
 	}
 }
 

@@ -12,7 +12,6 @@ import (
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
-	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
@@ -43,8 +42,9 @@ type DRAOptions struct {
 type draPool struct {
 	res     pools.Resource
 	devices offer.Pool
-	// sent is the list last published.
-	sent []offer.State
+	// next is the list judge worked out, which publishDRA publishes;
+	// sent the list last published.
+	next, sent []offer.State
 }
 
 // startDRA registers the DRA driver with kubelet, when it is enabled;
@@ -125,7 +125,7 @@ func (a *Agent) dropDRA(wanted map[string]bool) {
 
 // publishDRA publishes the DRA pools' devices when a rematch changed them
 // or a device's health changed since the last publication.
-func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
+func (a *Agent) publishDRA(ctx context.Context) {
 	if a.dra == nil {
 		return
 	}
@@ -140,11 +140,10 @@ func (a *Agent) publishDRA(ctx context.Context, v devhealth.View) {
 	ps := make([]dra.Pool, len(runs))
 	changed := a.draDirty
 	for i, run := range runs {
-		next := run.devices.States(v, a.holders, frontEnd(run.res.FullName(), true))
-		a.logChanges(run.res.FullName(), run.sent, next)
-		changed = changed || !sameHealth(run.sent, next)
-		run.sent = next
-		ps[i] = dra.Pool{Resource: run.res, Devices: draDevices(next, a.opts.DRA.EvictDeadPF)}
+		a.logChanges(run.res.FullName(), run.sent, run.next)
+		changed = changed || !sameHealth(run.sent, run.next)
+		run.sent = run.next
+		ps[i] = dra.Pool{Resource: run.res, Devices: draDevices(run.next, a.opts.DRA.EvictDeadPF)}
 	}
 	if !changed {
 		return

@@ -148,15 +148,18 @@ func (a *Agent) fenceMoving(ctx context.Context, res *pools.Result) func() {
 	}
 }
 
-// judge tells the ledger why each unhealthy device of every pool is, as
-// the front ends were last told: a hand-out of one is refused.
-func (a *Agent) judge() {
+// judge works out every pool's list by v and tells the ledger why each
+// unhealthy device is, before any front end is told: a hand-out between
+// the two would give out a device kubelet already lists unhealthy.
+func (a *Agent) judge(v devhealth.View) {
 	var lists [][]offer.State
-	for _, run := range a.pools {
-		lists = append(lists, run.sent)
+	for name, run := range a.pools {
+		run.next = run.devices.States(v, a.holders, frontEnd(name, false))
+		lists = append(lists, run.next)
 	}
-	for _, run := range a.draPools {
-		lists = append(lists, run.sent)
+	for name, run := range a.draPools {
+		run.next = run.devices.States(v, a.holders, frontEnd(name, true))
+		lists = append(lists, run.next)
 	}
 	a.book.Judge(offer.Verdicts(lists...))
 }

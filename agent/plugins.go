@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/deviceplugin"
-	"github.com/hwnet-io/hwnet/node/devhealth"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
@@ -55,11 +54,10 @@ func (a *Agent) kubeletStarted() {
 }
 
 // publish sends the pool's current list, judged by v, to its plugin.
-func (a *Agent) publish(run *poolRun, v devhealth.View) {
-	next := run.devices.States(v, a.holders, frontEnd(run.res.FullName(), false))
-	a.logChanges(run.res.FullName(), run.sent, next)
-	run.plugin.SetDevices(next)
-	run.sent = next
+func (a *Agent) publish(run *poolRun) {
+	a.logChanges(run.res.FullName(), run.sent, run.next)
+	run.plugin.SetDevices(run.next)
+	run.sent = run.next
 }
 
 // logChanges logs each device of a pool whose health or foreign holder
