@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 
@@ -16,7 +17,7 @@ import (
 // for; they stop with ctx.
 func (a *Agent) serveObservability(ctx context.Context, wg *sync.WaitGroup) error {
 	if a.opts.ProbeAddr != "" {
-		if err := probe.Serve(ctx, wg, a.log, "probes", a.opts.ProbeAddr, probe.Handler(a.notReady)); err != nil {
+		if err := probe.Serve(ctx, wg, a.log, "probes", a.opts.ProbeAddr, probe.Handler(a.notReady, a.readyNotes)); err != nil {
 			return err
 		}
 	}
@@ -61,6 +62,23 @@ func (a *Agent) notReady(ctx context.Context) error {
 		return nil
 	}
 	return daemon.Answers(ctx, a.opts.CNI.WithDefaults().SocketPath)
+}
+
+// readyNotes are what /readyz says beside ok: the device plugin pools
+// with no device, which hwnetctl doctor explains on the node.
+func (a *Agent) readyNotes() []string {
+	plugins := a.plugins.Load()
+	if plugins == nil {
+		return nil
+	}
+	var out []string
+	for _, p := range *plugins {
+		if p.Listed() == 0 {
+			out = append(out, "pool "+p.ResourceName()+" has no device: hwnetctl doctor --config FILE on this node says what keeps it empty")
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // storePlugins publishes the serving plugins to the readiness probe.

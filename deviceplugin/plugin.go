@@ -226,6 +226,9 @@ func (s *snapshot) device(id string) (*offer.State, bool) {
 	return &s.devices[i], true
 }
 
+// Listed is how many devices SetDevices last gave.
+func (p *Plugin) Listed() int { return len(p.current.Load().devices) }
+
 // Devices returns the devices SetDevices last gave, sorted by ID.
 func (p *Plugin) Devices() []offer.State {
 	return slices.Clone(p.current.Load().devices)

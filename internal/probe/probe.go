@@ -41,9 +41,10 @@ func Serve(ctx context.Context, wg *sync.WaitGroup, log *slog.Logger, what, addr
 }
 
 // Handler serves /healthz, which answers while the process serves HTTP,
-// and /readyz, which answers ok when notReady returns nil and otherwise
-// says why the process is not ready yet.
-func Handler(notReady func(context.Context) error) http.Handler {
+// and /readyz, which answers ok when notReady returns nil, followed by
+// notes (a line each: what a ready process still wants looked at), and
+// otherwise says why the process is not ready yet.
+func Handler(notReady func(context.Context) error, notes func() []string) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", OK)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
@@ -52,6 +53,9 @@ func Handler(notReady func(context.Context) error) http.Handler {
 			return
 		}
 		fmt.Fprintln(w, "ok")
+		for _, n := range notes() {
+			fmt.Fprintln(w, "note: "+n)
+		}
 	})
 	return mux
 }

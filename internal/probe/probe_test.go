@@ -13,7 +13,7 @@ import (
 )
 
 // TestHandler: /healthz answers while the process serves, /readyz says
-// why it is not ready, and nothing else is served.
+// why it is not ready, or ok and its notes, and nothing else is served.
 func TestHandler(t *testing.T) {
 	notReady := errors.New("pools not registered")
 	for _, tt := range []struct {
@@ -23,13 +23,13 @@ func TestHandler(t *testing.T) {
 		body               string
 	}{
 		{"healthz", "GET", "/healthz", notReady, http.StatusOK, "ok"},
-		{"ready", "GET", "/readyz", nil, http.StatusOK, "ok"},
-		{"not ready", "GET", "/readyz", notReady, http.StatusServiceUnavailable, "not ready: pools not registered"},
+		{"ready", "GET", "/readyz", nil, http.StatusOK, "ok\nnote: pool intel.com/empty has no device\n"},
+		{"not ready", "GET", "/readyz", notReady, http.StatusServiceUnavailable, "not ready: pools not registered\n"},
 		{"other path", "GET", "/metrics", nil, http.StatusNotFound, ""},
 		{"other method", "POST", "/readyz", nil, http.StatusMethodNotAllowed, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := Handler(func(context.Context) error { return tt.err })
+			h := Handler(func(context.Context) error { return tt.err }, func() []string { return []string{"pool intel.com/empty has no device"} })
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
 			if rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.body) {
