@@ -6,6 +6,9 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // cniDir returns a CNI configuration directory holding files, each with a
@@ -84,5 +87,32 @@ func TestDoctor(t *testing.T) {
 				t.Errorf("-o json: %+v, want %d findings, %s first", report.Findings, tt.findings, tt.worstJSON)
 			}
 		})
+	}
+}
+
+// TestDoctorNamesBoth: on a virtual node with a PF whose firmware has
+// SR-IOV off, and a pool whose driver is not loaded, doctor names both,
+// each with its fix.
+func TestDoctorNamesBoth(t *testing.T) {
+	spec := &virtualnode.Spec{Name: "doctor-both", PFs: []virtualnode.PFSpec{
+		{Model: "E810-C", VFs: 4, Names: []string{"ens1f0"}},
+		{Model: "E810-C", SRIOVOff: true, Names: []string{"ens2f0"}},
+	}}
+	node := vnodetest.BuildForTest(t, spec, vnodetest.OpenDB(t), false)
+	config := writeConfig(t, "pools.yaml", `resourceList: [{resourceName: dpdk, selectors: {drivers: [vfio-pci]}}]`)
+	code, out, errOut := run(t, "doctor", "--sysfs", node.SysRoot(), "--dev", node.DevRoot(), "--config", config,
+		"--kubelet-config", "", "--pod-resources-socket", "", "--cni-conf-dir", "")
+	if code != 4 {
+		t.Fatalf("exit %d, want 4 (errors)\n%s%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"pool intel.com/dpdk  needs the vfio-pci driver, which is not loaded",
+		"fix: modprobe vfio_pci",
+		"PF 0000:3e:00.0 (ens2f0)  SR-IOV is disabled in the NIC's firmware (sriov_totalvfs is 0)",
+		"fix: enable SR-IOV in the NIC's firmware",
+	} {
+		if !strings.Contains(strings.Join(strings.Fields(out), " "), strings.Join(strings.Fields(want), " ")) {
+			t.Errorf("doctor does not say %q:\n%s", want, out)
+		}
 	}
 }
