@@ -27,15 +27,17 @@ const (
 
 // hwnet's attributes, in the driver's domain (unqualified in a slice).
 const (
-	AttrVendor      resourceapi.QualifiedName = "vendor"
-	AttrDevice      resourceapi.QualifiedName = "device"
-	AttrModel       resourceapi.QualifiedName = "model"
-	AttrPFName      resourceapi.QualifiedName = "pfName"
-	AttrPFAddress   resourceapi.QualifiedName = "pfPCIAddress"
-	AttrVFIndex     resourceapi.QualifiedName = "vfIndex"
-	AttrDriver      resourceapi.QualifiedName = "driver"
-	AttrLinkType    resourceapi.QualifiedName = "linkType"
-	AttrRDMA        resourceapi.QualifiedName = "rdma"
+	AttrVendor    resourceapi.QualifiedName = "vendor"
+	AttrDevice    resourceapi.QualifiedName = "device"
+	AttrModel     resourceapi.QualifiedName = "model"
+	AttrPFName    resourceapi.QualifiedName = "pfName"
+	AttrPFAddress resourceapi.QualifiedName = "pfPCIAddress"
+	AttrVFIndex   resourceapi.QualifiedName = "vfIndex"
+	AttrDriver    resourceapi.QualifiedName = "driver"
+	AttrLinkType  resourceapi.QualifiedName = "linkType"
+	AttrRDMA      resourceapi.QualifiedName = "rdma"
+	// AttrPKey is an InfiniBand function's default partition key, "0x8001".
+	AttrPKey        resourceapi.QualifiedName = "pKey"
 	AttrESwitchMode resourceapi.QualifiedName = "eswitchMode"
 	AttrTags        resourceapi.QualifiedName = "tags"
 	// AttrClaimDrivers lists, comma-separated, the drivers a claim may
@@ -167,6 +169,9 @@ func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[r
 		a[AttrVFIndex] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(d.VFIndex))}
 	}
 	a[AttrRDMA] = resourceapi.DeviceAttribute{BoolValue: ptr.To(fn.RDMA != nil)}
+	if fn.RDMA != nil {
+		str(AttrPKey, fn.RDMA.PKey)
+	}
 	if len(fn.Ports) > 0 && fn.Netdev != nil {
 		str(AttrNetdev, fn.Netdev.Name)
 		a[AttrPort] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(fn.Netdev.Port))}

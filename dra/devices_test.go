@@ -122,7 +122,7 @@ func TestDevices(t *testing.T) {
 			"resource.kubernetes.io/numaNode": num(0),
 			"vendor":                          str("15b3"), "device": str("101c"), "model": str("ConnectX-6"), "pfName": str("ibp65s0f0"),
 			"pfPCIAddress": str("0000:41:00.0"), "vfIndex": num(1), "driver": str("mlx5_core"), "linkType": str("infiniband"),
-			"rdma": flag(true), "eswitchMode": str("legacy"), "pool": str("nvidia.com/ib"),
+			"rdma": flag(true), "pKey": str("0xffff"), "eswitchMode": str("legacy"), "pool": str("nvidia.com/ib"),
 			"k8s.cni.cncf.io/resourceName": str("nvidia.com/ib"), "k8s.cni.cncf.io/deviceID": str("0000:41:01.1"),
 		}},
 	}

@@ -149,12 +149,16 @@ type Netdev struct {
 // CharDevices are the device nodes (under DevRoot) a pod needs to use it:
 // /dev/infiniband/uverbsN, umadN, issmN and rdma_cm.
 type RDMA struct {
-	Device      string        `json:"device"`
-	NodeGUID    string        `json:"nodeGUID,omitempty"`
-	PortGUID    string        `json:"portGUID,omitempty"`
-	LinkLayer   hwdb.LinkType `json:"linkLayer,omitempty"`
-	PortState   string        `json:"portState,omitempty"`
-	CharDevices []string      `json:"charDevices,omitempty"`
+	Device    string        `json:"device"`
+	NodeGUID  string        `json:"nodeGUID,omitempty"`
+	PortGUID  string        `json:"portGUID,omitempty"`
+	LinkLayer hwdb.LinkType `json:"linkLayer,omitempty"`
+	// PKey is an InfiniBand port's default partition key, the first entry
+	// of its P_Key table (ports/1/pkeys/0), as 0x and four hex digits: what
+	// sriovdp's pKeys selector matches. Empty on RoCE.
+	PKey        string   `json:"pKey,omitempty"`
+	PortState   string   `json:"portState,omitempty"`
+	CharDevices []string `json:"charDevices,omitempty"`
 }
 
 // VDPADevice is a vDPA device whose parent is the function.

@@ -214,6 +214,13 @@ func (s *functionScanner) readRDMA(sc *scanned, entries deviceEntries) {
 	if v, err := s.r.read(path.Join(port, "link_layer")); err == nil {
 		rd.LinkLayer = parseLinkLayer(v)
 	}
+	if rd.LinkLayer == hwdb.InfiniBand {
+		if v, err := s.r.read(path.Join(port, "pkeys", "0")); err == nil {
+			if rd.PKey, err = hwdb.ParsePKey(v); err != nil {
+				sc.problem(fmt.Errorf("rdma %s: pkeys/0: %w", name, err))
+			}
+		}
+	}
 	if v, err := s.r.read(path.Join(port, "state")); err == nil {
 		rd.PortState = v
 	}

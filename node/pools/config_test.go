@@ -309,7 +309,7 @@ func selectorEqual(a, b pools.Selector) bool {
 func TestParseUnevaluable(t *testing.T) {
 	cfg := mustParse(t, `{"resourceList": [
 		{"resourceName": "a", "selectors": [{"vendors": ["8086"]}, {"ddpProfiles": ["GTP"]}]},
-		{"resourceName": "b", "selectors": {"linkTypes": ["infiniband"], "pKeys": ["0x7fff"]}},
+		{"resourceName": "b", "selectors": {"linkTypes": ["infiniband"], "acpiIndexes": ["7"]}},
 		{"resourceName": "c", "deviceType": "accelerator", "selectors": {"acpiIndexes": ["101"]}},
 		{"resourceName": "d", "deviceType": "auxNetDevice", "selectors": {"auxTypes": ["sf"], "pfNames": ["p0#1-5"]}},
 		{"resourceName": "e", "mode": "dra", "cdi": true, "selectors": {"drivers": ["vfio-pci"]}},
@@ -317,7 +317,7 @@ func TestParseUnevaluable(t *testing.T) {
 	]}`)
 	want := []string{
 		`resourceList[0] "a": selectors[1].ddpProfiles: hwnet does not read DDP profiles; this selector object matches no device`,
-		`resourceList[1] "b": selectors.pKeys: hwnet does not read InfiniBand partition keys; this selector object matches no device`,
+		`resourceList[1] "b": selectors.acpiIndexes: hwnet does not read ACPI indexes; this selector object matches no device`,
 		`resourceList[2] "c": selectors.acpiIndexes: hwnet does not read ACPI indexes; this selector object matches no device`,
 		`resourceList[3] "d": deviceType: hwnet does not discover auxiliary (SF) devices, so this pool stays empty`,
 		`resourceList[4] "e": cdi: a DRA pool always hands its devices out through CDI; the key only changes a device plugin pool`,

@@ -385,6 +385,7 @@ func (s *Selector) matches(cand *candidate) bool {
 		(len(s.Models) == 0 || containsFold(s.Models, fn.Model)) &&
 		(len(s.Tags) == 0 || slices.ContainsFunc(s.Tags, func(t string) bool { return slices.Contains(cand.tags, t) })) &&
 		(!s.IsRDMA || fn.RDMA != nil) &&
+		(len(s.PKeys) == 0 || fn.RDMA != nil && slices.Contains(s.PKeys, fn.RDMA.PKey)) &&
 		(s.VDPAType == "" || hasVDPA(fn, vdpaDriver(s.VDPAType)))
 }
 

@@ -363,3 +363,45 @@ resourceList:
 		})
 	}
 }
+
+// TestMatchPKeys: pKeys selects the InfiniBand functions whose port's
+// default partition key (P_Key table entry 0) is listed, written in any
+// case, with or without 0x; the full-membership bit counts, and RoCE
+// functions have none.
+func TestMatchPKeys(t *testing.T) {
+	db := vnodetest.OpenDB(t)
+	inv := discoverNode(t, db, &virtualnode.Spec{Name: "pkeys", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-6", LinkType: "infiniband", VFs: 3, VFPKey: "0x8001"},
+		{Model: "ConnectX-6", LinkType: "infiniband", VFs: 2},
+		{Model: "ConnectX-6", LinkType: "ethernet", VFs: 2},
+	}}, nil)
+	var tenant, fabric []string
+	for _, pf := range inv.PFs {
+		if pf.RDMA == nil || (pf.LinkType == "infiniband") != (pf.RDMA.PKey == "0xffff") {
+			t.Errorf("PF %s (%s): RDMA %+v, want pKey 0xffff on InfiniBand only", pf.Address, pf.LinkType, pf.RDMA)
+		}
+		for _, vf := range pf.VFs {
+			switch vf.RDMA.PKey {
+			case "0x8001":
+				tenant = append(tenant, vf.Address)
+			case "0xffff":
+				fabric = append(fabric, vf.Address)
+			}
+		}
+	}
+	if len(tenant) != 3 || len(fabric) != 2 {
+		t.Fatalf("VFs by partition key: 0x8001 %q, 0xffff %q; want 3 and 2", tenant, fabric)
+	}
+	cfg := mustParse(t, `
+resourceList:
+  - {resourceName: tenant, selectors: {pKeys: ["8001"]}}
+  - {resourceName: fabric, selectors: {pKeys: ["0xFFFF"]}}
+  - {resourceName: limited, selectors: {pKeys: ["0x7fff"]}}`)
+	if len(cfg.Warnings) != 0 {
+		t.Errorf("warnings: %q, want none", cfg.Warnings)
+	}
+	want := []namedIDs{{"intel.com/tenant", tenant}, {"intel.com/fabric", fabric}, {"intel.com/limited", []string{}}}
+	if got := poolIDs(cfg.Match(inv)); !reflect.DeepEqual(got, want) {
+		t.Errorf("pools: %+v\nwant %+v", got, want)
+	}
+}

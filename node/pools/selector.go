@@ -40,12 +40,14 @@ type Selector struct {
 	// VDPAType (vdpaType) is "vhost" or "virtio": functions with a vDPA
 	// device bound to vhost_vdpa or virtio_vdpa.
 	VDPAType string
-	// DDPProfiles, PKeys, ACPIIndexes and AuxTypes are sriovdp selectors
-	// that hwnet accepts but cannot evaluate, having no such information:
-	// a selector object that uses one matches no device, and
-	// Config.Warnings says so.
+	// PKeys (pKeys) select InfiniBand functions by their port's default
+	// partition key, as sriovdp does: 0x and four lower-case hex digits.
+	PKeys []string
+	// DDPProfiles, ACPIIndexes and AuxTypes are sriovdp selectors that
+	// hwnet accepts but cannot evaluate, having no such information: a
+	// selector object that uses one matches no device, and Config.Warnings
+	// says so.
 	DDPProfiles []string
-	PKeys       []string
 	ACPIIndexes []string
 	AuxTypes    []string
 
@@ -241,8 +243,6 @@ func (s *Selector) unevaluable() (field, why string) {
 	switch {
 	case len(s.DDPProfiles) > 0:
 		return "ddpProfiles", "hwnet does not read DDP profiles"
-	case len(s.PKeys) > 0:
-		return "pKeys", "hwnet does not read InfiniBand partition keys"
 	case len(s.ACPIIndexes) > 0:
 		return "acpiIndexes", "hwnet does not read ACPI indexes"
 	case len(s.AuxTypes) > 0:
@@ -360,12 +360,14 @@ func parseIndex(s, item string) (int, error) {
 }
 
 // parsePKey reads an InfiniBand partition key, "0x7fff" or "7fff".
+// parsePKey keeps a partition key as discovery writes one, so that
+// "0x7FFF" in the config matches the kernel's "0x7fff".
 func parsePKey(s string) (string, error) {
-	digits := strings.TrimPrefix(strings.TrimPrefix(s, "0x"), "0X")
-	if _, err := strconv.ParseUint(digits, 16, 16); err != nil || digits == "" || digits[0] == '+' {
+	k, err := hwdb.ParsePKey(s)
+	if err != nil {
 		return "", errors.New("not a 16-bit hex partition key such as 0x7fff")
 	}
-	return s, nil
+	return k, nil
 }
 
 func parseACPIIndex(s string) (string, error) {

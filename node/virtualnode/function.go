@@ -91,6 +91,9 @@ type SRIOV struct {
 	VFDevice hwdb.PCIID `json:"vfDevice"`
 	// VFDriver is the driver that binds new VFs.
 	VFDriver string `json:"vfDriver"`
+	// VFPKey is the default partition key of new InfiniBand VFs, "" for
+	// the default partition's 0xffff.
+	VFPKey string `json:"vfPKey,omitempty"`
 }
 
 // Bridge is a root port's bus range.
@@ -131,6 +134,9 @@ type RDMADevice struct {
 	// LinkLayer is "InfiniBand" or "Ethernet" (RoCE).
 	LinkLayer string `json:"linkLayer"`
 	LID       int    `json:"lid,omitempty"`
+	// PKey is an InfiniBand port's default partition key, its P_Key
+	// table's first entry.
+	PKey string `json:"pKey,omitempty"`
 }
 
 // UIODevice is the device a UIO driver (uio_pci_generic, igb_uio) gives

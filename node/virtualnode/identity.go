@@ -79,6 +79,21 @@ func (st *state) allocIfindex() int {
 	return i
 }
 
+// defaultPKey is the default partition's full-membership key, which an
+// InfiniBand port's P_Key table holds first unless the subnet manager (or,
+// for a VF, its PF's driver) says otherwise.
+const defaultPKey = "0xffff"
+
+// function is the function at addr, nil for none ("" for a PF's PF).
+func (st *state) function(addr string) *Function {
+	for _, f := range st.Functions {
+		if addr != "" && f.Addr == addr {
+			return f
+		}
+	}
+	return nil
+}
+
 // newRDMA makes the function's RDMA device, named as its driver names
 // them: mlx5_N for mlx5_core, qibN for ib_qib, irdmaN for Intel's.
 func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
@@ -107,8 +122,11 @@ func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
 	}
 	d.SysImageGUID = formatGUID(st.portGUID(f, pfRID))
 	if f.LinkType == hwdb.InfiniBand {
-		d.LinkLayer, d.LID = "InfiniBand", st.Next.LID
+		d.LinkLayer, d.LID, d.PKey = "InfiniBand", st.Next.LID, defaultPKey
 		st.Next.LID++
+		if pf := st.function(f.PF); pf != nil && pf.SRIOV != nil && pf.SRIOV.VFPKey != "" {
+			d.PKey = pf.SRIOV.VFPKey
+		}
 	}
 	return d
 }

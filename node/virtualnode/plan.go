@@ -164,6 +164,9 @@ func (p *planner) addPF(ps *PFSpec, m *hwdb.Model, k int) (*Function, error) {
 	if ps.SRIOVOff {
 		sr.TotalVFs = 0
 	}
+	if ps.VFPKey != "" {
+		sr.VFPKey, _ = hwdb.ParsePKey(ps.VFPKey) // checked with the spec
+	}
 	numa := 0
 	if len(ps.NUMA) > 0 {
 		numa = ps.NUMA[k%len(ps.NUMA)]

@@ -64,6 +64,10 @@ type PFSpec struct {
 	// SRIOVOff draws PFs whose firmware has SR-IOV disabled: the kernel
 	// still shows the capability, with sriov_totalvfs 0.
 	SRIOVOff bool `json:"sriovOff,omitempty"`
+	// VFPKey is the default partition key (P_Key table entry 0) of the
+	// PFs' InfiniBand VFs, e.g. "0x8001"; "" means 0xffff, the default
+	// partition's.
+	VFPKey string `json:"vfPKey,omitempty"`
 }
 
 // NICSpec declares one standalone NIC without SR-IOV.
@@ -256,6 +260,11 @@ func (p *PFSpec) validate() error {
 	for _, c := range checks {
 		if c.value < 0 || c.value > c.max {
 			return &SpecError{Field: c.field, Err: fmt.Errorf("%d is out of range 0-%d", c.value, c.max)}
+		}
+	}
+	if p.VFPKey != "" {
+		if _, err := hwdb.ParsePKey(p.VFPKey); err != nil {
+			return &SpecError{Field: "vfPKey", Err: err}
 		}
 	}
 	if p.SRIOVOff && (p.VFs != 0 || p.TotalVFs != 0) {

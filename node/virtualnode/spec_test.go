@@ -101,6 +101,7 @@ func TestParseSpecInvalid(t *testing.T) {
 		{"no model", "name: n\npfs: [{vfs: 2}]", `pfs[0]: field model: missing`},
 		{"totalVFs below vfs", pf + "totalVFs: 4", `pfs[0] "E810-C": field totalVFs: 4 is less than vfs (8)`},
 		{"VFs with SR-IOV off", pf + "sriovOff: true", `pfs[0] "E810-C": field sriovOff: a PF with SR-IOV off has no VFs: drop vfs and totalVFs`},
+		{"partition key", pf + "vfPKey: \"0x18001\"", `pfs[0] "E810-C": field vfPKey: "0x18001" is not a 16-bit hex partition key such as 0x7fff`},
 		{"negative count", pf + "count: -1", `pfs[0] "E810-C": field count: -1 is out of range 0-99`},
 		{"too many VFs", "name: n\npfs: [{model: E810-C, vfs: 70000}]", `pfs[0] "E810-C": field vfs: 70000 is out of range 0-65535`},
 		{"NUMA node", pf + "numa: [0, 64]", `pfs[0] "E810-C": field numa: node 64 is out of range 0-63`},

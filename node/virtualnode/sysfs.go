@@ -500,6 +500,10 @@ func (l layout) writeRDMAPort(port string, f *Function) {
 	l.file(port+"/lid", fmt.Sprintf("0x%x\n", d.LID))
 	l.file(port+"/rate", fmt.Sprintf("%d Gb/sec (4X)\n", f.Speed/1000))
 	l.file(port+"/gids/0", gid0(d.PortGUID)+"\n")
+	if d.PKey != "" {
+		l.dir(port + "/pkeys")
+		l.file(port+"/pkeys/0", d.PKey+"\n")
+	}
 	l.writeRDMAPortState(port, f)
 }
 
