@@ -139,9 +139,11 @@ IMAGE     ?= hwnet:$(VERSION)
 helm:
 	GOBIN=$(TOOLS) CGO_ENABLED=0 $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
 
-# hwnet's image as a docker-archive tarball, bin/image/hwnet-image.tar,
-# written by the e2e harness's own image builder: no container daemon.
-# Tagged hwnet:$(git describe); `docker build .` gives the same image.
+# hwnet's image as a docker-archive tarball, bin/image/hwnet-image.tar, and
+# for linux/amd64 and linux/arm64 (cross-compiled) as one OCI image index,
+# bin/image/hwnet-image-oci.tar, written by the e2e harness's own image
+# builder: no container daemon. Tagged hwnet:$(git describe); `docker
+# build .` gives the same image.
 image:
 	$(GO) build -o $(BIN)/ ./test/e2e/cmd/hwnet-cluster
 	$(BIN)/hwnet-cluster --repo . --image-dir $(BIN)/image --ref $(IMAGE) image

@@ -18,6 +18,9 @@ command -v runc >/dev/null || need+=(runc)
 # it too, but the e2e packages' test binaries run at once and would contend
 # for dpkg's lock).
 command -v containerd >/dev/null || need+=(containerd)
+# The multi-arch image's arm64 binaries run under user-mode emulation
+# (test/e2e/image's TestReleaseIndexRunsOnArm64), called by name: no binfmt.
+command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

@@ -124,8 +124,14 @@ func writeArchiveLayer(tw *tar.Writer, name, digest string, size int64, entries 
 	if err := tw.WriteHeader(regularHeader(name, 0o644, size)); err != nil {
 		return err
 	}
+	return checkedLayer(tw, digest, entries)
+}
+
+// checkedLayer writes the layer tar to w and fails if its digest is not
+// digest.
+func checkedLayer(w io.Writer, digest string, entries []layerEntry) error {
 	hash := sha256.New()
-	if err := writeLayer(io.MultiWriter(tw, hash), entries); err != nil {
+	if err := writeLayer(io.MultiWriter(w, hash), entries); err != nil {
 		return fmt.Errorf("layer: %w", err)
 	}
 	if got := hex.EncodeToString(hash.Sum(nil)); got != digest {

@@ -38,8 +38,11 @@ const writerVersion = 1
 
 // packages are the main packages whose binaries the images hold; each
 // binary is named after its package's directory.
-func packages() []string {
-	return []string{"./cmd/hwnet-agent", "./cmd/hwnet", "./cmd/hwnetctl", "./cmd/hwnet-controller", "./test/e2e/workload"}
+func packages() []string { return append(agentPackages(), "./test/e2e/workload") }
+
+// agentPackages are those of hwnet's own image.
+func agentPackages() []string {
+	return []string{"./cmd/hwnet-agent", "./cmd/hwnet", "./cmd/hwnetctl", "./cmd/hwnet-controller"}
 }
 
 // namedSpec is an image and the name of its tarball in the output directory.
@@ -105,11 +108,41 @@ func prepare(ctx context.Context, repo, dir string) (bin string, unlock func(), 
 	if unlock, err = lockDir(dir); err != nil {
 		return "", nil, err
 	}
-	if err := buildBinaries(ctx, repo, bin); err != nil {
+	if err := buildBinaries(ctx, repo, bin, runtime.GOARCH, packages()); err != nil {
 		unlock()
 		return "", nil, err
 	}
 	return bin, unlock, nil
+}
+
+// ReleaseIndex builds hwnet's image for each of arches (GOARCH names, the
+// binaries cross-compiled), tagged ref, as one OCI image layout tarball,
+// dir/hwnet-image-oci.tar: a manifest list from which each node's runtime
+// takes its own CPU's image.
+func ReleaseIndex(ctx context.Context, repo, dir, ref string, arches []string) (string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", fmt.Errorf("images: %w", err)
+	}
+	unlock, err := lockDir(dir)
+	if err != nil {
+		return "", err
+	}
+	defer unlock()
+	var platforms []Spec
+	for _, arch := range arches {
+		bin := filepath.Join(dir, "bin-"+arch)
+		if err := os.MkdirAll(bin, 0o755); err != nil {
+			return "", fmt.Errorf("images: %w", err)
+		}
+		if err := buildBinaries(ctx, repo, bin, arch, agentPackages()); err != nil {
+			return "", err
+		}
+		s := agentSpec(bin, ref)
+		s.Architecture = arch
+		platforms = append(platforms, s)
+	}
+	tarball := filepath.Join(dir, "hwnet-image-oci.tar")
+	return tarball, writeAtomically(tarball, func(w io.Writer) error { return WriteIndex(w, ref, platforms) })
 }
 
 // Images builds the end-to-end images into dir (created if missing) and
@@ -149,18 +182,18 @@ func lockDir(dir string) (unlock func(), err error) {
 	return func() { lock.Close() }, nil
 }
 
-// buildBinaries builds every binary the images hold into bin, statically
-// and for the machine the cluster runs on.
-func buildBinaries(ctx context.Context, repo, bin string) error {
+// buildBinaries builds the main packages pkgs into bin, statically, for
+// the CPU goarch.
+func buildBinaries(ctx context.Context, repo, bin, goarch string, pkgs []string) error {
 	goTool, err := exec.LookPath("go")
 	if err != nil {
 		return fmt.Errorf("images: the go command builds the images' binaries: %w", err)
 	}
 	stamp := "-X github.com/hwnet-io/hwnet/internal/version.stamped=" + describe(ctx, repo)
-	args := append([]string{"build", "-trimpath", "-ldflags", stamp, "-o", bin + string(filepath.Separator)}, packages()...)
+	args := append([]string{"build", "-trimpath", "-ldflags", stamp, "-o", bin + string(filepath.Separator)}, pkgs...)
 	cmd := exec.CommandContext(ctx, goTool, args...)
 	cmd.Dir = repo
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+runtime.GOARCH)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH="+goarch)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("images: go %v in %s: %w\n%s", args, repo, err, out)
 	}
@@ -198,12 +231,21 @@ func writeCached(path string, s Spec) error {
 // writeTarball writes the archive of s next to path and renames it over
 // path, so that an importer never reads half a tarball.
 func writeTarball(path string, s Spec) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
-	if err != nil {
+	if err := writeAtomically(path, func(w io.Writer) error { return Write(w, s) }); err != nil {
 		return fmt.Errorf("image %s: %w", s.Ref, err)
 	}
+	return nil
+}
+
+// writeAtomically has write fill a file next to path, renamed over path
+// once whole, so that an importer never reads half a tarball.
+func writeAtomically(path string, write func(io.Writer) error) error {
+	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+"-")
+	if err != nil {
+		return err
+	}
 	defer os.Remove(tmp.Name())
-	err = Write(tmp, s)
+	err = write(tmp)
 	if closeErr := tmp.Close(); err == nil {
 		err = closeErr
 	}
@@ -214,7 +256,7 @@ func writeTarball(path string, s Spec) error {
 		err = os.Rename(tmp.Name(), path)
 	}
 	if err != nil {
-		return fmt.Errorf("image %s: write %s: %w", s.Ref, path, err)
+		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return nil
 }

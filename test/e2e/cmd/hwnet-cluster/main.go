@@ -90,11 +90,7 @@ func run(ctx context.Context, args []string) error {
 	case "status":
 		return status(ctx, o.cfg)
 	case "image":
-		tarball, err := image.Release(ctx, o.repo, o.imageDir, *ref)
-		if err == nil {
-			fmt.Printf("%s: %s (load with docker load, podman load or ctr -n k8s.io images import)\n", *ref, tarball)
-		}
-		return err
+		return releaseImages(ctx, o.repo, o.imageDir, *ref)
 	case "kubectl":
 		return inside(ctx, o.cfg, "", append([]string{"kubectl"}, rest...))
 	case "exec":
@@ -103,6 +99,22 @@ func run(ctx context.Context, args []string) error {
 		fs.Usage()
 		return fmt.Errorf("unknown command %q", cmd)
 	}
+}
+
+// releaseImages writes hwnet's image for this machine's CPU as a
+// docker-archive, and for amd64 and arm64 as one OCI image index.
+func releaseImages(ctx context.Context, repo, dir, ref string) error {
+	tarball, err := image.Release(ctx, repo, dir, ref)
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s: %s (load with docker load, podman load or ctr -n k8s.io images import)\n", ref, tarball)
+	index, err := image.ReleaseIndex(ctx, repo, dir, ref, []string{"amd64", "arm64"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("%s for linux/amd64 and linux/arm64: %s (an OCI image layout: skopeo copy oci-archive:%s docker://REGISTRY/hwnet:TAG, or ctr -n k8s.io images import)\n", ref, index, index)
+	return nil
 }
 
 // dropDashes returns the arguments after the command and an optional "--".
