@@ -122,10 +122,12 @@ func drivers(root string, need needs) []Finding {
 			fmt.Sprintf("needs the %s driver, which is not loaded", d),
 			fmt.Sprintf("modprobe %s, and list it in /etc/modules-load.d/ so it loads at boot", moduleOf(d))})
 	}
-	if len(need.vfio) > 0 && exists(filepath.Join(root, "module")) && !exists(filepath.Join(root, "module/vfio_iommu_type1")) {
+	// vfio asks for its IOMMU backend as it loads: vfio loaded without
+	// it is a backend that failed or is not installed.
+	if len(need.vfio) > 0 && exists(filepath.Join(root, "module/vfio")) && !exists(filepath.Join(root, "module/vfio_iommu_type1")) {
 		out = append(out, Finding{Error, "driver", strings.Join(need.vfio, ", "),
-			"vfio_iommu_type1 is not loaded: a DPDK pod cannot map its VF's memory",
-			"modprobe vfio_iommu_type1, and list it in /etc/modules-load.d/"})
+			"vfio is loaded without vfio_iommu_type1, its IOMMU backend: a DPDK pod cannot map its VF's memory",
+			"modprobe vfio_iommu_type1 (in the kernel's modules package), and list it in /etc/modules-load.d/"})
 	}
 	return out
 }
@@ -144,7 +146,7 @@ func rdma(root string, need needs) []Finding {
 	mode, err := os.ReadFile(filepath.Join(root, "module/ib_core/parameters/netns_mode"))
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		return []Finding{{Warning, "rdma", who, "ib_core is not loaded: there are no RDMA devices to hand out", "modprobe ib_core and the NIC's RDMA driver (mlx5_ib, irdma)"}}
+		return []Finding{{Info, "rdma", who, "RDMA namespace mode not checked: ib_core is not loaded (or its netns_mode parameter not shown)", ""}}
 	case err != nil:
 		return []Finding{{Info, "rdma", who, fmt.Sprintf("cannot read the RDMA namespace mode: %v", err), ""}}
 	}

@@ -127,7 +127,7 @@ func TestCheck(t *testing.T) {
 		{name: "RDMA exclusive", pfs: []virtualnode.PFSpec{{Model: "ConnectX-6 Dx", VFs: 2}}, config: rdmaPool,
 			setup: []setup{write("module/ib_core/parameters/netns_mode", "N\n")}},
 		{name: "RDMA not loaded", pfs: []virtualnode.PFSpec{{Model: "ConnectX-6 Dx", VFs: 2}}, config: rdmaPool,
-			want: []want{{doctor.Warning, "rdma", "pool intel.com/rdma", "ib_core is not loaded"}}},
+			want: []want{{doctor.Info, "rdma", "pool intel.com/rdma", "RDMA namespace mode not checked: ib_core is not loaded"}}},
 		{name: "a PF whose link is down", pfs: []virtualnode.PFSpec{e810}, config: netdevPool,
 			setup: []setup{write("class/net/ens1f0/operstate", "down\n")},
 			want:  []want{{doctor.Warning, "link", "(ens1f0)", "without carrier"}}},
@@ -135,8 +135,12 @@ func TestCheck(t *testing.T) {
 			pfs: []virtualnode.PFSpec{{Model: "E810-C", Count: 2, VFs: 2, NUMA: []int{0, 1}}}},
 		{name: "vfio-pci without vfio_iommu_type1", config: dpdkPool,
 			pfs:   []virtualnode.PFSpec{{Model: "E810-C", VFs: 4, VFIO: "0-3", Names: []string{"ens1f0"}}},
-			setup: []setup{write("module/vfio_pci/refcnt", "0\n"), write("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "512\n")},
-			want:  []want{{doctor.Error, "driver", "pool intel.com/dpdk", "vfio_iommu_type1 is not loaded"}}},
+			setup: []setup{write("module/vfio/refcnt", "1\n"), write("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "512\n")},
+			want:  []want{{doctor.Error, "driver", "pool intel.com/dpdk", "vfio is loaded without vfio_iommu_type1"}}},
+		{name: "vfio with its IOMMU backend", config: dpdkPool,
+			pfs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 4, VFIO: "0-3", Names: []string{"ens1f0"}}},
+			setup: []setup{write("module/vfio/refcnt", "1\n"), write("module/vfio_iommu_type1/refcnt", "1\n"),
+				write("kernel/mm/hugepages/hugepages-2048kB/nr_hugepages", "512\n")}},
 		{name: "no pool config", pfs: []virtualnode.PFSpec{e810}},
 	}
 	for _, tt := range tests {
