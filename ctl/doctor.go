@@ -69,7 +69,12 @@ func runDoctor(ctx context.Context, args []string, out, errOut io.Writer) error 
 	if err := renderFindings(out, *format, findings); err != nil {
 		return err
 	}
-	switch doctor.Worst(findings) {
+	return exitFor(doctor.Worst(findings))
+}
+
+// exitFor is the exit status a script reads for the worst finding.
+func exitFor(worst doctor.Severity) error {
+	switch worst {
 	case doctor.Error:
 		return exitCode(doctorErrors)
 	case doctor.Warning:
