@@ -130,10 +130,11 @@ func TestWriteIndex(t *testing.T) {
 	}
 }
 
-// TestReleaseIndexRunsOnArm64: hwnetctl cross-compiled for arm64, taken
-// from the arm64 image of the index as a runtime of an arm64 node would,
-// runs (under qemu's user-mode emulation on another CPU) and says its
-// version.
+// TestReleaseIndexRunsOnArm64: the CNI shim (hwnet, which the agent
+// installs on every node) cross-compiled for arm64, taken from the arm64
+// image of the index as a runtime of an arm64 node would, runs (under
+// qemu's user-mode emulation on another CPU) and says its version. The
+// shim, not the agent: it compiles cold in seconds, the agent in minutes.
 func TestReleaseIndexRunsOnArm64(t *testing.T) {
 	qemu, err := exec.LookPath("qemu-aarch64-static")
 	if err != nil {
@@ -146,10 +147,10 @@ func TestReleaseIndexRunsOnArm64(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	bin := t.TempDir()
-	if err := buildBinaries(ctx, repo, bin, "arm64", []string{"./cmd/hwnetctl"}); err != nil {
+	if err := buildBinaries(ctx, repo, bin, "arm64", []string{"./cmd/hwnet"}); err != nil {
 		t.Fatal(err)
 	}
-	spec := Spec{Architecture: "arm64", Files: []File{executable(bin, "/usr/bin/hwnetctl", "hwnetctl")}}
+	spec := Spec{Architecture: "arm64", Files: []File{executable(bin, "/usr/bin/hwnet", "hwnet")}}
 	var buf bytes.Buffer
 	if err := WriteIndex(&buf, "example.com/hwnet:v9", []Spec{spec}); err != nil {
 		t.Fatal(err)
@@ -161,15 +162,15 @@ func TestReleaseIndexRunsOnArm64(t *testing.T) {
 	}
 	var m ociManifestDoc
 	l.decode(t, images[0], &m)
-	exe := filepath.Join(t.TempDir(), "hwnetctl")
-	if err := os.WriteFile(exe, l.layerFile(t, m, "usr/bin/hwnetctl"), 0o755); err != nil {
+	exe := filepath.Join(t.TempDir(), "hwnet")
+	if err := os.WriteFile(exe, l.layerFile(t, m, "usr/bin/hwnet"), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if f, err := elf.Open(exe); err != nil || f.Machine != elf.EM_AARCH64 {
-		t.Fatalf("the arm64 image's hwnetctl: %v, want an aarch64 ELF executable (%v)", f, err)
+		t.Fatalf("the arm64 image's hwnet: %v, want an aarch64 ELF executable (%v)", f, err)
 	}
 	out, err := exec.CommandContext(ctx, qemu, exe, "--version").CombinedOutput()
-	if err != nil || !strings.HasPrefix(string(out), "hwnetctl ") {
-		t.Fatalf("the arm64 hwnetctl --version under %s: %v: %s", qemu, err, out)
+	if err != nil || !strings.HasPrefix(string(out), "hwnet CNI plugin ") {
+		t.Fatalf("the arm64 hwnet --version under %s: %v: %s", qemu, err, out)
 	}
 }
