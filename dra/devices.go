@@ -37,7 +37,10 @@ const (
 	AttrLinkType  resourceapi.QualifiedName = "linkType"
 	AttrRDMA      resourceapi.QualifiedName = "rdma"
 	// AttrPKey is an InfiniBand function's default partition key, "0x8001".
-	AttrPKey        resourceapi.QualifiedName = "pKey"
+	AttrPKey resourceapi.QualifiedName = "pKey"
+	// AttrRepresentor is a VF's representor netdev on its PF's switchdev
+	// eSwitch, which an OVS or OVN CNI plugs into the bridge.
+	AttrRepresentor resourceapi.QualifiedName = "representor"
 	AttrESwitchMode resourceapi.QualifiedName = "eswitchMode"
 	AttrTags        resourceapi.QualifiedName = "tags"
 	// AttrClaimDrivers lists, comma-separated, the drivers a claim may
@@ -158,6 +161,7 @@ func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[r
 	str(AttrDriver, fn.Driver)
 	str(AttrLinkType, string(fn.LinkType))
 	str(AttrESwitchMode, eswitch)
+	str(AttrRepresentor, d.Representor)
 	str(AttrTags, strings.Join(d.Tags, ","))
 	if d.VFIndex >= 0 && d.PF != "" {
 		str(AttrClaimDrivers, strings.Join(res.ClaimDrivers, ","))

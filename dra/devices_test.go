@@ -89,6 +89,25 @@ func num(i int64) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribu
 
 func flag(b bool) resourceapi.DeviceAttribute { return resourceapi.DeviceAttribute{BoolValue: &b} }
 
+// TestDevicesRepresentor: a VF of a switchdev PF names its representor,
+// which an OVS or OVN CNI plugs; a VF without one has no such attribute.
+func TestDevicesRepresentor(t *testing.T) {
+	n := newTestNode(t)
+	devs := n.pools[0].Devices
+	devs[0].Representor = "pf0vf6"
+	got := n.devices(t)
+	for _, d := range devs {
+		name := dra.DeviceName(d.ID)
+		attr, ok := got[name].Attributes[dra.AttrRepresentor]
+		switch {
+		case d.Representor != "" && (!ok || attr.StringValue == nil || *attr.StringValue != d.Representor):
+			t.Errorf("%s: representor %s, want %s", name, show(attr), d.Representor)
+		case d.Representor == "" && ok:
+			t.Errorf("%s: representor %s, want none", name, show(attr))
+		}
+	}
+}
+
 // TestDevices: every pooled device is listed once with the standard,
 // hwnet's and the NPWG's attributes.
 func TestDevices(t *testing.T) {
