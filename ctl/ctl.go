@@ -22,6 +22,7 @@ type command struct {
 
 func commands() map[string]command {
 	return map[string]command{
+		"capture":      {"take this node's NIC layout, scrubbed, into a file; unpack one into a tree to read", runCapture},
 		"config":       {"check a pool config against the node's NICs", runConfig},
 		"doctor":       {"check, read-only, what keeps this node from serving its pools: IOMMU, firmware, drivers, kubelet", runDoctor},
 		"devices":      {"list the node's devices: pool, mode, health and who holds each since when", runDevices},

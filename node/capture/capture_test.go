@@ -1,0 +1,131 @@
+package capture_test
+
+import (
+	"context"
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	capturefmt "github.com/hwnet-io/hwnet/api/capture"
+	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/node/capture"
+	"github.com/hwnet-io/hwnet/node/discovery"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
+)
+
+// spec has every layout the tests know of a NIC: VFs on iavf and on
+// vfio-pci, InfiniBand VFs with a partition key of their own, a dual-port
+// mlx4 function, a NIC with the default route.
+func spec() *virtualnode.Spec {
+	s := virtualnode.DefaultSpec()
+	s.Name = "captured"
+	s.PFs = append(s.PFs,
+		virtualnode.PFSpec{Model: "ConnectX-6", LinkType: "infiniband", VFs: 2, VFPKey: "0x8001", Names: []string{"ib9"}},
+		virtualnode.PFSpec{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib7"}, DualPort: true})
+	return s
+}
+
+func discover(t *testing.T, db *hwdb.DB, sys, dev string) *discovery.Inventory {
+	t.Helper()
+	inv, err := discovery.Discover(context.Background(), discovery.Options{SysfsRoot: sys, DevRoot: dev, DB: db,
+		ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return inv
+}
+
+// TestTakeUnpack: a capture of a node, written to its file and read back,
+// unpacks into a tree that discovery reads as the node's: the same PFs,
+// VFs, NICs, drivers, netdevs, NUMA nodes, IOMMU groups, RDMA devices and
+// partition keys; only the identifiers it scrubbed differ, and none of the
+// node's is left in the file.
+func TestTakeUnpack(t *testing.T) {
+	db := vnodetest.OpenDB(t)
+	node := vnodetest.BuildForTest(t, spec(), db, false)
+	c, err := capture.Take(capture.Options{SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), Kernel: "6.1.0-test",
+		Now: func() time.Time { return time.Date(2026, 11, 29, 21, 0, 0, 0, time.UTC) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := capturefmt.Encode(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := capturefmt.Decode(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "unpacked")
+	if err := capture.Unpack(back, dir); err != nil {
+		t.Fatal(err)
+	}
+	want := discover(t, db, node.SysRoot(), node.DevRoot())
+	got := discover(t, db, filepath.Join(dir, "sys"), filepath.Join(dir, "dev"))
+	for _, id := range identifiers(want) {
+		if strings.Contains(string(data), id) {
+			t.Errorf("the capture still holds the node's %s", id)
+		}
+	}
+	if w, g := layout(t, want, node.DevRoot()), layout(t, got, filepath.Join(dir, "dev")); w != g {
+		t.Errorf("the unpacked capture discovers as\n%s\nwant\n%s", g, w)
+	}
+	if len(want.PFs) < 4 || len(got.Problems) != 0 {
+		t.Errorf("%d PFs, problems %q: want the spec's PFs and none", len(want.PFs), got.Problems)
+	}
+}
+
+// identifiers are the MACs and GUIDs the inventory shows.
+func identifiers(inv *discovery.Inventory) []string {
+	var out []string
+	add := func(f *discovery.Function) {
+		if f.Netdev != nil && f.Netdev.AddrLen == 6 {
+			out = append(out, f.Netdev.HardwareAddr)
+		}
+		if f.RDMA != nil && f.RDMA.NodeGUID != "" {
+			out = append(out, f.RDMA.NodeGUID)
+		}
+	}
+	eachFunction(inv, add)
+	return out
+}
+
+// eachFunction calls f with every PF, VF and NIC of the inventory.
+func eachFunction(inv *discovery.Inventory, f func(*discovery.Function)) {
+	for i := range inv.PFs {
+		f(&inv.PFs[i].Function)
+		for j := range inv.PFs[i].VFs {
+			f(&inv.PFs[i].VFs[j].Function)
+		}
+	}
+	for i := range inv.NICs {
+		f(&inv.NICs[i])
+	}
+}
+
+// layout is the inventory as JSON with what scrubbing changes cleared and
+// the trees' directories left out.
+func layout(t *testing.T, inv *discovery.Inventory, devRoot string) string {
+	t.Helper()
+	forget := func(f *discovery.Function) {
+		if f.Netdev != nil {
+			f.Netdev.HardwareAddr = ""
+		}
+		for i := range f.Ports {
+			f.Ports[i].HardwareAddr = ""
+		}
+		if f.RDMA != nil {
+			f.RDMA.NodeGUID, f.RDMA.PortGUID = "", ""
+		}
+	}
+	eachFunction(inv, forget)
+	inv.LinkFacts = "" // names the tree's directory
+	data, err := json.MarshalIndent(inv, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(data), devRoot, "DEV")
+}
