@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestHwnetctlDoctorInTheAgentPod: hwnetctl doctor, run in the agent pod
@@ -45,5 +48,56 @@ func TestHwnetctlDoctorInTheAgentPod(t *testing.T) {
 		t.Errorf("doctor found nothing worse than notes but failed: %v", err)
 	case worst == "warning" && (err == nil || !strings.Contains(err.Error(), "exit code 3")):
 		t.Errorf("doctor found warnings; exit: %v, want exit code 3", err)
+	}
+}
+
+// TestHwnetctlCaptureInTheAgentPod: hwnetctl capture, in the agent pod,
+// takes the node's NICs as the pod sees them; unpacked there, the capture
+// lists the same PFs, VFs and NICs to hwnetctl inventory as the node does.
+func TestHwnetctlCaptureInTheAgentPod(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	// The pod's /tmp is an emptyDir of its own, gone with the pod; the
+	// image has no rm, so each run takes a name of its own.
+	name := fmt.Sprintf("/tmp/e2e-capture-%d", time.Now().UnixNano())
+	for _, args := range [][]string{
+		{"capture", "take", "-o", name + ".json"},
+		{"capture", "unpack", "--dir", name, name + ".json"},
+	} {
+		if out, err := e.hwnetctl(ctx, t, nil, args...); err != nil {
+			t.Fatalf("hwnetctl %q: %v\n%s", args, err, out)
+		}
+	}
+	functions := func(args ...string) []string {
+		out, err := e.hwnetctl(ctx, t, nil, append([]string{"inventory", "-o", "json"}, args...)...)
+		if err != nil {
+			t.Fatalf("hwnetctl inventory %q: %v", args, err)
+		}
+		var inv struct {
+			PFs []struct {
+				PCIAddress string
+				VFs        []struct{ PCIAddress, Driver string }
+			}
+			NICs []struct{ PCIAddress string }
+		}
+		if err := json.Unmarshal([]byte(out), &inv); err != nil {
+			t.Fatalf("hwnetctl inventory %q: %v", args, err)
+		}
+		var ids []string
+		for _, pf := range inv.PFs {
+			ids = append(ids, "PF "+pf.PCIAddress)
+			for _, vf := range pf.VFs {
+				ids = append(ids, "VF "+vf.PCIAddress+" "+vf.Driver)
+			}
+		}
+		for _, nic := range inv.NICs {
+			ids = append(ids, "NIC "+nic.PCIAddress)
+		}
+		return ids
+	}
+	want := functions()
+	got := functions("--sysfs", name+"/sys", "--dev", name+"/dev")
+	if !slices.Equal(got, want) || len(want) == 0 {
+		t.Errorf("the capture lists %q, want the node's %q", got, want)
 	}
 }
