@@ -34,7 +34,11 @@ type Options struct {
 // huge pages and the module parameters hwnetctl doctor reads, and the
 // device nodes they give. MACs, GUIDs and serial numbers are replaced.
 func Take(o Options) (*capture.Capture, error) {
-	t := &taker{sys: o.SysfsRoot, dev: o.DevRoot, seen: map[string]bool{}, scrub: newScrubber()}
+	root, err := filepath.EvalSymlinks(o.SysfsRoot)
+	if err != nil {
+		return nil, fmt.Errorf("capture: %w", err)
+	}
+	t := &taker{sys: o.SysfsRoot, root: root, dev: o.DevRoot, seen: map[string]bool{}, scrub: newScrubber(), functions: map[string]bool{}}
 	funcs, err := t.networkFunctions()
 	if err != nil {
 		return nil, err
@@ -43,6 +47,9 @@ func Take(o Options) (*capture.Capture, error) {
 		if err := t.function(addr); err != nil {
 			return nil, fmt.Errorf("capture %s: %w", addr, err)
 		}
+	}
+	if err := t.classLinks(); err != nil {
+		return nil, err
 	}
 	for _, dir := range []string{"devices/system/node", "kernel/mm/hugepages", "module/vfio", "module/vfio_iommu_type1", "module/ib_core"} {
 		if err := t.walk(dir, 3); err != nil {
@@ -65,9 +72,13 @@ func Take(o Options) (*capture.Capture, error) {
 
 type taker struct {
 	sys, dev string
-	entries  []capture.Entry
-	seen     map[string]bool
-	scrub    *scrubber
+	// root is sys with its symlinks resolved.
+	root    string
+	entries []capture.Entry
+	seen    map[string]bool
+	scrub   *scrubber
+	// functions are the captured functions' directories.
+	functions map[string]bool
 }
 
 // networkFunctions are the PCI functions of a network class (Ethernet,
@@ -98,6 +109,7 @@ func (t *taker) function(addr string) error {
 	if err != nil {
 		return err
 	}
+	t.functions[real] = true
 	if err := t.parents(real); err != nil {
 		return err
 	}
@@ -120,12 +132,12 @@ func (t *taker) function(addr string) error {
 			}
 		}
 	}
-	return t.classLinks(real)
+	return nil
 }
 
 // classLinks captures the class entries (class/net/<name> and the like)
-// that point into the function's directory.
-func (t *taker) classLinks(real string) error {
+// that point into a captured function's directory, each resolved once.
+func (t *taker) classLinks() error {
 	for _, class := range []string{"net", "infiniband", "infiniband_verbs", "infiniband_mad", "uio"} {
 		entries, err := os.ReadDir(filepath.Join(t.sys, "class", class))
 		if err != nil {
@@ -134,7 +146,7 @@ func (t *taker) classLinks(real string) error {
 		for _, e := range entries {
 			rel := path.Join("class", class, e.Name())
 			target, err := t.resolve(rel)
-			if err != nil || !strings.HasPrefix(target, real+"/") {
+			if err != nil || !t.inFunction(target) {
 				continue
 			}
 			if err := t.parents(rel); err != nil {
@@ -148,6 +160,16 @@ func (t *taker) classLinks(real string) error {
 	return nil
 }
 
+// inFunction reports whether rel is inside a captured function's directory.
+func (t *taker) inFunction(rel string) bool {
+	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+		if t.functions[d] {
+			return true
+		}
+	}
+	return false
+}
+
 // resolve is the path, relative to the sysfs root, that rel's symlinks
 // lead to.
 func (t *taker) resolve(rel string) (string, error) {
@@ -155,11 +177,7 @@ func (t *taker) resolve(rel string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	root, err := filepath.EvalSymlinks(t.sys)
-	if err != nil {
-		return "", err
-	}
-	out, err := filepath.Rel(root, abs)
+	out, err := filepath.Rel(t.root, abs)
 	if err != nil || out == ".." || strings.HasPrefix(out, "../") {
 		return "", fmt.Errorf("%s leads out of %s", rel, t.sys)
 	}
