@@ -110,23 +110,15 @@ func (t *taker) function(addr string) error {
 		return err
 	}
 	t.functions[real] = true
-	if err := t.parents(real); err != nil {
+	if err := t.walk(real, 6); err != nil { // with its parents
 		return err
 	}
-	if err := t.walk(real, 6); err != nil {
-		return err
-	}
-	if err := t.parents(link); err != nil {
-		return err
-	}
+	t.parents(link)
 	if err := t.add(link); err != nil {
 		return err
 	}
 	for _, rel := range []string{"driver", "iommu_group"} {
 		if target, err := t.resolve(path.Join(real, rel)); err == nil {
-			if err := t.parents(target); err != nil {
-				return err
-			}
 			if err := t.walk(target, 2); err != nil {
 				return err
 			}
@@ -149,9 +141,7 @@ func (t *taker) classLinks() error {
 			if err != nil || !t.inFunction(target) {
 				continue
 			}
-			if err := t.parents(rel); err != nil {
-				return err
-			}
+			t.parents(rel)
 			if err := t.add(rel); err != nil {
 				return err
 			}
@@ -185,7 +175,7 @@ func (t *taker) resolve(rel string) (string, error) {
 }
 
 // parents adds rel's parent directories.
-func (t *taker) parents(rel string) error {
+func (t *taker) parents(rel string) {
 	var dirs []string
 	for d := path.Dir(rel); d != "."; d = path.Dir(d) {
 		dirs = append(dirs, d)
@@ -194,7 +184,6 @@ func (t *taker) parents(rel string) error {
 	for _, d := range dirs {
 		t.put(capture.Entry{Path: "sys/" + d, Kind: capture.Dir})
 	}
-	return nil
 }
 
 // skipped are entries that say nothing of the layout, change all the
@@ -219,9 +208,7 @@ func (t *taker) walk(rel string, depth int) error {
 	if err != nil {
 		return err
 	}
-	if err := t.parents(rel); err != nil {
-		return err
-	}
+	t.parents(rel)
 	if err := t.add(rel); err != nil || !info.IsDir() || depth == 0 {
 		return err
 	}
