@@ -33,7 +33,7 @@ func runConfig(ctx context.Context, args []string, out, errOut io.Writer) error 
 // here.
 func checkConfig(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("config check", errOut)
-	file := fs.String("config", "", "pool config: sriovdp's config.json, or the same in YAML (required)")
+	file := fs.String("config", "", "pool config: sriovdp's config.json, or the same in YAML; - reads standard input (required)")
 	df := addDiscoveryFlags(fs)
 	format := fs.String("o", "table", "output format: table or json")
 	if err := parseFlags(fs, args); err != nil {
@@ -47,7 +47,7 @@ func checkConfig(ctx context.Context, args []string, out, errOut io.Writer) erro
 	case *format != "table" && *format != "json":
 		return usageError{fmt.Sprintf("-o: unknown output format %q (want table or json)", *format)}
 	}
-	cfg, err := pools.Load(*file)
+	cfg, err := loadPoolConfig(*file)
 	if err != nil {
 		return indented{err}
 	}

@@ -31,7 +31,7 @@ func (c exitCode) Error() string { return fmt.Sprintf("exit status %d", int(c)) 
 
 func runDoctor(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("doctor", errOut)
-	file := fs.String("config", "", "pool config to check the node against (sriovdp's config.json, or YAML); without it, the hardware alone")
+	file := fs.String("config", "", "pool config to check the node against (sriovdp's config.json, or YAML; - reads standard input); without it, the hardware alone")
 	df := addDiscoveryFlags(fs)
 	kubeletConfig := fs.String("kubelet-config", "/var/lib/kubelet/config.yaml", "kubelet's configuration file, for its topology manager policy (\"\" skips)")
 	socket := fs.String("pod-resources-socket", podresources.DefaultSocket, "kubelet's PodResources socket, as hwnet-agent's flag of that name (\"\" skips)")
@@ -53,7 +53,7 @@ func runDoctor(ctx context.Context, args []string, out, errOut io.Writer) error 
 	}
 	n := doctor.Node{SysfsRoot: *df.sysfs, KubeletConfig: *kubeletConfig, PodResourcesSocket: *socket, CDIDir: *cdiDir}
 	if *file != "" {
-		cfg, err := pools.Load(*file)
+		cfg, err := loadPoolConfig(*file)
 		if err != nil {
 			return indented{err}
 		}
@@ -70,6 +70,19 @@ func runDoctor(ctx context.Context, args []string, out, errOut io.Writer) error 
 		return err
 	}
 	return exitFor(doctor.Worst(findings))
+}
+
+// loadPoolConfig reads the pool config from file, or standard input for "-".
+func loadPoolConfig(file string) (*pools.Config, error) {
+	data, err := readInput(file)
+	if err != nil {
+		return nil, fmt.Errorf("--config: %w", err)
+	}
+	cfg, err := pools.Parse(data)
+	if err != nil {
+		return nil, fmt.Errorf("config %s: %w", file, err)
+	}
+	return cfg, nil
 }
 
 // exitFor is the exit status a script reads for the worst finding.

@@ -25,6 +25,18 @@ func cniDir(t *testing.T, files ...string) string {
 	return dir
 }
 
+// stdinFrom makes os.Stdin read data until the test ends.
+func stdinFrom(t *testing.T, data string) {
+	t.Helper()
+	f, err := os.Open(writeConfig(t, "stdin", data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	saved := os.Stdin
+	os.Stdin = f
+	t.Cleanup(func() { os.Stdin = saved; f.Close() })
+}
+
 // TestDoctor runs hwnetctl doctor on the default virtual node: what it
 // says, in which format, and the exit status a script reads.
 func TestDoctor(t *testing.T) {
@@ -41,6 +53,7 @@ func TestDoctor(t *testing.T) {
 		name      string
 		args      []string
 		code      int
+		stdin     string // standard input, for --config -
 		stdout    []string
 		stderr    string
 		findings  int // in -o json; -1 when not json
@@ -55,6 +68,10 @@ func TestDoctor(t *testing.T) {
 		{name: "no CNI configuration", args: args(netdev, t.TempDir()), code: 4, findings: -1, stdout: []string{"no CNI configuration"}},
 		{name: "hwnet's CNI configuration not written", args: args(netdev, cniDir(t, "10-calico.conflist")), findings: -1,
 			stdout: []string{"info", "the runtime uses 10-calico.conflist; hwnet's 00-hwnet.conflist is not there"}},
+		{name: "the config on standard input", args: args("-", hwnetFirst), stdin: `resourceList: [{resourceName: dpdk, selectors: {drivers: [igb_uio]}}]`,
+			code: 4, findings: -1, stdout: []string{"pool intel.com/dpdk", "needs the igb_uio driver"}},
+		{name: "a config over 1 MiB on standard input", args: args("-", hwnetFirst), stdin: strings.Repeat(" ", 1<<20+1),
+			code: 1, findings: -1, stderr: "--config: - is larger than 1048576 bytes"},
 		{name: "an invalid config", args: args(invalid, hwnetFirst), code: 1, findings: -1, stderr: "drivers"},
 		{name: "an unknown format", args: args(netdev, hwnetFirst, "-o", "yaml"), code: 2, findings: -1, stderr: `-o: unknown output format "yaml"`},
 		{name: "an argument", args: args(netdev, hwnetFirst, "extra"), code: 2, findings: -1, stderr: `unexpected argument "extra"`},
@@ -62,6 +79,9 @@ func TestDoctor(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			if tt.stdin != "" {
+				stdinFrom(t, tt.stdin)
+			}
 			code, out, errOut := run(t, tt.args...)
 			if code != tt.code {
 				t.Fatalf("exit %d, want %d\n%s%s", code, tt.code, out, errOut)

@@ -5,7 +5,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -97,13 +96,7 @@ func setNetwork(ctx context.Context, args []string, out, errOut io.Writer) error
 }
 
 func readNetworkFile(file string) (*crinetapi.NetworkConfig, error) {
-	var data []byte
-	var err error
-	if file == "-" {
-		data, err = io.ReadAll(os.Stdin)
-	} else {
-		data, err = os.ReadFile(file)
-	}
+	data, err := readInput(file)
 	if err != nil {
 		return nil, fmt.Errorf("-f: %w", err)
 	}

@@ -25,7 +25,7 @@ func TestHwnetctlDoctorInTheAgentPod(t *testing.T) {
 	out, err := Kubectl(ctx, e.c, nil, "-n", AgentNamespace, "exec", agent.Name, "--",
 		"hwnetctl", "doctor", "--config", agentConfigFile, "-o", "json")
 	var report struct {
-		Findings []struct{ Severity, Check, Subject, Message, Fix string }
+		Findings []doctorFinding
 	}
 	if jerr := json.Unmarshal(out, &report); jerr != nil {
 		t.Fatalf("hwnetctl doctor -o json: %v (%v): %s", jerr, err, out)
@@ -48,6 +48,44 @@ func TestHwnetctlDoctorInTheAgentPod(t *testing.T) {
 		t.Errorf("doctor found nothing worse than notes but failed: %v", err)
 	case worst == "warning" && (err == nil || !strings.Contains(err.Error(), "exit code 3")):
 		t.Errorf("doctor found warnings; exit: %v, want exit code 3", err)
+	}
+}
+
+// doctorFinding is one finding of hwnetctl doctor -o json.
+type doctorFinding struct{ Severity, Check, Subject, Message, Fix string }
+
+// firmwareOffPF is the e2e node's PF whose firmware has SR-IOV off.
+const firmwareOffPF = "ens9f0"
+
+// TestHwnetctlDoctorNamesWhatKeepsAPoolEmpty: given, on its standard
+// input, a pool whose VFs need a driver the node has not loaded, hwnetctl
+// doctor in the agent pod names the pool and the driver, and the PF whose
+// firmware has SR-IOV off, each with its fix, and exits 4 (errors).
+func TestHwnetctlDoctorNamesWhatKeepsAPoolEmpty(t *testing.T) {
+	e := setup(t)
+	ctx := testContext(t)
+	config := []byte("resourceList: [{resourceName: uio, selectors: {drivers: [uio_pci_generic]}}]\n")
+	out, err := e.hwnetctl(ctx, t, config, "doctor", "--config", "-", "-o", "json")
+	if err == nil || !strings.Contains(err.Error(), "exit code 4") {
+		t.Errorf("hwnetctl doctor: %v, want exit code 4 (errors)", err)
+	}
+	var report struct {
+		Findings []doctorFinding
+	}
+	if jerr := json.Unmarshal([]byte(out), &report); jerr != nil {
+		t.Fatalf("hwnetctl doctor -o json: %v (%v): %s", jerr, err, out)
+	}
+	wants := []struct{ severity, check, subject, message, fix string }{
+		{"error", "driver", "pool intel.com/uio", "needs the uio_pci_generic driver, which is not loaded", "modprobe uio_pci_generic"},
+		{"warning", "sriov", "(" + firmwareOffPF + ")", "SR-IOV is disabled in the NIC's firmware", "enable SR-IOV in the NIC's firmware"},
+	}
+	for _, w := range wants {
+		if !slices.ContainsFunc(report.Findings, func(f doctorFinding) bool {
+			return f.Severity == w.severity && f.Check == w.check && strings.Contains(f.Subject, w.subject) &&
+				strings.Contains(f.Message, w.message) && strings.Contains(f.Fix, w.fix)
+		}) {
+			t.Errorf("doctor does not name %+v: %+v", w, report.Findings)
+		}
 	}
 }
 
