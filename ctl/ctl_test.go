@@ -183,6 +183,8 @@ func TestUsageErrors(t *testing.T) {
 		{[]string{"virtual-node", "explode"}, 2, `unknown subcommand "explode"`},
 		{[]string{"virtual-node", "exec"}, 2, "want a command after the flags"},
 		{[]string{"virtual-node", "destroy", "--dir", "/nonexistent"}, 1, "open virtual node"},
+		{[]string{"virtual-node", "create", "--spec", "a.yaml", "--capture", "b.json"}, 2, "--spec and --capture: give one"},
+		{[]string{"virtual-node", "create", "--capture", "/nonexistent.json"}, 1, "--capture: "},
 	} {
 		code, _, errOut := run(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.inStderr) {
@@ -225,5 +227,26 @@ func TestVirtualNodeRoot(t *testing.T) {
 	self("virtual-node", "destroy", "--dir", dir)
 	if _, err := os.Stat("/run/netns/hwnet-vn-ctl-root"); !os.IsNotExist(err) {
 		t.Errorf("netns still there after destroy: %v", err)
+	}
+}
+
+// TestVirtualNodeFromCapture: a contributed capture becomes a virtual
+// node with one command, which hwnetctl inventory reads as the capture's
+// machine: a VM's virtio-net NIC with its netdev below virtio0.
+func TestVirtualNodeFromCapture(t *testing.T) {
+	dir := filepath.Join(vnodetest.Dir(t), "captured")
+	code, out, errOut := run(t, "virtual-node", "create", "--no-links", "--name", "kvm", "--dir", dir,
+		"--capture", "../node/discovery/testdata/captures/kvm-virtio-net.json")
+	if code != 0 || !strings.Contains(out, `virtual node "kvm": 1 network functions`) {
+		t.Fatalf("create: exit %d\n%s%s", code, out, errOut)
+	}
+	t.Cleanup(func() { run(t, "virtual-node", "destroy", "--dir", dir) })
+	code, out, errOut = run(t, "inventory", "--sysfs", filepath.Join(dir, "sys"), "--dev", filepath.Join(dir, "dev"), "-o", "json")
+	var inv discovery.Inventory
+	if err := json.Unmarshal([]byte(out), &inv); code != 0 || err != nil {
+		t.Fatalf("inventory: exit %d, %v\n%s%s", code, err, out, errOut)
+	}
+	if len(inv.NICs) != 1 || inv.NICs[0].Address != "0000:00:03.0" || inv.NICs[0].Netdev == nil || inv.NICs[0].Netdev.Name != "eth0" {
+		t.Errorf("inventory of the captured node: %s", out)
 	}
 }

@@ -1,6 +1,7 @@
 package ctl
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -9,7 +10,9 @@ import (
 	"os/exec"
 	"strings"
 
+	capturefmt "github.com/hwnet-io/hwnet/api/capture"
 	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/node/capture"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 )
 
@@ -36,21 +39,31 @@ func runVirtualNode(ctx context.Context, args []string, out, errOut io.Writer) e
 func createVirtualNode(ctx context.Context, args []string, out, errOut io.Writer) error {
 	fs := newFlagSet("virtual-node create", errOut)
 	specFile := fs.String("spec", "", "node spec (YAML or JSON); default: the built-in default node")
+	captureFile := fs.String("capture", "", "a node's capture (hwnetctl capture take) to draw instead of a spec: its PCI addresses, drivers, netdevs and RDMA devices")
+	name := fs.String("name", "", "node name; default the spec's, or \"captured\" for a capture")
 	dir := fs.String("dir", "", "state directory; default /run/hwnet/virtual-node/<name>")
 	noLinks := fs.Bool("no-links", false, "write the sysfs tree only, without network namespace and veth links (no root needed)")
 	extra := fs.String("hwdb", "", "YAML or JSON file of NIC models to add to the hardware database")
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	spec, err := loadSpec(*specFile)
-	if err != nil {
-		return err
+	switch {
+	case fs.NArg() > 0:
+		return usageError{fmt.Sprintf("unexpected argument %q", fs.Arg(0))}
+	case *specFile != "" && *captureFile != "":
+		return usageError{"--spec and --capture: give one"}
 	}
 	db, err := hwdb.OpenFile(*extra)
 	if err != nil {
 		return fmt.Errorf("--hwdb: %w", err)
 	}
-	node, err := virtualnode.Build(ctx, spec, db, virtualnode.Options{Dir: *dir, Links: !*noLinks})
+	opts := virtualnode.Options{Dir: *dir, Links: !*noLinks}
+	var node *virtualnode.Node
+	if *captureFile != "" {
+		node, err = buildCaptured(ctx, *captureFile, cmp.Or(*name, "captured"), db, opts, out)
+	} else {
+		node, err = buildSpec(ctx, *specFile, *name, db, opts)
+	}
 	if err != nil {
 		return err
 	}
@@ -60,6 +73,31 @@ func createVirtualNode(ctx context.Context, args []string, out, errOut io.Writer
 	}
 	fmt.Fprintf(out, "\nenter it with: hwnetctl virtual-node exec --dir %s -- <command>\n", node.Dir())
 	return nil
+}
+
+func buildSpec(ctx context.Context, file, name string, db *hwdb.DB, opts virtualnode.Options) (*virtualnode.Node, error) {
+	spec, err := loadSpec(file)
+	if err != nil {
+		return nil, err
+	}
+	spec.Name = cmp.Or(name, spec.Name)
+	return virtualnode.Build(ctx, spec, db, opts)
+}
+
+// buildCaptured draws a capture and says what it leaves out of it.
+func buildCaptured(ctx context.Context, file, name string, db *hwdb.DB, opts virtualnode.Options, out io.Writer) (*virtualnode.Node, error) {
+	c, err := capturefmt.Load(file)
+	if err != nil {
+		return nil, fmt.Errorf("--capture: %w", err)
+	}
+	node, omitted, err := capture.VirtualNode(ctx, c, name, db, opts)
+	if err != nil {
+		return nil, fmt.Errorf("--capture %s: %w", file, err)
+	}
+	for _, o := range omitted {
+		fmt.Fprintf(out, "not drawn: %s\n", o)
+	}
+	return node, nil
 }
 
 func loadSpec(file string) (*virtualnode.Spec, error) {

@@ -3,6 +3,8 @@ package capture_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -128,4 +130,119 @@ func layout(t *testing.T, inv *discovery.Inventory, devRoot string) string {
 		t.Fatal(err)
 	}
 	return strings.ReplaceAll(string(data), devRoot, "DEV")
+}
+
+// TestVirtualNodeDrawsTheCapture: a capture built into a virtual node (as
+// hwnetctl virtual-node create --capture does) discovers exactly as the
+// unpacked capture does, identifiers included: the node's own capture,
+// and each contributed one in node/discovery/testdata/captures (a VM's
+// virtio-net on no NUMA node and without an IOMMU among them).
+func TestVirtualNodeDrawsTheCapture(t *testing.T) {
+	db := vnodetest.OpenDB(t)
+	node := vnodetest.BuildForTest(t, spec(), db, false)
+	own, err := capture.Take(capture.Options{SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	captures := map[string]*capturefmt.Capture{"the node's own": own}
+	files, err := filepath.Glob("../discovery/testdata/captures/*.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if strings.HasSuffix(f, ".inventory.json") {
+			continue
+		}
+		if captures[filepath.Base(f)], err = capturefmt.Load(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for name, c := range captures {
+		t.Run(name, func(t *testing.T) {
+			dir := filepath.Join(t.TempDir(), "unpacked")
+			if err := capture.Unpack(c, dir); err != nil {
+				t.Fatal(err)
+			}
+			want := exactly(t, discover(t, db, filepath.Join(dir, "sys"), filepath.Join(dir, "dev")), dir)
+			vn, omitted, err := capture.VirtualNode(context.Background(), c, "replayed", db, virtualnode.Options{Dir: vnodetest.Dir(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { vn.Destroy() })
+			got := exactly(t, discover(t, db, vn.SysRoot(), vn.DevRoot()), vn.Dir())
+			if got != want || len(omitted) != 0 {
+				t.Errorf("the virtual node (leaving out %q) discovers as\n%s\nwant\n%s", omitted, got, want)
+			}
+		})
+	}
+}
+
+// exactly is the inventory as JSON with the tree's directory left out.
+func exactly(t *testing.T, inv *discovery.Inventory, dir string) string {
+	t.Helper()
+	inv.LinkFacts = ""
+	data, err := json.MarshalIndent(inv, "", " ")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.ReplaceAll(string(data), dir, "TREE")
+}
+
+// TestVirtualNodeOfACaptureHasLinks: with links, each captured netdev is
+// a real link in the node's netns, with the name, MAC and state the
+// capture had, a dual-port function's second port included; destroyed,
+// the node leaves its netns and links behind it.
+func TestVirtualNodeOfACaptureHasLinks(t *testing.T) {
+	vnodetest.RequireRoot(t)
+	db := vnodetest.OpenDB(t)
+	node := vnodetest.BuildForTest(t, spec(), db, false)
+	c, err := capture.Take(capture.Options{SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "unpacked")
+	if err := capture.Unpack(c, dir); err != nil {
+		t.Fatal(err)
+	}
+	captured := discover(t, db, filepath.Join(dir, "sys"), filepath.Join(dir, "dev"))
+	name := fmt.Sprintf("replayed-%d", os.Getpid())
+	vn, _, err := capture.VirtualNode(context.Background(), c, name, db, virtualnode.Options{Dir: vnodetest.Dir(t), Links: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv, err := discovery.Discover(context.Background(), discovery.Options{SysfsRoot: vn.SysRoot(), DevRoot: vn.DevRoot(),
+		Netns: "/run/netns/" + vn.NetnsName(), DB: db, ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA{}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ports := 0
+	eachFunction(captured, func(want *discovery.Function) {
+		got, ok := inv.Function(want.Address)
+		if !ok {
+			t.Errorf("%s: not in the virtual node", want.Address)
+			return
+		}
+		for i, w := range append([]discovery.Netdev{}, want.Ports...) {
+			if i > 0 && (len(got.Ports) <= i || got.Ports[i].Name != w.Name || got.Ports[i].StateFrom != "netlink") {
+				t.Errorf("%s: ports %+v, want %s from netlink", want.Address, got.Ports, w.Name)
+			}
+			ports++
+		}
+		if want.Netdev == nil {
+			return
+		}
+		w, g := *want.Netdev, got.Netdev
+		if g == nil || g.Name != w.Name || g.HardwareAddr != w.HardwareAddr || g.OperState != w.OperState || g.Up != w.Up || g.StateFrom != "netlink" {
+			t.Errorf("%s: netdev %+v, want %+v from netlink", want.Address, g, w)
+		}
+	})
+	if ports == 0 {
+		t.Error("the capture has no dual-port function: the test checks no second port")
+	}
+	if err := vn.Destroy(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat("/run/netns/" + vn.NetnsName()); !os.IsNotExist(err) {
+		t.Errorf("netns %s after Destroy: %v", vn.NetnsName(), err)
+	}
 }

@@ -191,7 +191,7 @@ func (l *links) add(ctx context.Context, st *state, fs []*Function) error {
 			continue
 		}
 		for _, peer := range []*Netdev{f.Representor, f.Port2Peer} {
-			if peer == nil {
+			if peer == nil || !peer.Up {
 				continue
 			}
 			if err := l.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: peer.Index}}); err != nil {
@@ -255,13 +255,23 @@ func (l *links) addPair(st *state, f *Function) error {
 	if err != nil {
 		return err
 	}
-	if err := l.addVeth(f.Netdev, f.Representor, st.linkMAC(rid, roleFunction), st.linkMAC(rid, roleRepresentor)); err != nil {
+	if err := l.addVeth(f.Netdev, f.Representor, vethMAC(f.Netdev, st.linkMAC(rid, roleFunction)), vethMAC(f.Representor, st.linkMAC(rid, roleRepresentor))); err != nil {
 		return err
 	}
 	if f.Port2 == nil {
 		return nil
 	}
-	return l.addVeth(f.Port2, f.Port2Peer, st.linkMAC(rid, rolePort2), st.linkMAC(rid, rolePort2Peer))
+	return l.addVeth(f.Port2, f.Port2Peer, vethMAC(f.Port2, st.linkMAC(rid, rolePort2)), vethMAC(f.Port2Peer, st.linkMAC(rid, rolePort2Peer)))
+}
+
+// vethMAC is the MAC a netdev's veth gets: its own when it has an
+// Ethernet one (a captured node's), else def; an IPoIB netdev's veth
+// stays Ethernet.
+func vethMAC(nd *Netdev, def net.HardwareAddr) net.HardwareAddr {
+	if mac, err := net.ParseMAC(nd.Address); err == nil && len(mac) == 6 {
+		return mac
+	}
+	return def
 }
 
 func (l *links) addVeth(nd, peer *Netdev, mac, peerMAC net.HardwareAddr) error {

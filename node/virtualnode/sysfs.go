@@ -93,6 +93,15 @@ func cpuList(node int) string {
 	return fmt.Sprintf("%d-%d\n", node*cpusPerNode, (node+1)*cpusPerNode-1)
 }
 
+// localCPUs is a function's local_cpulist: its NUMA node's CPUs, or all
+// of them for a function of no node (-1), as on a single-socket host.
+func (l layout) localCPUs(node int) string {
+	if node < 0 {
+		return fmt.Sprintf("0-%d\n", l.st.NUMANodes*cpusPerNode-1)
+	}
+	return cpuList(node)
+}
+
 // cpuMask is a NUMA node's CPUs as the kernel prints a cpumask: 32-bit hex
 // words, most significant first, the first cut to the CPU count.
 func cpuMask(node, nodes int) string {
@@ -127,19 +136,21 @@ func (l layout) writeLoopback() {
 
 // writeFunction writes a new function's directory and every link to it.
 func (l layout) writeFunction(f *Function) {
-	if f.Bridge != nil {
-		l.dir(parentDir(f.SysPath)) // the host bridge, pci0000:XX
+	if !f.IsVF() {
+		l.dir(parentDir(f.SysPath)) // the host bridge, pci0000:XX, or one that exists
 	}
 	l.dir(f.SysPath)
 	l.writePCIAttrs(f)
 	l.link(f.SysPath+"/subsystem", "bus/pci")
 	l.link("bus/pci/devices/"+f.Addr, f.SysPath)
-	group := l.iommuGroupDir(f)
-	l.dir(group)
-	l.dir(group + "/devices")
-	l.file(group+"/type", "DMA\n")
-	l.link(group+"/devices/"+f.Addr, f.SysPath)
-	l.link(f.SysPath+"/iommu_group", group)
+	if f.IOMMUGroup != noIOMMUGroup {
+		group := l.iommuGroupDir(f)
+		l.dir(group)
+		l.dir(group + "/devices")
+		l.file(group+"/type", "DMA\n")
+		l.link(group+"/devices/"+f.Addr, f.SysPath)
+		l.link(f.SysPath+"/iommu_group", group)
+	}
 	if f.SRIOV != nil {
 		l.writeSRIOV(f)
 	}
@@ -161,7 +172,9 @@ func (l layout) removeFunction(f *Function) {
 		l.remove(parentDir(f.SysPath) + "/" + f.PF + "/virtfn" + strconv.Itoa(f.VFIndex))
 	}
 	l.remove("bus/pci/devices/" + f.Addr)
-	l.remove(l.iommuGroupDir(f))
+	if f.IOMMUGroup != noIOMMUGroup {
+		l.remove(l.iommuGroupDir(f))
+	}
 	l.remove(f.SysPath)
 }
 
@@ -179,7 +192,7 @@ func (l layout) writePCIAttrs(f *Function) {
 	l.file(p+"class", hexAttr(f.Class, 6))
 	l.file(p+"revision", hexAttr(uint32(f.Revision), 2))
 	l.file(p+"numa_node", strconv.Itoa(f.NUMA)+"\n")
-	l.file(p+"local_cpulist", cpuList(f.NUMA))
+	l.file(p+"local_cpulist", l.localCPUs(f.NUMA))
 	l.file(p+"modalias", modalias(f)+"\n")
 	l.file(p+"config", configSpace(f))
 }
@@ -259,7 +272,7 @@ func (l layout) writeBinding(f *Function) {
 		l.link(p+"driver", drv)
 		l.link(drv+"/"+f.Addr, f.SysPath)
 	}
-	if f.Driver == driverVFIO {
+	if f.Driver == driverVFIO && f.IOMMUGroup != noIOMMUGroup {
 		l.devFile("vfio/" + strconv.Itoa(f.IOMMUGroup))
 	}
 	if f.UIO != nil {
@@ -511,7 +524,7 @@ func (l layout) writeRDMAPort(port string, f *Function) {
 // active whatever its IPoIB netdev does, a RoCE port follows its netdev.
 func (l layout) writeRDMAPortState(port string, f *Function) {
 	state, phys := "4: ACTIVE", "5: LinkUp"
-	if f.RDMA.LinkLayer == "Ethernet" && f.Netdev.OperState != "up" {
+	if f.RDMA.LinkLayer == "Ethernet" && (f.Netdev == nil || f.Netdev.OperState != "up") {
 		state, phys = "1: DOWN", "3: Disabled"
 	}
 	l.file(port+"/state", state+"\n")
