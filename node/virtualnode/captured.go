@@ -31,8 +31,8 @@ type Captured struct {
 // nodes, IOMMU groups, SR-IOV registers, netdev names, addresses and
 // states, and RDMA devices, so that discovery finds what it found in the
 // capture; with opts.Links each netdev is a veth as on a built node. It
-// returns what it leaves out (vDPA devices, a multi-port card's shared
-// switch ID). A PCI domain other than 0000 is refused.
+// returns what it leaves out (vDPA devices). A PCI domain other than 0000
+// is refused.
 func BuildCaptured(ctx context.Context, c Captured, opts Options) (*Node, []string, error) {
 	if err := checkNodeName(c.Name); err != nil {
 		return nil, nil, &SpecError{Field: "name", Err: err}

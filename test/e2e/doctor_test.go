@@ -90,8 +90,9 @@ func TestHwnetctlDoctorNamesWhatKeepsAPoolEmpty(t *testing.T) {
 }
 
 // TestHwnetctlCaptureInTheAgentPod: hwnetctl capture, in the agent pod,
-// takes the node's NICs as the pod sees them; unpacked there, the capture
-// lists the same PFs, VFs and NICs to hwnetctl inventory as the node does.
+// takes the node's NICs as the pod sees them; unpacked there, and drawn
+// as a virtual node, the capture lists the same PFs, VFs and NICs to
+// hwnetctl inventory as the node does.
 func TestHwnetctlCaptureInTheAgentPod(t *testing.T) {
 	e := setup(t)
 	ctx := testContext(t)
@@ -101,6 +102,7 @@ func TestHwnetctlCaptureInTheAgentPod(t *testing.T) {
 	for _, args := range [][]string{
 		{"capture", "take", "-o", name + ".json"},
 		{"capture", "unpack", "--dir", name, name + ".json"},
+		{"virtual-node", "create", "--no-links", "--capture", name + ".json", "--dir", name + "-vn"},
 	} {
 		if out, err := e.hwnetctl(ctx, t, nil, args...); err != nil {
 			t.Fatalf("hwnetctl %q: %v\n%s", args, err, out)
@@ -134,8 +136,13 @@ func TestHwnetctlCaptureInTheAgentPod(t *testing.T) {
 		return ids
 	}
 	want := functions()
-	got := functions("--sysfs", name+"/sys", "--dev", name+"/dev")
-	if !slices.Equal(got, want) || len(want) == 0 {
+	if got := functions("--sysfs", name+"/sys", "--dev", name+"/dev"); !slices.Equal(got, want) || len(want) == 0 {
 		t.Errorf("the capture lists %q, want the node's %q", got, want)
+	}
+	if got := functions("--sysfs", name+"-vn/sys", "--dev", name+"-vn/dev"); !slices.Equal(got, want) {
+		t.Errorf("the virtual node of the capture lists %q, want the node's %q", got, want)
+	}
+	if out, err := e.hwnetctl(ctx, t, nil, "virtual-node", "destroy", "--dir", name+"-vn"); err != nil {
+		t.Errorf("hwnetctl virtual-node destroy: %v\n%s", err, out)
 	}
 }
