@@ -117,9 +117,12 @@ func (a *assembler) buildPF(ctx context.Context, sc *scanned, byAddr map[string]
 	if ok {
 		pf.Model = model.Name
 	}
-	var reps map[int]string
+	var reps, sfReps map[int]string
 	if pf.ESwitch.Mode == ModeSwitchdev {
-		reps = a.representors(sc)
+		reps, sfReps = a.representors(sc)
+	}
+	for i := range pf.SFs {
+		pf.SFs[i].Representor = sfReps[pf.SFs[i].SFNum]
 	}
 	for _, v := range sc.virtfns {
 		vsc, ok := byAddr[v.address]

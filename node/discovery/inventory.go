@@ -79,6 +79,9 @@ type SF struct {
 	NUMANode int     `json:"numaNode"`
 	Netdev   *Netdev `json:"netdev,omitempty"`
 	RDMA     *RDMA   `json:"rdma,omitempty"`
+	// Representor is the SF's representor netdev when the PF is in
+	// switchdev mode (port name pf<P>sf<sfnum>).
+	Representor string `json:"representor,omitempty"`
 	// Excluded and Problems mean what they mean on a Function.
 	Excluded []string `json:"excluded,omitempty"`
 	Problems []string `json:"problems,omitempty"`

@@ -2,6 +2,7 @@ package discovery_test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"reflect"
 	"slices"
@@ -208,4 +209,46 @@ func TestDiscoverRootSFs(t *testing.T) {
 			t.Errorf("%s: netdev %+v, want ifindex %d, up, state from netlink", sf.Name, sf.Netdev, want.Index)
 		}
 	}
+}
+
+// TestDiscoverSFRepresentors: on a switchdev PF each SF gets its
+// representor, the netdev on the PF's switch whose port name is
+// pf<P>sf<sfnum>; mlx5 registers those in the PF's own net/ too, where
+// they are not taken for the PF's netdev.
+func TestDiscoverSFRepresentors(t *testing.T) {
+	db := vnodetest.OpenDB(t)
+	node := buildTree(t, db, sfSpec("sf-reps"))
+	built, _ := node.Device(sfPF)
+	sys := node.SysRoot()
+	switchID := strings.TrimSpace(readFile(t, filepath.Join(sys, built.SysPath, "net", built.Netdev.Name, "phys_switch_id")))
+	addSwitchPort(t, sys, built.SysPath+"/net", "eth9", switchID, "pf0sf90")
+	inv := discover(t, db, node, discovery.Options{ESwitch: fakeESwitch{sfPF: discovery.ModeSwitchdev}})
+	pf := findPF(t, inv, sfPF)
+	if pf.Netdev == nil || pf.Netdev.Name != built.Netdev.Name || len(pf.Problems) != 0 {
+		t.Errorf("PF netdev %+v problems %q, want the uplink %s and no problem", pf.Netdev, pf.Problems, built.Netdev.Name)
+	}
+	if len(pf.SFs) != len(built.SFs) {
+		t.Fatalf("%d SFs, want %d", len(pf.SFs), len(built.SFs))
+	}
+	for i, sf := range pf.SFs {
+		if want := built.SFs[i].Representor.Name; sf.Representor != want {
+			t.Errorf("%s: representor %q, want %q", sf.Name, sf.Representor, want)
+		}
+	}
+	for _, other := range inv.PFs {
+		for _, sf := range other.SFs {
+			if other.Address != sfPF && sf.Representor != "" {
+				t.Errorf("%s on legacy PF %s: representor %q, want none", sf.Name, other.Address, sf.Representor)
+			}
+		}
+	}
+}
+
+func readFile(t *testing.T, path string) string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(data)
 }
