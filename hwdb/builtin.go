@@ -147,16 +147,22 @@ func nvidiaModels() []Model {
 		mlx5(Model{Name: "ConnectX-5", PFDevice: 0x1017, VFDevice: 0x1018, LinkTypes: vpi, Switchdev: true}),
 		mlx5(Model{Name: "ConnectX-5 Ex", PFDevice: 0x1019, VFDevice: 0x101a, LinkTypes: vpi, Switchdev: true}),
 		mlx5(Model{Name: "ConnectX-6", PFDevice: 0x101b, VFDevice: 0x101c, LinkTypes: vpi, Switchdev: true}),
-		// mlx5_vdpa needs ConnectX-6 Dx or newer.
-		mlx5(Model{Name: "ConnectX-6 Dx", PFDevice: 0x101d, VFDevice: mlx5VF, LinkTypes: eth, Switchdev: true, VDPA: true}),
+		// mlx5_vdpa needs ConnectX-6 Dx or newer, as do scalable functions
+		// (MaxSFs: the PF_TOTAL_SF that NVIDIA's scalablefunctions wiki
+		// configures, 252 on a ConnectX-6 Dx, 500 on a BlueField-2's
+		// eswitch PF, 1000 on a BlueField-3's host PF; ConnectX-7 is
+		// given ConnectX-6 Dx's, as no figure of its own was found).
+		// ConnectX-6 Lx, -8 and -9 stay without SFs until a source says
+		// how many they carry.
+		mlx5(Model{Name: "ConnectX-6 Dx", PFDevice: 0x101d, VFDevice: mlx5VF, LinkTypes: eth, Switchdev: true, VDPA: true, MaxSFs: 252}),
 		mlx5(Model{Name: "ConnectX-6 Lx", PFDevice: 0x101f, VFDevice: mlx5VF, LinkTypes: eth, Switchdev: true, VDPA: true}),
-		mlx5(Model{Name: "ConnectX-7", PFDevice: 0x1021, VFDevice: mlx5VF, LinkTypes: vpi, Switchdev: true, VDPA: true}),
+		mlx5(Model{Name: "ConnectX-7", PFDevice: 0x1021, VFDevice: mlx5VF, LinkTypes: vpi, Switchdev: true, VDPA: true, MaxSFs: 252}),
 		mlx5(Model{Name: "ConnectX-8", PFDevice: 0x1023, VFDevice: mlx5VF, LinkTypes: vpi, Switchdev: true, VDPA: true}),
 		// Newer than the 2023 pci.ids; 1025 is in the kernel's
 		// mlx5_core_pci_table and the PCI ID Project's current pci.ids.
 		mlx5(Model{Name: "ConnectX-9", PFDevice: 0x1025, VFDevice: mlx5VF, LinkTypes: vpi, Switchdev: true, VDPA: true}),
-		mlx5(Model{Name: "BlueField-2", PFDevice: 0xa2d6, VFDevice: mlx5VF, LinkTypes: dpu, Switchdev: true, VDPA: true}),
-		mlx5(Model{Name: "BlueField-3", PFDevice: 0xa2dc, VFDevice: mlx5VF, LinkTypes: dpu, Switchdev: true, VDPA: true}),
+		mlx5(Model{Name: "BlueField-2", PFDevice: 0xa2d6, VFDevice: mlx5VF, LinkTypes: dpu, Switchdev: true, VDPA: true, MaxSFs: 500}),
+		mlx5(Model{Name: "BlueField-3", PFDevice: 0xa2dc, VFDevice: mlx5VF, LinkTypes: dpu, Switchdev: true, VDPA: true, MaxSFs: 1000}),
 	}
 }
 

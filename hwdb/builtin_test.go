@@ -167,3 +167,39 @@ func TestBuiltinCoversSRIOVOperatorList(t *testing.T) {
 		}
 	}
 }
+
+// TestBuiltinSFs pins which models carry mlx5 scalable functions and how
+// many per PF, and holds every model with SFs to what creating one needs:
+// mlx5_core, which makes them auxiliary devices, and a switchdev eswitch,
+// whose devlink ports they are added as.
+func TestBuiltinSFs(t *testing.T) {
+	tests := []struct {
+		name   string
+		maxSFs int
+	}{
+		{"ConnectX-5", 0},
+		{"ConnectX-6", 0},
+		{"ConnectX-6 Dx", 252},
+		{"ConnectX-7", 252},
+		{"BlueField-2", 500},
+		{"BlueField-3", 1000},
+		{"E810-C", 0},
+		{"BCM57508", 0},
+	}
+	db := openDB(t)
+	for _, tt := range tests {
+		m, ok := db.ModelByName(tt.name)
+		if !ok {
+			t.Errorf("no built-in model %q", tt.name)
+			continue
+		}
+		if m.MaxSFs != tt.maxSFs {
+			t.Errorf("%s: maxSFs %d, want %d", tt.name, m.MaxSFs, tt.maxSFs)
+		}
+	}
+	for _, m := range builtinModels() {
+		if m.MaxSFs > 0 && (m.PFDrivers[0] != "mlx5_core" || !m.Switchdev) {
+			t.Errorf("%s has %d SFs but driver %s, switchdev %t: SFs need mlx5_core and switchdev", m.Name, m.MaxSFs, m.PFDrivers[0], m.Switchdev)
+		}
+	}
+}

@@ -44,6 +44,11 @@ type Model struct {
 	VFDrivers []string `json:"vfDrivers"`
 	// MaxVFs is the largest sriov_totalvfs the model reports per PF.
 	MaxVFs int `json:"maxVFs"`
+	// MaxSFs is the largest number of mlx5 scalable functions a PF can
+	// carry (the firmware's PF_TOTAL_SF, set with mlxconfig); 0 means
+	// the model has none. An SF is an auxiliary device below its PF
+	// (mlx5_core.sf.N), with a netdev and an RDMA device of its own.
+	MaxSFs int `json:"maxSFs,omitempty"`
 	// LinkTypes lists the link layers the ports can run, default first.
 	LinkTypes []LinkType `json:"linkTypes"`
 	// RDMA is true when the VFs expose an RDMA device.
@@ -60,6 +65,10 @@ type Model struct {
 	// network controller". 0 means the link type's.
 	Class PCIID `json:"class,omitempty"`
 }
+
+// maxSFsPerPF bounds MaxSFs: the firmware reports the SFs a function may
+// have in max_num_sf, a 16-bit capability (mlx5_ifc.h).
+const maxSFsPerPF = 65535
 
 // PCIID is a 16-bit PCI vendor or device ID. It reads and writes as four
 // hex digits, as sysfs and pci.ids spell it ("8086", "0x8086").

@@ -110,6 +110,7 @@ func (m *Model) jsonFields() map[string]any {
 		"pfDrivers": &m.PFDrivers,
 		"vfDrivers": &m.VFDrivers,
 		"maxVFs":    &m.MaxVFs,
+		"maxSFs":    &m.MaxSFs,
 		"linkTypes": &m.LinkTypes,
 		"rdma":      &m.RDMA,
 		"switchdev": &m.Switchdev,
@@ -186,6 +187,9 @@ func validateModel(m Model) error {
 	}
 	if m.MaxVFs < 0 {
 		return fmt.Errorf("field maxVFs: %d is negative", m.MaxVFs)
+	}
+	if m.MaxSFs < 0 || m.MaxSFs > maxSFsPerPF {
+		return fmt.Errorf("field maxSFs: %d is out of range 0-%d", m.MaxSFs, maxSFsPerPF)
 	}
 	for i, t := range m.LinkTypes {
 		if t != Ethernet && t != InfiniBand {

@@ -12,12 +12,12 @@ import (
 func TestParseModels(t *testing.T) {
 	want := []Model{{
 		Name: "Acme 100G", Family: "Acme", Vendor: 0x1234, PFDevice: 0xabcd, VFDevice: 0xabce,
-		PFDrivers: []string{"acme"}, VFDrivers: []string{"acmevf"}, MaxVFs: 64,
+		PFDrivers: []string{"acme"}, VFDrivers: []string{"acmevf"}, MaxVFs: 64, MaxSFs: 16,
 		LinkTypes: []LinkType{Ethernet}, RDMA: true, DPDK: VFIO,
 	}}
 	inputs := map[string]string{
 		"JSON list": `[{"name": "Acme 100G", "family": "Acme", "vendor": "1234", "pfDevice": "0xABCD",
-			"vfDevice": "abce", "pfDrivers": ["acme"], "vfDrivers": ["acmevf"], "maxVFs": 64,
+			"vfDevice": "abce", "pfDrivers": ["acme"], "vfDrivers": ["acmevf"], "maxVFs": 64, "maxSFs": 16,
 			"linkTypes": ["ethernet"], "rdma": true, "dpdk": "vfio-pci"}]`,
 		"YAML object": `
 models:
@@ -29,6 +29,7 @@ models:
   pfDrivers: [acme]
   vfDrivers: [acmevf]
   maxVFs: 64
+  maxSFs: 16
   linkTypes: [ethernet]
   rdma: true
   switchdev: false
@@ -70,6 +71,9 @@ func TestParseModelsErrors(t *testing.T) {
 		{`[{` + ok + `, color: red}]`, `models[0] "X9": unknown field "color"`},
 		{`[{` + ok + `, maxVFs: many}]`, `models[0] "X9": field maxVFs: "many" is not a whole number`},
 		{`[{` + ok + `, maxVFs: -1}]`, `models[0] "X9": field maxVFs: -1 is negative`},
+		{`[{` + ok + `, maxSFs: -1}]`, `models[0] "X9": field maxSFs: -1 is out of range 0-65535`},
+		{`[{` + ok + `, maxSFs: 65536}]`, `models[0] "X9": field maxSFs: 65536 is out of range 0-65535`},
+		{`[{` + ok + `, maxSFs: some}]`, `models[0] "X9": field maxSFs: "some" is not a whole number`},
 		{`[{` + ok + `, rdma: "yes"}]`, `models[0] "X9": field rdma: "yes" is not true or false`},
 		{`[{` + ok + `, pfDrivers: ice}]`, `models[0] "X9": field pfDrivers: "ice" is not a list of strings`},
 		{`[{` + ok + `, pfDrivers: [ice, ""]}]`, `models[0] "X9": field pfDrivers[1]: "" is empty`},

@@ -16,6 +16,7 @@ type assembler struct {
 	opts  Options
 	links linkDump
 	vdpa  vdpaTable
+	aux   *auxIndex
 	// switches maps each (switch, PF port, VF) to its representor, read
 	// on the first switchdev PF.
 	switches map[switchPort]string
@@ -27,6 +28,7 @@ func (a *assembler) assemble(ctx context.Context, all []*scanned) *Inventory {
 	if a.vdpa.problem != "" {
 		inv.Problems = append(inv.Problems, a.vdpa.problem)
 	}
+	inv.Problems = append(inv.Problems, a.aux.listProblems()...)
 	byAddr := make(map[string]*scanned, len(all))
 	for _, sc := range all {
 		byAddr[sc.fn.Address] = sc
@@ -110,14 +112,17 @@ func linkType(fn *Function, class uint32) hwdb.LinkType {
 
 // buildPF puts a PF's VFs under it, in virtfn order.
 func (a *assembler) buildPF(ctx context.Context, sc *scanned, byAddr map[string]*scanned, claimed map[string]bool) PF {
-	pf := PF{Function: sc.fn, SRIOV: *sc.sriov, ESwitch: a.readESwitch(ctx, sc.fn.Address), VFs: []VF{}}
+	pf := PF{Function: sc.fn, SRIOV: *sc.sriov, ESwitch: a.readESwitch(ctx, sc.fn.Address), VFs: []VF{}, SFs: a.completeSFs(sc.sfs)}
 	model, ok := a.opts.DB.ModelByPF(sc.fn.Vendor, sc.fn.Device)
 	if ok {
 		pf.Model = model.Name
 	}
-	var reps map[int]string
+	var reps, sfReps map[int]string
 	if pf.ESwitch.Mode == ModeSwitchdev {
-		reps = a.representors(sc)
+		reps, sfReps = a.representors(sc)
+	}
+	for i := range pf.SFs {
+		pf.SFs[i].Representor = sfReps[pf.SFs[i].SFNum]
 	}
 	for _, v := range sc.virtfns {
 		vsc, ok := byAddr[v.address]

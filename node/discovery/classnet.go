@@ -15,7 +15,8 @@ const classNetDir = "class/net"
 
 // netdevIndex finds the netdevs that hang below a PCI function's
 // sub-devices rather than in its own net/ directory: virtio-net's
-// <function>/virtioN/net/<name>, an mlx5 sub-function's auxiliary device.
+// <function>/virtioN/net/<name>. A netdev below a scalable function
+// (<function>/mlx5_core.sf.N/net/<name>) is the SF's, not the function's.
 // It is built once, on the first function that has no net/ directory, from
 // class/net/*: each link's target resolved up to its nearest PCI function.
 type netdevIndex struct {
@@ -46,7 +47,8 @@ func (x *netdevIndex) build() {
 		if err != nil {
 			continue
 		}
-		if addr, rel, ok := splitAtFunction(string(r.buf[:n])); ok && path.Dir(rel) != "net" {
+		// A netdev below an SF is the SF's, not its PF's.
+		if addr, rel, ok := splitAtFunction(string(r.buf[:n])); ok && path.Dir(rel) != "net" && !belowSF(rel) {
 			x.byFunction[addr] = append(x.byFunction[addr], rel)
 		}
 	}

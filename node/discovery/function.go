@@ -28,6 +28,8 @@ type scanned struct {
 	virtfns   []virtfn
 	hasPhysfn bool
 	dir       string
+	// sfs are a PF's scalable functions.
+	sfs []SF
 }
 
 // virtfn is one virtfnN link of a PF.
@@ -42,6 +44,7 @@ type functionScanner struct {
 	links   *pendingLinks
 	ib      *devInfiniband
 	netdevs *netdevIndex
+	aux     *auxIndex
 	r       attrReader
 }
 
@@ -79,6 +82,9 @@ func (s *functionScanner) scan(name string) *scanned {
 	s.readNetdev(sc, entries.net)
 	if entries.infiniband {
 		s.readRDMA(sc, entries)
+	}
+	if entries.sriov {
+		s.readSFs(sc, fd)
 	}
 	if entries.uio {
 		s.findUIODevice(sc)

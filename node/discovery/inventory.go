@@ -1,8 +1,9 @@
 // Package discovery scans a node's sysfs (and /dev) into an immutable
 // Inventory of its network PCI functions: SR-IOV physical functions with
-// their virtual functions, and standalone NICs. Cost is linear in the number
-// of functions; nothing is ever dropped silently: a function that cannot be
-// offered to pods stays in the inventory with the reasons why.
+// their virtual and scalable functions, and standalone NICs. Cost is
+// linear in the number of functions; nothing is ever dropped silently: a
+// function that cannot be offered to pods stays in the inventory with the
+// reasons why.
 //
 // The rules that make it right on real machines' layouts (see
 // docs/hardware-layouts.md):
@@ -12,6 +13,10 @@
 //   - A function's netdev is in its own net/ directory or, when it has
 //     none, below one of its sub-devices (virtio-net's virtioN/net/<name>,
 //     found through class/net resolved up to the nearest PCI function).
+//   - A PF's scalable functions are the auxiliary devices whose directory
+//     is a child of the PF's and that have an sfnum (mlx5_core.sf.N, from
+//     bus/auxiliary/devices); their netdevs and RDMA devices are theirs,
+//     never the PF's.
 //   - Link state, MTU and default routes come from netlink of the named
 //     network namespace, or of this process's when the sysfs root is
 //     /sys or a sysfs mount; another root with no namespace is another
@@ -50,6 +55,36 @@ type PF struct {
 	ESwitch ESwitch `json:"eswitch"`
 	// VFs are sorted by VF index.
 	VFs []VF `json:"vfs"`
+	// SFs are the PF's scalable functions, sorted by sfnum.
+	SFs []SF `json:"sfs,omitempty"`
+}
+
+// SF is a scalable function of a PF: an auxiliary device (mlx5's
+// mlx5_core.sf.<N>) whose directory is a child of the PF's, with a netdev
+// and an RDMA device of its own. SFs are not PCI functions: Function and
+// Len do not count them.
+type SF struct {
+	// Name is the auxiliary device's name, "mlx5_core.sf.4".
+	Name string `json:"name"`
+	// AuxType is the name's middle part, "sf": what sriovdp's auxTypes
+	// selector matches.
+	AuxType string `json:"auxType"`
+	// SFNum is the sfnum it was created with (devlink port add ... sfnum
+	// 88); -1 when unreadable.
+	SFNum int `json:"sfNum"`
+	// Driver is the auxiliary driver bound to it, "mlx5_core.sf"; "" when
+	// unbound.
+	Driver string `json:"driver,omitempty"`
+	// NUMANode is its PF's: an auxiliary device has no numa_node.
+	NUMANode int     `json:"numaNode"`
+	Netdev   *Netdev `json:"netdev,omitempty"`
+	RDMA     *RDMA   `json:"rdma,omitempty"`
+	// Representor is the SF's representor netdev when the PF is in
+	// switchdev mode (port name pf<P>sf<sfnum>).
+	Representor string `json:"representor,omitempty"`
+	// Excluded and Problems mean what they mean on a Function.
+	Excluded []string `json:"excluded,omitempty"`
+	Problems []string `json:"problems,omitempty"`
 }
 
 // VF is a virtual function of a PF.

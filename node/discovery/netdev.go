@@ -138,8 +138,8 @@ func (s *functionScanner) uplinksOnly(dirs []string) []string {
 	var uplinks, others []string
 	for _, d := range dirs {
 		name, err := s.r.read(path.Join(d, "phys_port_name"))
-		switch _, _, rep := parseVFPortName(name); {
-		case err == nil && rep:
+		switch {
+		case err == nil && isRepresentor(name):
 		case err == nil && isUplink(name):
 			uplinks = append(uplinks, d)
 		default:
@@ -147,6 +147,14 @@ func (s *functionScanner) uplinksOnly(dirs []string) []string {
 		}
 	}
 	return append(uplinks, others...)
+}
+
+// isRepresentor reports whether a port name is a VF's or an SF's
+// representor's.
+func isRepresentor(portName string) bool {
+	_, _, vf := parseVFPortName(portName)
+	_, _, sf := parseSFPortName(portName)
+	return vf || sf
 }
 
 func isUplink(portName string) bool {

@@ -62,12 +62,13 @@ func Discover(ctx context.Context, opts Options) (*Inventory, error) {
 		wg.Go(func() { links.table = readLinkTable(opts.Netns); close(links.done) })
 	}
 	wg.Go(func() { vdpa = readVDPATable(ctx, opts.VDPA) })
-	scanned, err := scanAll(ctx, opts, names, links)
+	aux := &auxIndex{sysfsRoot: opts.SysfsRoot}
+	scanned, err := scanAll(ctx, opts, names, links, aux)
 	wg.Wait()
 	if err != nil {
 		return nil, err
 	}
-	a := assembler{opts: opts, links: links.table, vdpa: vdpa}
+	a := assembler{opts: opts, links: links.table, vdpa: vdpa, aux: aux}
 	inv := a.assemble(ctx, scanned)
 	inv.LinkFacts = opts.linkFacts()
 	return inv, nil
@@ -121,7 +122,7 @@ func (o Options) withDefaults() Options {
 
 // scanAll reads every PCI function in parallel, one attrReader a worker,
 // and returns the network ones in address order.
-func scanAll(ctx context.Context, opts Options, names []string, links *pendingLinks) ([]*scanned, error) {
+func scanAll(ctx context.Context, opts Options, names []string, links *pendingLinks, aux *auxIndex) ([]*scanned, error) {
 	slices.Sort(names)
 	results := make([]*scanned, len(names))
 	workers := min(runtime.GOMAXPROCS(0), len(names)/32+1)
@@ -130,7 +131,7 @@ func scanAll(ctx context.Context, opts Options, names []string, links *pendingLi
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Go(func() {
-			s := functionScanner{opts: opts, links: links, ib: ib, netdevs: netdevs}
+			s := functionScanner{opts: opts, links: links, ib: ib, netdevs: netdevs, aux: aux}
 			for i := w; i < len(names); i += workers {
 				if ctx.Err() != nil {
 					return

@@ -172,6 +172,30 @@ func TestParseVFPortName(t *testing.T) {
 	}
 }
 
+// TestParseSFPortName: an SF representor's port name is pf<P>sf<sfnum>
+// (the kernel's mlx5 SF example: ens2f0npf0sf88 is ens2f0's port
+// "pf0sf88"), with c<C> before it for an external host's SF.
+func TestParseSFPortName(t *testing.T) {
+	for _, tc := range []struct {
+		in     string
+		pf, sf int
+		ok     bool
+	}{
+		{"pf0sf88", 0, 88, true},
+		{"pf1sf0", 1, 0, true},
+		{"c1pf0sf77", 0, 77, true},
+		{"pf0vf3", 0, 0, false},
+		{"pf0sf", 0, 0, false},
+		{"pf0sfx", 0, 0, false},
+		{"p0", 0, 0, false},
+	} {
+		pf, sf, ok := parseSFPortName(tc.in)
+		if pf != tc.pf || sf != tc.sf || ok != tc.ok {
+			t.Errorf("parseSFPortName(%q) = %d, %d, %v; want %d, %d, %v", tc.in, pf, sf, ok, tc.pf, tc.sf, tc.ok)
+		}
+	}
+}
+
 func TestParseUplinkPortName(t *testing.T) {
 	for _, tc := range []struct {
 		in   string

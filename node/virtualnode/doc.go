@@ -10,7 +10,9 @@
 // enp59s0f0v3, ibp65s0f0v1) and 20-byte IPoIB addresses; RDMA devices
 // under infiniband/ with their uverbs, umad and issm nodes, and the
 // node's rdma_cm; UIO devices under uio/ for uio_pci_generic and igb_uio;
-// and the bus/pci, class/net, class/infiniband, kernel/iommu_groups and
+// mlx5 scalable functions as auxiliary devices below their PF
+// (mlx5_core.sf.N with sfnum, netdev and RDMA device); and the bus/pci,
+// bus/auxiliary, class/net, class/infiniband, kernel/iommu_groups and
 // devices/system/node views.
 // Writes into the tree do nothing by themselves: Node's methods change
 // the hardware, and EnactWrites calls them for the writes a program makes

@@ -79,6 +79,9 @@ type Function struct {
 	RDMA *RDMADevice `json:"rdma,omitempty"`
 	// UIO is the function's UIO device while a UIO driver binds it.
 	UIO *UIODevice `json:"uio,omitempty"`
+	// SFs are a PF's mlx5 scalable functions, in sfnum order; they go
+	// when its driver unbinds, as the kernel deletes them then.
+	SFs []*SF `json:"sfs,omitempty"`
 }
 
 // SRIOV is a PF's SR-IOV capability.
@@ -156,13 +159,31 @@ func (f *Function) IsVF() bool { return f.PF != "" }
 func (f *Function) IsNetwork() bool { return f.Class>>16 == 0x02 }
 
 // linkEnds lists the function's netdevs that are veth ends: each port's
-// netdev and its peer.
+// and each SF's netdev and its peer.
 func (f *Function) linkEnds() []*Netdev {
 	var out []*Netdev
 	for _, nd := range []*Netdev{f.Netdev, f.Representor, f.Port2, f.Port2Peer} {
 		if nd != nil {
 			out = append(out, nd)
 		}
+	}
+	for _, sf := range f.SFs {
+		out = append(out, sf.Netdev, sf.Representor)
+	}
+	return out
+}
+
+// peers lists the veth ends that play representors: the ports' peers and
+// the SFs'.
+func (f *Function) peers() []*Netdev {
+	var out []*Netdev
+	for _, nd := range []*Netdev{f.Representor, f.Port2Peer} {
+		if nd != nil {
+			out = append(out, nd)
+		}
+	}
+	for _, sf := range f.SFs {
+		out = append(out, sf.Representor)
 	}
 	return out
 }
@@ -182,6 +203,10 @@ func (f *Function) clone() Function {
 	c.Port2Peer = clonePtr(f.Port2Peer)
 	c.RDMA = clonePtr(f.RDMA)
 	c.UIO = clonePtr(f.UIO)
+	c.SFs = nil
+	for _, sf := range f.SFs {
+		c.SFs = append(c.SFs, sf.clone())
+	}
 	return c
 }
 

@@ -36,9 +36,10 @@ const mellanoxGUIDBase = 0x0c42a103 << 32
 // attachDriver gives a function bound to a netdev driver its netdev, its
 // representor and, if it has one, its RDMA device, and one bound to a UIO
 // driver its UIO device; other functions lose them, as when the kernel
-// unbinds a driver.
+// unbinds a driver. A PF's SFs go for good: the kernel deletes them with
+// the driver that made them.
 func (st *state) attachDriver(f *Function) {
-	f.Netdev, f.Representor, f.Port2, f.Port2Peer, f.RDMA, f.UIO = nil, nil, nil, nil, nil, nil
+	f.Netdev, f.Representor, f.Port2, f.Port2Peer, f.RDMA, f.UIO, f.SFs = nil, nil, nil, nil, nil, nil, nil
 	if isUIODriver(f.Driver) {
 		f.UIO = &UIODevice{Number: st.Next.UIO}
 		st.Next.UIO++
@@ -104,18 +105,9 @@ func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
 	case "ib_qib":
 		prefix = "qib"
 	}
-	if st.Next.RDMA == nil {
-		st.Next.RDMA = map[string]int{}
-	}
-	n := st.Next.RDMA[prefix]
-	st.Next.RDMA[prefix]++
+	d := st.allocRDMA(prefix)
 	guid := formatGUID(st.portGUID(f, rid)) // single-port devices share node and port GUID
-	d := &RDMADevice{
-		Name: fmt.Sprintf("%s%d", prefix, n), Uverbs: st.Next.Uverbs, Umad: st.Next.Umad,
-		NodeGUID: guid, PortGUID: guid, LinkLayer: "Ethernet",
-	}
-	st.Next.Uverbs++
-	st.Next.Umad++
+	d.NodeGUID, d.PortGUID = guid, guid
 	pfRID := rid
 	if f.IsVF() {
 		pfRID, _ = parseRoutingID(f.PF)
@@ -128,6 +120,20 @@ func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
 			d.PKey = pf.SRIOV.VFPKey
 		}
 	}
+	return d
+}
+
+// allocRDMA numbers a new RoCE device, named prefix<N>, and its verbs and
+// MAD devices.
+func (st *state) allocRDMA(prefix string) *RDMADevice {
+	if st.Next.RDMA == nil {
+		st.Next.RDMA = map[string]int{}
+	}
+	n := st.Next.RDMA[prefix]
+	st.Next.RDMA[prefix]++
+	d := &RDMADevice{Name: fmt.Sprintf("%s%d", prefix, n), Uverbs: st.Next.Uverbs, Umad: st.Next.Umad, LinkLayer: "Ethernet"}
+	st.Next.Uverbs++
+	st.Next.Umad++
 	return d
 }
 
@@ -146,7 +152,11 @@ func (st *state) portGUID(f *Function, rid routingID) uint64 {
 	if f.LinkType == hwdb.InfiniBand {
 		return mellanoxGUIDBase | uint64(s0)<<24 | uint64(s1)<<16 | uint64(rid)
 	}
-	mac := st.linkMAC(rid, roleFunction)
+	return macGUID(st.linkMAC(rid, roleFunction))
+}
+
+// macGUID is the EUI-64 of a MAC, the GUID the kernel gives a RoCE port.
+func macGUID(mac net.HardwareAddr) uint64 {
 	eui := [8]byte{mac[0] ^ 0x02, mac[1], mac[2], 0xff, 0xfe, mac[3], mac[4], mac[5]}
 	return binary.BigEndian.Uint64(eui[:])
 }

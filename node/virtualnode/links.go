@@ -187,18 +187,15 @@ func (l *links) add(ctx context.Context, st *state, fs []*Function) error {
 	// The peer's flags cannot be given at creation; set it up by the
 	// index the dump found, which saves a lookup by name.
 	for _, f := range fs {
-		if f.Representor == nil {
-			continue
-		}
-		for _, peer := range []*Netdev{f.Representor, f.Port2Peer} {
-			if peer == nil || !peer.Up {
+		for _, peer := range f.peers() {
+			if !peer.Up {
 				continue
 			}
 			if err := l.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: peer.Index}}); err != nil {
 				return fmt.Errorf("set %s up: %w", peer.Name, err)
 			}
 		}
-		if f.Ifname == st.RouteDev {
+		if f.Netdev != nil && f.Ifname == st.RouteDev {
 			if err := l.addDefaultRoute(f); err != nil {
 				return err
 			}
@@ -249,7 +246,7 @@ func (l *links) notYetUp(fs []*Function) ([]string, error) {
 }
 
 // addPair adds the function's veth pair and, for a DualPort function,
-// its second port's.
+// its second port's, and a PF's SFs'.
 func (l *links) addPair(st *state, f *Function) error {
 	rid, err := parseRoutingID(f.Addr)
 	if err != nil {
@@ -258,10 +255,17 @@ func (l *links) addPair(st *state, f *Function) error {
 	if err := l.addVeth(f.Netdev, f.Representor, vethMAC(f.Netdev, st.linkMAC(rid, roleFunction)), vethMAC(f.Representor, st.linkMAC(rid, roleRepresentor))); err != nil {
 		return err
 	}
-	if f.Port2 == nil {
-		return nil
+	if f.Port2 != nil {
+		if err := l.addVeth(f.Port2, f.Port2Peer, vethMAC(f.Port2, st.linkMAC(rid, rolePort2)), vethMAC(f.Port2Peer, st.linkMAC(rid, rolePort2Peer))); err != nil {
+			return err
+		}
 	}
-	return l.addVeth(f.Port2, f.Port2Peer, vethMAC(f.Port2, st.linkMAC(rid, rolePort2)), vethMAC(f.Port2Peer, st.linkMAC(rid, rolePort2Peer)))
+	for _, sf := range f.SFs {
+		if err := l.addVeth(sf.Netdev, sf.Representor, sfMAC(st, rid, sf.Num, roleFunction), sfMAC(st, rid, sf.Num, roleRepresentor)); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // vethMAC is the MAC a netdev's veth gets: its own when it has an
@@ -320,11 +324,15 @@ func (l *links) refresh(fs []*Function) error {
 	return nil
 }
 
-// del deletes the function's veth pair; deleting one end takes the other.
-// A netdev that is no longer in the netns, e.g. moved into a pod by a CNI
-// plugin, is left alone.
+// del deletes the function's veth pairs, its SFs' included; deleting one
+// end takes the other. A netdev that is no longer in the netns, e.g. moved
+// into a pod by a CNI plugin, is left alone.
 func (l *links) del(f *Function) error {
-	for _, nd := range []*Netdev{f.Netdev, f.Port2} {
+	netdevs := []*Netdev{f.Netdev, f.Port2}
+	for _, sf := range f.SFs {
+		netdevs = append(netdevs, sf.Netdev)
+	}
+	for _, nd := range netdevs {
 		if nd == nil {
 			continue
 		}

@@ -37,6 +37,8 @@ type counters struct {
 	Umad    int `json:"umad"`
 	UIO     int `json:"uio"`
 	LID     int `json:"lid"`
+	// AuxIndex numbers auxiliary devices, mlx5_core.sf.<N>.
+	AuxIndex int `json:"auxIndex"`
 	// RDMA numbers RDMA devices per name prefix, "mlx5_" or "irdma".
 	RDMA map[string]int `json:"rdma"`
 }
@@ -132,6 +134,9 @@ func (p *planner) addPFs(ps *PFSpec) error {
 			}
 		}
 		pf.SRIOV.NumVFs = ps.VFs
+		if err := p.addSFs(pf, ps.SFs); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -148,7 +153,7 @@ func (p *planner) resolveModel(ps *PFSpec) (*hwdb.Model, error) {
 	if ps.LinkType != "" && !slices.Contains(m.LinkTypes, ps.LinkType) {
 		return nil, &SpecError{Field: "linkType", Err: fmt.Errorf("model %s does not support %q (supports %v)", m.Name, ps.LinkType, m.LinkTypes)}
 	}
-	return m, nil
+	return m, checkSFs(ps, m)
 }
 
 // addPF adds PF number k of the entry and its root port.

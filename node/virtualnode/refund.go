@@ -17,7 +17,7 @@ import (
 )
 
 // ReturnNetdevs does for the node's netdevs what the kernel does for a
-// physical function's or VF's netdev when the network namespace it was
+// physical function's, VF's or SF's netdev when the network namespace it was
 // moved into is destroyed: it comes back to the host's namespace
 // (default_device_exit_net pushes every device that is no virtual link
 // back to init_net), where the node's netns stands for the host's. A
@@ -106,10 +106,42 @@ func (n *Node) newReturner(ns netns.NsHandle, log *slog.Logger) (*returner, erro
 	return r, nil
 }
 
-// follow takes the node's links afresh: a function the tree records
-// whose representor is there and netdev is not is away; it returns those
-// whose netdev and representor are both gone.
-func (r *returner) follow() ([]Function, error) {
+// vethPair is a netdev of the node, a function's or an SF's, and the
+// peer that plays its representor, with the MACs the tree gave them.
+type vethPair struct {
+	// device names the netdev's device for logs: a PCI address or an
+	// SF's auxiliary device name.
+	device      string
+	netdev, rep *Netdev
+	mac, repMAC net.HardwareAddr
+}
+
+// vethPairs lists the node's pairs, reading the state again when another
+// process saved it: VFs made after the start, by another process, are
+// there.
+func (n *Node) vethPairs() []vethPair {
+	n.lock()
+	defer n.mu.Unlock()
+	var out []vethPair
+	for _, f := range n.st.Functions {
+		rid, err := parseRoutingID(f.Addr)
+		if f.Netdev == nil || f.Representor == nil || err != nil {
+			continue
+		}
+		out = append(out, vethPair{f.Addr, clonePtr(f.Netdev), clonePtr(f.Representor),
+			n.st.linkMAC(rid, roleFunction), n.st.linkMAC(rid, roleRepresentor)})
+		for _, sf := range f.SFs {
+			out = append(out, vethPair{sf.Name, clonePtr(sf.Netdev), clonePtr(sf.Representor),
+				sfMAC(n.st, rid, sf.Num, roleFunction), sfMAC(n.st, rid, sf.Num, roleRepresentor)})
+		}
+	}
+	return out
+}
+
+// follow takes the node's links afresh: a pair the tree records whose
+// representor is there and netdev is not is away; it returns those whose
+// netdev and representor are both gone.
+func (r *returner) follow() ([]vethPair, error) {
 	all, err := linkList(r.ls.h)
 	if err != nil {
 		return nil, fmt.Errorf("return netdevs: list links: %w", err)
@@ -119,24 +151,23 @@ func (r *returner) follow() ([]Function, error) {
 		present[l.Attrs().Name] = true
 	}
 	clear(r.away)
-	var gone []Function
-	for _, f := range r.n.Devices() {
+	var gone []vethPair
+	for _, p := range r.n.vethPairs() {
 		switch {
-		case f.Netdev == nil || f.Representor == nil || present[f.Netdev.Name]:
-		case present[f.Representor.Name]:
-			r.away[f.Netdev.Name] = true
+		case present[p.netdev.Name]:
+		case present[p.rep.Name]:
+			r.away[p.netdev.Name] = true
 		default:
-			gone = append(gone, f)
+			gone = append(gone, p)
 		}
 	}
 	return gone, nil
 }
 
 // resync follows the node's links after notifications were lost
-// (ENOBUFS, under load): a function the tree still records whose netdev
-// and representor are both gone lost its pair with a namespace that died
-// meanwhile, and is made again, as the kernel never loses a physical
-// netdev.
+// (ENOBUFS, under load): a pair the tree still records whose netdev and
+// representor are both gone died with a namespace meanwhile, and is made
+// again, as the kernel never loses a physical netdev.
 func (r *returner) resync() error {
 	gone, err := r.follow()
 	if err != nil {
@@ -148,13 +179,13 @@ func (r *returner) resync() error {
 	return nil
 }
 
-// give makes the function's pair again and says so.
-func (r *returner) give(f *Function, msg string) {
-	if err := r.recreate(f); err != nil {
-		r.log.Error("netdev whose namespace died not returned", "netdev", f.Netdev.Name, "pci", f.Addr, "err", err)
+// give makes the pair again and says so.
+func (r *returner) give(p *vethPair, msg string) {
+	if err := r.recreate(p); err != nil {
+		r.log.Error("netdev whose namespace died not returned", "netdev", p.netdev.Name, "device", p.device, "err", err)
 		return
 	}
-	r.log.Info(msg, "netdev", f.Netdev.Name, "pci", f.Addr, "ifindex", f.Netdev.Index)
+	r.log.Info(msg, "netdev", p.netdev.Name, "device", p.device, "ifindex", p.netdev.Index)
 }
 
 func (r *returner) Close() {
@@ -200,12 +231,12 @@ func (r *returner) handle(m syscall.NetlinkMessage) {
 		r.away[link.Name] = true
 		return
 	}
-	f, ok := r.representing(link.Name)
-	if !ok || !r.away[f.Netdev.Name] {
+	p, ok := r.representing(link.Name)
+	if !ok || !r.away[p.netdev.Name] {
 		return
 	}
-	delete(r.away, f.Netdev.Name)
-	r.give(&f, "netdev returned from a destroyed namespace")
+	delete(r.away, p.netdev.Name)
+	r.give(&p, "netdev returned from a destroyed namespace")
 }
 
 // movedOut reports whether a RTM_DELLINK is a move to another namespace,
@@ -218,45 +249,39 @@ func movedOut(body []byte) bool {
 	return moved
 }
 
-// representing returns the function whose representor is named name.
-// Devices reads the node's state again when another process saved it:
-// VFs made after the start, by another process, are there.
-func (r *returner) representing(name string) (Function, bool) {
-	for _, f := range r.n.Devices() {
-		if f.Netdev != nil && f.Representor != nil && f.Representor.Name == name {
-			return f, true
+// representing returns the pair whose representor is named name.
+func (r *returner) representing(name string) (vethPair, bool) {
+	for _, p := range r.n.vethPairs() {
+		if p.rep.Name == name {
+			return p, true
 		}
 	}
-	return Function{}, false
+	return vethPair{}, false
 }
 
-// recreate makes the function's veth pair again as it was built, on the
-// ifindexes the tree records. The netlink library cannot ask for the
-// peer's ifindex, so the request is made here.
-func (r *returner) recreate(f *Function) error {
-	rid, err := parseRoutingID(f.Addr)
-	if err != nil {
-		return err
-	}
+// recreate makes the veth pair again as it was built, on the ifindexes
+// the tree records. The netlink library cannot ask for the peer's
+// ifindex, so the request is made here.
+func (r *returner) recreate(p *vethPair) error {
 	req := nl.NewNetlinkRequest(unix.RTM_NEWLINK, unix.NLM_F_CREATE|unix.NLM_F_EXCL|unix.NLM_F_ACK)
 	msg := nl.NewIfInfomsg(unix.AF_UNSPEC)
-	msg.Index = int32(f.Netdev.Index)
-	if f.Netdev.Up {
+	msg.Index = int32(p.netdev.Index)
+	if p.netdev.Up {
 		msg.Flags, msg.Change = unix.IFF_UP, unix.IFF_UP
 	}
 	req.AddData(msg)
-	addLinkAttrs(req.AddData, f.Netdev, r.n.st.linkMAC(rid, roleFunction))
+	addLinkAttrs(req.AddData, p.netdev, p.mac)
 	info := nl.NewRtAttr(unix.IFLA_LINKINFO, nil)
 	info.AddRtAttr(nl.IFLA_INFO_KIND, nl.NonZeroTerminated("veth"))
 	peer := info.AddRtAttr(nl.IFLA_INFO_DATA, nil).AddRtAttr(nl.VETH_INFO_PEER, nil)
-	nl.NewIfInfomsgChild(peer, unix.AF_UNSPEC).Index = int32(f.Representor.Index)
-	addLinkAttrs(func(a nl.NetlinkRequestData) { peer.AddChild(a) }, f.Representor, r.n.st.linkMAC(rid, roleRepresentor))
+	nl.NewIfInfomsgChild(peer, unix.AF_UNSPEC).Index = int32(p.rep.Index)
+	addLinkAttrs(func(a nl.NetlinkRequestData) { peer.AddChild(a) }, p.rep, p.repMAC)
 	req.AddData(info)
 	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: {Socket: r.sock}}
 	if _, err := req.Execute(unix.NETLINK_ROUTE, 0); err != nil {
-		return fmt.Errorf("add veth %s/%s: %w", f.Netdev.Name, f.Representor.Name, err)
+		return fmt.Errorf("add veth %s/%s: %w", p.netdev.Name, p.rep.Name, err)
 	}
-	return r.ls.setUp(f.Representor.Name, f.Representor.Up)
+	return r.ls.setUp(p.rep.Name, p.rep.Up)
 }
 
 // addLinkAttrs adds a netdev's name, MAC and MTU.

@@ -30,22 +30,7 @@ func TestReturnNetdevs(t *testing.T) {
 	n, h, vfs := nodeWithVFs(t, 3)
 	pod := podNetns(t)
 	moveInto(t, h, pod, vfs[0].Netdev.Name, "net1")
-	ctx, cancel := context.WithCancel(t.Context())
-	ready, done := make(chan struct{}), make(chan error, 1)
-	go func() {
-		done <- n.ReturnNetdevs(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil)), func() { close(ready) })
-	}()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Error(err)
-		}
-	})
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	}
+	returnNetdevs(t, n)
 	moveInto(t, h, pod, vfs[1].Netdev.Name, "net2")
 	if err := n.RemoveVF(t.Context(), vfs[2].Addr); err != nil {
 		t.Fatal(err)
@@ -96,6 +81,53 @@ func TestReturnNetdevsAfterLostNotifications(t *testing.T) {
 	waitLink(t, h, vfs[0].Representor.Name)
 	if _, err := h.LinkByName(vfs[1].Netdev.Name); err == nil {
 		t.Errorf("%s, removed while home, came back", vfs[1].Netdev.Name)
+	}
+	checkLinksMatchTree(t, n, h)
+}
+
+// returnNetdevs runs the node's ReturnNetdevs until the test ends, and
+// returns once it watches.
+func returnNetdevs(t *testing.T, n *virtualnode.Node) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	ready, done := make(chan struct{}), make(chan error, 1)
+	go func() {
+		done <- n.ReturnNetdevs(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil)), func() { close(ready) })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Error(err)
+		}
+	})
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatal(err)
+	}
+}
+
+// TestReturnSFNetdevs: an SF's netdev moved into a namespace comes back
+// when the namespace is destroyed, as a VF's does: the kernel gives every
+// netdev that is no virtual link back to the host, an SF's as a VF's; and
+// so does one whose return the notifications lost, at the resync.
+func TestReturnSFNetdevs(t *testing.T) {
+	vnodetest.RequireRoot(t)
+	spec := rootSpec(t)
+	spec.PFs, spec.NICs = sfSpec(spec.Name).PFs, nil
+	n := build(t, spec, true)
+	h := netlinkIn(t, n)
+	sfs := n.Devices()[0].SFs
+	pod := podNetns(t)
+	moveInto(t, h, pod, sfs[0].Netdev.Name, "net1")
+	returnNetdevs(t, n)
+	moveInto(t, h, pod, sfs[1].Netdev.Name, "net2")
+	if out, err := exec.Command("ip", "netns", "del", pod).CombinedOutput(); err != nil {
+		t.Fatalf("ip netns del %s: %v: %s", pod, err, out)
+	}
+	for _, sf := range sfs {
+		waitLink(t, h, sf.Netdev.Name)
+		waitLink(t, h, sf.Representor.Name)
 	}
 	checkLinksMatchTree(t, n, h)
 }

@@ -69,7 +69,11 @@ func checkLinksMatchTree(t *testing.T, n *virtualnode.Node, h *netlink.Handle) {
 		}
 		rep := filepath.Join(n.SysRoot(), "class/net", f.Representor.Name)
 		checkLink(t, h, f.Representor, readAttr(t, rep+"/ifindex"), readAttr(t, rep+"/address"))
-		for _, nd := range []*virtualnode.Netdev{f.Port2, f.Port2Peer} {
+		ends := []*virtualnode.Netdev{f.Port2, f.Port2Peer}
+		for _, sf := range f.SFs {
+			ends = append(ends, sf.Netdev, sf.Representor)
+		}
+		for _, nd := range ends {
 			if nd == nil {
 				continue
 			}

@@ -37,6 +37,12 @@ type PFSpec struct {
 	TotalVFs int `json:"totalVFs,omitempty"`
 	// VFs is sriov_numvfs, the number of VFs enabled at build time.
 	VFs int `json:"vfs,omitempty"`
+	// SFs is the number of mlx5 scalable functions each PF has at build
+	// time, at most the model's maxSFs: auxiliary devices mlx5_core.sf.N
+	// below the PF, sfnum 88 onwards, each with a netdev
+	// (enp<bus>s0f<fn>s<sfnum>) and, on RDMA-capable models, an RDMA
+	// device. Ethernet ports only.
+	SFs int `json:"sfs,omitempty"`
 	// VFIO lists the VF indices bound to vfio-pci, e.g. "0,2-3".
 	VFIO VFIndices `json:"vfio,omitempty"`
 	// NUMA is the NUMA node of each PF, cycled; empty means node 0.
@@ -252,6 +258,7 @@ func (p *PFSpec) validate() error {
 	}{
 		{"count", p.Count, maxPFs},
 		{"vfs", p.VFs, maxVFsPerPF},
+		{"sfs", p.SFs, maxSFsPerPF},
 		{"totalVFs", p.TotalVFs, maxVFsPerPF},
 		{"vfOffset", p.VFOffset, maxVFsPerPF},
 		{"vfStride", p.VFStride, maxVFsPerPF},

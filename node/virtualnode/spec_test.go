@@ -51,13 +51,13 @@ func TestParseSpecValid(t *testing.T) {
 			name: "every field",
 			in: `name: full-1
 pfs:
-- {model: ConnectX-6, count: 3, totalVFs: 16, vfs: 4, vfio: " 0 , 2-3", numa: [1, 0], linkType: ethernet, vfOffset: 2, vfStride: 2, speed: 25000}
+- {model: ConnectX-6, count: 3, totalVFs: 16, vfs: 4, vfio: " 0 , 2-3", numa: [1, 0], linkType: ethernet, vfOffset: 2, vfStride: 2, speed: 25000, sfs: 2}
 nics:
 - {name: eth9, vendor: "0x14e4", device: 165f, driver: tg3, numa: 1, defaultRoute: true, speed: 100}`,
 			want: &virtualnode.Spec{
 				Name: "full-1",
 				PFs: []virtualnode.PFSpec{{Model: "ConnectX-6", Count: 3, TotalVFs: 16, VFs: 4, VFIO: " 0 , 2-3", NUMA: []int{1, 0},
-					LinkType: hwdb.Ethernet, VFOffset: 2, VFStride: 2, Speed: 25000}},
+					LinkType: hwdb.Ethernet, VFOffset: 2, VFStride: 2, Speed: 25000, SFs: 2}},
 				NICs: []virtualnode.NICSpec{{Name: "eth9", Vendor: "0x14e4", Device: "165f", Driver: "tg3", NUMA: 1, DefaultRoute: true, Speed: 100}},
 			},
 		},
@@ -104,6 +104,8 @@ func TestParseSpecInvalid(t *testing.T) {
 		{"partition key", pf + "vfPKey: \"0x18001\"", `pfs[0] "E810-C": field vfPKey: "0x18001" is not a 16-bit hex partition key such as 0x7fff`},
 		{"negative count", pf + "count: -1", `pfs[0] "E810-C": field count: -1 is out of range 0-99`},
 		{"too many VFs", "name: n\npfs: [{model: E810-C, vfs: 70000}]", `pfs[0] "E810-C": field vfs: 70000 is out of range 0-65535`},
+		{"negative SFs", pf + "sfs: -1", `pfs[0] "E810-C": field sfs: -1 is out of range 0-2048`},
+		{"too many SFs", pf + "sfs: 2049", `pfs[0] "E810-C": field sfs: 2049 is out of range 0-2048`},
 		{"NUMA node", pf + "numa: [0, 64]", `pfs[0] "E810-C": field numa: node 64 is out of range 0-63`},
 		{"link type", pf + "linkType: fddi", `pfs[0] "E810-C": field linkType: "fddi" is neither "ethernet" nor "infiniband"`},
 		{"bad vendor", "name: n\nnics:\n- {name: mgmt, vendor: \"80866\", device: \"1521\", driver: igb}",
@@ -152,6 +154,14 @@ func TestBuildSpecErrors(t *testing.T) {
 			`pfs[0] "E810-C": PCI bus numbers run out: this NIC needs buses 0x3a to 0x125`},
 		{"NICs beyond the last bus", "name: n\npfs: [{model: ConnectX-6, count: 99}]\nnics: [{vendor: \"8086\", device: \"1521\", driver: igb}]",
 			`nics[0] "8086:1521": PCI bus numbers run out: this NIC needs buses 0x100 to 0x101`},
+		{"SFs on a model without", "name: n\npfs: [{model: ConnectX-6, sfs: 2}]",
+			`pfs[0] "ConnectX-6": field sfs: 2 scalable functions, but model ConnectX-6 has none (maxSFs 0)`},
+		{"more SFs than the model carries", "name: n\npfs: [{model: ConnectX-6 Dx, sfs: 253}]",
+			`pfs[0] "ConnectX-6 Dx": field sfs: 253 is more than model ConnectX-6 Dx carries (maxSFs 252)`},
+		{"SFs on InfiniBand", "name: n\npfs: [{model: ConnectX-7, linkType: infiniband, sfs: 1}]",
+			`pfs[0] "ConnectX-7": field sfs: scalable functions are ports of the switchdev eswitch, which an InfiniBand port has none of`},
+		{"SF netdev name taken", "name: n\npfs: [{model: ConnectX-6 Dx, sfs: 1}]\nnics: [{name: enp59s0f0s88, vendor: \"8086\", device: \"1521\", driver: igb}]",
+			`nics[0] "enp59s0f0s88": field name: "enp59s0f0s88" is already the netdev name of mlx5_core.sf.0`},
 		{"netdev name taken", "name: n\npfs: [{model: E810-C, vfs: 2}]\nnics: [{name: enp59s0f0v1, vendor: \"8086\", device: \"1521\", driver: igb}]",
 			`nics[0] "enp59s0f0v1": field name: "enp59s0f0v1" is already the netdev name of 0000:3b:01.1`},
 	}
@@ -211,7 +221,7 @@ func FuzzParseSpec(f *testing.F) {
 func totalVFs(s *virtualnode.Spec) int {
 	n := 0
 	for _, p := range s.PFs {
-		n += max(p.Count, 1) * p.VFs
+		n += max(p.Count, 1) * (p.VFs + p.SFs)
 	}
 	return n
 }
@@ -237,6 +247,12 @@ func checkPlan(t *testing.T, spec *virtualnode.Spec, db *hwdb.DB) {
 		}
 		if f.Netdev != nil {
 			names[f.Netdev.Name] = true
+		}
+		for _, sf := range f.SFs {
+			if names[sf.Netdev.Name] {
+				t.Fatalf("netdev name %s given twice", sf.Netdev.Name)
+			}
+			names[sf.Netdev.Name] = true
 		}
 	}
 	for _, vf := range st.Functions {

@@ -38,6 +38,7 @@ const (
 func (l layout) writeSkeleton() {
 	for _, d := range []string{
 		"", "bus", "bus/pci", "bus/pci/devices", "bus/pci/drivers", "bus/pci/slots",
+		"bus/auxiliary", "bus/auxiliary/devices", "bus/auxiliary/drivers",
 		"class", "class/net", "class/infiniband", "class/infiniband_verbs", "class/infiniband_mad", "class/uio",
 		"devices", "devices/system", "devices/system/cpu", "devices/system/node",
 		"devices/virtual", "devices/virtual/net", "kernel", "kernel/iommu_groups",
@@ -286,7 +287,10 @@ func (l layout) writeBinding(f *Function) {
 		l.writePort2(f)
 	}
 	if f.RDMA != nil {
-		l.writeRDMA(f)
+		l.writeRDMA(f.rdmaHolder())
+	}
+	for _, sf := range f.SFs {
+		l.writeSF(f, sf)
 	}
 }
 
@@ -320,7 +324,10 @@ func (l layout) removeBinding(f *Function) {
 		l.remove(representorDir(f.Port2Peer))
 	}
 	if f.RDMA != nil {
-		l.removeRDMA(f)
+		l.removeRDMA(f.rdmaHolder())
+	}
+	for _, sf := range f.SFs {
+		l.removeSF(sf)
 	}
 }
 
@@ -369,20 +376,20 @@ func (l layout) writeNetdev(f *Function) {
 		l.link(dir+"/phy80211", f.netdevParent()+"/ieee80211/phy0")
 		l.dir(dir + "/wireless")
 	}
-	l.writePortLinks(f, dir, nd)
+	l.writePortLinks(f.netdevParent(), dir, nd)
 	if f.DualPort {
 		l.file(dir+"/dev_port", "0\n")
 	}
 }
 
 // writePortLinks writes what every port's netdev directory has: IPoIB's
-// attributes and the links to its device and class.
-func (l layout) writePortLinks(f *Function, dir string, nd *Netdev) {
+// attributes and the links to its device, parent, and class.
+func (l layout) writePortLinks(parent, dir string, nd *Netdev) {
 	if nd.Type == arphrdInfiniBand {
 		l.file(dir+"/mode", "datagram\n")
 		l.file(dir+"/pkey", "0xffff\n")
 	}
-	l.link(dir+"/device", f.netdevParent())
+	l.link(dir+"/device", parent)
 	l.link(dir+"/subsystem", "class/net")
 	l.link("class/net/"+nd.Name, dir)
 }
@@ -395,33 +402,34 @@ func (l layout) writePort2(f *Function) {
 	l.dir(dir)
 	l.writeNetdevAttrs(dir, f.Port2, f.Speed)
 	l.file(dir+"/dev_port", "1\n")
-	l.writePortLinks(f, dir, f.Port2)
-	peer := representorDir(f.Port2Peer)
-	l.dir(peer)
-	l.file(peer+"/address", f.Port2Peer.Address+"\n")
-	l.file(peer+"/ifindex", strconv.Itoa(f.Port2Peer.Index)+"\n")
-	l.file(peer+"/iflink", strconv.Itoa(f.Port2.Index)+"\n")
-	l.file(peer+"/type", strconv.Itoa(f.Port2Peer.Type)+"\n")
-	l.file(peer+"/operstate", f.Port2Peer.OperState+"\n")
-	l.link(peer+"/subsystem", "class/net")
-	l.link("class/net/"+f.Port2Peer.Name, peer)
+	l.writePortLinks(f.netdevParent(), dir, f.Port2)
+	l.writePeer(f.Port2Peer, f.Port2.Index, "", "")
 }
 
-// writeRepresentor writes the veth peer as a virtual netdev with the few
-// attributes tools look up a representor by; a VF's peer carries the
-// switch ID and port name of a switchdev representor.
+// writeRepresentor writes the veth peer of the function's netdev; a VF's
+// carries the switch ID and port name of a switchdev representor.
 func (l layout) writeRepresentor(f *Function) {
-	rep := f.Representor
+	id, portName := l.st.switchID(f), ""
+	if id != "" && f.IsVF() {
+		portName = fmt.Sprintf("pf%dvf%d", f.Port, f.VFIndex)
+	}
+	l.writePeer(f.Representor, f.Netdev.Index, id, portName)
+}
+
+// writePeer writes a veth peer as a virtual netdev with the few
+// attributes tools look up a representor by: the switch ID and port name
+// when portName is not "".
+func (l layout) writePeer(rep *Netdev, peerIndex int, switchID, portName string) {
 	dir := representorDir(rep)
 	l.dir(dir)
 	l.file(dir+"/address", rep.Address+"\n")
 	l.file(dir+"/ifindex", strconv.Itoa(rep.Index)+"\n")
-	l.file(dir+"/iflink", strconv.Itoa(f.Netdev.Index)+"\n")
+	l.file(dir+"/iflink", strconv.Itoa(peerIndex)+"\n")
 	l.file(dir+"/type", strconv.Itoa(rep.Type)+"\n")
 	l.file(dir+"/operstate", rep.OperState+"\n")
-	if id := l.st.switchID(f); id != "" && f.IsVF() {
-		l.file(dir+"/phys_switch_id", id+"\n")
-		l.file(dir+"/phys_port_name", fmt.Sprintf("pf%dvf%d\n", f.Port, f.VFIndex))
+	if portName != "" {
+		l.file(dir+"/phys_switch_id", switchID+"\n")
+		l.file(dir+"/phys_port_name", portName+"\n")
 	}
 	l.link(dir+"/subsystem", "class/net")
 	l.link("class/net/"+rep.Name, dir)
@@ -484,62 +492,75 @@ func (st *state) switchID(f *Function) string {
 	return fmt.Sprintf("%02x%02x%02xfffe%02x%02x%02x", mac[0], mac[1], mac[2], mac[3], mac[4], mac[5])
 }
 
-// writeRDMA writes the function's RDMA device, its verbs and MAD devices
+// rdmaHolder is the device an RDMA device hangs below, a PCI function or
+// an SF, with the netdev a RoCE port follows.
+type rdmaHolder struct {
+	dir    string
+	rdma   *RDMADevice
+	netdev *Netdev
+	speed  int
+}
+
+func (f *Function) rdmaHolder() rdmaHolder {
+	return rdmaHolder{dir: f.SysPath, rdma: f.RDMA, netdev: f.Netdev, speed: f.Speed}
+}
+
+// writeRDMA writes the holder's RDMA device, its verbs and MAD devices
 // and their /dev/infiniband nodes, and rdma_cm, which the rdma_ucm module
 // makes once for the whole node and keeps while it stays loaded.
-func (l layout) writeRDMA(f *Function) {
-	d := f.RDMA
-	dir := f.SysPath + "/infiniband/" + d.Name
-	l.dir(f.SysPath + "/infiniband")
+func (l layout) writeRDMA(h rdmaHolder) {
+	d := h.rdma
+	dir := h.dir + "/infiniband/" + d.Name
+	l.dir(h.dir + "/infiniband")
 	l.dir(dir)
 	l.file(dir+"/node_guid", d.NodeGUID+"\n")
 	l.file(dir+"/sys_image_guid", d.SysImageGUID+"\n")
 	l.file(dir+"/node_type", "1: CA\n")
-	l.link(dir+"/device", f.SysPath)
+	l.link(dir+"/device", h.dir)
 	l.link(dir+"/subsystem", "class/infiniband")
 	l.link("class/infiniband/"+d.Name, dir)
-	l.writeRDMAPort(dir+"/ports/1", f)
-	l.writeUverbs(f)
-	l.writeMAD(f)
+	l.writeRDMAPort(dir+"/ports/1", h)
+	l.writeUverbs(h)
+	l.writeMAD(h)
 	l.devFile("infiniband/rdma_cm")
 }
 
-func (l layout) writeRDMAPort(port string, f *Function) {
-	d := f.RDMA
+func (l layout) writeRDMAPort(port string, h rdmaHolder) {
+	d := h.rdma
 	l.dir(parentDir(port))
 	l.dir(port)
 	l.dir(port + "/gids")
 	l.file(port+"/link_layer", d.LinkLayer+"\n")
 	l.file(port+"/lid", fmt.Sprintf("0x%x\n", d.LID))
-	l.file(port+"/rate", fmt.Sprintf("%d Gb/sec (4X)\n", f.Speed/1000))
+	l.file(port+"/rate", fmt.Sprintf("%d Gb/sec (4X)\n", h.speed/1000))
 	l.file(port+"/gids/0", gid0(d.PortGUID)+"\n")
 	if d.PKey != "" {
 		l.dir(port + "/pkeys")
 		l.file(port+"/pkeys/0", d.PKey+"\n")
 	}
-	l.writeRDMAPortState(port, f)
+	l.writeRDMAPortState(port, h)
 }
 
 // writeRDMAPortState writes the port state: an InfiniBand port stays
 // active whatever its IPoIB netdev does, a RoCE port follows its netdev.
-func (l layout) writeRDMAPortState(port string, f *Function) {
+func (l layout) writeRDMAPortState(port string, h rdmaHolder) {
 	state, phys := "4: ACTIVE", "5: LinkUp"
-	if f.RDMA.LinkLayer == "Ethernet" && (f.Netdev == nil || f.Netdev.OperState != "up") {
+	if h.rdma.LinkLayer == "Ethernet" && (h.netdev == nil || h.netdev.OperState != "up") {
 		state, phys = "1: DOWN", "3: Disabled"
 	}
 	l.file(port+"/state", state+"\n")
 	l.file(port+"/phys_state", phys+"\n")
 }
 
-func (l layout) writeUverbs(f *Function) {
-	d := f.RDMA
+func (l layout) writeUverbs(h rdmaHolder) {
+	d := h.rdma
 	name := "uverbs" + strconv.Itoa(d.Uverbs)
-	dir := f.SysPath + "/infiniband_verbs/" + name
-	l.dir(f.SysPath + "/infiniband_verbs")
+	dir := h.dir + "/infiniband_verbs/" + name
+	l.dir(h.dir + "/infiniband_verbs")
 	l.dir(dir)
 	l.file(dir+"/ibdev", d.Name+"\n")
 	l.file(dir+"/dev", fmt.Sprintf("%d:%d\n", infinibandMajor, uverbsMinorBase+d.Uverbs))
-	l.link(dir+"/device", f.SysPath)
+	l.link(dir+"/device", h.dir)
 	l.link("class/infiniband_verbs/"+name, dir)
 	l.devFile("infiniband/" + name)
 }
@@ -558,24 +579,24 @@ func madDevices(d *RDMADevice) [2]madDevice {
 }
 
 // writeMAD writes the port's infiniband_mad devices, which belong to the
-// PCI function as the verbs device does.
-func (l layout) writeMAD(f *Function) {
-	l.dir(f.SysPath + "/infiniband_mad")
-	for _, m := range madDevices(f.RDMA) {
-		dir := f.SysPath + "/infiniband_mad/" + m.name
+// PCI function (or SF) as the verbs device does.
+func (l layout) writeMAD(h rdmaHolder) {
+	l.dir(h.dir + "/infiniband_mad")
+	for _, m := range madDevices(h.rdma) {
+		dir := h.dir + "/infiniband_mad/" + m.name
 		l.dir(dir)
-		l.file(dir+"/ibdev", f.RDMA.Name+"\n")
+		l.file(dir+"/ibdev", h.rdma.Name+"\n")
 		l.file(dir+"/port", "1\n")
 		l.file(dir+"/dev", fmt.Sprintf("%d:%d\n", infinibandMajor, m.minor))
-		l.link(dir+"/device", f.SysPath)
+		l.link(dir+"/device", h.dir)
 		l.link("class/infiniband_mad/"+m.name, dir)
 		l.devFile("infiniband/" + m.name)
 	}
 }
 
 // removeRDMA undoes writeRDMA but for rdma_cm, which outlives the devices.
-func (l layout) removeRDMA(f *Function) {
-	d := f.RDMA
+func (l layout) removeRDMA(h rdmaHolder) {
+	d := h.rdma
 	name := "uverbs" + strconv.Itoa(d.Uverbs)
 	l.remove("class/infiniband/" + d.Name)
 	l.remove("class/infiniband_verbs/" + name)
@@ -584,9 +605,9 @@ func (l layout) removeRDMA(f *Function) {
 		l.remove("class/infiniband_mad/" + m.name)
 		l.devRemove("infiniband/" + m.name)
 	}
-	l.remove(f.SysPath + "/infiniband")
-	l.remove(f.SysPath + "/infiniband_verbs")
-	l.remove(f.SysPath + "/infiniband_mad")
+	l.remove(h.dir + "/infiniband")
+	l.remove(h.dir + "/infiniband_verbs")
+	l.remove(h.dir + "/infiniband_mad")
 }
 
 // writeUIO writes the function's uio/uioN class device and /dev/uioN.
@@ -616,6 +637,6 @@ func (l layout) writeLinkChange(f *Function) {
 	l.writeLinkState(f.netdevParent()+"/net/"+f.Netdev.Name, f.Netdev, f.Speed)
 	l.file(representorDir(f.Representor)+"/operstate", f.Representor.OperState+"\n")
 	if f.RDMA != nil {
-		l.writeRDMAPortState(f.SysPath+"/infiniband/"+f.RDMA.Name+"/ports/1", f)
+		l.writeRDMAPortState(f.SysPath+"/infiniband/"+f.RDMA.Name+"/ports/1", f.rdmaHolder())
 	}
 }
