@@ -385,10 +385,16 @@ func (b *Book) fencedLocked(d string) (Fence, bool) {
 	return Fence{}, false
 }
 
-// pfOfLocked is the PF of the function at addr, "" when it is no VF.
+// pfOfLocked is the PF of the function at addr, "" when it is no VF or
+// SF: a scalable function (an auxiliary device) has its PF's changes for
+// its own, as a VF has.
 func (b *Book) pfOfLocked(addr string) (string, error) {
 	if pf, ok := b.pfs[addr]; ok {
 		return pf, nil
+	}
+	if pf, err := filepath.EvalSymlinks(filepath.Join(b.o.SysfsRoot, "bus/auxiliary/devices", addr)); err == nil {
+		b.pfs[addr] = filepath.Base(filepath.Dir(pf))
+		return b.pfs[addr], nil
 	}
 	dev := filepath.Join(b.o.SysfsRoot, "bus/pci/devices", addr)
 	if _, err := os.Stat(dev); err != nil {

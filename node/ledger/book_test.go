@@ -826,3 +826,43 @@ func TestPendingAllocationNotSettledByAStartingKubelet(t *testing.T) {
 		t.Errorf("kubelet settled, answering without it: holders %+v, want none", hs)
 	}
 }
+
+// TestFenceCoversScalableFunctions: a PF's fence covers its scalable
+// functions (auxiliary devices below it) as it covers its VFs: one held
+// keeps the fence from being taken, naming the SF and its holder, and
+// none is handed out under it; another PF's SF is not fenced.
+func TestFenceCoversScalableFunctions(t *testing.T) {
+	sysfs := sysfsWithVFs(t)
+	sfA, sfB := "mlx5_core.sf.2", "mlx5_core.sf.3"
+	for sf, pf := range map[string]string{sfA: pfA, sfB: pfB} {
+		dir := filepath.Join(sysfs, "devices", pf, sf)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Join(sysfs, "bus/auxiliary/devices"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(dir, filepath.Join(sysfs, "bus/auxiliary/devices", sf)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b := openBook(t, ledger.BookOptions{SysfsRoot: sysfs})
+	ctx := context.Background()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{sfA}, Holder: claimC}); err != nil {
+		t.Fatal(err)
+	}
+	fence := ledger.Fence{Key: "vf-layout/" + pfA, PF: pfA, Reason: "its PF's VF layout is changing"}
+	if err := b.Fence(ctx, fence, true); err == nil || !strings.Contains(err.Error(), "device "+sfA+" is held by claim ns/c") {
+		t.Fatalf("Fence with the PF's SF held: %v, want it refused naming the SF and the claim", err)
+	}
+	b.Release(ctx, claimC)
+	if err := b.Fence(ctx, fence, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{sfA}, Holder: claimD}); err == nil || !strings.Contains(err.Error(), "is fenced") {
+		t.Errorf("Reserve of the fenced PF's SF: %v, want refused as fenced", err)
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{sfB}, Holder: claimD}); err != nil {
+		t.Errorf("Reserve of another PF's SF: %v", err)
+	}
+}

@@ -310,9 +310,6 @@ func (p *parser) resource(i int, raw json.RawMessage) Resource {
 		e.applyFlags(&res)
 		e.claimDriversMatched(&res)
 	}
-	if kind.alwaysEmpty != "" {
-		e.warn("deviceType", kind.alwaysEmpty)
-	}
 	return res
 }
 

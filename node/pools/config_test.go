@@ -305,7 +305,7 @@ func selectorEqual(a, b pools.Selector) bool {
 
 // TestParseUnevaluable: selectors hwnet cannot evaluate are accepted, with
 // a warning per selector object saying why it matches nothing, as are keys
-// that change nothing.
+// that change nothing; an auxNetDevice pool is evaluated.
 func TestParseUnevaluable(t *testing.T) {
 	cfg := mustParse(t, `{"resourceList": [
 		{"resourceName": "a", "selectors": [{"vendors": ["8086"]}, {"ddpProfiles": ["GTP"]}]},
@@ -319,7 +319,6 @@ func TestParseUnevaluable(t *testing.T) {
 		`resourceList[0] "a": selectors[1].ddpProfiles: hwnet does not read DDP profiles; this selector object matches no device`,
 		`resourceList[1] "b": selectors.acpiIndexes: hwnet does not read ACPI indexes; this selector object matches no device`,
 		`resourceList[2] "c": selectors.acpiIndexes: hwnet does not read ACPI indexes; this selector object matches no device`,
-		`resourceList[3] "d": deviceType: hwnet does not discover auxiliary (SF) devices, so this pool stays empty`,
 		`resourceList[4] "e": cdi: a DRA pool always hands its devices out through CDI; the key only changes a device plugin pool`,
 		`resourceList[5] "f": claimDrivers: only a DRA claim asks for a driver; a device plugin pool's devices stay on the one they have`,
 	}

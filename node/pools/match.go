@@ -43,8 +43,11 @@ type candidate struct {
 	fn *discovery.Function
 	// pf and vf are set for a VF; a standalone function (a NIC or a PF
 	// without VFs) has neither, and is its own PF, as in sriovdp.
-	pf   *discovery.PF
-	vf   *discovery.VF
+	pf *discovery.PF
+	vf *discovery.VF
+	// sf is set for a scalable function of pf; fn is then its own
+	// view as a function (sfFunction).
+	sf   *discovery.SF
 	tags []string
 	// offered is false for the PFs whose VFs are offered instead.
 	offered bool
@@ -109,10 +112,15 @@ func (cand *candidate) pfAddr() string {
 	return cand.fn.Address
 }
 
-// vfIndex is cand's VF index, -1 for a standalone function.
+// vfIndex is cand's VF index, or an SF's sfnum, which pfNames and
+// rootDevices ranges select SFs by, as sriovdp does; -1 for a standalone
+// function.
 func (cand *candidate) vfIndex() int {
-	if cand.vf != nil {
+	switch {
+	case cand.vf != nil:
 		return cand.vf.Index
+	case cand.sf != nil:
+		return cand.sf.SFNum
 	}
 	return -1
 }
@@ -234,7 +242,7 @@ func fillPools(ps []Pool, pooled []assignment) {
 func (c *Config) FunctionTags(inv *discovery.Inventory) map[string][]string {
 	out := map[string][]string{}
 	for cand := range c.candidates(inv, nil) {
-		if len(cand.tags) > 0 {
+		if len(cand.tags) > 0 && cand.sf == nil {
 			out[cand.fn.Address] = cand.tags
 		}
 	}
@@ -302,7 +310,27 @@ func (c *Config) pfCandidates(pf *discovery.PF, rebound map[string]string, yield
 			return false
 		}
 	}
+	for k := range pf.SFs {
+		sc := candidate{fn: sfFunction(pf, &pf.SFs[k]), pf: pf, sf: &pf.SFs[k], offered: true}
+		sc.tags = slices.Clip(c.appendTags(nil, &sc, pc.tags))
+		if !yield(sc) {
+			return false
+		}
+	}
 	return true
+}
+
+// sfFunction is an SF as selectors and front ends see a function: its
+// PF's IDs, class, driver, model and link type, as sriovdp matches an
+// auxiliary device by its PCI parent's, with the SF's own name for an
+// address (its address on the auxiliary bus), netdev, RDMA device and
+// exclusions. It has no IOMMU group, VFIO or UIO device of its own.
+func sfFunction(pf *discovery.PF, sf *discovery.SF) *discovery.Function {
+	return &discovery.Function{
+		Address: sf.Name, Vendor: pf.Vendor, Device: pf.Device, VendorName: pf.VendorName, DeviceName: pf.DeviceName,
+		Model: pf.Model, Class: pf.Class, Driver: pf.Driver, NUMANode: sf.NUMANode, LinkType: pf.LinkType,
+		Netdev: sf.Netdev, RDMA: sf.RDMA, Excluded: sf.Excluded, Problems: sf.Problems,
+	}
 }
 
 func (c *Config) standalone(fn *discovery.Function) candidate {
@@ -344,19 +372,18 @@ func conflict(addr string, pools []int, names []string) Conflict {
 
 // canMatch reports whether any device could match the resource.
 func (r *Resource) canMatch() bool {
-	return r.DeviceType != AuxNetDevice && slices.ContainsFunc(r.Selectors, func(s Selector) bool { return !s.unevaluated })
+	return slices.ContainsFunc(r.Selectors, func(s Selector) bool { return !s.unevaluated })
 }
 
 // accepts reports whether the resource's device type takes cand and any of
 // its selector objects matches it.
 func (r *Resource) accepts(cand *candidate) bool {
-	switch r.DeviceType {
-	case NetDevice:
-		// Network class: PCI class 0x02.
-		if !strings.HasPrefix(cand.fn.Class, "0x02") {
-			return false
-		}
-	case AuxNetDevice:
+	// An auxNetDevice pool takes SFs only, the others PCI functions only.
+	if (r.DeviceType == AuxNetDevice) != (cand.sf != nil) {
+		return false
+	}
+	// Network class: PCI class 0x02.
+	if r.DeviceType == NetDevice && !strings.HasPrefix(cand.fn.Class, "0x02") {
 		return false
 	}
 	return anyMatches(r.Selectors, cand)
@@ -386,7 +413,8 @@ func (s *Selector) matches(cand *candidate) bool {
 		(len(s.Tags) == 0 || slices.ContainsFunc(s.Tags, func(t string) bool { return slices.Contains(cand.tags, t) })) &&
 		(!s.IsRDMA || fn.RDMA != nil) &&
 		(len(s.PKeys) == 0 || fn.RDMA != nil && slices.Contains(s.PKeys, fn.RDMA.PKey)) &&
-		(s.VDPAType == "" || hasVDPA(fn, vdpaDriver(s.VDPAType)))
+		(s.VDPAType == "" || hasVDPA(fn, vdpaDriver(s.VDPAType))) &&
+		(len(s.AuxTypes) == 0 || cand.sf != nil && slices.Contains(s.AuxTypes, cand.sf.AuxType))
 }
 
 // inSets reports whether any set selects VF vfIndex of the PF pf, or the
@@ -427,11 +455,13 @@ func hasVDPA(fn *discovery.Function, driver string) bool {
 // device is cand as a pool's device.
 func (cand *candidate) device() Device {
 	d := Device{ID: cand.fn.Address, Function: cand.fn, VFIndex: -1, Tags: cand.tags}
-	if cand.port != nil {
+	switch {
+	case cand.port != nil:
 		d = d.OnPort(cand.port)
-	}
-	if cand.vf != nil {
+	case cand.vf != nil:
 		d.PF, d.PFName, d.VFIndex, d.Representor = cand.pf.Address, cand.pfName(), cand.vf.Index, cand.vf.Representor
+	case cand.sf != nil:
+		d.PF, d.PFName, d.Representor, d.SF = cand.pf.Address, cand.pfName(), cand.sf.Representor, cand.sf
 	}
 	return d
 }

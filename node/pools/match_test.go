@@ -405,3 +405,63 @@ resourceList:
 		t.Errorf("pools: %+v\nwant %+v", got, want)
 	}
 }
+
+// TestMatchSFs: an auxNetDevice pool takes a PF's scalable functions,
+// picked as sriovdp picks auxiliary devices: by auxTypes, by their PF's
+// vendor, device, driver and netdev name (with a range of sfnums), and by
+// an RDMA device; each is a device of its own named by its auxiliary
+// device, with its PF. A netDevice pool never takes an SF, nor an
+// auxNetDevice pool a VF.
+func TestMatchSFs(t *testing.T) {
+	db := vnodetest.OpenDB(t)
+	inv := discoverNode(t, db, &virtualnode.Spec{Name: "sfs", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-6 Dx", VFs: 2, SFs: 3, Names: []string{"p0"}},
+		{Model: "ConnectX-6 Dx", VFs: 1, SFs: 1, Names: []string{"p1"}},
+	}}, nil)
+	var p0, p1 []discovery.SF
+	for _, pf := range inv.PFs {
+		switch pf.Netdev.Name {
+		case "p0":
+			p0 = pf.SFs
+		case "p1":
+			p1 = pf.SFs
+		}
+	}
+	if len(p0) != 3 || len(p1) != 1 || p0[0].SFNum != 88 || p0[0].RDMA == nil {
+		t.Fatalf("SFs of p0 %+v and p1 %+v: want 3 and 1, sfnums from 88, with RDMA devices", p0, p1)
+	}
+	names := func(sfs ...discovery.SF) []string {
+		out := []string{}
+		for _, sf := range sfs {
+			out = append(out, sf.Name)
+		}
+		slices.Sort(out)
+		return out
+	}
+	cfg := mustParse(t, `
+resourceList:
+  - {resourceName: first, deviceType: auxNetDevice, selectors: {auxTypes: [sf], pfNames: ["p0#88-89"]}}
+  - {resourceName: rest, deviceType: auxNetDevice, selectors: {vendors: ["15b3"], devices: ["101d"], drivers: [mlx5_core], isRdma: true}}
+  - {resourceName: vfs, selectors: {vendors: ["15b3"]}}
+  - {resourceName: none, deviceType: auxNetDevice, selectors: {auxTypes: [eth]}}`)
+	if len(cfg.Warnings) != 0 {
+		t.Errorf("warnings: %q, want none", cfg.Warnings)
+	}
+	res := cfg.Match(inv)
+	var vfs []string
+	for _, pf := range inv.PFs {
+		for _, vf := range pf.VFs {
+			vfs = append(vfs, vf.Address)
+		}
+	}
+	want := []namedIDs{{"intel.com/first", names(p0[:2]...)}, {"intel.com/rest", names(p0[2], p1[0])},
+		{"intel.com/vfs", vfs}, {"intel.com/none", []string{}}}
+	if got := poolIDs(res); !reflect.DeepEqual(got, want) {
+		t.Errorf("pools: %+v\nwant %+v", got, want)
+	}
+	d := res.Pools[0].Devices[0]
+	if d.SF == nil || d.SF.Name != d.ID || d.Function.Address != d.ID || d.PF != inv.PFs[0].Address || d.PFName != "p0" ||
+		d.Function.Netdev == nil || d.Function.Netdev.Name != d.SF.Netdev.Name || d.Function.RDMA != d.SF.RDMA {
+		t.Errorf("device %+v (function %+v): want the SF with its netdev, RDMA device and PF", d, d.Function)
+	}
+}

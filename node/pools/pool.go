@@ -96,13 +96,17 @@ func (r *Resource) EnvName() string {
 // Device is one device of a pool: a kubelet device ID and what Allocate
 // needs to hand it to a container.
 type Device struct {
-	// ID is the kubelet device ID: the PCI address, and for one port of a
-	// function with several (mlx4) "<PCI address>:p<dev_port>".
+	// ID is the kubelet device ID: the PCI address, for one port of a
+	// function with several (mlx4) "<PCI address>:p<dev_port>", and for
+	// a scalable function its auxiliary device name, "mlx5_core.sf.4".
 	ID string
 	// Function is the discovered function, shared with the inventory it
 	// came from, which is immutable: never modify it. For one port of a
-	// multi-port function it is a copy whose Netdev is that port's.
+	// multi-port function it is a copy whose Netdev is that port's; for
+	// an SF, the SF as a function, whose Address is the SF's name.
 	Function *discovery.Function
+	// SF is the scalable function the device is, nil for a PCI function.
+	SF *discovery.SF
 	// PF is the PCI address of the device's PF, "" for a standalone NIC
 	// or a PF without VFs.
 	PF string

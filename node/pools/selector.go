@@ -43,13 +43,15 @@ type Selector struct {
 	// PKeys (pKeys) select InfiniBand functions by their port's default
 	// partition key, as sriovdp does: 0x and four lower-case hex digits.
 	PKeys []string
-	// DDPProfiles, ACPIIndexes and AuxTypes are sriovdp selectors that
-	// hwnet accepts but cannot evaluate, having no such information: a
-	// selector object that uses one matches no device, and Config.Warnings
-	// says so.
+	// AuxTypes (auxTypes) select scalable functions by their auxiliary
+	// device type, "sf" of mlx5_core.sf.4.
+	AuxTypes []string
+	// DDPProfiles and ACPIIndexes are sriovdp selectors that hwnet
+	// accepts but cannot evaluate, having no such information: a
+	// selector object that uses one matches no device, and
+	// Config.Warnings says so.
 	DDPProfiles []string
 	ACPIIndexes []string
-	AuxTypes    []string
 
 	// path is where the object is in its entry, e.g. "selectors[1]".
 	path string
@@ -119,8 +121,6 @@ func selectorHint(key string) string {
 type selectorKind struct {
 	what   string
 	fields []string
-	// alwaysEmpty, if not "", says why pools of this kind match nothing.
-	alwaysEmpty string
 }
 
 // kindOf returns the selector fields of a device type: sriovdp's
@@ -136,8 +136,7 @@ func kindOf(t DeviceType) (selectorKind, bool) {
 		return selectorKind{what: `deviceType "accelerator"`, fields: append(common, "pciAddresses", "acpiIndexes")}, true
 	case AuxNetDevice:
 		return selectorKind{what: `deviceType "auxNetDevice"`, fields: append(common, "acpiIndexes", "pfNames",
-			"rootDevices", "linkTypes", "isRdma", "auxTypes"),
-			alwaysEmpty: "hwnet does not discover auxiliary (SF) devices, so this pool stays empty"}, true
+			"rootDevices", "linkTypes", "isRdma", "auxTypes")}, true
 	}
 	return selectorKind{}, false
 }
@@ -199,7 +198,7 @@ func (e entry) selector(path string, raw json.RawMessage, kind selectorKind) (Se
 	}
 	field, why := s.unevaluable()
 	s.unevaluated = field != ""
-	if s.unevaluated && kind.alwaysEmpty == "" {
+	if s.unevaluated {
 		e.warn(path+"."+field, why+"; this selector object matches no device")
 	}
 	return s, len(e.p.errs) == errsBefore
@@ -245,8 +244,6 @@ func (s *Selector) unevaluable() (field, why string) {
 		return "ddpProfiles", "hwnet does not read DDP profiles"
 	case len(s.ACPIIndexes) > 0:
 		return "acpiIndexes", "hwnet does not read ACPI indexes"
-	case len(s.AuxTypes) > 0:
-		return "auxTypes", "hwnet does not discover auxiliary devices"
 	}
 	return "", ""
 }

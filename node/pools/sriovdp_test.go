@@ -156,7 +156,7 @@ func TestSriovdpExamples(t *testing.T) {
 				return out
 			}(),
 			warnings: []string{
-				`resourceList[6] "bf2_sf": deviceType: hwnet does not discover auxiliary (SF) devices`,
+				`resourceList[6] "bf2_sf" nvidia.com/bf2_sf: no device matches`,
 				`resourceList[2] "mlnx_sriov_rdma" mellanox.com/mlnx_sriov_rdma: no device matches`,
 				`resourceList[7] "intel_sriov_netdevice_additional_env" intel.com/intel_sriov_netdevice_additional_env: ` +
 					`every device it matches goes to an earlier pool (see conflicts)`,
