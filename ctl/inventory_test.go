@@ -232,3 +232,23 @@ func TestInventoryTableMlx4Ports(t *testing.T) {
 		t.Errorf("row of the mlx4 PF is %q, want netdevs ib0,ib0d1 and pools intel.com/first,intel.com/second", fields)
 	}
 }
+
+// TestInventoryTableSFs: a PF's scalable functions are listed under it,
+// each with its sfnum, netdev, RDMA device and, with a config, the
+// auxNetDevice pool that takes it.
+func TestInventoryTableSFs(t *testing.T) {
+	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "sfs", PFs: []virtualnode.PFSpec{
+		{Model: "ConnectX-6 Dx", SFs: 2, Names: []string{"p0"}},
+	}}, openHWDB(t), false)
+	config := writeConfig(t, "pools.yaml", `resourceList: [{resourceName: sf, resourcePrefix: nvidia.com, deviceType: auxNetDevice, selectors: {auxTypes: [sf]}}]`)
+	out := mustRun(t, inventoryArgs(node, "--config", config)...)
+	var sfs [][]string
+	for line := range strings.Lines(out) {
+		if f := strings.Fields(line); len(f) > 1 && strings.HasPrefix(f[1], "mlx5_core.sf.") {
+			sfs = append(sfs, f)
+		}
+	}
+	if len(sfs) != 2 || sfs[0][0] != "88" || sfs[0][len(sfs[0])-1] != "nvidia.com/sf" || !slices.ContainsFunc(sfs[0], func(s string) bool { return strings.HasPrefix(s, "mlx5_") && !strings.HasPrefix(s, "mlx5_core") }) {
+		t.Errorf("SF rows %q, want two, from sfnum 88, with an RDMA device and the pool\n%s", sfs, out)
+	}
+}

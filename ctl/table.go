@@ -34,6 +34,9 @@ func renderTable(w io.Writer, v *inventoryView) error {
 				dash(vf.IOMMUGroup), deviceFiles(&vf.Function))
 		}
 	}
+	for _, pf := range inv.PFs {
+		v.sfRows(tw, &pf)
+	}
 	if len(inv.NICs) > 0 {
 		fmt.Fprintln(tw)
 		v.heading(tw, "NIC", "VENDOR:DEVICE", "MODEL", "DRIVER", "NUMA", "LINK", "NETDEV", "STATE", "NAME")
@@ -47,6 +50,23 @@ func renderTable(w io.Writer, v *inventoryView) error {
 		return err
 	}
 	return renderNotes(w, inv)
+}
+
+// sfRows lists the PF's scalable functions, if it has any.
+func (v *inventoryView) sfRows(tw io.Writer, pf *discovery.PF) {
+	if len(pf.SFs) == 0 {
+		return
+	}
+	fmt.Fprintf(tw, "\nSFs of %s (%s):\n", pf.Address, dash(pf.Model))
+	v.heading(tw, "  SFNUM", "NAME", "DRIVER", "NETDEV", "HW ADDRESS", "STATE", "NUMA", "RDMA", "REPRESENTOR")
+	for _, sf := range pf.SFs {
+		rdma := "-"
+		if sf.RDMA != nil {
+			rdma = sf.RDMA.Device
+		}
+		v.row(tw, sf.Name, "  "+strconv.Itoa(sf.SFNum), sf.Name, dash(sf.Driver), netdevName(sf.Netdev), hwAddr(sf.Netdev),
+			state(sf.Netdev), numa(sf.NUMANode), rdma, dash(sf.Representor))
+	}
 }
 
 // heading writes a table's heading, with the config's columns when there
@@ -87,6 +107,9 @@ func renderNotes(w io.Writer, inv *discovery.Inventory) error {
 		}
 		for j := range pf.VFs {
 			note(&pf.VFs[j].Function)
+		}
+		for _, sf := range pf.SFs {
+			note(&discovery.Function{Address: sf.Name, Excluded: sf.Excluded, Problems: sf.Problems})
 		}
 	}
 	for i := range inv.NICs {

@@ -51,6 +51,10 @@ const (
 	// (mlx4), whose two ports are two devices; AttrPort is its dev_port.
 	AttrNetdev resourceapi.QualifiedName = "netdev"
 	AttrPort   resourceapi.QualifiedName = "port"
+	// AttrAuxType and AttrSFNum are a scalable function's auxiliary
+	// device type ("sf") and sfnum.
+	AttrAuxType resourceapi.QualifiedName = "auxType"
+	AttrSFNum   resourceapi.QualifiedName = "sfNum"
 )
 
 // TaintKey marks an unhealthy device; its value says why.
@@ -98,9 +102,15 @@ type Node struct {
 // DeviceName is the name of a device in a ResourceSlice: a DNS label,
 // "pci-" and its ID with ':' and '.' as '-' (0000:3b:01.6 is
 // pci-0000-3b-01-6, port 1 of 0000:03:00.0, 0000:03:00.0:p1, is
-// pci-0000-03-00-0-p1).
+// pci-0000-03-00-0-p1); a scalable function, whose ID is its auxiliary
+// device name and has no ':', "aux-" and its name with '_' and '.' as
+// '-' (mlx5_core.sf.4 is aux-mlx5-core-sf-4).
 func DeviceName(id string) string {
-	return "pci-" + strings.NewReplacer(":", "-", ".", "-").Replace(strings.ToLower(id))
+	prefix := "pci-"
+	if !strings.Contains(id, ":") {
+		prefix = "aux-"
+	}
+	return prefix + strings.NewReplacer(":", "-", ".", "-", "_", "-").Replace(strings.ToLower(id))
 }
 
 // Devices maps the pools' devices to ResourceSlice devices, sorted by
@@ -180,6 +190,10 @@ func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[r
 		str(AttrNetdev, fn.Netdev.Name)
 		a[AttrPort] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(fn.Netdev.Port))}
 	}
+	if d.SF != nil {
+		str(AttrAuxType, d.SF.AuxType)
+		a[AttrSFNum] = resourceapi.DeviceAttribute{IntValue: ptr.To(int64(d.SF.SFNum))}
+	}
 	return a
 }
 
@@ -192,12 +206,18 @@ func standard(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node 
 			a[attr.Name] = attr.Value
 		}
 	}
-	add(deviceattribute.GetPCIBusIDAttribute(d.Function.Address))
+	// A scalable function has no PCI address of its own: it shares its
+	// PF's PCIe root, which topology alignment needs.
+	pci := d.PF
+	if d.SF == nil {
+		pci = d.Function.Address
+		add(deviceattribute.GetPCIBusIDAttribute(pci))
+	}
 	root := node.SysfsRoot
 	if root == "" {
 		root = "/sys"
 	}
-	add(deviceattribute.GetPCIeRootAttributeByPCIBusID(d.Function.Address, deviceattribute.WithFSFromRoot(root)))
+	add(deviceattribute.GetPCIeRootAttributeByPCIBusID(pci, deviceattribute.WithFSFromRoot(root)))
 	if d.Function.NUMANode >= 0 {
 		add(deviceattribute.GetNUMANodeAttribute(d.Function.NUMANode, deviceattribute.ScalarAttribute))
 	}

@@ -3,7 +3,10 @@ package dra_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -44,11 +47,18 @@ func newTestNode(t testing.TB) *testNode {
 // every device healthy.
 func newTestNodeWith(t testing.TB, config string) *testNode {
 	t.Helper()
+	return newTestNodeOf(t, virtualnode.DefaultSpec(), config)
+}
+
+// newTestNodeOf is spec's virtual node with config's DRA pools, every
+// device healthy.
+func newTestNodeOf(t testing.TB, spec *virtualnode.Spec, config string) *testNode {
+	t.Helper()
 	db, err := hwdb.Open()
 	if err != nil {
 		t.Fatal(err)
 	}
-	node := vnodetest.BuildForTest(t, virtualnode.DefaultSpec(), db, false)
+	node := vnodetest.BuildForTest(t, spec, db, false)
 	inv, err := discovery.Discover(context.Background(), discovery.Options{
 		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), DB: db, ESwitch: vnodetest.NoESwitch{}, VDPA: vnodetest.VDPA{},
 	})
@@ -106,6 +116,44 @@ func TestDevicesRepresentor(t *testing.T) {
 			t.Errorf("%s: representor %s, want none", name, show(attr))
 		}
 	}
+}
+
+// TestDevicesSF: a scalable function is a device named after its
+// auxiliary device, with its PF's PCIe root but no PCI bus ID of its own,
+// its aux type, sfnum, PF and RDMA device.
+func TestDevicesSF(t *testing.T) {
+	spec := &virtualnode.Spec{Name: "dra-sf", PFs: []virtualnode.PFSpec{{Model: "ConnectX-6 Dx", SFs: 1, Names: []string{"p0"}}}}
+	n := newTestNodeOf(t, spec, `resourceList: [{resourceName: sf, resourcePrefix: nvidia.com, deviceType: auxNetDevice, mode: dra, selectors: {auxTypes: [sf]}}]`)
+	if len(n.inv.PFs) != 1 || len(n.inv.PFs[0].SFs) != 1 {
+		t.Fatalf("inventory %+v: want one PF with one SF", n.inv.PFs)
+	}
+	pf, sf := n.inv.PFs[0], n.inv.PFs[0].SFs[0]
+	got := n.devices(t)
+	name := dra.DeviceName(sf.Name)
+	d, ok := got[name]
+	if !ok || name != "aux-"+strings.NewReplacer("_", "-", ".", "-").Replace(sf.Name) {
+		t.Fatalf("devices %v: want %s", slices.Collect(maps.Keys(got)), name)
+	}
+	want := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{
+		"resource.kubernetes.io/pcieRoot": str("pci0000:3a"), "resource.kubernetes.io/numaNode": num(0),
+		"vendor": str("15b3"), "device": str("101d"), "model": str("ConnectX-6 Dx"), "pfName": str("p0"),
+		"pfPCIAddress": str(pf.Address), "driver": str("mlx5_core"), "linkType": str("ethernet"),
+		"rdma": flag(true), "eswitchMode": str("legacy"), "pool": str("nvidia.com/sf"), "auxType": str("sf"), "sfNum": num(88),
+		"k8s.cni.cncf.io/resourceName": str("nvidia.com/sf"), "k8s.cni.cncf.io/deviceID": str(sf.Name),
+	}
+	if !reflect.DeepEqual(d.Attributes, want) {
+		t.Errorf("%s: attributes\n%v\nwant\n%v", name, showAll(d.Attributes), showAll(want))
+	}
+}
+
+// showAll writes attributes for a test's message.
+func showAll(attrs map[resourceapi.QualifiedName]resourceapi.DeviceAttribute) string {
+	var out []string
+	for k, v := range attrs {
+		out = append(out, string(k)+"="+show(v))
+	}
+	slices.Sort(out)
+	return strings.Join(out, " ")
 }
 
 // TestDevices: every pooled device is listed once with the standard,

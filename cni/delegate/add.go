@@ -1,6 +1,7 @@
 package delegate
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -222,7 +223,7 @@ func (d *Delegator) prepareEntry(ctx context.Context, c *call, a attachment) (at
 	if a.sel.HasDefaultRoute {
 		entry.DefaultRoute = &attachmentapi.DefaultRoute{Gateways: a.sel.DefaultRoute}
 	}
-	inj := netconf.Injection{DeviceID: a.deviceID, CNIArgs: a.sel.CNIArgs}
+	inj := netconf.Injection{DeviceID: a.deviceID, KernelPath: d.auxiliaryPath(a.deviceID), CNIArgs: a.sel.CNIArgs}
 	if a.deviceID != "" {
 		entry.DeviceInfoFile = filepath.Join(d.opts.CNIDevinfoDir, devinfo.CNIFileName(a.network, c.req.ContainerID, a.ifName))
 		inj.DeviceInfoFile = entry.DeviceInfoFile
@@ -292,6 +293,28 @@ func (w *deviceInfoWrites) get(i int) (*devinfo.DeviceInfo, error) {
 // wait returns once every write is done: none may outlive its ADD, whose
 // rollback removes the files.
 func (w *deviceInfoWrites) wait() { <-w.done }
+
+// auxiliaryPath is the /sys/devices path of the auxiliary device id
+// names (a scalable function, which kubelet knows by its auxiliary device
+// name), as host-device's kernelpath takes it; "" for any other ID.
+func (d *Delegator) auxiliaryPath(id string) string {
+	if id == "" || strings.ContainsAny(id, ":/") {
+		return ""
+	}
+	root, err := filepath.EvalSymlinks(cmp.Or(d.opts.SysfsRoot, "/sys"))
+	if err != nil {
+		return ""
+	}
+	dev, err := filepath.EvalSymlinks(filepath.Join(root, "bus/auxiliary/devices", id))
+	if err != nil {
+		return ""
+	}
+	rel, err := filepath.Rel(root, dev)
+	if err != nil || !strings.HasPrefix(rel, "devices/") {
+		return ""
+	}
+	return "/sys/" + rel
+}
 
 // writeDeviceInfo copies the device plugin's device-info for the device
 // into the attachment's CNI device-info file at path, as the device-info

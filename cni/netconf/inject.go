@@ -62,12 +62,18 @@ func (d *Delegate) Capabilities() map[string]bool {
 // Injection is what the delegator adds to a NetworkAttachmentDefinition's
 // configuration for one pod attachment.
 type Injection struct {
-	// DeviceID is the PCI address kubelet allocated. It sets "deviceID" in
+	// DeviceID is the device kubelet allocated: a PCI address, or a
+	// scalable function's auxiliary device name. It sets "deviceID" in
 	// every plugin, and "pciBusID" in the first plugin unless it names its
 	// device by "device", "hwaddr" or "kernelpath" (as host-device takes
 	// them) and in any plugin that already has one: the allocation wins
 	// over the NAD.
 	DeviceID string
+	// KernelPath is the sysfs directory, /sys/devices/..., of a device
+	// that is no PCI function (a scalable function, whose DeviceID is its
+	// auxiliary device name): the plugin that would get "pciBusID" gets
+	// "kernelpath" instead, which host-device finds the netdev under.
+	KernelPath string
 	// DeviceInfoFile sets "CNIDeviceInfoFile" in every plugin (NPWG
 	// device-info spec v1.1.0).
 	DeviceInfoFile string
@@ -98,8 +104,8 @@ func (d *Delegate) Inject(in Injection) (*Delegate, error) {
 // injectedValues is an Injection encoded once for all plugins; nil values
 // are not injected. The plugins of the result share them, read-only.
 type injectedValues struct {
-	deviceID, deviceInfoFile json.RawMessage
-	cniArgs                  map[string]json.RawMessage
+	deviceID, kernelPath, deviceInfoFile json.RawMessage
+	cniArgs                              map[string]json.RawMessage
 	// argsAlone is "args" for a plugin that has none: {"cni": cniArgs}.
 	argsAlone json.RawMessage
 }
@@ -108,6 +114,9 @@ func (in Injection) prepare() (injectedValues, error) {
 	var v injectedValues
 	if in.DeviceID != "" {
 		v.deviceID = quote(in.DeviceID)
+	}
+	if in.KernelPath != "" {
+		v.kernelPath = quote(in.KernelPath)
 	}
 	if in.DeviceInfoFile != "" {
 		v.deviceInfoFile = quote(in.DeviceInfoFile)
@@ -138,7 +147,11 @@ func (p Plugin) inject(v injectedValues, first bool) (Plugin, error) {
 	if v.deviceID != nil {
 		takesPCI := takesPCIAddress(fields, first)
 		setField(fields, "deviceID", v.deviceID)
-		if takesPCI {
+		switch {
+		case takesPCI && v.kernelPath != nil:
+			maps.DeleteFunc(fields, func(k string, _ json.RawMessage) bool { return strings.EqualFold(k, "pciBusID") })
+			setField(fields, "kernelpath", v.kernelPath)
+		case takesPCI:
 			setField(fields, "pciBusID", v.deviceID)
 		}
 	}

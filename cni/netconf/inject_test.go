@@ -106,11 +106,19 @@ func TestInjectDevice(t *testing.T) {
 		return `{"cniVersion":"1.0.0","name":"hd","plugins":[{"type":"host-device"` + hostDeviceKeys +
 			`},{"type":"tuning","mtu":9000}]}`
 	}
+	const sf, sfPath = "mlx5_core.sf.4", "/sys/devices/pci0000:3a/0000:3a:00.0/0000:3b:00.0/mlx5_core.sf.4"
 	tests := []struct {
+		// deviceID is "ID" or, for a device with a kernel path, "ID|path".
 		name, config, deviceID        string
 		wantDeviceID, wantPCI         [2]string // per plugin: host-device, tuning
 		wantHostDeviceKey, wantKeyVal string
 	}{
+		{"a scalable function into host-device by kernelpath", list(``), sf + "|" + sfPath,
+			[2]string{sf, sf}, [2]string{"<absent>", "<absent>"}, "kernelpath", sfPath},
+		{"a scalable function replaces the NAD's pciBusID", list(`,"pciBusID":"0000:00:1f.6"`), sf + "|" + sfPath,
+			[2]string{sf, sf}, [2]string{"<absent>", "<absent>"}, "kernelpath", sfPath},
+		{"host-device naming a device keeps it for a scalable function", list(`,"device":"eth1"`), sf + "|" + sfPath,
+			[2]string{sf, sf}, [2]string{"<absent>", "<absent>"}, "kernelpath", "<absent>"},
 		{"allocated device into host-device by pciBusID", list(``), vf,
 			[2]string{vf, vf}, [2]string{vf, "<absent>"}, "", ""},
 		{"host-device naming a device keeps it", list(`,"device":"eth1"`), vf,
@@ -130,7 +138,8 @@ func TestInjectDevice(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := mustParse(t, tt.config, "").Inject(Injection{DeviceID: tt.deviceID})
+			id, kernelPath, _ := strings.Cut(tt.deviceID, "|")
+			d, err := mustParse(t, tt.config, "").Inject(Injection{DeviceID: id, KernelPath: kernelPath})
 			if err != nil {
 				t.Fatal(err)
 			}

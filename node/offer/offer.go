@@ -105,6 +105,9 @@ func lostDevices(lost []State) []pools.Device {
 // lostReason says why a device the pool no longer matches stays listed,
 // or keep=false when it should go.
 func lostReason(d *pools.Device, inv *discovery.Inventory) (reason string, keep bool) {
+	if d.SF != nil {
+		return lostSFReason(d, inv)
+	}
 	if f, ok := inv.Function(d.Function.Address); ok {
 		if len(f.Excluded) > 0 {
 			return fmt.Sprintf("no longer offered: %s", f.Excluded[0]), true
@@ -117,6 +120,24 @@ func lostReason(d *pools.Device, inv *discovery.Inventory) (reason string, keep 
 		}
 	}
 	return "disappeared from the PCI bus", true
+}
+
+// lostSFReason is lostReason for a scalable function: one its PF no
+// longer has was deleted (devlink port del) and goes, as a VF a smaller
+// count took away does.
+func lostSFReason(d *pools.Device, inv *discovery.Inventory) (reason string, keep bool) {
+	i, ok := slices.BinarySearchFunc(inv.PFs, d.PF, func(p discovery.PF, addr string) int { return cmp.Compare(p.Address, addr) })
+	if !ok {
+		return fmt.Sprintf("its PF %s disappeared from the PCI bus", d.PF), true
+	}
+	k := slices.IndexFunc(inv.PFs[i].SFs, func(sf discovery.SF) bool { return sf.Name == d.ID })
+	switch {
+	case k < 0:
+		return "", false
+	case len(inv.PFs[i].SFs[k].Excluded) > 0:
+		return fmt.Sprintf("no longer offered: %s", inv.PFs[i].SFs[k].Excluded[0]), true
+	}
+	return "no longer matches the pool's selectors", true
 }
 
 // numVFs is the PF's sriov_numvfs, or 0 when the address is no PF.

@@ -2,6 +2,7 @@ package offer_test
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"testing"
 
@@ -70,5 +71,41 @@ func TestStatesWithhold(t *testing.T) {
 		if s.Offered() || s.Unknown == "" {
 			t.Errorf("%s offered with the ledger unread: %+v", s.ID, s)
 		}
+	}
+}
+
+// TestRematchSFs: a scalable function the pool lost stays listed,
+// unhealthy with the reason, while its PF has it or the PF is gone; one
+// its PF no longer has was deleted on purpose and goes.
+func TestRematchSFs(t *testing.T) {
+	pf := "0000:3b:00.0"
+	sf := func(name string) pools.Device {
+		s := &discovery.SF{Name: name, AuxType: "sf"}
+		return pools.Device{ID: name, PF: pf, VFIndex: -1, SF: s, Function: &discovery.Function{Address: name, NUMANode: -1}}
+	}
+	kept, excluded, deleted := sf("mlx5_core.sf.2"), sf("mlx5_core.sf.3"), sf("mlx5_core.sf.4")
+	inv := &discovery.Inventory{PFs: []discovery.PF{{Function: discovery.Function{Address: pf},
+		SFs: []discovery.SF{{Name: kept.ID}, {Name: excluded.ID, Excluded: []string{"its netdev is in use"}}}}}}
+	b := ledger.NewBook(ledger.BookOptions{})
+	b.Judge(ledger.Verdicts{})
+	if err := b.Load(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v := devhealth.View{Inv: inv, Links: devhealth.LinkStates{}, Netdevs: devhealth.NetdevMemory{}, Held: b.Snapshot().Held()}
+	reasons := func(p offer.Pool) map[string]string {
+		out := map[string]string{}
+		for _, s := range p.States(v, b.Snapshot(), ledger.FrontEnd{Resource: "nvidia.com/sf"}) {
+			out[s.ID] = s.Reason
+		}
+		return out
+	}
+	p := offer.Pool{Matched: []pools.Device{kept, excluded, deleted}}.Rematch(nil, inv, nil)
+	want := map[string]string{kept.ID: "no longer matches the pool's selectors", excluded.ID: "no longer offered: its netdev is in use"}
+	if got := reasons(p); !maps.Equal(got, want) {
+		t.Errorf("lost SFs %v, want %v", got, want)
+	}
+	gone := offer.Pool{Matched: []pools.Device{kept}}.Rematch(nil, &discovery.Inventory{}, nil)
+	if got := reasons(gone); got[kept.ID] != "its PF "+pf+" disappeared from the PCI bus" {
+		t.Errorf("SF of a PF gone: %v", got)
 	}
 }

@@ -123,9 +123,11 @@ func (e *env) bringUp(t *testing.T, nodes int) error {
 		return err
 	}
 	spec := virtualnode.DefaultSpec()
-	// A PF whose firmware has SR-IOV off, as hwnetctl doctor should name;
-	// after the default node's PFs, so their addresses stay.
-	spec.PFs = append(spec.PFs, virtualnode.PFSpec{Model: "E810-C", SRIOVOff: true, Names: []string{firmwareOffPF}})
+	// A PF whose firmware has SR-IOV off, as hwnetctl doctor should name,
+	// and one with scalable functions; after the default node's PFs, so
+	// their addresses stay.
+	spec.PFs = append(spec.PFs, virtualnode.PFSpec{Model: "E810-C", SRIOVOff: true, Names: []string{firmwareOffPF}},
+		virtualnode.PFSpec{Model: "ConnectX-6 Dx", SFs: 2, Names: []string{sfPF}})
 	dir := stateDir()
 	spec.Name = nodeName()
 	if nodes > 1 {
