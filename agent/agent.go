@@ -52,6 +52,9 @@ type Agent struct {
 	// hands; holders is its snapshot the last judgment was made with.
 	book    *ledger.Book
 	holders *ledger.Ledger
+	// probe tells the book, at each hand-out, whether a device's netdev
+	// is still in the node's network namespace.
+	probe *devhealth.Probe
 	// awaitingRelease tells the ledger's watch to ask kubelet at every
 	// poll (awaitsRelease); set by Run's goroutine at each refresh.
 	// ledgerNudge has the watch poll at once; ledgerChanged says the
@@ -125,6 +128,9 @@ func New(opts Options) (*Agent, error) {
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, configAtStart: configAtStart, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
 	a.ledgerNudge, a.ledgerChanged, a.publishNow = make(chan struct{}, 1), make(chan struct{}, 1), make(chan chan struct{})
+	if a.probe, err = devhealth.NewProbe(opts.Netns); err != nil {
+		return nil, err
+	}
 	a.book = a.newBook()
 	a.collector.Also = a.collectCDISpecs
 	if st.Rejected != nil {
@@ -532,6 +538,7 @@ func (a *Agent) shutdown() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), shutdownTimeout)
 	defer cancel()
+	defer a.probe.Close()
 	defer a.book.Close()
 	if err := a.collector.Collect(a.book.Refresh(ctx), 0); err != nil {
 		a.log.Warn("device-info files left in place at shutdown", "dir", a.opts.DevinfoDir, "err", err)

@@ -36,7 +36,8 @@ func (a *Agent) newBook() *ledger.Book {
 		src.Resets = a.opts.CNI.Resets(a.opts.VFAdmin, a.log)
 	}
 	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
-		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }, PendingGrace: a.opts.PendingGrace})
+		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }, PendingGrace: a.opts.PendingGrace,
+		Present: a.probe.Present})
 }
 
 // podUID is the UID of the pod of the node's pod cache with that name, ""
@@ -161,6 +162,7 @@ func (a *Agent) judge(v devhealth.View) {
 		run.next = run.devices.States(v, a.holders, frontEnd(name, true))
 		lists = append(lists, run.next)
 	}
+	a.probe.Expect(offer.Netdevs(lists...))
 	a.book.Judge(offer.Verdicts(lists...))
 }
 

@@ -34,6 +34,12 @@ type BookOptions struct {
 	// PendingGrace is how long a device plugin allocation kubelet does not
 	// report yet is kept; 0 means DefaultPendingGrace.
 	PendingGrace time.Duration
+	// Present, when set, is asked under the lock for each device of a
+	// Reserve whose netdev no hold explains away: nil when the device's
+	// netdev is in the node's network namespace (or it has none), the
+	// reason otherwise. The verdicts come from link events, which lag the
+	// kernel; this is the fresh read of the one source they summarise.
+	Present func(device string) error
 }
 
 // DefaultPendingGrace is how long a device plugin allocation kubelet does
@@ -322,12 +328,27 @@ func (b *Book) checkLocked(req Request, fresh bool) error {
 		if why, bad := b.verdicts.Unhealthy[d]; bad {
 			return &Conflict{Device: d, Reason: Unhealthy, Why: why}
 		}
-		if b.verdicts.Away[d] && !b.awayExplainedLocked(req.Holder, d) {
-			return &Conflict{Device: d, Reason: Unhealthy, Why: awayWhy}
+		if err := b.presentLocked(req.Holder, d); err != nil {
+			return err
 		}
 		if err := b.holdersAllowLocked(req.Holder, d, fresh); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// presentLocked is nil unless d's netdev is away from the node's network
+// namespace, as the verdicts or a fresh probe say, and no hold explains it.
+func (b *Book) presentLocked(h Holder, d string) error {
+	if !b.verdicts.Away[d] && b.o.Present == nil || b.awayExplainedLocked(h, d) {
+		return nil
+	}
+	if b.verdicts.Away[d] {
+		return &Conflict{Device: d, Reason: Unhealthy, Why: awayWhy}
+	}
+	if err := b.o.Present(d); err != nil {
+		return &Conflict{Device: d, Reason: Unhealthy, Why: err.Error()}
 	}
 	return nil
 }

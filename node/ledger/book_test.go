@@ -866,3 +866,35 @@ func TestFenceCoversScalableFunctions(t *testing.T) {
 		t.Errorf("Reserve of another PF's SF: %v", err)
 	}
 }
+
+// TestReserveProbesTheNetdev: a Reserve asks Present of each device whose
+// netdev no hold explains away, before the verdicts can say the netdev
+// left (link events lag the kernel): one gone is refused with the reason;
+// a holder that has the device already, or a sandbox's attachment, is not
+// asked.
+func TestReserveProbesTheNetdev(t *testing.T) {
+	gone := map[string]bool{vfA0: true}
+	var asked []string
+	b := openBook(t, ledger.BookOptions{Present: func(d string) error {
+		asked = append(asked, d)
+		if gone[d] {
+			return errors.New("its netdev ens1v0 is not in the node's network namespace")
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: claimC})
+	if err == nil || err.Error() != "device "+vfA0+" is unhealthy: its netdev ens1v0 is not in the node's network namespace" {
+		t.Fatalf("Reserve of a device whose netdev is gone: %v", err)
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: claimC}); err != nil {
+		t.Fatalf("Reserve of a device whose netdev is there: %v", err)
+	}
+	gone[vfA1], asked = true, nil
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: claimC}); err != nil {
+		t.Errorf("the claim that holds %s prepared again: %v", vfA1, err)
+	}
+	if len(asked) != 0 {
+		t.Errorf("Present asked of %v for a device its holder has", asked)
+	}
+}

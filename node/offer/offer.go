@@ -205,6 +205,21 @@ func Verdicts(states ...[]State) ledger.Verdicts {
 	return out
 }
 
+// Netdevs are the netdevs the devices of the states have in the node,
+// by device ID, which a hand-out probes (devhealth.Probe): those whose
+// netdev is away already have a verdict.
+func Netdevs(states ...[]State) map[string]string {
+	out := map[string]string{}
+	for _, ss := range states {
+		for _, s := range ss {
+			if nd := s.Function.Netdev; nd != nil && !s.NetdevAway {
+				out[s.ID] = nd.Name
+			}
+		}
+	}
+	return out
+}
+
 // Moving are the devices, sorted, that served lists under one front end
 // and res, a new match, serves under another or under none: a pool's mode
 // switch, a device moving to another pool, a pool removed.

@@ -1,0 +1,64 @@
+package devhealth_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/hwnet-io/hwnet/node/devhealth"
+	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/vnodetest"
+)
+
+// TestProbe: the probe asks netlink of the node's namespace whether a
+// device's netdev is there: the VF's is until it leaves (here renamed
+// away, as a move into a pod looks from the node); a device it was given
+// no netdev for is not asked.
+func TestProbe(t *testing.T) {
+	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "probe", PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 1}}},
+		vnodetest.OpenDB(t), true)
+	path := "/run/netns/" + node.NetnsName()
+	p, err := devhealth.NewProbe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var vf virtualnode.Function
+	for _, f := range node.Devices() {
+		if f.IsVF() {
+			vf = f
+		}
+	}
+	p.Expect(map[string]string{vf.Addr: vf.Ifname})
+	if err := p.Present(vf.Addr); err != nil {
+		t.Fatalf("Present(%s) with its netdev %s there: %v", vf.Addr, vf.Ifname, err)
+	}
+	if err := p.Present("0000:00:00.0"); err != nil {
+		t.Errorf("Present of a device without a netdev to probe: %v", err)
+	}
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	link, err := h.LinkByName(vf.Ifname)
+	if err == nil {
+		err = h.LinkSetName(link, "elsewhere0")
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Present(vf.Addr); err == nil || !strings.Contains(err.Error(), "its netdev "+vf.Ifname+" is not in the node's network namespace") {
+		t.Errorf("Present(%s) with its netdev gone: %v", vf.Addr, err)
+	}
+	if _, err := devhealth.NewProbe("/run/netns/none-such"); err == nil || !strings.Contains(err.Error(), "none-such") {
+		t.Errorf("NewProbe of a namespace that is not there: %v", err)
+	}
+}
