@@ -20,13 +20,14 @@ import (
 
 // spec has every layout the tests know of a NIC: VFs on iavf and on
 // vfio-pci, InfiniBand VFs with a partition key of their own, a dual-port
-// mlx4 function, a NIC with the default route.
+// mlx4 function, scalable functions, a NIC with the default route.
 func spec() *virtualnode.Spec {
 	s := virtualnode.DefaultSpec()
 	s.Name = "captured"
 	s.PFs = append(s.PFs,
 		virtualnode.PFSpec{Model: "ConnectX-6", LinkType: "infiniband", VFs: 2, VFPKey: "0x8001", Names: []string{"ib9"}},
-		virtualnode.PFSpec{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib7"}, DualPort: true})
+		virtualnode.PFSpec{Model: "ConnectX-3", LinkType: "infiniband", Names: []string{"ib7"}, DualPort: true},
+		virtualnode.PFSpec{Model: "ConnectX-6 Dx", VFs: 1, SFs: 2, Names: []string{"p0"}})
 	return s
 }
 
@@ -78,6 +79,9 @@ func TestTakeUnpack(t *testing.T) {
 	if len(want.PFs) < 4 || len(got.Problems) != 0 {
 		t.Errorf("%d PFs, problems %q: want the spec's PFs and none", len(want.PFs), got.Problems)
 	}
+	if sfs := got.PFs[len(got.PFs)-1].SFs; len(sfs) != 2 || sfs[0].Netdev == nil || sfs[0].RDMA == nil {
+		t.Errorf("the capture's SFs %+v: want the p0's two, with netdevs and RDMA devices", sfs)
+	}
 }
 
 // identifiers are the MACs and GUIDs the inventory shows.
@@ -95,12 +99,16 @@ func identifiers(inv *discovery.Inventory) []string {
 	return out
 }
 
-// eachFunction calls f with every PF, VF and NIC of the inventory.
+// eachFunction calls f with every PF, VF and NIC of the inventory, and
+// with a function holding each SF's netdev and RDMA device.
 func eachFunction(inv *discovery.Inventory, f func(*discovery.Function)) {
 	for i := range inv.PFs {
 		f(&inv.PFs[i].Function)
 		for j := range inv.PFs[i].VFs {
 			f(&inv.PFs[i].VFs[j].Function)
+		}
+		for _, sf := range inv.PFs[i].SFs {
+			f(&discovery.Function{Address: sf.Name, Netdev: sf.Netdev, RDMA: sf.RDMA})
 		}
 	}
 	for i := range inv.NICs {
@@ -190,7 +198,8 @@ func exactly(t *testing.T, inv *discovery.Inventory, dir string) string {
 
 // TestVirtualNodeOfACaptureHasLinks: with links, each captured netdev is
 // a real link in the node's netns, with the name, MAC and state the
-// capture had, a dual-port function's second port included; destroyed,
+// capture had, a dual-port function's second port and the scalable
+// functions' included; destroyed,
 // the node leaves its netns and links behind it.
 func TestVirtualNodeOfACaptureHasLinks(t *testing.T) {
 	vnodetest.RequireRoot(t)
@@ -216,8 +225,17 @@ func TestVirtualNodeOfACaptureHasLinks(t *testing.T) {
 		t.Fatal(err)
 	}
 	ports := 0
+	sfs := map[string]*discovery.Function{}
+	eachFunction(inv, func(f *discovery.Function) {
+		if _, pci := inv.Function(f.Address); !pci {
+			sfs[f.Address] = f
+		}
+	})
 	eachFunction(captured, func(want *discovery.Function) {
 		got, ok := inv.Function(want.Address)
+		if !ok {
+			got, ok = sfs[want.Address]
+		}
 		if !ok {
 			t.Errorf("%s: not in the virtual node", want.Address)
 			return

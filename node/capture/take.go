@@ -113,6 +113,9 @@ func (t *taker) function(addr string) error {
 	if err := t.walk(real, 6); err != nil { // with its parents
 		return err
 	}
+	if err := t.scalableFunctions(real); err != nil {
+		return err
+	}
 	t.parents(link)
 	if err := t.add(link); err != nil {
 		return err
@@ -127,16 +130,35 @@ func (t *taker) function(addr string) error {
 	return nil
 }
 
+// scalableFunctions captures, as deep as a function, the directories of
+// the PF's scalable functions (auxiliary devices below it with an sfnum):
+// their RDMA ports' GIDs lie deeper than the PF's walk reaches.
+func (t *taker) scalableFunctions(pf string) error {
+	entries, err := os.ReadDir(filepath.Join(t.sys, pf))
+	if err != nil {
+		return nil
+	}
+	for _, e := range entries {
+		if e.IsDir() && exists(filepath.Join(t.sys, pf, e.Name(), "sfnum")) {
+			if err := t.walk(path.Join(pf, e.Name()), 6); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // classLinks captures the class entries (class/net/<name> and the like)
-// that point into a captured function's directory, each resolved once.
+// and the auxiliary bus's (a PF's scalable functions) that point into a
+// captured function's directory, each resolved once.
 func (t *taker) classLinks() error {
-	for _, class := range []string{"net", "infiniband", "infiniband_verbs", "infiniband_mad", "uio"} {
-		entries, err := os.ReadDir(filepath.Join(t.sys, "class", class))
+	for _, dir := range []string{"class/net", "class/infiniband", "class/infiniband_verbs", "class/infiniband_mad", "class/uio", "bus/auxiliary/devices"} {
+		entries, err := os.ReadDir(filepath.Join(t.sys, dir))
 		if err != nil {
 			continue
 		}
 		for _, e := range entries {
-			rel := path.Join("class", class, e.Name())
+			rel := path.Join(dir, e.Name())
 			target, err := t.resolve(rel)
 			if err != nil || !t.inFunction(target) {
 				continue

@@ -29,10 +29,10 @@ type Captured struct {
 // BuildCaptured draws a captured node as a virtual node, as Build draws a
 // spec: the same PCI addresses and device paths, IDs, drivers, NUMA
 // nodes, IOMMU groups, SR-IOV registers, netdev names, addresses and
-// states, and RDMA devices, so that discovery finds what it found in the
-// capture; with opts.Links each netdev is a veth as on a built node. It
-// returns what it leaves out (vDPA devices). A PCI domain other than 0000
-// is refused.
+// states, RDMA devices and scalable functions, so that discovery finds
+// what it found in the capture; with opts.Links each netdev is a veth as
+// on a built node. It returns what it leaves out (vDPA devices). A PCI
+// domain other than 0000 is refused.
 func BuildCaptured(ctx context.Context, c Captured, opts Options) (*Node, []string, error) {
 	if err := checkNodeName(c.Name); err != nil {
 		return nil, nil, &SpecError{Field: "name", Err: err}
@@ -124,7 +124,7 @@ func (r *replay) function(d *discovery.Function) (*Function, error) {
 	if err := r.netdevs(f, rid, d); err != nil {
 		return nil, fmt.Errorf("function %s: %w", d.Address, err)
 	}
-	f.RDMA = r.rdma(f, d.RDMA)
+	f.RDMA = r.rdma(f.SysPath, d.RDMA)
 	if d.UIODevice != "" {
 		n, ok := numbered(filepath.Base(d.UIODevice), "uio")
 		if !ok {
@@ -158,12 +158,36 @@ func (r *replay) pf(d *discovery.PF) (*Function, error) {
 			f.SRIOV.VFPKey = vf.RDMA.PKey
 		}
 	}
+	for k := range d.SFs {
+		sf, err := r.sf(f, &d.SFs[k])
+		if err != nil {
+			return nil, fmt.Errorf("PF %s: %w", d.Address, err)
+		}
+		f.SFs = append(f.SFs, sf)
+	}
 	if len(d.VFs) == 0 && f.Ifname != "" && d.SRIOV.TotalVFs > 0 {
 		if err := checkIfname(vfIfname(f, d.SRIOV.TotalVFs-1)); err != nil {
 			return nil, fmt.Errorf("PF %s: VF netdev names get too long: %w", d.Address, err)
 		}
 	}
 	return f, nil
+}
+
+// sf draws a scalable function of pf with its netdev and RDMA device as
+// captured, and a veth peer for its representor.
+func (r *replay) sf(pf *Function, d *discovery.SF) (*SF, error) {
+	index, ok := numbered(d.Name, sfDriver+".")
+	if !ok || d.Netdev == nil || d.SFNum < 0 {
+		return nil, fmt.Errorf("scalable function %q: the virtual node draws %s.<N> with an sfnum and a netdev only", d.Name, sfDriver)
+	}
+	if err := checkIfname(d.Netdev.Name); err != nil {
+		return nil, fmt.Errorf("scalable function %s: %w", d.Name, err)
+	}
+	rid, _ := parseRoutingID(pf.Addr) // the PF's address parsed already
+	sf := &SF{Name: d.Name, SysPath: pf.SysPath + "/" + d.Name, Index: index, Num: d.SFNum, Netdev: capturedNetdev(d.Netdev)}
+	sf.Representor = r.peer(sf.Netdev, fmt.Sprintf("%ss%d", representorName(rid), d.SFNum), sfMAC(r.st, rid, d.SFNum, roleRepresentor).String())
+	sf.RDMA = r.rdma(sf.SysPath, d.RDMA)
+	return sf, nil
 }
 
 func (r *replay) vf(pf *Function, d *discovery.VF) (*Function, error) {
@@ -216,21 +240,30 @@ func (r *replay) count() {
 		if f.UIO != nil {
 			next.UIO = max(next.UIO, f.UIO.Number+1)
 		}
-		if d := f.RDMA; d != nil {
-			next.Uverbs, next.Umad, next.LID = max(next.Uverbs, d.Uverbs+1), max(next.Umad, d.Umad+1), max(next.LID, d.LID+1)
-			prefix := strings.TrimRight(d.Name, "0123456789")
-			n, _ := strconv.Atoi(strings.TrimPrefix(d.Name, prefix))
-			next.RDMA[prefix] = max(next.RDMA[prefix], n+1)
+		r.countRDMA(f.RDMA)
+		for _, sf := range f.SFs {
+			r.countRDMA(sf.RDMA)
+			next.AuxIndex = max(next.AuxIndex, sf.Index+1)
 		}
 	}
 	// Representors take indexes past the captured netdevs'.
 	for _, f := range r.st.Functions {
-		for _, peer := range []*Netdev{f.Representor, f.Port2Peer} {
-			if peer != nil {
-				peer.Index = r.st.allocIfindex()
-			}
+		for _, peer := range f.peers() {
+			peer.Index = r.st.allocIfindex()
 		}
 	}
+}
+
+// countRDMA sets the RDMA counters past the device's numbers.
+func (r *replay) countRDMA(d *RDMADevice) {
+	if d == nil {
+		return
+	}
+	next := &r.st.Next
+	next.Uverbs, next.Umad, next.LID = max(next.Uverbs, d.Uverbs+1), max(next.Umad, d.Umad+1), max(next.LID, d.LID+1)
+	prefix := strings.TrimRight(d.Name, "0123456789")
+	n, _ := strconv.Atoi(strings.TrimPrefix(d.Name, prefix))
+	next.RDMA[prefix] = max(next.RDMA[prefix], n+1)
 }
 
 // bridges are the PCI bridges between the host bridges and the captured
@@ -324,13 +357,13 @@ func (r *replay) netdevUnder(sysPath, name string) (string, error) {
 	return filepath.Base(under), nil
 }
 
-// rdma draws the function's RDMA device with the GUIDs, LID, P_Key and
-// character device numbers the capture had.
-func (r *replay) rdma(f *Function, d *discovery.RDMA) *RDMADevice {
+// rdma draws the RDMA device of the function or SF at dir with the
+// GUIDs, LID, P_Key and character device numbers the capture had.
+func (r *replay) rdma(dir string, d *discovery.RDMA) *RDMADevice {
 	if d == nil {
 		return nil
 	}
-	dir := f.SysPath + "/infiniband/" + d.Device
+	dir += "/infiniband/" + d.Device
 	dev := &RDMADevice{Name: d.Device, NodeGUID: sysfsGUID(d.NodeGUID), PortGUID: sysfsGUID(d.PortGUID), SysImageGUID: r.text(dir + "/sys_image_guid"),
 		LinkLayer: "Ethernet", LID: int(r.hex(dir + "/ports/1/lid")), PKey: d.PKey}
 	if d.LinkLayer == hwdb.InfiniBand {

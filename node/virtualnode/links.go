@@ -261,7 +261,7 @@ func (l *links) addPair(st *state, f *Function) error {
 		}
 	}
 	for _, sf := range f.SFs {
-		if err := l.addVeth(sf.Netdev, sf.Representor, sfMAC(st, rid, sf.Num, roleFunction), sfMAC(st, rid, sf.Num, roleRepresentor)); err != nil {
+		if err := l.addVeth(sf.Netdev, sf.Representor, vethMAC(sf.Netdev, sfMAC(st, rid, sf.Num, roleFunction)), vethMAC(sf.Representor, sfMAC(st, rid, sf.Num, roleRepresentor))); err != nil {
 			return err
 		}
 	}
