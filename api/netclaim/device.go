@@ -112,4 +112,8 @@ type DeviceStatus struct {
 	// VF is the settings applied to the device's VF, reported in the
 	// entry's data; nil for none.
 	VF *vfsettings.Settings
+	// Representor is the device's representor netdev on its PF's
+	// switchdev eSwitch, reported in the entry's data for an OVS/OVN CNI
+	// to plug; "" for none.
+	Representor string
 }

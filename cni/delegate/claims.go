@@ -11,6 +11,7 @@ import (
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 	"github.com/hwnet-io/hwnet/cni/cache"
 	"github.com/hwnet-io/hwnet/cni/status"
+	"github.com/hwnet-io/hwnet/node/devinfo"
 )
 
 // podClaims are the devices of a pod's prepared DRA claims: local state
@@ -119,7 +120,8 @@ func claimStatuses(p publication, logger *slog.Logger) (map[netclaim.ClaimRef][]
 			order = append(order, dev.Claim)
 		}
 		out[dev.Claim] = append(out[dev.Claim], netclaim.DeviceStatus{Driver: dev.Driver, Pool: dev.Pool, Device: dev.Device,
-			InterfaceName: st.Interface, IPs: st.IPs, HardwareAddress: st.MAC, Network: a.network, VF: dev.VF})
+			InterfaceName: st.Interface, IPs: st.IPs, HardwareAddress: st.MAC, Network: a.network, VF: dev.VF,
+			Representor: representorOf(a.info)})
 	}
 	return out, order
 }
@@ -132,4 +134,18 @@ func (a attached) appliedVF() *vfsettings.Settings {
 		return a.vf
 	}
 	return a.claimDevice.VF
+}
+
+// representorOf is the representor netdev the device-info names, "" for
+// none.
+func representorOf(info *devinfo.DeviceInfo) string {
+	switch {
+	case info == nil:
+		return ""
+	case info.PCI != nil:
+		return info.PCI.RepresentorDevice
+	case info.VDPA != nil:
+		return info.VDPA.RepresentorDevice
+	}
+	return ""
 }

@@ -74,14 +74,15 @@ func (w *ClaimStatusWriter) apply(ctx context.Context, claim netclaim.ClaimRef, 
 
 // DeviceData is the driver-specific data of a claimed device's status
 // entry: the VF settings applied to it, in the claim configuration's
-// names.
+// names, and its representor netdev on a switchdev eSwitch.
 type DeviceData struct {
-	VF *vfsettings.Settings `json:"vf,omitempty"`
+	VF          *vfsettings.Settings `json:"vf,omitempty"`
+	Representor string               `json:"representor,omitempty"`
 }
 
-func deviceData(vf *vfsettings.Settings) runtime.RawExtension {
+func deviceData(d netclaim.DeviceStatus) runtime.RawExtension {
 	// A struct of pointers and strings always marshals.
-	raw, _ := json.Marshal(DeviceData{VF: vf})
+	raw, _ := json.Marshal(DeviceData{VF: d.VF, Representor: d.Representor})
 	return runtime.RawExtension{Raw: raw}
 }
 
@@ -101,8 +102,8 @@ func (w *ClaimStatusWriter) applyConfig(claim netclaim.ClaimRef, devices []netcl
 			WithMessage(fmt.Sprintf("attached to network %s as %s", d.Network, d.InterfaceName))
 		dev := resourceac.AllocatedDeviceStatus().WithDriver(d.Driver).WithPool(d.Pool).WithDevice(d.Device).
 			WithNetworkData(nd).WithConditions(ready)
-		if d.VF != nil {
-			dev.WithData(deviceData(d.VF))
+		if d.VF != nil || d.Representor != "" {
+			dev.WithData(deviceData(d))
 		}
 		st.WithDevices(dev)
 	}

@@ -43,7 +43,8 @@ func allocatedClaim(t *testing.T, client kubernetes.Interface, ns string) *resou
 }
 
 // TestKEP4817_ClaimDeviceStatus: networkData (interfaceName, ips in CIDR
-// form, a 20-byte IPoIB hardwareAddress) and a Ready condition land in
+// form, a 20-byte IPoIB hardwareAddress), the data (VF settings applied,
+// the representor) and a Ready condition land in
 // status.devices with one PATCH of resourceclaims/status; another driver's
 // entry stays; a device not allocated is refused; a replaced claim is
 // never written.
@@ -57,7 +58,7 @@ func TestKEP4817_ClaimDeviceStatus(t *testing.T) {
 	ib := "00:00:10:49:fe:80:00:00:00:00:00:00:00:11:22:33:44:55:66:77"
 	dev := netclaim.DeviceStatus{Driver: "hwnet.io", Pool: "node-1", Device: "pci-0000-3b-01-1", InterfaceName: "net1",
 		IPs: []string{"10.56.0.10/24"}, HardwareAddress: strings.ToUpper(ib), Network: "claims/ib-net",
-		VF: &vfsettings.Settings{VLAN: ptr.To(100), MaxTxRate: ptr.To[uint64](1000)}}
+		VF: &vfsettings.Settings{VLAN: ptr.To(100), MaxTxRate: ptr.To[uint64](1000)}, Representor: "enp59s0f0_1"}
 	if err := w.SetClaimDeviceStatus(ctxFor(t, 30*time.Second), ref, []netclaim.DeviceStatus{dev}); err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +78,8 @@ func TestKEP4817_ClaimDeviceStatus(t *testing.T) {
 		t.Errorf("networkData %+v", d.NetworkData)
 	}
 	var data report.DeviceData
-	if d.Data == nil || json.Unmarshal(d.Data.Raw, &data) != nil || !reflect.DeepEqual(data.VF, dev.VF) {
-		t.Errorf("data %v, want the applied VF settings", d.Data)
+	if d.Data == nil || json.Unmarshal(d.Data.Raw, &data) != nil || !reflect.DeepEqual(data.VF, dev.VF) || data.Representor != dev.Representor {
+		t.Errorf("data %v, want the applied VF settings and the representor", d.Data)
 	}
 	if len(d.Conditions) != 1 || d.Conditions[0].Type != "Ready" || d.Conditions[0].Status != metav1.ConditionTrue {
 		t.Errorf("conditions %+v, want Ready True", d.Conditions)
