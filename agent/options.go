@@ -90,7 +90,8 @@ type Options struct {
 	PendingGrace time.Duration
 	Logger       *slog.Logger
 	// ESwitch and VDPA replace the kernel's devlink and vDPA netlink, which
-	// some kernels lack; nil means the kernel's.
+	// some kernels lack; nil means the kernel's (hwnet-agent passes its
+	// devlink.Netlink, which stops asking a kernel without devlink).
 	ESwitch discovery.ESwitchReader
 	VDPA    discovery.VDPALister
 	// CNI configures the CNI delegating plugin side; nil serves device
@@ -158,9 +159,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
-	}
-	if o.ESwitch == nil {
-		o.ESwitch = discovery.NewKernelESwitch()
 	}
 	if o.VDPA == nil {
 		o.VDPA = discovery.NewKernelVDPA()

@@ -14,6 +14,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/logging"
+	"github.com/hwnet-io/hwnet/node/devlink"
 	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/podresources"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
@@ -75,6 +76,7 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 		return c, fmt.Errorf("--vf-admin: %w", err)
 	}
 	o.VFAdmin = admin
+	o.ESwitch = devlink.NewNetlink()
 	logger, err := newLogger(errOut)
 	o.Logger = logger
 	if err != nil {
