@@ -135,8 +135,9 @@ func checkLayouts(t *testing.T, cfg *pools.Config, inv *discovery.Inventory) {
 	got, _ := cfg.Layouts(inv)
 	pfs := map[string]bool{}
 	for _, l := range got {
-		if pfs[l.PF] || (l.Layout.NumVFs > l.TotalVFs) != (l.Unfit() != "") {
-			t.Errorf("PF %s: layout %q twice, or beyond its %d VFs without saying so: %q", l.PF, l.Layout.Name, l.TotalVFs, l.Unfit())
+		unfit := l.Layout.NumVFs > l.TotalVFs || (l.Layout.ESwitchMode == "switchdev" && !l.Switchdev)
+		if pfs[l.PF] || unfit != (l.Unfit() != "") {
+			t.Errorf("PF %s: layout %q twice, or beyond its %d VFs or its switchdev capability without saying so: %q", l.PF, l.Layout.Name, l.TotalVFs, l.Unfit())
 		}
 		pfs[l.PF] = true
 	}
