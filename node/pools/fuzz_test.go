@@ -58,7 +58,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"tags": [{"name": "a", "selectors": {"pfNames": ["enp59s0f0"]}}],
 		"resourceList": [{"resourceName": "x", "allocationPolicy": "spread", "selectors": [{"tags": ["a"], "isRdma": true}]},
 		{"resourceName": "y", "selectors": {"rootDevices": ["0000:3b:00.0#0-1,3"], "vdpaType": "vhost"}}],
-		"vfLayouts": [{"name": "l", "selectors": {"pfNames": ["ibp65s0f0"]}, "numVfs": 8,
+		"vfLayouts": [{"name": "l", "selectors": {"pfNames": ["ibp65s0f0"]}, "numVfs": 8, "eswitchMode": "switchdev",
 		"drivers": [{"vfs": "0-1,5", "driver": "vfio-pci"}, {"vfs": "2", "driver": "igb_uio"}]}]}`))
 	var inv discovery.Inventory
 	if err := json.Unmarshal([]byte(fuzzInventory), &inv); err != nil {
