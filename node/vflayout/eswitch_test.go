@@ -229,3 +229,25 @@ func TestManagerUndoesADeadAgentsMode(t *testing.T) {
 		return mode == devlink.ModeLegacy && err == nil && slices.Equal(st.Bindings(), before) && !in
 	})
 }
+
+// TestManagerESwitchWithoutDevlink: a manager with no devlink fails a
+// layout that names a mode before taking the fence, says why and when it
+// tries again, and touches no VF.
+func TestManagerESwitchWithoutDevlink(t *testing.T) {
+	n, sys := newNode(t)
+	b := newBookNode(t, n, t.TempDir())
+	b.serveKubelet(t)
+	logs := &logBuffer{}
+	orig := drivers(n)
+	layout := []pools.PFLayout{{PF: pf, TotalVFs: 256, Switchdev: true, Layout: &pools.VFLayout{Name: "ovs", NumVFs: 4, ESwitchMode: devlink.ModeSwitchdev}}}
+	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, layout)
+	waitFor(t, "the layout failed for want of devlink", func() bool {
+		return logs.contains(`msg="VF layout not applied: the PF's eSwitch mode cannot be read" pf=0000:3b:00.0 layout=ovs retryIn=30s err="the layout names an eSwitch mode, and this agent has no devlink`)
+	})
+	if got := drivers(n); !equal(got, orig) {
+		t.Errorf("VFs changed: %q", got)
+	}
+	if _, in := b.layoutFence(); in {
+		t.Error("the PF was fenced")
+	}
+}
