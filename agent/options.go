@@ -24,6 +24,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/node/vflayout"
 )
 
 // Options are the agent's paths and intervals; zero values mean the
@@ -89,10 +90,15 @@ type Options struct {
 	// shorten it.
 	PendingGrace time.Duration
 	Logger       *slog.Logger
-	// ESwitch and VDPA replace the kernel's devlink and vDPA netlink, which
-	// some kernels lack; nil means the kernel's.
-	ESwitch discovery.ESwitchReader
-	VDPA    discovery.VDPALister
+	// ESwitch reads PFs' eSwitch modes for discovery and sets those the
+	// VF layouts declare: the kernel's devlink (devlink.Netlink, which
+	// hwnet-agent's --devlink gives by default) or its record. nil:
+	// discovery asks the kernel's devlink, and a layout that declares a
+	// mode fails, saying so.
+	ESwitch vflayout.ESwitch
+	// VDPA replaces the kernel's vDPA netlink, which some kernels lack;
+	// nil means the kernel's.
+	VDPA discovery.VDPALister
 	// CNI configures the CNI delegating plugin side; nil serves device
 	// plugins only.
 	CNI *daemon.Options
@@ -158,9 +164,6 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Metrics == nil {
 		o.Metrics = metrics.New()
-	}
-	if o.ESwitch == nil {
-		o.ESwitch = discovery.NewKernelESwitch()
 	}
 	if o.VDPA == nil {
 		o.VDPA = discovery.NewKernelVDPA()

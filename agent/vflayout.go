@@ -13,7 +13,7 @@ import (
 // Node Events exist, and hands it the first layouts.
 func (a *Agent) startVFLayouts(ctx context.Context, wg *sync.WaitGroup) {
 	a.vfs = vflayout.New(vflayout.Options{
-		Sysfs:     vflayout.Sysfs{Root: a.opts.SysfsRoot, Settle: vflayout.DefaultSettle},
+		Sysfs:     vflayout.Sysfs{Root: a.opts.SysfsRoot, Settle: vflayout.DefaultSettle, ESwitch: a.opts.ESwitch},
 		Book:      a.book,
 		Log:       a.log,
 		Events:    a.events,

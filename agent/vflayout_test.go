@@ -2,9 +2,12 @@ package agent_test
 
 import (
 	"net/http"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/hwnet-io/hwnet/node/devlink"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
@@ -54,4 +57,25 @@ vfLayouts:
 	f.writeConfig(t, defaultConfig)
 	waitHTTP(t, probes+"/readyz", http.StatusOK, "ok")
 	f.wait(t, netdevice, "the PF's VFs as they were", counts(12, 12))
+}
+
+// TestAgentVFLayoutESwitch: the agent's one ESwitch sets the mode a
+// layout declares (here its record, as --devlink=record:PATH gives) and
+// is what discovery reads the mode from: the first E810-C is switched to
+// switchdev with no VF present, then gets its 4 VFs.
+func TestAgentVFLayoutESwitch(t *testing.T) {
+	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig+`
+vfLayouts:
+  - {name: ovs, selectors: {pfNames: [enp59s0f0]}, numVfs: 4, eswitchMode: switchdev}
+`)
+	record := devlink.NewRecord(filepath.Join(t.TempDir(), "devlink.jsonl"))
+	f.opts.ESwitch = record
+	vnodetest.EnactWrites(t, f.node)
+	f.start(t)
+	f.waitLog(t, `msg="VF layout applied" pf=0000:3b:00.0 layout=ovs`)
+	f.wait(t, netdevice, "PF 0's 4 VFs on iavf, PF 1's 6", counts(10, 10))
+	sets, err := devlink.ReadSets(record.Path())
+	if want := []devlink.Set{{PCIAddress: "0000:3b:00.0", Mode: devlink.ModeSwitchdev}}; err != nil || !slices.Equal(sets, want) {
+		t.Errorf("devlink sets %+v, %v; want %+v", sets, err, want)
+	}
 }

@@ -8,7 +8,14 @@
 // Versions:
 //
 //   - 1 (current): the PF, why, since when, and the layout change with a
-//     checksum over them.
+//     checksum over them. Since the eSwitch mode became part of a layout,
+//     a layout change may carry the mode it brings the PF to
+//     ("target.eswitchMode") and the mode the PF had before
+//     ("eswitchModeBefore"), which a rollback puts back: optional fields,
+//     absent when the change leaves the mode be, so no new version. A
+//     version 1 reader without them (an older hwnet) ignores them and
+//     rolls the VFs back alone, leaving the mode as the change left it;
+//     a file without them is read as a change that left the mode be.
 //
 // Decode reads a newer version as far as its fields are the current ones,
 // its checksum unchecked, so that a rolled-back agent still sees the fence.
@@ -18,6 +25,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +64,10 @@ type LayoutChange struct {
 	// Name is the vfLayouts entry's name.
 	Name   string `json:"name,omitempty"`
 	Before []VF   `json:"before"`
-	Target Layout `json:"target"`
+	// ESwitchModeBefore is the PF's eSwitch mode before the change, ""
+	// when the change leaves the mode be.
+	ESwitchModeBefore string `json:"eswitchModeBefore,omitempty"`
+	Target            Layout `json:"target"`
 }
 
 // VF is one VF as it was: its driver ("" unbound) and driver_override
@@ -71,7 +82,13 @@ type VF struct {
 type Layout struct {
 	NumVFs  int            `json:"numVFs"`
 	Drivers map[int]string `json:"drivers,omitempty"`
+	// ESwitchMode is the eSwitch mode the change brings the PF to, ""
+	// when it leaves the mode be.
+	ESwitchMode string `json:"eswitchMode,omitempty"`
 }
+
+// ESwitch modes a fence may name: devlink's.
+var eswitchModes = []string{"", "legacy", "switchdev"}
 
 // Validate checks what every reader relies on: a key and a PF address.
 func (r *Record) Validate() error {
@@ -83,8 +100,15 @@ func (r *Record) Validate() error {
 	case r.PF == "":
 		return fmt.Errorf("fence %s: pf: empty", r.Key)
 	}
-	if l := r.Layout; l != nil && l.Target.NumVFs < 0 {
+	l := r.Layout
+	switch {
+	case l == nil:
+	case l.Target.NumVFs < 0:
 		return fmt.Errorf("fence %s: layout.target.numVFs: %d is negative", r.Key, l.Target.NumVFs)
+	case !slices.Contains(eswitchModes, l.ESwitchModeBefore):
+		return fmt.Errorf("fence %s: layout.eswitchModeBefore: %q: want legacy or switchdev", r.Key, l.ESwitchModeBefore)
+	case !slices.Contains(eswitchModes, l.Target.ESwitchMode):
+		return fmt.Errorf("fence %s: layout.target.eswitchMode: %q: want legacy or switchdev", r.Key, l.Target.ESwitchMode)
 	}
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -32,6 +33,36 @@ func TestRoundTrip(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, sample()) {
 		t.Errorf("decoded %+v, want %+v", got, sample())
+	}
+}
+
+// TestESwitchModes: a change of the PF's eSwitch mode keeps the mode
+// before and the target through the file, in version 1 still; a version
+// 1 file without them (an older hwnet's, or a change that leaves the mode
+// be) reads as one that leaves the mode be.
+func TestESwitchModes(t *testing.T) {
+	r := sample()
+	r.Layout.ESwitchModeBefore, r.Layout.Target.ESwitchMode = "legacy", "switchdev"
+	data, err := fence.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(`"version": 1`)) || !bytes.Contains(data, []byte(`"eswitchModeBefore": "legacy"`)) {
+		t.Errorf("encoded\n%s\nwant version 1 with eswitchModeBefore", data)
+	}
+	if got, err := fence.Decode(data); err != nil || !reflect.DeepEqual(got, r) {
+		t.Errorf("decoded %+v, %v; want %+v", got, err, r)
+	}
+	old := []byte(`{"version": 1, "checksum": 0, "fence": {"key": "k", "pf": "p", "layout": {"before": [{"driver": "iavf"}], "target": {"numVFs": 2}}}}`)
+	payload, err := fileformat.Payload(old, "fence")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum, _ := fileformat.Checksum(payload)
+	old = bytes.Replace(old, []byte(`"checksum": 0`), []byte(`"checksum": `+strconv.FormatUint(uint64(sum), 10)), 1)
+	got, err := fence.Decode(old)
+	if err != nil || got.Layout.ESwitchModeBefore != "" || got.Layout.Target.ESwitchMode != "" || got.Layout.Target.NumVFs != 2 {
+		t.Errorf("an older version 1 file: %+v, %v; want no modes", got, err)
 	}
 }
 
@@ -64,6 +95,10 @@ func TestRefused(t *testing.T) {
 		{Name: "no pf", Data: []byte(`{"version": 2, "fence": {"key": "k"}}`), Is: fileformat.ErrMalformed, Want: "pf: empty"},
 		{Name: "negative count", Data: []byte(`{"version": 2, "fence": {"key": "k", "pf": "p", "layout": {"target": {"numVFs": -1}}}}`),
 			Is: fileformat.ErrMalformed, Want: "layout.target.numVFs: -1 is negative"},
+		{Name: "odd mode before", Data: []byte(`{"version": 2, "fence": {"key": "k", "pf": "p", "layout": {"eswitchModeBefore": "offload"}}}`),
+			Is: fileformat.ErrMalformed, Want: `layout.eswitchModeBefore: "offload"`},
+		{Name: "odd target mode", Data: []byte(`{"version": 2, "fence": {"key": "k", "pf": "p", "layout": {"target": {"eswitchMode": "Legacy"}}}}`),
+			Is: fileformat.ErrMalformed, Want: `layout.target.eswitchMode: "Legacy"`},
 	})
 	if _, err := fence.Encode(&fence.Record{PF: "p"}); err == nil || !strings.Contains(err.Error(), "key: empty") {
 		t.Errorf("Encode of a keyless fence: %v, want it refused naming the key", err)

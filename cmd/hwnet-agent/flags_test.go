@@ -19,6 +19,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"--log-level=loud"},
 		{"--vf-admin=ioctl"},
 		{"--vf-admin=record:"},
+		{"--devlink=ioctl"},
+		{"--devlink=record:"},
 		{"stray"},
 	} {
 		_, err := parseFlags(args, io.Discard)
@@ -83,6 +85,28 @@ func TestParseFlagsVFAdmin(t *testing.T) {
 		}
 		if got := fmt.Sprintf("%T", c.opts.VFAdmin); got != tt.want {
 			t.Errorf("%v: VF admin %s, want %s", tt.args, got, tt.want)
+		}
+	}
+}
+
+// TestParseFlagsDevlink: PFs' eSwitch modes go through the kernel's
+// devlink unless the record is asked for, for discovery and the VF
+// layouts alike (one Options field).
+func TestParseFlagsDevlink(t *testing.T) {
+	for _, tt := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "*devlink.Netlink"},
+		{[]string{"--devlink=netlink"}, "*devlink.Netlink"},
+		{[]string{"--devlink=record:/tmp/devlink.jsonl"}, "*devlink.Record"},
+	} {
+		c, err := parseFlags(tt.args, io.Discard)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fmt.Sprintf("%T", c.opts.ESwitch); got != tt.want {
+			t.Errorf("%v: devlink %s, want %s", tt.args, got, tt.want)
 		}
 	}
 }

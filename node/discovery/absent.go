@@ -9,7 +9,7 @@ import (
 )
 
 // absentFamily remembers that the kernel lacks a generic netlink family:
-// a kernel without devlink or vDPA netlink lacks it at every re-discovery
+// a kernel without vDPA netlink lacks it at every re-discovery
 // too, and asking again costs a netlink round trip per PF each time.
 type absentFamily struct {
 	mu  sync.Mutex
@@ -31,29 +31,9 @@ func (a *absentFamily) note(err error) error {
 	return err
 }
 
-// NewKernelESwitch is the kernel's devlink (DevlinkESwitch), asked until
-// it says the kernel has no devlink: a long-running agent re-discovers on
-// every PCI change.
-func NewKernelESwitch() ESwitchReader { return &kernelESwitch{devlink: DevlinkESwitch{}} }
-
 // NewKernelVDPA is the kernel's vDPA netlink (KernelVDPA), asked until it
 // says the kernel has none.
 func NewKernelVDPA() VDPALister { return &kernelVDPA{vdpa: KernelVDPA{}} }
-
-// kernelESwitch is a devlink reader, asked until it says the kernel has
-// no devlink.
-type kernelESwitch struct {
-	absent  absentFamily
-	devlink ESwitchReader
-}
-
-func (k *kernelESwitch) ESwitchMode(ctx context.Context, pci string) (string, error) {
-	if err := k.absent.known(); err != nil {
-		return "", err
-	}
-	mode, err := k.devlink.ESwitchMode(ctx, pci)
-	return mode, k.absent.note(err)
-}
 
 // kernelVDPA is a vDPA lister, asked until it says the kernel
 // has no vDPA netlink.

@@ -117,6 +117,7 @@ func (a *assembler) buildPF(ctx context.Context, sc *scanned, byAddr map[string]
 	if ok {
 		pf.Model = model.Name
 	}
+	pf.ESwitch.SwitchdevCapable = (ok && model.Switchdev) || pf.ESwitch.Mode == ModeSwitchdev
 	var reps, sfReps map[int]string
 	if pf.ESwitch.Mode == ModeSwitchdev {
 		reps, sfReps = a.representors(sc)

@@ -2,41 +2,25 @@ package discovery
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strconv"
 	"strings"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
+	"github.com/hwnet-io/hwnet/node/devlink"
 )
 
-// Eswitch modes.
+// Eswitch modes, devlink's.
 const (
-	ModeLegacy    = "legacy"
-	ModeSwitchdev = "switchdev"
+	ModeLegacy    = devlink.ModeLegacy
+	ModeSwitchdev = devlink.ModeSwitchdev
 )
 
 // ESwitchReader reads a PF's eswitch mode. The kernel serves it through
-// devlink, which not every kernel has; tests use an in-memory one.
+// devlink (devlink.Netlink), which not every kernel has; a devlink.Record
+// answers from its file, tests from memory.
 type ESwitchReader interface {
 	ESwitchMode(ctx context.Context, pciAddress string) (string, error)
-}
-
-// DevlinkESwitch reads eswitch modes from the kernel's devlink.
-type DevlinkESwitch struct{}
-
-// ESwitchMode asks devlink for the PF's eswitch mode.
-func (DevlinkESwitch) ESwitchMode(_ context.Context, pciAddress string) (string, error) {
-	dev, err := netlink.DevLinkGetDeviceByName("pci", pciAddress)
-	if errors.Is(err, unix.ENOENT) {
-		return "", fmt.Errorf("devlink: the kernel has no devlink netlink family: %w", err)
-	}
-	if err != nil {
-		return "", fmt.Errorf("devlink: %w", err)
-	}
-	return dev.Attrs.Eswitch.Mode, nil
 }
 
 // readESwitch reads a PF's mode; without devlink a PF is in legacy mode,

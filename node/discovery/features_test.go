@@ -20,8 +20,8 @@ func TestDiscoverSwitchdevRepresentors(t *testing.T) {
 	addRepresentor(t, node.SysRoot(), "other0", "ffff0000", "pf0vf4") // on another switch
 	inv := discover(t, db, node, discovery.Options{ESwitch: fakeESwitch{pf0: discovery.ModeSwitchdev}})
 	pf := findPF(t, inv, pf0)
-	if pf.ESwitch != (discovery.ESwitch{Mode: discovery.ModeSwitchdev}) {
-		t.Errorf("eswitch %+v, want switchdev with no reason", pf.ESwitch)
+	if pf.ESwitch != (discovery.ESwitch{Mode: discovery.ModeSwitchdev, SwitchdevCapable: true}) {
+		t.Errorf("eswitch %+v, want switchdev with no reason, capable", pf.ESwitch)
 	}
 	for _, vf := range pf.VFs {
 		built, _ := node.Device(vf.Address)

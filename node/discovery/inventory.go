@@ -113,6 +113,9 @@ type ESwitch struct {
 	Mode string `json:"mode"`
 	// Reason explains a mode that was assumed rather than read.
 	Reason string `json:"reason,omitempty"`
+	// SwitchdevCapable says the PF can take switchdev mode: its model can,
+	// by the hardware database, or it is in switchdev mode already.
+	SwitchdevCapable bool `json:"switchdevCapable,omitempty"`
 }
 
 // Function is one PCI function and everything discovery learnt about it.

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/hwnet-io/hwnet/hwdb"
+	"github.com/hwnet-io/hwnet/node/devlink"
 )
 
 // Options says where discovery looks and whom it asks.
@@ -106,7 +107,7 @@ func (o Options) withDefaults() Options {
 	}
 	foreign := o.foreignTree()
 	if o.ESwitch == nil {
-		o.ESwitch = DevlinkESwitch{}
+		o.ESwitch = devlink.NewNetlink()
 		if foreign {
 			o.ESwitch = noDevlink{}
 		}

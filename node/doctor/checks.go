@@ -74,6 +74,15 @@ func groupPeers(root string, f *discovery.Function) []string {
 	return others
 }
 
+// unfitFix is what lets the PF take its layout: fewer VFs, or no
+// switchdev on a model that cannot take it.
+func unfitFix(l pools.PFLayout) string {
+	if l.Layout.NumVFs <= l.TotalVFs {
+		return "drop eswitchMode switchdev from the layout, or, if the NIC can take it, declare its model with switchdev: true through --hwdb"
+	}
+	return "lower numVfs, or raise the NIC's VF count in its firmware (e.g. mlxconfig NUM_OF_VFS) and reboot"
+}
+
 // sriov: a PF whose firmware has SR-IOV off reports sriov_totalvfs 0; one
 // with none enabled offers nothing until a layout or the admin adds some.
 func sriov(inv *discovery.Inventory, cfg *pools.Config) []Finding {
@@ -84,8 +93,7 @@ func sriov(inv *discovery.Inventory, cfg *pools.Config) []Finding {
 		for _, l := range layouts {
 			laid[l.PF] = l
 			if why := l.Unfit(); why != "" && l.TotalVFs > 0 {
-				out = append(out, Finding{Error, "sriov", "PF " + l.PF, why,
-					"lower numVfs, or raise the NIC's VF count in its firmware (e.g. mlxconfig NUM_OF_VFS) and reboot"})
+				out = append(out, Finding{Error, "sriov", "PF " + l.PF, why, unfitFix(l)})
 			}
 		}
 	}

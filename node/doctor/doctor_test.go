@@ -121,6 +121,11 @@ func TestCheck(t *testing.T) {
 		{name: "a layout beyond sriov_totalvfs", pfs: []virtualnode.PFSpec{e810},
 			config: netdevPool + "\nvfLayouts: [{name: many, selectors: {pfNames: [ens1f0]}, numVfs: 300}]",
 			want:   []want{{doctor.Error, "sriov", "PF 0000:3b:00.0", "numVfs 300 is more than"}}},
+		{name: "switchdev on a model that cannot take it", pfs: []virtualnode.PFSpec{e810, {Model: "QL41000", VFs: 2, Names: []string{"ens2f0"}}},
+			config: netdevPool + "\nvfLayouts: [{name: ovs, selectors: {pfNames: [ens2f0]}, numVfs: 2, eswitchMode: switchdev}]",
+			want:   []want{{doctor.Error, "sriov", "PF 0000:", "model QL41000 cannot take switchdev mode"}}},
+		{name: "switchdev on a model that can", pfs: []virtualnode.PFSpec{e810},
+			config: netdevPool + "\nvfLayouts: [{name: ovs, selectors: {pfNames: [ens1f0]}, numVfs: 2, eswitchMode: switchdev}]"},
 		{name: "RDMA shared by every namespace", pfs: []virtualnode.PFSpec{{Model: "ConnectX-6 Dx", VFs: 2}}, config: rdmaPool,
 			setup: []setup{write("module/ib_core/parameters/netns_mode", "Y\n")},
 			want:  []want{{doctor.Warning, "rdma", "pool intel.com/rdma", "shared namespace mode"}}},
@@ -272,4 +277,27 @@ func indexOf(fs []doctor.Finding, w want) int {
 		}
 	}
 	return -1
+}
+
+// TestUnfitLayoutFix: the fix offered for a layout a PF cannot take
+// answers its reason: fewer VFs for a count beyond sriov_totalvfs, no
+// switchdev (or the model declared able) for a mode it cannot take.
+func TestUnfitLayoutFix(t *testing.T) {
+	for _, tt := range []struct {
+		name, layout, fix string
+	}{
+		{"count", "{name: many, selectors: {pfNames: [ens2f0]}, numVfs: 300}", "lower numVfs"},
+		{"switchdev", "{name: ovs, selectors: {pfNames: [ens2f0]}, numVfs: 2, eswitchMode: switchdev}", "drop eswitchMode switchdev"},
+	} {
+		n := doctorNode(t, []virtualnode.PFSpec{e810, {Model: "QL41000", VFs: 2, Names: []string{"ens2f0"}}}, netdevPool+"\nvfLayouts: ["+tt.layout+"]")
+		var fixes []string
+		for _, f := range doctor.Check(context.Background(), n) {
+			if f.Check == "sriov" && f.Severity == doctor.Error {
+				fixes = append(fixes, f.Fix)
+			}
+		}
+		if len(fixes) != 1 || !strings.HasPrefix(fixes[0], tt.fix) {
+			t.Errorf("%s: fixes %q, want one starting %q", tt.name, fixes, tt.fix)
+		}
+	}
 }

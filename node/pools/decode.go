@@ -158,7 +158,7 @@ func joinPath(path, key string) string {
 // typeError says what a field wants, by the type it decodes into.
 func typeError(dst any) error {
 	switch dst.(type) {
-	case *string:
+	case *string, **string:
 		return errors.New("want a string")
 	case *bool:
 		return errors.New("want true or false")

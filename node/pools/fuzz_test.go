@@ -58,7 +58,7 @@ func FuzzParse(f *testing.F) {
 	f.Add([]byte(`{"tags": [{"name": "a", "selectors": {"pfNames": ["enp59s0f0"]}}],
 		"resourceList": [{"resourceName": "x", "allocationPolicy": "spread", "selectors": [{"tags": ["a"], "isRdma": true}]},
 		{"resourceName": "y", "selectors": {"rootDevices": ["0000:3b:00.0#0-1,3"], "vdpaType": "vhost"}}],
-		"vfLayouts": [{"name": "l", "selectors": {"pfNames": ["ibp65s0f0"]}, "numVfs": 8,
+		"vfLayouts": [{"name": "l", "selectors": {"pfNames": ["ibp65s0f0"]}, "numVfs": 8, "eswitchMode": "switchdev",
 		"drivers": [{"vfs": "0-1,5", "driver": "vfio-pci"}, {"vfs": "2", "driver": "igb_uio"}]}]}`))
 	var inv discovery.Inventory
 	if err := json.Unmarshal([]byte(fuzzInventory), &inv); err != nil {
@@ -135,8 +135,9 @@ func checkLayouts(t *testing.T, cfg *pools.Config, inv *discovery.Inventory) {
 	got, _ := cfg.Layouts(inv)
 	pfs := map[string]bool{}
 	for _, l := range got {
-		if pfs[l.PF] || (l.Layout.NumVFs > l.TotalVFs) != (l.Unfit() != "") {
-			t.Errorf("PF %s: layout %q twice, or beyond its %d VFs without saying so: %q", l.PF, l.Layout.Name, l.TotalVFs, l.Unfit())
+		unfit := l.Layout.NumVFs > l.TotalVFs || (l.Layout.ESwitchMode == "switchdev" && !l.Switchdev)
+		if pfs[l.PF] || unfit != (l.Unfit() != "") {
+			t.Errorf("PF %s: layout %q twice, or beyond its %d VFs or its switchdev capability without saying so: %q", l.PF, l.Layout.Name, l.TotalVFs, l.Unfit())
 		}
 		pfs[l.PF] = true
 	}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/hwnet-io/hwnet/node/devlink"
 	"github.com/hwnet-io/hwnet/node/discovery"
 )
 
@@ -18,6 +19,9 @@ type VFLayout struct {
 	Name      string
 	Selectors []Selector
 	NumVFs    int
+	// ESwitchMode is the PF's eSwitch mode, devlink.ModeLegacy or
+	// devlink.ModeSwitchdev; "" leaves the mode as it is.
+	ESwitchMode string
 	// Drivers are the VF ranges that bind to a driver other than the
 	// kernel's choice, in the order written; no VF is in two.
 	Drivers []VFDriver
@@ -51,17 +55,31 @@ type PFLayout struct {
 	// TotalVFs is the PF's sriov_totalvfs: a layout asking for more
 	// cannot apply (Unfit).
 	TotalVFs int
-	Layout   *VFLayout
+	// Model is the PF's model in the hardware database, "" if unknown;
+	// Switchdev says whether the PF can take switchdev mode
+	// (discovery.ESwitch.SwitchdevCapable): a layout asking for it
+	// cannot apply otherwise (Unfit).
+	Model     string
+	Switchdev bool
+	Layout    *VFLayout
 }
 
 // Unfit says why the PF cannot take its layout, "" when it can: the
-// layout asks for more VFs than the PF's sriov_totalvfs.
+// layout asks for more VFs than the PF's sriov_totalvfs, or for switchdev
+// mode on a PF that cannot take it. The change would otherwise take the
+// PF's VFs away (a mode change goes through 0 VFs) before the kernel
+// refuses it.
 func (l PFLayout) Unfit() string {
-	if l.Layout.NumVFs <= l.TotalVFs {
+	entry := layoutEntry(l.Layout.Index, l.Layout.Name)
+	switch {
+	case l.Layout.NumVFs > l.TotalVFs:
+		return fmt.Sprintf("%s: numVfs %d is more than PF %s has (sriov_totalvfs %d)", entry, l.Layout.NumVFs, l.PF, l.TotalVFs)
+	case l.Layout.ESwitchMode != devlink.ModeSwitchdev || l.Switchdev:
 		return ""
+	case l.Model == "":
+		return fmt.Sprintf("%s: eswitchMode switchdev: PF %s's model is not in the hardware database, which says which models can take switchdev mode (add it with --hwdb, switchdev: true)", entry, l.PF)
 	}
-	return fmt.Sprintf("%s: numVfs %d is more than PF %s has (sriov_totalvfs %d)",
-		layoutEntry(l.Layout.Index, l.Layout.Name), l.Layout.NumVFs, l.PF, l.TotalVFs)
+	return fmt.Sprintf("%s: eswitchMode switchdev: PF %s's model %s cannot take switchdev mode (hardware database)", entry, l.PF, l.Model)
 }
 
 // maxNumVFs is the most VFs a PF can have: sriov_totalvfs is 16 bits.
@@ -71,11 +89,14 @@ type rawVFLayout struct {
 	Name      string
 	Selectors json.RawMessage
 	NumVFs    *int
-	Drivers   []json.RawMessage
+	// ESwitchMode is *string so that an empty one is told from none.
+	ESwitchMode *string
+	Drivers     []json.RawMessage
 }
 
 func (r *rawVFLayout) fields() []field {
-	return []field{{"name", &r.Name}, {"selectors", &r.Selectors}, {"numVfs", &r.NumVFs}, {"drivers", &r.Drivers}}
+	return []field{{"name", &r.Name}, {"selectors", &r.Selectors}, {"numVfs", &r.NumVFs}, {"eswitchMode", &r.ESwitchMode},
+		{"drivers", &r.Drivers}}
 }
 
 type rawVFDriver struct {
@@ -110,6 +131,7 @@ func (p *parser) vfLayouts(raws []json.RawMessage) []VFLayout {
 		l := VFLayout{Name: r.Name, Index: i, Selectors: e.selectors(r.Selectors, layoutKind())}
 		e.pfSelectors(l.Selectors)
 		l.NumVFs = e.numVFs(r.NumVFs)
+		l.ESwitchMode = e.eswitchMode(r.ESwitchMode)
 		l.Drivers = e.vfDrivers(r.Drivers, l.NumVFs)
 		out = append(out, l)
 	}
@@ -160,6 +182,18 @@ func (e entry) numVFs(n *int) int {
 		return 0
 	}
 	return *n
+}
+
+// eswitchMode validates the PF's eSwitch mode, "" when none is given.
+func (e entry) eswitchMode(mode *string) string {
+	if mode == nil {
+		return ""
+	}
+	if *mode != devlink.ModeLegacy && *mode != devlink.ModeSwitchdev {
+		e.fail("eswitchMode", strconv.Quote(*mode), fmt.Errorf("want %q or %q", devlink.ModeLegacy, devlink.ModeSwitchdev))
+		return ""
+	}
+	return *mode
 }
 
 // vfDrivers validates the driver ranges of a layout of numVFs VFs.
@@ -229,7 +263,8 @@ func (c *Config) Layouts(inv *discovery.Inventory) (out []PFLayout, warnings []s
 			warnings = append(warnings, fmt.Sprintf("PF %s is matched by %s too; %s applies",
 				pf.Address, layoutEntry(j, c.VFLayouts[j].Name), layoutEntry(l.Index, l.Name)))
 		}
-		out = append(out, PFLayout{PF: pf.Address, PFName: cand.pfName(), TotalVFs: pf.SRIOV.TotalVFs, Layout: l})
+		out = append(out, PFLayout{PF: pf.Address, PFName: cand.pfName(), TotalVFs: pf.SRIOV.TotalVFs, Model: pf.Model,
+			Switchdev: pf.ESwitch.SwitchdevCapable, Layout: l})
 	}
 	return out, warnings
 }

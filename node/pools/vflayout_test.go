@@ -15,14 +15,16 @@ resourceList:
   - {resourceName: a, selectors: {vendors: ["8086"]}}
 `
 
-// TestParseVFLayouts: a layout's PF selectors, VF count and driver ranges
-// are read as written; the VFs no range names are the kernel's choice.
+// TestParseVFLayouts: a layout's PF selectors, VF count, eSwitch mode and
+// driver ranges are read as written; the VFs no range names are the
+// kernel's choice, and a layout without eswitchMode leaves the mode be.
 func TestParseVFLayouts(t *testing.T) {
 	cfg := mustParse(t, layoutResources+`
 vfLayouts:
   - name: ib-dpdk
     selectors: {pfNames: [ibp65s0f0]}
     numVfs: 8
+    eswitchMode: switchdev
     drivers:
       - {vfs: "0-1", driver: vfio-pci}
       - {vfs: "5,7", driver: uio_pci_generic}
@@ -34,7 +36,7 @@ vfLayouts:
 		t.Fatalf("%d layouts, want 2", len(cfg.VFLayouts))
 	}
 	l := cfg.VFLayouts[0]
-	if l.Name != "ib-dpdk" || l.NumVFs != 8 || l.Index != 0 || len(l.Selectors) != 1 || l.Selectors[0].PFNames[0].PF != "ibp65s0f0" {
+	if l.Name != "ib-dpdk" || l.NumVFs != 8 || l.ESwitchMode != "switchdev" || l.Index != 0 || len(l.Selectors) != 1 || l.Selectors[0].PFNames[0].PF != "ibp65s0f0" {
 		t.Errorf("layout 0: %+v", l)
 	}
 	want := []string{"vfio-pci", "vfio-pci", "", "", "", "uio_pci_generic", "", "uio_pci_generic"}
@@ -43,7 +45,7 @@ vfLayouts:
 			t.Errorf("DriverOf(%d) = %q, want %q", i, got, w)
 		}
 	}
-	if off := cfg.VFLayouts[1]; off.NumVFs != 0 || off.Drivers != nil || off.Index != 1 {
+	if off := cfg.VFLayouts[1]; off.NumVFs != 0 || off.Drivers != nil || off.ESwitchMode != "" || off.Index != 1 {
 		t.Errorf("layout 1: %+v", off)
 	}
 }
@@ -103,6 +105,17 @@ func TestParseVFLayoutErrors(t *testing.T) {
 				`vfLayouts[0] "a": drivers[5].drv: unknown field`,
 				`vfLayouts[0] "a": drivers[5].driver: "": not a driver name`,
 			}},
+		{"eswitch mode", `
+  - {name: a, selectors: {pfNames: [p]}, numVfs: 4, eswitchMode: offload}
+  - {name: b, selectors: {pfNames: [p]}, numVfs: 4, eswitchMode: ""}
+  - {name: c, selectors: {pfNames: [p]}, numVfs: 4, eswitchMode: Switchdev}
+  - {name: d, selectors: {pfNames: [p]}, numVfs: 4, eswitchMode: 1}`,
+			[]string{
+				`vfLayouts[0] "a": eswitchMode: "offload": want "legacy" or "switchdev"`,
+				`vfLayouts[1] "b": eswitchMode: "": want "legacy" or "switchdev"`,
+				`vfLayouts[2] "c": eswitchMode: "Switchdev": want "legacy" or "switchdev"`,
+				`vfLayouts[3] "d": eswitchMode: 1: want a string`,
+			}},
 		{"not a list", `
   name: a`,
 			[]string{`vfLayouts: {"name":"a"}: want a list`}},
@@ -153,5 +166,54 @@ vfLayouts:
 	}
 	if !reflect.DeepEqual(warnings, wantWarnings) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))
+	}
+}
+
+// TestLayoutsSwitchdev: each PF's layout carries its model and whether
+// the model can take switchdev, from the inventory (every model of the
+// default virtual node can).
+func TestLayoutsSwitchdev(t *testing.T) {
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inv := discoverNode(t, db, virtualnode.DefaultSpec(), nil)
+	cfg := mustParse(t, layoutResources+`
+vfLayouts:
+  - {name: all, selectors: {vendors: ["8086", "15b3"]}, numVfs: 2, eswitchMode: switchdev}
+`)
+	got, _ := cfg.Layouts(inv)
+	if len(got) != 3 {
+		t.Fatalf("%d layouts, want 3", len(got))
+	}
+	for _, l := range got {
+		if l.Model == "" || !l.Switchdev || l.Unfit() != "" {
+			t.Errorf("PF %s: model %q, switchdev %t, unfit %q; want its model, switchdev, fit", l.PF, l.Model, l.Switchdev, l.Unfit())
+		}
+	}
+}
+
+// TestUnfitSwitchdev: a layout asking for switchdev does not fit a PF
+// whose model cannot take it, or that the hardware database does not
+// know; legacy, or no mode, fits any.
+func TestUnfitSwitchdev(t *testing.T) {
+	for _, tt := range []struct {
+		name, model, mode string
+		switchdev         bool
+		want              string
+	}{
+		{"capable", "ConnectX-6", "switchdev", true, ""},
+		{"not capable", "X710", "switchdev", false,
+			`vfLayouts[0] "l": eswitchMode switchdev: PF 0000:3b:00.0's model X710 cannot take switchdev mode (hardware database)`},
+		{"unknown model", "", "switchdev", false,
+			`vfLayouts[0] "l": eswitchMode switchdev: PF 0000:3b:00.0's model is not in the hardware database, which says which models can take switchdev mode (add it with --hwdb, switchdev: true)`},
+		{"legacy", "X710", "legacy", false, ""},
+		{"left be", "X710", "", false, ""},
+	} {
+		l := pools.PFLayout{PF: "0000:3b:00.0", TotalVFs: 8, Model: tt.model, Switchdev: tt.switchdev,
+			Layout: &pools.VFLayout{Name: "l", NumVFs: 4, ESwitchMode: tt.mode}}
+		if got := l.Unfit(); got != tt.want {
+			t.Errorf("%s: Unfit() = %q\nwant %q", tt.name, got, tt.want)
+		}
 	}
 }

@@ -31,20 +31,25 @@ func (e *ApplyError) Error() string {
 
 func (e *ApplyError) Unwrap() error { return e.Err }
 
-// Apply brings the PF's VFs to want. It writes nothing when they are
-// already so (changed false). A change that fails is undone to before
-// (Restore), and the error is an *ApplyError. The caller makes sure no
-// VF of the PF is held.
-func (s Sysfs) Apply(ctx context.Context, pf string, want Want, before []fenceapi.VF) (changed bool, err error) {
+// Apply brings the PF's VFs, and its eSwitch mode when want names one,
+// to want. It writes nothing when they are already so (changed false). A
+// change that fails is undone to before, and to modeBefore when that is
+// not "" (Restore), and the error is an *ApplyError. The caller makes
+// sure no VF of the PF is held.
+func (s Sysfs) Apply(ctx context.Context, pf string, want Want, before []fenceapi.VF, modeBefore string) (changed bool, err error) {
 	cur, err := s.Read(pf)
 	if err != nil {
 		return false, err
 	}
-	if want.SatisfiedBy(cur) {
+	mode, err := s.ESwitchMode(ctx, pf, want)
+	if err != nil {
+		return false, err
+	}
+	if want.SatisfiedBy(cur, mode) {
 		return false, nil
 	}
-	if err := s.set(ctx, pf, want); err != nil {
-		return true, &ApplyError{PF: pf, Err: err, Rollback: s.Restore(ctx, pf, before)}
+	if err := s.set(ctx, pf, want, mode); err != nil {
+		return true, &ApplyError{PF: pf, Err: err, Rollback: s.Restore(ctx, pf, before, modeBefore)}
 	}
 	return true, nil
 }
@@ -54,22 +59,26 @@ func rollbackTimeout(s Sysfs, n int) time.Duration {
 	return s.Settle * time.Duration(2+3*n)
 }
 
-// Restore brings the PF back to before: its VF count, then each VF on the
-// driver it had ("" unbound) with its driver_override as it was. It is
-// nil only when sysfs, read after, shows every VF so; else it says what
-// went wrong and what differs. It runs even when ctx ended: a PF left
-// half way is worse than a late stop.
-func (s Sysfs) Restore(ctx context.Context, pf string, before []fenceapi.VF) error {
+// Restore brings the PF back to before: its eSwitch mode when modeBefore
+// is not "", then its VF count, then each VF on the driver it had (""
+// unbound) with its driver_override as it was. It is nil only when sysfs
+// (and devlink), read after, show the PF so; else it says what went
+// wrong and what differs. It runs even when ctx ended: a PF left half way
+// is worse than a late stop.
+func (s Sysfs) Restore(ctx context.Context, pf string, before []fenceapi.VF, modeBefore string) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(s, len(before)))
 	defer cancel()
-	err := s.restore(ctx, pf, before)
-	if diff := s.differs(pf, before); diff != nil {
+	err := s.restore(ctx, pf, before, modeBefore)
+	if diff := s.differs(ctx, pf, before, modeBefore); diff != nil {
 		return errors.Join(err, diff)
 	}
 	return nil
 }
 
-func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF) error {
+func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF, modeBefore string) error {
+	if err := s.restoreMode(ctx, pf, modeBefore); err != nil {
+		return err
+	}
 	cur, err := s.Read(pf)
 	if err != nil {
 		return err
@@ -91,16 +100,39 @@ func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF) err
 	return errors.Join(errs...)
 }
 
-// differs says how the PF's VFs differ from before, nil when they do not.
-func (s Sysfs) differs(pf string, before []fenceapi.VF) error {
+// restoreMode puts the PF's eSwitch mode back to modeBefore, if the
+// change had one to put back and the mode is not that already.
+func (s Sysfs) restoreMode(ctx context.Context, pf, modeBefore string) error {
+	if modeBefore == "" {
+		return nil
+	}
+	mode, err := s.readMode(ctx, pf)
+	if err != nil || mode == modeBefore {
+		return err
+	}
+	return s.setMode(ctx, pf, modeBefore)
+}
+
+// differs says how the PF's VFs, and its eSwitch mode when modeBefore is
+// not "", differ from before, nil when they do not.
+func (s Sysfs) differs(ctx context.Context, pf string, before []fenceapi.VF, modeBefore string) error {
+	var diffs []string
+	if modeBefore != "" {
+		mode, err := s.readMode(ctx, pf)
+		if err != nil {
+			return err
+		}
+		if mode != modeBefore {
+			diffs = append(diffs, fmt.Sprintf("the PF's eSwitch is in %s mode, it was in %s", mode, modeBefore))
+		}
+	}
 	st, err := s.Read(pf)
 	if err != nil {
 		return err
 	}
 	if len(st) != len(before) {
-		return fmt.Errorf("the PF has %d VFs, it had %d", len(st), len(before))
+		return errors.New(strings.Join(append(diffs, fmt.Sprintf("the PF has %d VFs, it had %d", len(st), len(before))), "; "))
 	}
-	var diffs []string
 	for i, vf := range st {
 		if was := before[i]; vf.Driver != was.Driver || vf.Override != was.Override {
 			diffs = append(diffs, fmt.Sprintf("VF %d (%s) is %s, it was %s", i, vf.Addr,
@@ -125,8 +157,14 @@ func describeBinding(driver, override string) string {
 	return on + " with driver_override " + override
 }
 
-// set writes the PF's VFs to want and checks they are so.
-func (s Sysfs) set(ctx context.Context, pf string, want Want) error {
+// set writes the PF's VFs, and its eSwitch mode if want names another
+// than mode, to want and checks they are so.
+func (s Sysfs) set(ctx context.Context, pf string, want Want, mode string) error {
+	if want.ESwitchMode != "" && mode != want.ESwitchMode {
+		if err := s.setMode(ctx, pf, want.ESwitchMode); err != nil {
+			return err
+		}
+	}
 	cur, err := s.Read(pf)
 	if err != nil {
 		return err
@@ -144,12 +182,43 @@ func (s Sysfs) set(ctx context.Context, pf string, want Want) error {
 			return fmt.Errorf("VF %d (%s): %w", i, vf.Addr, err)
 		}
 	}
+	return s.check(ctx, pf, want)
+}
+
+// check reads the PF back and says how it is not as want.
+func (s Sysfs) check(ctx context.Context, pf string, want Want) error {
 	got, err := s.Read(pf)
 	if err != nil {
 		return err
 	}
-	if !want.SatisfiedBy(got) {
-		return fmt.Errorf("VFs are %+v after the change, want %s", got, want)
+	mode, err := s.ESwitchMode(ctx, pf, want)
+	if err != nil {
+		return err
+	}
+	if !want.SatisfiedBy(got, mode) {
+		return fmt.Errorf("VFs are %+v (eSwitch %q) after the change, want %s", got, mode, want)
+	}
+	return nil
+}
+
+// setMode puts the PF's eSwitch in mode with no VF present: ice refuses
+// a mode change while the PF has VFs, and mlx5 wants them gone (their
+// representors come and go with the mode).
+func (s Sysfs) setMode(ctx context.Context, pf, mode string) error {
+	if s.ESwitch == nil {
+		return errNoESwitch
+	}
+	cur, err := s.Read(pf)
+	if err != nil {
+		return err
+	}
+	if len(cur) > 0 {
+		if _, err := s.setNumVFs(ctx, pf, len(cur), 0); err != nil {
+			return fmt.Errorf("eSwitch mode %s: removing the VFs first: %w", mode, err)
+		}
+	}
+	if err := s.ESwitch.SetESwitchMode(ctx, pf, mode); err != nil {
+		return fmt.Errorf("eSwitch mode %s: %w", mode, err)
 	}
 	return nil
 }

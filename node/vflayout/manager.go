@@ -228,11 +228,16 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, rebound map
 	key := t.Layout.Name + ": " + want.String()
 	st, err := m.o.Sysfs.Read(t.PF)
 	resting(st, rebound)
-	switch {
-	case err != nil:
+	if err != nil {
 		m.o.Log.Error("VF layout: cannot read the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "err", err)
 		return
-	case want.SatisfiedBy(st):
+	}
+	mode, err := m.o.Sysfs.ESwitchMode(ctx, t.PF, want)
+	switch {
+	case err != nil:
+		m.modeUnread(t, key, err)
+		return
+	case want.SatisfiedBy(st, mode):
 		delete(m.failed, t.PF)
 		m.setWhy(t, "")
 		// A fence still standing (an earlier agent stopped after its
@@ -242,7 +247,7 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, rebound map
 	case !m.due(t.PF, key):
 		return // failed as it stands: tried again when due, or a new layout at once
 	}
-	f, free := m.fenceFor(t, st, want)
+	f, free := m.fenceFor(t, st, want, mode)
 	// The fence withdraws the PF, its VFs present and to come and their
 	// ports from every front end before the first write, and keeps on
 	// disk what the change is; the ledger refuses it while any of them is
@@ -255,7 +260,19 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, rebound map
 		m.o.Withdrawn(ctx)
 	}
 	m.setWhy(t, "")
-	m.apply(ctx, t, f.Layout.Before, want, key)
+	m.apply(ctx, t, f.Layout, want, key)
+}
+
+// modeUnread reports a layout whose PF's eSwitch mode cannot be read
+// (no devlink, devlink failing): nothing is written, and it is tried
+// again as a failed change is.
+func (m *Manager) modeUnread(t pools.PFLayout, key string, err error) {
+	if !m.due(t.PF, key) {
+		return // reported; tried again when due
+	}
+	retry := m.fail(t.PF, key)
+	m.o.Log.Error("VF layout not applied: the PF's eSwitch mode cannot be read", "pf", t.PF, "layout", t.Layout.Name, "retryIn", retry, "err", err)
+	m.o.Events.VFLayoutFailed(describe(t), t.Layout.Name, fmt.Sprintf("its VFs are untouched (tried again in %s): %v", retry, err))
 }
 
 // resting shows each VF of st a claim has on another driver (rebound) on
@@ -269,12 +286,13 @@ func resting(st State, rebound map[string]pcidriver.Binding) {
 }
 
 // fenceFor is the fence the change takes, and whether the PF's VFs must
-// be free for it. A PF fenced already (an earlier agent stopped half way,
-// a rollback failed) keeps what it had before that change, which a
-// failure rolls back to; none of its VFs could be handed out since.
-func (m *Manager) fenceFor(t pools.PFLayout, st State, want Want) (ledger.Fence, bool) {
+// be free for it; mode is the PF's eSwitch mode now ("" when want names
+// none). A PF fenced already (an earlier agent stopped half way, a
+// rollback failed) keeps what it had before that change, which a failure
+// rolls back to; none of its VFs could be handed out since.
+func (m *Manager) fenceFor(t pools.PFLayout, st State, want Want, mode string) (ledger.Fence, bool) {
 	f := ledger.Fence{Key: fenceKey(t.PF), PF: t.PF, Reason: fmt.Sprintf("its PF's VF layout %s is being applied", t.Layout.Name),
-		Layout: &fenceapi.LayoutChange{Name: t.Layout.Name, Before: st.Bindings(), Target: want.layout()}}
+		Layout: &fenceapi.LayoutChange{Name: t.Layout.Name, Before: st.Bindings(), ESwitchModeBefore: mode, Target: want.layout()}}
 	old, ok := m.standing(t.PF)
 	if !ok || old.Layout == nil {
 		return f, true
@@ -282,6 +300,10 @@ func (m *Manager) fenceFor(t pools.PFLayout, st State, want Want) (ledger.Fence,
 	m.o.Log.Info("VF layout: the PF is fenced already, by a change that did not end; a failure rolls back to what it had before that one",
 		"pf", t.PF, "layout", t.Layout.Name, "since", old.Since)
 	f.Since, f.Layout.Before = old.Since, old.Layout.Before
+	// A change that left the mode be had the mode the PF has now.
+	if old.Layout.ESwitchModeBefore != "" {
+		f.Layout.ESwitchModeBefore = old.Layout.ESwitchModeBefore
+	}
 	return f, false
 }
 
@@ -302,10 +324,10 @@ func (m *Manager) refused(t pools.PFLayout, key string, err error) {
 
 // apply changes the PF, reports how it went and lifts its fence unless
 // its VFs are in a state no one checked.
-func (m *Manager) apply(ctx context.Context, t pools.PFLayout, before []fenceapi.VF, want Want, key string) {
+func (m *Manager) apply(ctx context.Context, t pools.PFLayout, change *fenceapi.LayoutChange, want Want, key string) {
 	start := time.Now()
 	m.o.Log.Info("VF layout: changing the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "want", want.String())
-	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, before)
+	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, change.Before, change.ESwitchModeBefore)
 	took := time.Since(start)
 	ae, isApply := errors.AsType[*ApplyError](err)
 	switch {

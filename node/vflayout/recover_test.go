@@ -22,15 +22,20 @@ import (
 // returned node's Book is the next agent's, loaded from that directory.
 func deadAgentsFence(t *testing.T, n *virtualnode.Node, before []fenceapi.VF) *bookNode {
 	t.Helper()
+	return deadAgentsFenceWith(t, n, &fenceapi.LayoutChange{Name: "dpdk", Before: before,
+		Target: fenceapi.Layout{NumVFs: 4, Drivers: map[int]string{0: "vfio-pci", 1: "vfio-pci"}}})
+}
+
+// deadAgentsFenceWith is deadAgentsFence of the change given.
+func deadAgentsFenceWith(t *testing.T, n *virtualnode.Node, change *fenceapi.LayoutChange) *bookNode {
+	t.Helper()
 	fenceDir := t.TempDir()
 	dead := newBookNode(t, n, fenceDir)
 	dead.serveKubelet(t)
 	if err := dead.book.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	f := ledger.Fence{Key: vflayout.FenceKeyPrefix + pf, PF: pf, Reason: "its PF's VF layout dpdk is being applied",
-		Layout: &fenceapi.LayoutChange{Name: "dpdk", Before: before,
-			Target: fenceapi.Layout{NumVFs: 4, Drivers: map[int]string{0: "vfio-pci", 1: "vfio-pci"}}}}
+	f := ledger.Fence{Key: vflayout.FenceKeyPrefix + pf, PF: pf, Reason: "its PF's VF layout dpdk is being applied", Layout: change}
 	if err := dead.book.Fence(t.Context(), f, true); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +84,7 @@ func TestManagerAfterADeadAgent(t *testing.T) {
 		return n.SetNumVFs(t.Context(), pf, 0)
 	}
 	lastWrite := func(t *testing.T, _ *virtualnode.Node, sys vflayout.Sysfs) error {
-		_, err := sys.Apply(t.Context(), pf, vflayout.WantOf(dpdkLayout[0].Layout), nil)
+		_, err := sys.Apply(t.Context(), pf, vflayout.WantOf(dpdkLayout[0].Layout), nil, "")
 		return err
 	}
 	for _, tc := range []struct {

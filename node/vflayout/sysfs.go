@@ -6,10 +6,16 @@
 // as the kernel wants it (sriov_numvfs through 0; per VF unbind,
 // driver_override, drivers_probe), checks each step took, and puts the
 // PF back as it was when a step fails: each VF on the driver it had, with
-// the driver_override it had. A PF already as declared is not written to.
+// the driver_override it had. A layout may name the PF's eSwitch mode
+// too, set through devlink (ESwitch) with no VF present, as ice and mlx5
+// require: the VFs go to 0, the mode is set, then the VFs are laid out;
+// a rollback puts the mode back first. A PF already as declared is not
+// written to.
 package vflayout
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -20,6 +26,7 @@ import (
 	"time"
 
 	fenceapi "github.com/hwnet-io/hwnet/api/fence"
+	"github.com/hwnet-io/hwnet/node/devlink"
 	"github.com/hwnet-io/hwnet/node/pcidriver"
 	"github.com/hwnet-io/hwnet/node/pools"
 )
@@ -42,11 +49,16 @@ type Want struct {
 	// Drivers maps the VF indices an override binds to their driver;
 	// the others are left to the kernel's choice, the PF's VF driver.
 	Drivers map[int]string
+	// ESwitchMode is the PF's eSwitch mode, "" to leave it as it is.
+	ESwitchMode string
 }
+
+// ESwitch reads and sets PFs' eSwitch modes: devlink's, or its record.
+type ESwitch = devlink.ESwitch
 
 // WantOf is the layout l declares.
 func WantOf(l *pools.VFLayout) Want {
-	w := Want{NumVFs: l.NumVFs, Drivers: map[int]string{}}
+	w := Want{NumVFs: l.NumVFs, Drivers: map[int]string{}, ESwitchMode: l.ESwitchMode}
 	for i := range l.NumVFs {
 		if d := l.DriverOf(i); d != "" {
 			w.Drivers[i] = d
@@ -57,7 +69,7 @@ func WantOf(l *pools.VFLayout) Want {
 
 // layout is w as a fence file records it.
 func (w Want) layout() fenceapi.Layout {
-	return fenceapi.Layout{NumVFs: w.NumVFs, Drivers: maps.Clone(w.Drivers)}
+	return fenceapi.Layout{NumVFs: w.NumVFs, Drivers: maps.Clone(w.Drivers), ESwitchMode: w.ESwitchMode}
 }
 
 // Bindings are each VF's driver and driver_override, by index: what a
@@ -79,9 +91,11 @@ func (w Want) fits(i int, vf VF) bool {
 	return vf.Override == "" && vf.Driver != ""
 }
 
-// SatisfiedBy reports whether the PF's VFs are as w wants them.
-func (w Want) SatisfiedBy(s State) bool {
-	if len(s) != w.NumVFs {
+// SatisfiedBy reports whether the PF's VFs, and its eSwitch mode, are as
+// w wants them; mode is the PF's mode as Sysfs.ESwitchMode reads it, ""
+// when w names none.
+func (w Want) SatisfiedBy(s State, mode string) bool {
+	if len(s) != w.NumVFs || (w.ESwitchMode != "" && mode != w.ESwitchMode) {
 		return false
 	}
 	for i, vf := range s {
@@ -95,6 +109,9 @@ func (w Want) SatisfiedBy(s State) bool {
 // String says what w asks for, as Events show it.
 func (w Want) String() string {
 	var parts []string
+	if w.ESwitchMode != "" {
+		parts = append(parts, "eSwitch "+w.ESwitchMode)
+	}
 	for _, i := range slices.Sorted(maps.Keys(w.Drivers)) {
 		parts = append(parts, fmt.Sprintf("VF %d on %s", i, w.Drivers[i]))
 	}
@@ -111,7 +128,34 @@ type Sysfs struct {
 	// Settle bounds how long a write may take to show: the kernel's are
 	// done when write returns, an emulation's a moment later.
 	Settle time.Duration
+	// ESwitch sets PFs' eSwitch modes; nil cannot, and a layout that
+	// names a mode fails, saying so.
+	ESwitch ESwitch
 }
+
+// ESwitchMode is the PF's eSwitch mode when want names one, "" when it
+// does not: a layout without a mode never asks devlink.
+func (s Sysfs) ESwitchMode(ctx context.Context, pf string, want Want) (string, error) {
+	if want.ESwitchMode == "" {
+		return "", nil
+	}
+	return s.readMode(ctx, pf)
+}
+
+func (s Sysfs) readMode(ctx context.Context, pf string) (string, error) {
+	if s.ESwitch == nil {
+		return "", errNoESwitch
+	}
+	mode, err := s.ESwitch.ESwitchMode(ctx, pf)
+	if err != nil {
+		return "", fmt.Errorf("read the PF's eSwitch mode: %w", err)
+	}
+	return mode, nil
+}
+
+// errNoESwitch is a layout naming an eSwitch mode in an agent that has
+// no devlink to set one with.
+var errNoESwitch = errors.New("the layout names an eSwitch mode, and this agent has no devlink to read or set one with (--devlink)")
 
 // bind is s as the binder of single functions.
 func (s Sysfs) bind() pcidriver.Sysfs { return pcidriver.Sysfs{Root: s.Root, Settle: s.Settle} }

@@ -116,12 +116,18 @@ func OpenDB(t testing.TB) *hwdb.DB {
 }
 
 // NoESwitch is devlink as this machine's kernel has it: missing. Given to
-// discovery as its ESwitchReader, it makes discovery assume legacy mode.
+// discovery as its ESwitchReader, it makes discovery assume legacy mode;
+// a VF layout that sets a mode through it fails.
 type NoESwitch struct{}
 
 // ESwitchMode fails as devlink does without its netlink family.
 func (NoESwitch) ESwitchMode(context.Context, string) (string, error) {
 	return "", fmt.Errorf("devlink: %w", unix.ENOENT)
+}
+
+// SetESwitchMode fails as devlink does without its netlink family.
+func (NoESwitch) SetESwitchMode(context.Context, string, string) error {
+	return fmt.Errorf("devlink: %w", unix.ENOENT)
 }
 
 // VDPA is an in-memory vDPA netlink family, listing these devices: the
