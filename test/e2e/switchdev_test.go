@@ -114,4 +114,3 @@ func claimRepresentor(t *testing.T, devs []resourceapi.AllocatedDeviceStatus) st
 	}
 	return data.Representor
 }
-
