@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -166,20 +167,41 @@ func rdma(root string, need needs) []Finding {
 }
 
 // hugepages: DPDK takes its memory from hugepages; without any, a DPDK
-// pod fails at start.
-func hugepages(root string, need needs) []Finding {
+// pod fails at start, and with none on the NUMA node of its devices, so
+// does one the topology manager keeps on that node (dpdkNUMA: the DPDK
+// pools with devices on each node).
+func hugepages(root string, need needs, dpdkNUMA map[int][]string) []Finding {
 	if len(need.dpdk) == 0 {
 		return nil
 	}
-	sizes, _ := filepath.Glob(filepath.Join(root, "kernel/mm/hugepages/hugepages-*/nr_hugepages"))
+	if !hugepagesReserved(filepath.Join(root, "kernel/mm/hugepages")) {
+		return []Finding{{Warning, "hugepages", strings.Join(need.dpdk, ", "), "no hugepages are reserved: DPDK pods cannot start",
+			"reserve some (default_hugepagesz=1G hugepagesz=1G hugepages=N on the kernel command line, or a count in /sys/kernel/mm/hugepages/*/nr_hugepages), then restart kubelet so it advertises them"}}
+	}
+	var out []Finding
+	for _, node := range slices.Sorted(maps.Keys(dpdkNUMA)) {
+		dir := filepath.Join(root, "devices/system/node", "node"+strconv.Itoa(node), "hugepages")
+		if !exists(dir) || hugepagesReserved(dir) {
+			continue // a kernel that shows no per-node counts, or some there
+		}
+		out = append(out, Finding{Warning, "hugepages", strings.Join(dpdkNUMA[node], ", "),
+			fmt.Sprintf("NUMA node %d, where its DPDK devices are, has no hugepages: a pod the topology manager keeps on that node cannot start", node),
+			fmt.Sprintf("reserve some on node %d (a count in /sys/devices/system/node/node%d/hugepages/*/nr_hugepages; hugepages=N at boot spreads them over the nodes), then restart kubelet", node, node)})
+	}
+	return out
+}
+
+// hugepagesReserved reports whether any page size under dir (a node's, or
+// the kernel's hugepages directory) has pages reserved.
+func hugepagesReserved(dir string) bool {
+	sizes, _ := filepath.Glob(filepath.Join(dir, "hugepages-*/nr_hugepages"))
 	for _, f := range sizes {
 		data, err := os.ReadFile(f)
 		if n, _ := strconv.Atoi(strings.TrimSpace(string(data))); err == nil && n > 0 {
-			return nil
+			return true
 		}
 	}
-	return []Finding{{Warning, "hugepages", strings.Join(need.dpdk, ", "), "no hugepages are reserved: DPDK pods cannot start",
-		"reserve some (default_hugepagesz=1G hugepagesz=1G hugepages=N on the kernel command line, or a count in /sys/kernel/mm/hugepages/*/nr_hugepages), then restart kubelet so it advertises them"}}
+	return false
 }
 
 // links: a PF whose link is down passes no traffic for any of its VFs.

@@ -64,7 +64,7 @@ func Check(ctx context.Context, n Node) []Finding {
 		func() []Finding { return sriov(n.Inventory, n.Config) },
 		func() []Finding { return drivers(n.SysfsRoot, need) },
 		func() []Finding { return rdma(n.SysfsRoot, need) },
-		func() []Finding { return hugepages(n.SysfsRoot, need) },
+		func() []Finding { return hugepages(n.SysfsRoot, need, dpdkNUMA(n, need)) },
 		func() []Finding { return links(n.Inventory) },
 		func() []Finding { return numa(n.SysfsRoot, n.Inventory, n.KubeletConfig) },
 		func() []Finding { return podResources(ctx, n.PodResourcesSocket) },
@@ -139,6 +139,26 @@ func needsOf(cfg *pools.Config) needs {
 		}
 	}
 	return n
+}
+
+// dpdkNUMA are the DPDK pools with devices on each NUMA node.
+func dpdkNUMA(n Node, need needs) map[int][]string {
+	out := map[int][]string{}
+	if n.Config == nil || n.Inventory == nil {
+		return out
+	}
+	for _, p := range n.Config.Match(n.Inventory).Pools {
+		who := "pool " + p.Resource.FullName()
+		if !slices.Contains(need.dpdk, who) {
+			continue
+		}
+		for _, d := range p.Devices {
+			if node := d.Function.NUMANode; node >= 0 && !slices.Contains(out[node], who) {
+				out[node] = append(out[node], who)
+			}
+		}
+	}
+	return out
 }
 
 func poolDrivers(r *pools.Resource) []string {
