@@ -1,10 +1,12 @@
 // Package atomicfile replaces files so that a reader sees the old content or
 // the new, never part of either: a temporary file next to the target,
-// renamed over it.
+// renamed over it; and appends lines to a log so that a reader never sees
+// part of one.
 package atomicfile
 
 import (
 	"bytes"
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -43,4 +45,21 @@ func Replace(path string, data []byte, perm fs.FileMode) (bool, error) {
 		return false, nil
 	}
 	return true, Write(path, data, perm)
+}
+
+// AppendLine appends line and a newline to the file at path with one
+// write, making the file and its directory as needed, and syncs it: with
+// O_APPEND the write lands whole at the end, so a reader in another
+// process never sees half a line. Writers in one process serialise
+// themselves.
+func AppendLine(path string, line []byte) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(append(line, '\n'))
+	return errors.Join(err, f.Sync(), f.Close())
 }

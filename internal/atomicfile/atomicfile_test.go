@@ -37,3 +37,17 @@ func TestWriteNeedsItsDirectory(t *testing.T) {
 		t.Fatal("Write into a missing directory succeeded")
 	}
 }
+
+// TestAppendLine: lines land whole, in order, each ended by a newline, in
+// a file made with its directory.
+func TestAppendLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "dir", "log.jsonl")
+	for _, line := range []string{`{"a":1}`, `{"b":2}`} {
+		if err := AppendLine(path, []byte(line)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, err := os.ReadFile(path); err != nil || string(got) != "{\"a\":1}\n{\"b\":2}\n" {
+		t.Fatalf("log = %q, %v", got, err)
+	}
+}

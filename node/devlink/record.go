@@ -10,8 +10,9 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"sync"
+
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
 
 // MaxRecordSize is the largest record file read: some 15,000 sets, far
@@ -58,15 +59,10 @@ func (r *Record) SetESwitchMode(ctx context.Context, pciAddress, mode string) er
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(r.path), 0o755); err != nil {
+	if err := atomicfile.AppendLine(r.path, line); err != nil {
 		return fmt.Errorf("devlink record: %w", err)
 	}
-	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("devlink record: %w", err)
-	}
-	_, err = f.Write(append(line, '\n'))
-	return errors.Join(err, f.Sync(), f.Close())
+	return nil
 }
 
 // ESwitchMode is the last mode the file sets on the PF, legacy when it

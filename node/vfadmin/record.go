@@ -9,11 +9,11 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 
 	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
 
 // Call is one recorded call: the attribute, the VF and the value set, as
@@ -109,15 +109,10 @@ func (r *Recorder) record(ctx context.Context, op string, vf VF, value string) e
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := os.MkdirAll(filepath.Dir(r.path), 0o755); err != nil {
+	if err := atomicfile.AppendLine(r.path, line); err != nil {
 		return fmt.Errorf("VF admin record: %w", err)
 	}
-	f, err := os.OpenFile(r.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
-	if err != nil {
-		return fmt.Errorf("VF admin record: %w", err)
-	}
-	_, err = f.Write(append(line, '\n'))
-	return errors.Join(err, f.Sync(), f.Close())
+	return nil
 }
 
 // netdevs is the PF's netdev the call goes through; for an MTU, the VF's
