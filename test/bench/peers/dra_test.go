@@ -112,7 +112,11 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 	if metricsAddr != "" {
 		args = append(args, "--pprof")
 	}
-	p := startIn(tb, nil, "hwnet-agent-dra", nil, args...)
+	// Device-info files and CDI specs go where a node keeps them, under
+	// /run, a tmpfs; the checkpoint stays on the disk, as kubelet's
+	// plugins directory is.
+	runDirs := []mount{{"", filepath.Join(dir, "devinfo")}, {"", filepath.Join(dir, "cdi")}}
+	p := startIn(tb, nil, "hwnet-agent-dra", runDirs, args...)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	ctx, cancelAlive := p.alive(ctx)

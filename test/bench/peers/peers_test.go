@@ -119,7 +119,7 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 	t.note("Device plugins: %d rounds, order rotating; each node has 8 E810-C PFs sharing the VFs (iavf), real veth links; one pool of every VF; a fresh kubelet stand-in (test/testkubelet) per start; both run inside the node (its /sys, its netns). Allocate over gRPC, %d calls per round at %d VFs, device-info files on tmpfs; kubelet's PodResources lists each call's pod until a later call takes one of its devices. Idle CPU over %v after the Allocates, their pods running.",
 		*rounds, *calls, largest, *idleFor)
 	if withDRA {
-		t.note("DRA: each round at %d VFs, after the device plugins, hwnet-agent --dra with the same pool in mode dra, on the node's sysfs and netns, against a real kube-apiserver (test/kubeapi); NodePrepareResources over the driver's gRPC socket as kubelet calls it, %d calls per size taking turns over %d claims allocated on the API server (the driver GETs each), each unprepared again untimed; CDI specs and the checkpoint on the test's disk.",
+		t.note("DRA: each round at %d VFs, after the device plugins, hwnet-agent --dra with the same pool in mode dra, on the node's sysfs and netns, against a real kube-apiserver (test/kubeapi); NodePrepareResources over the driver's gRPC socket as kubelet calls it, %d calls per size taking turns over %d claims allocated on the API server (the driver GETs each), each unprepared again untimed; device-info files and CDI specs on tmpfs as under a node's /run, the checkpoint on the test's disk as in kubelet's plugins directory.",
 			largest, *calls, draClaims)
 	}
 }
