@@ -65,6 +65,16 @@ func (f *fakeESwitch) SetESwitchMode(_ context.Context, pci, mode string) error 
 	return nil
 }
 
+// AddSF fails as ice's devlink does for an mlx5 port flavour.
+func (f *fakeESwitch) AddSF(context.Context, string, int) error {
+	return errors.New("operation not supported")
+}
+
+// DeleteSF fails as AddSF does.
+func (f *fakeESwitch) DeleteSF(context.Context, string, int) error {
+	return errors.New("operation not supported")
+}
+
 func (f *fakeESwitch) record() (sets []string, mode string) {
 	mode, _ = f.ESwitchMode(context.Background(), pf)
 	f.mu.Lock()

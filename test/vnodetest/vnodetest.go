@@ -130,6 +130,16 @@ func (NoESwitch) SetESwitchMode(context.Context, string, string) error {
 	return fmt.Errorf("devlink: %w", unix.ENOENT)
 }
 
+// AddSF fails as devlink does without its netlink family.
+func (NoESwitch) AddSF(context.Context, string, int) error {
+	return fmt.Errorf("devlink: %w", unix.ENOENT)
+}
+
+// DeleteSF fails as devlink does without its netlink family.
+func (NoESwitch) DeleteSF(context.Context, string, int) error {
+	return fmt.Errorf("devlink: %w", unix.ENOENT)
+}
+
 // VDPA is an in-memory vDPA netlink family, listing these devices: the
 // kernel here has none, and a virtual node no vDPA bus.
 type VDPA []discovery.ParentedVDPA
