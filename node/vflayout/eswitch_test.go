@@ -101,7 +101,7 @@ func TestApplyESwitchModeThroughZeroVFs(t *testing.T) {
 		{devlink.ModeSwitchdev, "switchdev at 0 VFs", []string{"vfio-pci", "iavf", "iavf", "iavf"}},
 		{devlink.ModeLegacy, "legacy at 0 VFs", []string{"vfio-pci", "iavf", "iavf", "iavf"}},
 	} {
-		changed, err := sys.Apply(t.Context(), pf, withMode(want(4, map[int]string{0: "vfio-pci"}), tc.mode), bindings(t, sys), devlink.ModeLegacy)
+		changed, err := sys.Apply(t.Context(), pf, withMode(want(4, map[int]string{0: "vfio-pci"}), tc.mode), vflayout.Before{VFs: bindings(t, sys), Mode: devlink.ModeLegacy})
 		if err != nil || !changed {
 			t.Fatalf("%s: Apply: changed %t, %v", tc.mode, changed, err)
 		}
@@ -136,7 +136,7 @@ func TestApplyESwitchRollsBack(t *testing.T) {
 			es.fail, es.changed = tc.fail, tc.changed
 			sys.ESwitch = es
 			orig, before := drivers(n), bindings(t, sys)
-			_, err := sys.Apply(t.Context(), pf, withMode(want(tc.num, nil), devlink.ModeSwitchdev), before, devlink.ModeLegacy)
+			_, err := sys.Apply(t.Context(), pf, withMode(want(tc.num, nil), devlink.ModeSwitchdev), vflayout.Before{VFs: before, Mode: devlink.ModeLegacy})
 			var ae *vflayout.ApplyError
 			if !errors.As(err, &ae) || ae.Rollback != nil {
 				t.Fatalf("Apply: %v, want an ApplyError with the PF back", err)
@@ -161,7 +161,7 @@ func TestApplyESwitchSatisfiedWritesNothing(t *testing.T) {
 	sys.ESwitch = es
 	before := mtimes(t, n.SysRoot())
 	w := withMode(want(8, map[int]string{6: "vfio-pci", 7: "vfio-pci"}), devlink.ModeSwitchdev)
-	changed, err := sys.Apply(t.Context(), pf, w, bindings(t, sys), devlink.ModeSwitchdev)
+	changed, err := sys.Apply(t.Context(), pf, w, vflayout.Before{VFs: bindings(t, sys), Mode: devlink.ModeSwitchdev})
 	if err != nil || changed {
 		t.Fatalf("Apply of the layout the PF has: changed %t, %v", changed, err)
 	}
@@ -175,7 +175,7 @@ func TestApplyESwitchSatisfiedWritesNothing(t *testing.T) {
 func TestApplyESwitchWithoutDevlink(t *testing.T) {
 	n, sys := newNode(t)
 	before := mtimes(t, n.SysRoot())
-	_, err := sys.Apply(t.Context(), pf, withMode(want(4, nil), devlink.ModeSwitchdev), bindings(t, sys), "")
+	_, err := sys.Apply(t.Context(), pf, withMode(want(4, nil), devlink.ModeSwitchdev), vflayout.Before{VFs: bindings(t, sys)})
 	if err == nil || !strings.Contains(err.Error(), "no devlink") {
 		t.Errorf("Apply: %v, want it refused for want of devlink", err)
 	}
