@@ -21,7 +21,7 @@ import (
 func (n *Node) AddSF(ctx context.Context, pf string, sfnum int) error {
 	n.lock()
 	defer n.mu.Unlock()
-	if err := n.addSF(ctx, pf, sfnum); err != nil {
+	if err := n.announced(n.addSF(ctx, pf, sfnum)); err != nil {
 		return fmt.Errorf("add SF %d to %s: %w", sfnum, pf, err)
 	}
 	return nil
@@ -62,6 +62,7 @@ func (n *Node) addSF(ctx context.Context, addr string, sfnum int) error {
 	if err := l.Err(); err != nil {
 		return err
 	}
+	n.pending = append(n.pending, sfNetUEvent{"add", sf})
 	return n.save()
 }
 
@@ -89,7 +90,7 @@ func checkSFPort(pf *Function, sfnum int) error {
 func (n *Node) DeleteSF(ctx context.Context, pf string, sfnum int) error {
 	n.lock()
 	defer n.mu.Unlock()
-	if err := n.deleteSF(ctx, pf, sfnum); err != nil {
+	if err := n.announced(n.deleteSF(ctx, pf, sfnum)); err != nil {
 		return fmt.Errorf("delete SF %d of %s: %w", sfnum, pf, err)
 	}
 	return nil
@@ -117,5 +118,6 @@ func (n *Node) deleteSF(ctx context.Context, addr string, sfnum int) error {
 		return err
 	}
 	pf.SFs = slices.Delete(pf.SFs, i, i+1)
+	n.pending = append(n.pending, sfNetUEvent{"remove", sf})
 	return n.save()
 }

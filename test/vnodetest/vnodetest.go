@@ -153,10 +153,30 @@ func (v VDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { r
 // the emulation watches.
 func EnactWrites(t testing.TB, node *virtualnode.Node) {
 	t.Helper()
+	emulate(t, func(ctx context.Context, log *slog.Logger, ready func()) error {
+		return node.EnactWrites(ctx, log, ready)
+	})
+}
+
+// EnactDevlinkRecord runs the node's emulation of mlx5's SF ports
+// (Node.EnactDevlinkRecord) on the devlink record at path until the test
+// ends: the record's port adds and dels make and delete the node's SFs. It
+// returns once the emulation watches.
+func EnactDevlinkRecord(t testing.TB, node *virtualnode.Node, path string) {
+	t.Helper()
+	emulate(t, func(ctx context.Context, log *slog.Logger, ready func()) error {
+		return node.EnactDevlinkRecord(ctx, log, path, "", ready)
+	})
+}
+
+// emulate runs one part of the kernel emulation until the test ends,
+// once it is ready.
+func emulate(t testing.TB, run func(ctx context.Context, log *slog.Logger, ready func()) error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- node.EnactWrites(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil)), func() { close(ready) })
+		done <- run(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil)), func() { close(ready) })
 	}()
 	select {
 	case <-ready:
