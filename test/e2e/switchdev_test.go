@@ -7,11 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 )
 
 // devlinkLog is the devlink stand-in's record the agent keeps its PFs'
-// eSwitch modes in: the virtual node's PFs have no devlink.
-const devlinkLog = "/var/lib/hwnet/devlink-e2e.jsonl"
+// eSwitch modes and SF ports in: the virtual node's PFs have no devlink,
+// and its hwnet-vnode-kernel enacts the record's SF ports.
+const devlinkLog = cluster.DevlinkRecord
 
 // withESwitch is config whose last vfLayouts entry also declares mode.
 func withESwitch(config []byte, mode string) []byte {
