@@ -192,15 +192,7 @@ func TestManagerESwitchFence(t *testing.T) {
 	sys.ESwitch = es
 	b := newBookNode(t, n, t.TempDir())
 	b.serveKubelet(t)
-	var mu sync.Mutex
-	var fenced *fenceapi.LayoutChange
-	b.onChange = func() {
-		if f, ok := b.layoutFence(); ok {
-			mu.Lock()
-			fenced = f.Layout
-			mu.Unlock()
-		}
-	}
+	fenced := b.lastLayoutChange()
 	layout := []pools.PFLayout{{PF: pf, TotalVFs: 256, Switchdev: true, Layout: &pools.VFLayout{Name: "ovs", NumVFs: 4, ESwitchMode: devlink.ModeSwitchdev}}}
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.DiscardHandler)}, layout)
 	waitFor(t, "the PF in switchdev mode with 4 VFs, its fence lifted", func() bool {
@@ -208,10 +200,8 @@ func TestManagerESwitchFence(t *testing.T) {
 		_, in := b.layoutFence()
 		return mode == devlink.ModeSwitchdev && len(drivers(n)) == 4 && !in && len(b.fenceFiles(t)) == 0
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if fenced == nil || fenced.ESwitchModeBefore != devlink.ModeLegacy || fenced.Target.ESwitchMode != devlink.ModeSwitchdev {
-		t.Errorf("fence layout %+v, want legacy before, switchdev the target", fenced)
+	if got := fenced(); got == nil || got.ESwitchModeBefore != devlink.ModeLegacy || got.Target.ESwitchMode != devlink.ModeSwitchdev {
+		t.Errorf("fence layout %+v, want legacy before, switchdev the target", got)
 	}
 }
 

@@ -163,15 +163,7 @@ func TestManagerSFHeld(t *testing.T) {
 	kubelet := b.serveKubelet(t)
 	held := sfName(t, n, 89)
 	kubelet.SetPod("default", "sf-user", "nvidia.com/sf", held)
-	var mu sync.Mutex
-	var fenced *fenceapi.LayoutChange
-	b.onChange = func() {
-		if f, ok := b.layoutFence(); ok {
-			mu.Lock()
-			fenced = f.Layout
-			mu.Unlock()
-		}
-	}
+	fenced := b.lastLayoutChange()
 	logs := &logBuffer{}
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, sfLayout)
 	waitFor(t, "the layout waits for the SF's holder", func() bool {
@@ -186,10 +178,8 @@ func TestManagerSFHeld(t *testing.T) {
 		_, in := b.layoutFence()
 		return slices.Equal(sfsOf(t, sys), []int{88, 89, 90}) && !in && logs.contains(`msg="VF layout applied" pf=0000:3b:00.0 layout=sf`)
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if fenced == nil || !slices.Equal(fenced.SFsBefore, []int{88, 89}) || fenced.Target.NumSFs == nil || *fenced.Target.NumSFs != 3 {
-		t.Errorf("fence layout %+v, want sfnums 88 and 89 before, 3 SFs the target", fenced)
+	if got := fenced(); got == nil || !slices.Equal(got.SFsBefore, []int{88, 89}) || got.Target.NumSFs == nil || *got.Target.NumSFs != 3 {
+		t.Errorf("fence layout %+v, want sfnums 88 and 89 before, 3 SFs the target", got)
 	}
 }
 

@@ -1,7 +1,6 @@
 package virtualnode_test
 
 import (
-	"context"
 	"errors"
 	"io/fs"
 	"log/slog"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/hwnet-io/hwnet/node/devlink"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
-	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
 // sfNums are the sfnums of the PF's SFs, in order.
@@ -62,15 +60,7 @@ func sfOf(t *testing.T, n *virtualnode.Node, pf string, num int) *virtualnode.SF
 // links agree after each. What mlx5 refuses is refused, the node
 // unchanged.
 func TestSFPorts(t *testing.T) {
-	vnodetest.RequireRoot(t)
-	spec := rootSpec(t)
-	spec.PFs, spec.NICs = sfSpec(spec.Name).PFs, nil
-	n, err := virtualnode.Build(context.Background(), spec, vnodetest.OpenDB(t), virtualnode.Options{Dir: vnodetest.Dir(t), Links: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Destroy() })
-	h := netlinkIn(t, n)
+	n, h := buildSFLinks(t)
 	ctx, pf := t.Context(), n.Devices()[0].Addr
 	if err := n.AddSF(ctx, pf, 90); err != nil {
 		t.Fatal(err)

@@ -33,24 +33,8 @@ func TestSFCount(t *testing.T) {
 	pools := append(append([]byte{}, original...), sfPool...)
 	pf := e.sfPFAddress(t)
 	numVFs := len(e.nodeVFs(pf))
-	removeLog := func(ctx context.Context) error {
-		_, err := Exec(ctx, e.c, nil, "rm", "-f", devlinkLog)
-		return err
-	}
-	if err := removeLog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Registered before agentArgs, so it runs once the agent is back on
-	// devlink.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := removeLog(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	e.agentArgs(ctx, t, "--devlink=record:"+devlinkLog)
-	// Registered after agentArgs, so it runs first, with the record.
+	e.useDevlinkRecord(ctx, t)
+	// Registered after useDevlinkRecord, so it runs first, with the record.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()

@@ -32,24 +32,8 @@ func TestSwitchdevRepresentor(t *testing.T) {
 	e := setup(t)
 	ctx := testContext(t)
 	original := e.defaultPools(t)
-	removeLog := func(ctx context.Context) error {
-		_, err := Exec(ctx, e.c, nil, "rm", "-f", devlinkLog)
-		return err
-	}
-	if err := removeLog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Registered before agentArgs, so it runs once the agent is back on
-	// devlink: the record's modes are the stand-in's, not the node's.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := removeLog(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	e.agentArgs(ctx, t, "--devlink=record:"+devlinkLog)
-	// Registered after agentArgs, so it runs first.
+	e.useDevlinkRecord(ctx, t)
+	// Registered after useDevlinkRecord, so it runs first.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
@@ -95,6 +79,30 @@ func TestSwitchdevRepresentor(t *testing.T) {
 	if err := e.deletePods(ctx, claimed.Name); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// useDevlinkRecord puts the agent on devlink's stand-in, from an empty
+// devlinkLog, until the test ends; the record goes once the agent is back
+// on devlink: its modes and SF ports are the stand-in's, not the node's.
+func (e *env) useDevlinkRecord(ctx context.Context, t *testing.T) {
+	t.Helper()
+	removeLog := func(ctx context.Context) error {
+		_, err := Exec(ctx, e.c, nil, "rm", "-f", devlinkLog)
+		return err
+	}
+	if err := removeLog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Registered before agentArgs, so it runs once the agent is back on
+	// devlink.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := removeLog(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	e.agentArgs(ctx, t, "--devlink=record:"+devlinkLog)
 }
 
 // representorOf is the representor the virtual node draws for the VF.
