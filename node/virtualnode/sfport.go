@@ -42,17 +42,20 @@ func (n *Node) addSF(ctx context.Context, addr string, sfnum int) error {
 	sf := n.st.newSF(pf, sfnum)
 	pf.SFs = append(pf.SFs, sf)
 	slices.SortFunc(pf.SFs, func(a, b *SF) int { return cmp.Compare(a.Num, b.Num) })
+	// The new SF alone is refreshed and settled: the PF's other netdevs
+	// may be in pods' netns, or down, as the admin left them.
+	only := []*Function{{SFs: []*SF{sf}}}
 	err = n.changeLinks(func(ls *links) error {
 		if err := ls.addSFVeth(n.st, rid, sf); err != nil {
 			return err
 		}
-		if err := ls.refresh([]*Function{pf}); err != nil {
+		if err := ls.refresh(only); err != nil {
 			return err
 		}
 		if err := ls.h.LinkSetUp(&netlink.Device{LinkAttrs: netlink.LinkAttrs{Index: sf.Representor.Index}}); err != nil {
 			return fmt.Errorf("set %s up: %w", sf.Representor.Name, err)
 		}
-		return ls.settle(ctx, []*Function{pf})
+		return ls.settle(ctx, only)
 	})
 	if err != nil {
 		return err

@@ -175,3 +175,18 @@ func (l *logBuf) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// TestSFPortBesideAPodsSF: an SF is added while another SF of the PF has
+// its netdev in a pod's netns, as after the e2e's pods: the new SF alone
+// is looked for among the node's links.
+func TestSFPortBesideAPodsSF(t *testing.T) {
+	n, h := buildSFLinks(t)
+	pf := pfAddrs(n)[0]
+	moveInto(t, h, podNetns(t), sfOf(t, n, pf, 88).Netdev.Name, "net1")
+	if err := n.AddSF(t.Context(), pf, 90); err != nil {
+		t.Fatal(err)
+	}
+	if got := sfNums(t, n, pf); !slices.Equal(got, []int{88, 89, 90}) {
+		t.Errorf("sfnums %v, want 88, 89 and 90", got)
+	}
+}

@@ -3,6 +3,8 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -44,6 +46,8 @@ func TestSFCount(t *testing.T) {
 		}
 		e.usePools(ctx, t, original)
 	})
+	e.agentLogOnFailure(t)
+	e.vnodeKernelLogOnFailure(t)
 	e.usePools(ctx, t, pools)
 	e.waitAllocatable(ctx, t, sfResource, 2)
 
@@ -64,6 +68,22 @@ func TestSFCount(t *testing.T) {
 	t.Log(e.waitNodeEvent(ctx, t, "VFLayoutApplied", sfPF, "eSwitch switchdev, 3 SFs"))
 	e.waitNodeSFs(ctx, t, pf, []int{88, 89, 90})
 	e.waitAllocatable(ctx, t, sfResource, 3)
+}
+
+// vnodeKernelLogOnFailure writes the end of hwnet-vnode-kernel's log to
+// the test's log if the test fails: it says which SF port it enacted or
+// refused.
+func (e *env) vnodeKernelLogOnFailure(t *testing.T) {
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		out, err := os.ReadFile(filepath.Join(logDir(e.c), "hwnet-vnode-kernel.log"))
+		if len(out) > 20000 {
+			out = out[len(out)-20000:]
+		}
+		t.Logf("the end of hwnet-vnode-kernel's log (%v):\n%s", err, out)
+	})
 }
 
 // nodeSFs are the sfnums of the PF's SFs as the virtual node has them.
