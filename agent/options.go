@@ -91,10 +91,11 @@ type Options struct {
 	PendingGrace time.Duration
 	Logger       *slog.Logger
 	// ESwitch reads PFs' eSwitch modes for discovery and sets those the
-	// VF layouts declare: the kernel's devlink (devlink.Netlink, which
-	// hwnet-agent's --devlink gives by default) or its record. nil:
-	// discovery asks the kernel's devlink, and a layout that declares a
-	// mode fails, saying so.
+	// VF layouts declare, and adds and deletes the SFs they count: the
+	// kernel's devlink (devlink.Netlink, which hwnet-agent's --devlink
+	// gives by default) or its record. nil: discovery asks the kernel's
+	// devlink, and a layout that declares a mode or counts SFs fails,
+	// saying so.
 	ESwitch vflayout.ESwitch
 	// VDPA replaces the kernel's vDPA netlink, which some kernels lack;
 	// nil means the kernel's.

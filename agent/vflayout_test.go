@@ -3,6 +3,7 @@ package agent_test
 import (
 	"net/http"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -78,4 +79,66 @@ vfLayouts:
 	if want := []devlink.Set{{PCIAddress: "0000:3b:00.0", Mode: devlink.ModeSwitchdev}}; err != nil || !slices.Equal(sets, want) {
 		t.Errorf("devlink sets %+v, %v; want %+v", sets, err, want)
 	}
+}
+
+// TestAgentVFLayoutSFs: a vfLayouts entry bringing the ConnectX-6 Dx p2
+// (SFs 88 and 89) to switchdev with 3 SFs, through the devlink record as
+// --devlink=record:PATH gives and the virtual node enacts, waits while a
+// pod holds one of its SFs, naming the pod, then switches the PF and adds
+// sfnum 90 once the pod lets go: the SF pool grows from 2 to 3.
+func TestAgentVFLayoutSFs(t *testing.T) {
+	spec := virtualnode.DefaultSpec()
+	spec.PFs = append(spec.PFs, virtualnode.PFSpec{Model: "ConnectX-6 Dx", SFs: 2, Names: []string{"p2"}})
+	f := newFixture(t, spec, strings.Replace(defaultConfig, "resourceList:\n", "resourceList:\n"+sfPool, 1)+`
+vfLayouts:
+  - {name: sfs, selectors: {pfNames: [p2]}, numVfs: 0, eswitchMode: switchdev, numSfs: 3}
+`)
+	record := devlink.NewRecord(filepath.Join(t.TempDir(), "devlink.jsonl"))
+	f.opts.ESwitch = record
+	vnodetest.EnactWrites(t, f.node)
+	vnodetest.EnactDevlinkRecord(t, f.node, record.Path())
+	held := sfNamed(t, f.node, 89)
+	f.podres.SetPod("default", "sf-user", sfResource, held)
+	f.start(t)
+	f.wait(t, sfResource, "registration", counts(2, 2))
+	f.waitLog(t, `msg="VF layout waits" pf=`+sfPF(t, f.node)+` layout=sfs why="device `+held+` is held by pod default/sf-user`)
+
+	f.podres.SetPod("default", "sf-user", sfResource)
+	f.waitLog(t, `msg="VF layout applied" pf=`+sfPF(t, f.node)+` layout=sfs`)
+	f.wait(t, sfResource, "the PF's 3 SFs", counts(3, 3))
+	sets, err := devlink.ReadSets(record.Path())
+	want := []devlink.Set{{PCIAddress: sfPF(t, f.node), Mode: devlink.ModeSwitchdev}, {PCIAddress: sfPF(t, f.node), Port: devlink.PortAdd, SFNum: new(90)}}
+	if err != nil || !reflect.DeepEqual(sets, want) {
+		t.Errorf("devlink sets %+v, %v; want %+v", sets, err, want)
+	}
+}
+
+const (
+	sfResource = "nvidia.com/sf"
+	sfPool     = "  - {resourceName: sf, resourcePrefix: nvidia.com, deviceType: auxNetDevice, selectors: {auxTypes: [sf], pfNames: [p2]}}\n"
+)
+
+// sfPF is the PCI address of the node's PF p2.
+func sfPF(t *testing.T, n *virtualnode.Node) string {
+	t.Helper()
+	for _, f := range n.Devices() {
+		if f.Ifname == "p2" {
+			return f.Addr
+		}
+	}
+	t.Fatal("no PF p2")
+	return ""
+}
+
+// sfNamed is the auxiliary device name of p2's SF with this sfnum.
+func sfNamed(t *testing.T, n *virtualnode.Node, num int) string {
+	t.Helper()
+	f, _ := n.Device(sfPF(t, n))
+	for _, sf := range f.SFs {
+		if sf.Num == num {
+			return sf.Name
+		}
+	}
+	t.Fatalf("p2 has no SF %d", num)
+	return ""
 }

@@ -16,6 +16,12 @@
 //     version 1 reader without them (an older hwnet) ignores them and
 //     rolls the VFs back alone, leaving the mode as the change left it;
 //     a file without them is read as a change that left the mode be.
+//     Since a PF's scalable function count became part of a layout too,
+//     a change may carry the count it brings the PF to ("target.numSFs")
+//     and the sfnums the PF had ("sfsBefore", read only beside
+//     target.numSFs: an empty list is omitted), which a rollback puts
+//     back; optional in the same way, so a version 1 reader without them
+//     leaves the SFs as the change left them.
 //
 // Decode reads a newer version as far as its fields are the current ones,
 // its checksum unchecked, so that a rolled-back agent still sees the fence.
@@ -67,7 +73,11 @@ type LayoutChange struct {
 	// ESwitchModeBefore is the PF's eSwitch mode before the change, ""
 	// when the change leaves the mode be.
 	ESwitchModeBefore string `json:"eswitchModeBefore,omitempty"`
-	Target            Layout `json:"target"`
+	// SFsBefore are the sfnums of the PF's scalable functions before the
+	// change, ascending; they mean something only when Target.NumSFs is
+	// set, as the change leaves the SFs be otherwise.
+	SFsBefore []int  `json:"sfsBefore,omitempty"`
+	Target    Layout `json:"target"`
 }
 
 // VF is one VF as it was: its driver ("" unbound) and driver_override
@@ -85,6 +95,9 @@ type Layout struct {
 	// ESwitchMode is the eSwitch mode the change brings the PF to, ""
 	// when it leaves the mode be.
 	ESwitchMode string `json:"eswitchMode,omitempty"`
+	// NumSFs is the number of scalable functions the change brings the
+	// PF to, nil when it leaves them be.
+	NumSFs *int `json:"numSFs,omitempty"`
 }
 
 // ESwitch modes a fence may name: devlink's.
@@ -109,6 +122,21 @@ func (r *Record) Validate() error {
 		return fmt.Errorf("fence %s: layout.eswitchModeBefore: %q: want legacy or switchdev", r.Key, l.ESwitchModeBefore)
 	case !slices.Contains(eswitchModes, l.Target.ESwitchMode):
 		return fmt.Errorf("fence %s: layout.target.eswitchMode: %q: want legacy or switchdev", r.Key, l.Target.ESwitchMode)
+	case l.Target.NumSFs != nil && *l.Target.NumSFs < 0:
+		return fmt.Errorf("fence %s: layout.target.numSFs: %d is negative", r.Key, *l.Target.NumSFs)
+	case l != nil:
+		return checkSFNums(r.Key, l.SFsBefore)
+	}
+	return nil
+}
+
+// checkSFNums refuses sfnums a rollback could not add back: negative or
+// twice the same.
+func checkSFNums(key string, nums []int) error {
+	for i, n := range nums {
+		if n < 0 || slices.Contains(nums[:i], n) {
+			return fmt.Errorf("fence %s: layout.sfsBefore[%d]: %d is negative or given twice", key, i, n)
+		}
 	}
 	return nil
 }

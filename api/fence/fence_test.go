@@ -66,6 +66,39 @@ func TestESwitchModes(t *testing.T) {
 	}
 }
 
+// TestSFs: a change of the PF's SF count keeps the target count and the
+// sfnums the PF had through the file, in version 1 still; a file without
+// them (an older hwnet's, or a change that leaves the SFs be) reads as one
+// that leaves them be, and an older reader ignores them (json skips
+// unknown fields).
+func TestSFs(t *testing.T) {
+	r := sample()
+	r.Layout.SFsBefore, r.Layout.Target.NumSFs = []int{88, 89}, new(3)
+	data, err := fence.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(data, []byte(`"version": 1`)) || !bytes.Contains(data, []byte(`"sfsBefore": [`)) ||
+		!bytes.Contains(data, []byte(`"numSFs": 3`)) {
+		t.Errorf("encoded\n%s\nwant version 1 with sfsBefore and target.numSFs", data)
+	}
+	if got, err := fence.Decode(data); err != nil || !reflect.DeepEqual(got, r) {
+		t.Errorf("decoded %+v, %v; want %+v", got, err, r)
+	}
+	if got, err := fence.Decode(mustEncode(t, sample())); err != nil || got.Layout.Target.NumSFs != nil || got.Layout.SFsBefore != nil {
+		t.Errorf("a change without SFs: %+v, %v; want none", got.Layout, err)
+	}
+}
+
+func mustEncode(t *testing.T, r *fence.Record) []byte {
+	t.Helper()
+	data, err := fence.Encode(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
 // TestNewerVersionRead: a fence a newer hwnet wrote is read as far as its
 // fields are known: a rolled-back agent still sees the PF fenced.
 func TestNewerVersionRead(t *testing.T) {
@@ -99,6 +132,10 @@ func TestRefused(t *testing.T) {
 			Is: fileformat.ErrMalformed, Want: `layout.eswitchModeBefore: "offload"`},
 		{Name: "odd target mode", Data: []byte(`{"version": 2, "fence": {"key": "k", "pf": "p", "layout": {"target": {"eswitchMode": "Legacy"}}}}`),
 			Is: fileformat.ErrMalformed, Want: `layout.target.eswitchMode: "Legacy"`},
+		{Name: "negative SF count", Data: []byte(`{"version": 2, "fence": {"key": "k", "pf": "p", "layout": {"target": {"numSFs": -2}}}}`),
+			Is: fileformat.ErrMalformed, Want: "layout.target.numSFs: -2 is negative"},
+		{Name: "sfnum twice", Data: []byte(`{"version": 2, "fence": {"key": "k", "pf": "p", "layout": {"sfsBefore": [88, 88]}}}`),
+			Is: fileformat.ErrMalformed, Want: "layout.sfsBefore[1]: 88"},
 	})
 	if _, err := fence.Encode(&fence.Record{PF: "p"}); err == nil || !strings.Contains(err.Error(), "key: empty") {
 		t.Errorf("Encode of a keyless fence: %v, want it refused naming the key", err)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"sync"
 	"testing"
@@ -98,6 +99,9 @@ func TestRecordMalformed(t *testing.T) {
 		{"two values", strings.TrimSpace(good) + "{}\n", "line 1"},
 		{"bad mode", `{"pciAddress":"` + pf0 + `","mode":"Switchdev"}` + "\n", `"Switchdev"`},
 		{"no PF", `{"mode":"legacy"}` + "\n", "pciAddress"},
+		{"mode and port", `{"pciAddress":"` + pf0 + `","mode":"legacy","port":"add","sfnum":1}` + "\n", "one or the other"},
+		{"odd port", `{"pciAddress":"` + pf0 + `","port":"new","sfnum":1}` + "\n", `port "new"`},
+		{"port without sfnum", `{"pciAddress":"` + pf0 + `","port":"del"}` + "\n", "no sfnum"},
 		{"oversize", strings.Repeat(good, devlink.MaxRecordSize/len(good)+1), "more than"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -136,20 +140,78 @@ func TestNew(t *testing.T) {
 }
 
 // FuzzParseSets: no content may panic the parser; what it accepts is
-// sets of a PF and a mode hwnet sets, which a record writes back the same.
+// sets of a PF and a mode hwnet sets, or of an SF port added or deleted.
 func FuzzParseSets(f *testing.F) {
 	f.Add([]byte(`{"pciAddress":"0000:3b:00.0","mode":"switchdev"}` + "\n"))
 	f.Add([]byte(`{"pciAddress":"0000:3b:00.0","mode":"legacy"}{"x":1}`))
 	f.Add([]byte("\n\n{"))
+	f.Add([]byte(`{"pciAddress":"0000:3b:00.0","port":"add","sfnum":88}` + "\n"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		sets, err := devlink.ParseSets(data)
 		if err != nil {
 			return
 		}
 		for _, s := range sets {
-			if s.PCIAddress == "" || devlink.CheckMode(s.Mode) != nil {
+			sf := (s.Port == devlink.PortAdd || s.Port == devlink.PortDel) && s.SFNum != nil && s.Mode == ""
+			if s.PCIAddress == "" || (devlink.CheckMode(s.Mode) != nil && !sf) {
 				t.Fatalf("accepted %+v", s)
 			}
 		}
 	})
+}
+
+// TestRecordSFs: a port add is refused while the record leaves the PF in
+// legacy mode, as mlx5 refuses it, and recorded once the PF is in
+// switchdev; Fold says which sfnums each PF's last port change adds or
+// deletes, and its mode.
+func TestRecordSFs(t *testing.T) {
+	ctx := context.Background()
+	r := devlink.NewRecord(filepath.Join(t.TempDir(), "devlink.jsonl"))
+	if err := r.AddSF(ctx, pf0, 0); err == nil || !strings.Contains(err.Error(), "legacy mode") {
+		t.Errorf("a port add in legacy mode: %v, want it refused naming the mode", err)
+	}
+	steps := []func() error{
+		func() error { return r.SetESwitchMode(ctx, pf0, devlink.ModeSwitchdev) },
+		func() error { return r.AddSF(ctx, pf0, 0) },
+		func() error { return r.AddSF(ctx, pf0, 1) },
+		func() error { return r.DeleteSF(ctx, pf0, 0) },
+		func() error { return r.DeleteSF(ctx, pf1, 88) },
+	}
+	for i, step := range steps {
+		if err := step(); err != nil {
+			t.Fatalf("step %d: %v", i, err)
+		}
+	}
+	sets, err := devlink.ReadSets(r.Path())
+	if err != nil || len(sets) != len(steps) {
+		t.Fatalf("%d sets read back, %v; want %d", len(sets), err, len(steps))
+	}
+	folded := devlink.Fold(sets)
+	for _, tt := range []struct {
+		pf   string
+		want devlink.PF
+	}{
+		{pf0, devlink.PF{Mode: devlink.ModeSwitchdev, SFs: map[int]bool{0: false, 1: true}}},
+		{pf1, devlink.PF{Mode: devlink.ModeLegacy, SFs: map[int]bool{88: false}}},
+		{"0000:5e:00.0", devlink.PF{Mode: devlink.ModeLegacy}},
+	} {
+		if got := folded.PF(tt.pf); !reflect.DeepEqual(got, tt.want) {
+			t.Errorf("%s: %+v, want %+v", tt.pf, got, tt.want)
+		}
+	}
+}
+
+// TestRecordRefusesSFs: an sfnum devlink cannot carry is refused and not
+// recorded.
+func TestRecordRefusesSFs(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "devlink.jsonl")
+	r := devlink.NewRecord(path)
+	for _, sfnum := range []int{-1, 1 << 32} {
+		if err := r.DeleteSF(context.Background(), pf0, sfnum); err == nil || !strings.Contains(err.Error(), "sfnum") {
+			t.Errorf("sfnum %d: %v, want it refused", sfnum, err)
+		}
+	}
+	if _, err := os.Stat(path); !os.IsNotExist(err) {
+		t.Errorf("a refused set was written: %v", err)
+	}
 }

@@ -115,7 +115,7 @@ func (a *assembler) buildPF(ctx context.Context, sc *scanned, byAddr map[string]
 	pf := PF{Function: sc.fn, SRIOV: *sc.sriov, ESwitch: a.readESwitch(ctx, sc.fn.Address), VFs: []VF{}, SFs: a.completeSFs(sc.sfs)}
 	model, ok := a.opts.DB.ModelByPF(sc.fn.Vendor, sc.fn.Device)
 	if ok {
-		pf.Model = model.Name
+		pf.Model, pf.MaxSFs = model.Name, model.MaxSFs
 	}
 	pf.ESwitch.SwitchdevCapable = (ok && model.Switchdev) || pf.ESwitch.Mode == ModeSwitchdev
 	var reps, sfReps map[int]string

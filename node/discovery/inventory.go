@@ -57,6 +57,9 @@ type PF struct {
 	VFs []VF `json:"vfs"`
 	// SFs are the PF's scalable functions, sorted by sfnum.
 	SFs []SF `json:"sfs,omitempty"`
+	// MaxSFs is the most SFs the PF's model carries, by the hardware
+	// database; 0 for a model without or not in it.
+	MaxSFs int `json:"maxSFs,omitempty"`
 }
 
 // SF is a scalable function of a PF: an auxiliary device (mlx5's

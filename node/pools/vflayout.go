@@ -22,6 +22,9 @@ type VFLayout struct {
 	// ESwitchMode is the PF's eSwitch mode, devlink.ModeLegacy or
 	// devlink.ModeSwitchdev; "" leaves the mode as it is.
 	ESwitchMode string
+	// NumSFs is the PF's number of mlx5 scalable functions (numSfs); nil
+	// leaves its SFs as they are.
+	NumSFs *int
 	// Drivers are the VF ranges that bind to a driver other than the
 	// kernel's choice, in the order written; no VF is in two.
 	Drivers []VFDriver
@@ -61,25 +64,58 @@ type PFLayout struct {
 	// cannot apply otherwise (Unfit).
 	Model     string
 	Switchdev bool
-	Layout    *VFLayout
+	// Driver is the PF's driver, ESwitchMode its eSwitch mode now and
+	// MaxSFs the most SFs its model carries (hwdb's maxSFs, 0 for none or
+	// unknown): a layout counting SFs cannot apply but on an mlx5 PF in,
+	// or brought to, switchdev mode, within MaxSFs (Unfit).
+	Driver      string
+	ESwitchMode string
+	MaxSFs      int
+	Layout      *VFLayout
 }
 
+// sfDriver is the driver whose PFs hwnet adds SFs to: mlx5's devlink
+// ports of flavour pcisf.
+const sfDriver = "mlx5_core"
+
 // Unfit says why the PF cannot take its layout, "" when it can: the
-// layout asks for more VFs than the PF's sriov_totalvfs, or for switchdev
-// mode on a PF that cannot take it. The change would otherwise take the
-// PF's VFs away (a mode change goes through 0 VFs) before the kernel
-// refuses it.
+// layout asks for more VFs than the PF's sriov_totalvfs, for switchdev
+// mode on a PF that cannot take it, or for SFs the PF cannot have
+// (unfitSFs). The change would otherwise take the PF's VFs away (a mode
+// change goes through 0 VFs) before the kernel refuses it.
 func (l PFLayout) Unfit() string {
 	entry := layoutEntry(l.Layout.Index, l.Layout.Name)
 	switch {
 	case l.Layout.NumVFs > l.TotalVFs:
 		return fmt.Sprintf("%s: numVfs %d is more than PF %s has (sriov_totalvfs %d)", entry, l.Layout.NumVFs, l.PF, l.TotalVFs)
 	case l.Layout.ESwitchMode != devlink.ModeSwitchdev || l.Switchdev:
-		return ""
+		return l.unfitSFs(entry)
 	case l.Model == "":
 		return fmt.Sprintf("%s: eswitchMode switchdev: PF %s's model is not in the hardware database, which says which models can take switchdev mode (add it with --hwdb, switchdev: true)", entry, l.PF)
 	}
 	return fmt.Sprintf("%s: eswitchMode switchdev: PF %s's model %s cannot take switchdev mode (hardware database)", entry, l.PF, l.Model)
+}
+
+// unfitSFs says why the PF cannot take the SFs its layout counts, "" when
+// it can: SFs are mlx5's ports of the switchdev eSwitch, so the PF must
+// be on mlx5_core and in switchdev mode (now, or by its layout), and its
+// model carries at most maxSFs.
+func (l PFLayout) unfitSFs(entry string) string {
+	n := l.Layout.NumSFs
+	switch {
+	case n == nil || *n == 0:
+		return ""
+	case l.Driver != sfDriver:
+		return fmt.Sprintf("%s: numSfs %d: PF %s is on %q, and hwnet adds SFs only to %s PFs", entry, *n, l.PF, l.Driver, sfDriver)
+	case l.Layout.ESwitchMode == "" && l.ESwitchMode != devlink.ModeSwitchdev:
+		return fmt.Sprintf("%s: numSfs %d: PF %s's eSwitch is in %s mode, and SFs are ports of the switchdev eSwitch (declare eswitchMode: switchdev)",
+			entry, *n, l.PF, l.ESwitchMode)
+	case *n <= l.MaxSFs:
+		return ""
+	case l.Model == "":
+		return fmt.Sprintf("%s: numSfs %d: PF %s's model is not in the hardware database, which says how many SFs a model carries (add it with --hwdb, maxSFs)", entry, *n, l.PF)
+	}
+	return fmt.Sprintf("%s: numSfs %d is more than PF %s's model %s carries (hardware database maxSFs %d)", entry, *n, l.PF, l.Model, l.MaxSFs)
 }
 
 // maxNumVFs is the most VFs a PF can have: sriov_totalvfs is 16 bits.
@@ -91,12 +127,13 @@ type rawVFLayout struct {
 	NumVFs    *int
 	// ESwitchMode is *string so that an empty one is told from none.
 	ESwitchMode *string
+	NumSFs      *int
 	Drivers     []json.RawMessage
 }
 
 func (r *rawVFLayout) fields() []field {
 	return []field{{"name", &r.Name}, {"selectors", &r.Selectors}, {"numVfs", &r.NumVFs}, {"eswitchMode", &r.ESwitchMode},
-		{"drivers", &r.Drivers}}
+		{"numSfs", &r.NumSFs}, {"drivers", &r.Drivers}}
 }
 
 type rawVFDriver struct {
@@ -132,6 +169,7 @@ func (p *parser) vfLayouts(raws []json.RawMessage) []VFLayout {
 		e.pfSelectors(l.Selectors)
 		l.NumVFs = e.numVFs(r.NumVFs)
 		l.ESwitchMode = e.eswitchMode(r.ESwitchMode)
+		l.NumSFs = e.numSFs(r.NumSFs, l.ESwitchMode)
 		l.Drivers = e.vfDrivers(r.Drivers, l.NumVFs)
 		out = append(out, l)
 	}
@@ -182,6 +220,27 @@ func (e entry) numVFs(n *int) int {
 		return 0
 	}
 	return *n
+}
+
+// maxNumSFs bounds numSfs before any PF is seen: BlueField-3, the model
+// with the most, carries 1000; each PF's model bounds it further (Unfit).
+const maxNumSFs = 1 << 16
+
+// numSFs validates the PF's SF count, nil when none is given: SFs are
+// ports of the switchdev eSwitch, which a layout bringing the PF to
+// legacy mode takes away.
+func (e entry) numSFs(n *int, mode string) *int {
+	switch {
+	case n == nil:
+		return nil
+	case *n < 0 || *n > maxNumSFs:
+		e.fail("numSfs", strconv.Itoa(*n), fmt.Errorf("want 0-%d", maxNumSFs))
+		return nil
+	case *n > 0 && mode == devlink.ModeLegacy:
+		e.fail("numSfs", strconv.Itoa(*n), errors.New("SFs are ports of the switchdev eSwitch, and eswitchMode is legacy"))
+		return nil
+	}
+	return n
 }
 
 // eswitchMode validates the PF's eSwitch mode, "" when none is given.
@@ -264,7 +323,7 @@ func (c *Config) Layouts(inv *discovery.Inventory) (out []PFLayout, warnings []s
 				pf.Address, layoutEntry(j, c.VFLayouts[j].Name), layoutEntry(l.Index, l.Name)))
 		}
 		out = append(out, PFLayout{PF: pf.Address, PFName: cand.pfName(), TotalVFs: pf.SRIOV.TotalVFs, Model: pf.Model,
-			Switchdev: pf.ESwitch.SwitchdevCapable, Layout: l})
+			Switchdev: pf.ESwitch.SwitchdevCapable, Driver: pf.Driver, ESwitchMode: pf.ESwitch.Mode, MaxSFs: pf.MaxSFs, Layout: l})
 	}
 	return out, warnings
 }

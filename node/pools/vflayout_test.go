@@ -1,6 +1,7 @@
 package pools_test
 
 import (
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -25,6 +26,7 @@ vfLayouts:
     selectors: {pfNames: [ibp65s0f0]}
     numVfs: 8
     eswitchMode: switchdev
+    numSfs: 4
     drivers:
       - {vfs: "0-1", driver: vfio-pci}
       - {vfs: "5,7", driver: uio_pci_generic}
@@ -36,7 +38,7 @@ vfLayouts:
 		t.Fatalf("%d layouts, want 2", len(cfg.VFLayouts))
 	}
 	l := cfg.VFLayouts[0]
-	if l.Name != "ib-dpdk" || l.NumVFs != 8 || l.ESwitchMode != "switchdev" || l.Index != 0 || len(l.Selectors) != 1 || l.Selectors[0].PFNames[0].PF != "ibp65s0f0" {
+	if l.Name != "ib-dpdk" || l.NumVFs != 8 || l.ESwitchMode != "switchdev" || l.NumSFs == nil || *l.NumSFs != 4 || l.Index != 0 || len(l.Selectors) != 1 || l.Selectors[0].PFNames[0].PF != "ibp65s0f0" {
 		t.Errorf("layout 0: %+v", l)
 	}
 	want := []string{"vfio-pci", "vfio-pci", "", "", "", "uio_pci_generic", "", "uio_pci_generic"}
@@ -45,7 +47,7 @@ vfLayouts:
 			t.Errorf("DriverOf(%d) = %q, want %q", i, got, w)
 		}
 	}
-	if off := cfg.VFLayouts[1]; off.NumVFs != 0 || off.Drivers != nil || off.ESwitchMode != "" || off.Index != 1 {
+	if off := cfg.VFLayouts[1]; off.NumVFs != 0 || off.Drivers != nil || off.ESwitchMode != "" || off.NumSFs != nil || off.Index != 1 {
 		t.Errorf("layout 1: %+v", off)
 	}
 }
@@ -116,6 +118,18 @@ func TestParseVFLayoutErrors(t *testing.T) {
 				`vfLayouts[2] "c": eswitchMode: "Switchdev": want "legacy" or "switchdev"`,
 				`vfLayouts[3] "d": eswitchMode: 1: want a string`,
 			}},
+		{"SF count", `
+  - {name: a, selectors: {pfNames: [p]}, numVfs: 4, numSfs: -1}
+  - {name: b, selectors: {pfNames: [p]}, numVfs: 4, numSfs: 70000}
+  - {name: c, selectors: {pfNames: [p]}, numVfs: 4, numSfs: 2, eswitchMode: legacy}
+  - {name: d, selectors: {pfNames: [p]}, numVfs: 4, numSfs: "2"}
+  - {name: e, selectors: {pfNames: [p]}, numVfs: 4, numSfs: 0, eswitchMode: legacy}`,
+			[]string{
+				`vfLayouts[0] "a": numSfs: -1: want 0-65536`,
+				`vfLayouts[1] "b": numSfs: 70000: want 0-65536`,
+				`vfLayouts[2] "c": numSfs: 2: SFs are ports of the switchdev eSwitch, and eswitchMode is legacy`,
+				`vfLayouts[3] "d": numSfs: "2": want a whole number`,
+			}},
 		{"not a list", `
   name: a`,
 			[]string{`vfLayouts: {"name":"a"}: want a list`}},
@@ -166,6 +180,64 @@ vfLayouts:
 	}
 	if !reflect.DeepEqual(warnings, wantWarnings) {
 		t.Errorf("warnings:\n%s\nwant:\n%s", strings.Join(warnings, "\n"), strings.Join(wantWarnings, "\n"))
+	}
+}
+
+// TestUnfitSFs: a layout counting SFs does not fit a PF that is not on
+// mlx5_core, one in legacy mode that the layout does not bring to
+// switchdev, or one whose model carries fewer (or the hardware database
+// does not know); a count of 0, or none, fits any PF.
+func TestUnfitSFs(t *testing.T) {
+	const entry = `vfLayouts[0] "l": `
+	for _, tt := range []struct {
+		name, driver, now, mode, model string
+		num                            *int
+		want                           string
+	}{
+		{"in switchdev", "mlx5_core", "switchdev", "", "ConnectX-6 Dx", new(252), ""},
+		{"brought to switchdev", "mlx5_core", "legacy", "switchdev", "ConnectX-6 Dx", new(2), ""},
+		{"none asked", "ice", "legacy", "", "E810-C", new(0), ""},
+		{"left be", "ice", "legacy", "", "E810-C", nil, ""},
+		{"not mlx5", "ice", "switchdev", "switchdev", "E810-C", new(2),
+			entry + `numSfs 2: PF 0000:3b:00.0 is on "ice", and hwnet adds SFs only to mlx5_core PFs`},
+		{"legacy", "mlx5_core", "legacy", "", "ConnectX-6 Dx", new(2),
+			entry + `numSfs 2: PF 0000:3b:00.0's eSwitch is in legacy mode, and SFs are ports of the switchdev eSwitch (declare eswitchMode: switchdev)`},
+		{"beyond maxSFs", "mlx5_core", "switchdev", "", "ConnectX-6 Dx", new(253),
+			entry + `numSfs 253 is more than PF 0000:3b:00.0's model ConnectX-6 Dx carries (hardware database maxSFs 252)`},
+		{"unknown model", "mlx5_core", "switchdev", "", "", new(1),
+			entry + `numSfs 1: PF 0000:3b:00.0's model is not in the hardware database, which says how many SFs a model carries (add it with --hwdb, maxSFs)`},
+	} {
+		maxSFs := map[string]int{"ConnectX-6 Dx": 252}[tt.model]
+		l := pools.PFLayout{PF: "0000:3b:00.0", TotalVFs: 8, Model: tt.model, Switchdev: true, Driver: tt.driver, ESwitchMode: tt.now,
+			MaxSFs: maxSFs, Layout: &pools.VFLayout{Name: "l", NumVFs: 4, ESwitchMode: tt.mode, NumSFs: tt.num}}
+		if got := l.Unfit(); got != tt.want {
+			t.Errorf("%s: Unfit() = %q\nwant %q", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestLayoutsSFs: a PF's layout carries its driver, its eSwitch mode now
+// and its model's maxSFs, from the inventory: the default virtual node's
+// ConnectX-6 Dx (as the e2e node has it) carries 252 SFs, an E810-C none.
+func TestLayoutsSFs(t *testing.T) {
+	db, err := hwdb.Open()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := virtualnode.DefaultSpec()
+	spec.PFs = append(spec.PFs, virtualnode.PFSpec{Model: "ConnectX-6 Dx", SFs: 2, Names: []string{"p2"}})
+	inv := discoverNode(t, db, spec, nil)
+	cfg := mustParse(t, layoutResources+`
+vfLayouts:
+  - {name: all, selectors: {pfNames: [p2, enp59s0f0]}, numVfs: 2}
+`)
+	got, _ := cfg.Layouts(inv)
+	var seen []string
+	for _, l := range got {
+		seen = append(seen, fmt.Sprintf("%s %s %s %d", l.PFName, l.Driver, l.ESwitchMode, l.MaxSFs))
+	}
+	if want := []string{"enp59s0f0 ice legacy 0", "p2 mlx5_core legacy 252"}; !reflect.DeepEqual(seen, want) {
+		t.Errorf("layouts %q, want %q", seen, want)
 	}
 }
 

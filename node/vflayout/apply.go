@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/node/pcidriver"
 )
 
@@ -31,12 +30,12 @@ func (e *ApplyError) Error() string {
 
 func (e *ApplyError) Unwrap() error { return e.Err }
 
-// Apply brings the PF's VFs, and its eSwitch mode when want names one,
-// to want. It writes nothing when they are already so (changed false). A
-// change that fails is undone to before, and to modeBefore when that is
-// not "" (Restore), and the error is an *ApplyError. The caller makes
-// sure no VF of the PF is held.
-func (s Sysfs) Apply(ctx context.Context, pf string, want Want, before []fenceapi.VF, modeBefore string) (changed bool, err error) {
+// Apply brings the PF's VFs, and its eSwitch mode and SFs when want
+// names them, to want. It writes nothing when they are already so
+// (changed false). A change that fails is undone to before (Restore), and
+// the error is an *ApplyError. The caller makes sure no VF or SF of the
+// PF is held.
+func (s Sysfs) Apply(ctx context.Context, pf string, want Want, before Before) (changed bool, err error) {
 	cur, err := s.Read(pf)
 	if err != nil {
 		return false, err
@@ -45,11 +44,15 @@ func (s Sysfs) Apply(ctx context.Context, pf string, want Want, before []fenceap
 	if err != nil {
 		return false, err
 	}
-	if want.SatisfiedBy(cur, mode) {
+	sfs, err := s.SFs(pf, want)
+	if err != nil {
+		return false, err
+	}
+	if want.SatisfiedBy(cur, mode, sfs) {
 		return false, nil
 	}
-	if err := s.set(ctx, pf, want, mode); err != nil {
-		return true, &ApplyError{PF: pf, Err: err, Rollback: s.Restore(ctx, pf, before, modeBefore)}
+	if err := s.set(ctx, pf, want, mode, sfs); err != nil {
+		return true, &ApplyError{PF: pf, Err: err, Rollback: s.Restore(ctx, pf, before)}
 	}
 	return true, nil
 }
@@ -59,26 +62,38 @@ func rollbackTimeout(s Sysfs, n int) time.Duration {
 	return s.Settle * time.Duration(2+3*n)
 }
 
-// Restore brings the PF back to before: its eSwitch mode when modeBefore
-// is not "", then its VF count, then each VF on the driver it had (""
-// unbound) with its driver_override as it was. It is nil only when sysfs
-// (and devlink), read after, show the PF so; else it says what went
-// wrong and what differs. It runs even when ctx ended: a PF left half way
-// is worse than a late stop.
-func (s Sysfs) Restore(ctx context.Context, pf string, before []fenceapi.VF, modeBefore string) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(s, len(before)))
+// Restore brings the PF back to before: the SFs it did not have deleted
+// when the change counted them, its eSwitch mode when it had one to put
+// back, the SFs it had added again, then its VF count, then each VF on
+// the driver it had ("" unbound) with its driver_override as it was. It
+// is nil only when sysfs (and devlink), read after, show the PF so; else
+// it says what went wrong and what differs. It runs even when ctx ended:
+// a PF left half way is worse than a late stop.
+func (s Sysfs) Restore(ctx context.Context, pf string, before Before) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), rollbackTimeout(s, len(before.VFs)+len(before.SFs)))
 	defer cancel()
-	err := s.restore(ctx, pf, before, modeBefore)
-	if diff := s.differs(ctx, pf, before, modeBefore); diff != nil {
+	err := s.restore(ctx, pf, before)
+	if diff := s.differs(ctx, pf, before); diff != nil {
 		return errors.Join(err, diff)
 	}
 	return nil
 }
 
-func (s Sysfs) restore(ctx context.Context, pf string, before []fenceapi.VF, modeBefore string) error {
-	if err := s.restoreMode(ctx, pf, modeBefore); err != nil {
+func (s Sysfs) restore(ctx context.Context, pf string, b Before) error {
+	if b.CountsSFs {
+		if err := s.removeSFs(ctx, pf, b.SFs); err != nil {
+			return err
+		}
+	}
+	if err := s.restoreMode(ctx, pf, b.Mode); err != nil {
 		return err
 	}
+	if b.CountsSFs {
+		if err := s.addSFs(ctx, pf, b.SFs); err != nil {
+			return err
+		}
+	}
+	before := b.VFs
 	cur, err := s.Read(pf)
 	if err != nil {
 		return err
@@ -113,10 +128,20 @@ func (s Sysfs) restoreMode(ctx context.Context, pf, modeBefore string) error {
 	return s.setMode(ctx, pf, modeBefore)
 }
 
-// differs says how the PF's VFs, and its eSwitch mode when modeBefore is
-// not "", differ from before, nil when they do not.
-func (s Sysfs) differs(ctx context.Context, pf string, before []fenceapi.VF, modeBefore string) error {
+// differs says how the PF's VFs, and its eSwitch mode and SFs when the
+// change named them, differ from before, nil when they do not.
+func (s Sysfs) differs(ctx context.Context, pf string, b Before) error {
 	var diffs []string
+	before, modeBefore := b.VFs, b.Mode
+	if b.CountsSFs {
+		diff, err := s.sfsDiffer(pf, b.SFs)
+		if err != nil {
+			return err
+		}
+		if diff != "" {
+			diffs = append(diffs, diff)
+		}
+	}
 	if modeBefore != "" {
 		mode, err := s.readMode(ctx, pf)
 		if err != nil {
@@ -157,11 +182,24 @@ func describeBinding(driver, override string) string {
 	return on + " with driver_override " + override
 }
 
-// set writes the PF's VFs, and its eSwitch mode if want names another
-// than mode, to want and checks they are so.
-func (s Sysfs) set(ctx context.Context, pf string, want Want, mode string) error {
+// set writes the PF's VFs, its eSwitch mode if want names another than
+// mode, and its SFs if want counts other than sfs, to want and checks
+// they are so.
+func (s Sysfs) set(ctx context.Context, pf string, want Want, mode string, sfs []int) error {
+	var target []int
+	if want.NumSFs != nil {
+		target = sfTarget(sfs, *want.NumSFs)
+		if err := s.removeSFs(ctx, pf, target); err != nil {
+			return err
+		}
+	}
 	if want.ESwitchMode != "" && mode != want.ESwitchMode {
 		if err := s.setMode(ctx, pf, want.ESwitchMode); err != nil {
+			return err
+		}
+	}
+	if want.NumSFs != nil {
+		if err := s.addSFs(ctx, pf, target); err != nil {
 			return err
 		}
 	}
@@ -195,8 +233,12 @@ func (s Sysfs) check(ctx context.Context, pf string, want Want) error {
 	if err != nil {
 		return err
 	}
-	if !want.SatisfiedBy(got, mode) {
-		return fmt.Errorf("VFs are %+v (eSwitch %q) after the change, want %s", got, mode, want)
+	sfs, err := s.SFs(pf, want)
+	if err != nil {
+		return err
+	}
+	if !want.SatisfiedBy(got, mode, sfs) {
+		return fmt.Errorf("VFs are %+v (eSwitch %q, SFs %v) after the change, want %s", got, mode, sfs, want)
 	}
 	return nil
 }

@@ -94,7 +94,7 @@ func TestApply(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			before := ifindexes(n)
-			changed, err := sys.Apply(ctx, pf, tc.want, bindings(t, sys), "")
+			changed, err := sys.Apply(ctx, pf, tc.want, vflayout.Before{VFs: bindings(t, sys)})
 			if err != nil || !changed {
 				t.Fatalf("Apply: changed %t, %v", changed, err)
 			}
@@ -102,7 +102,7 @@ func TestApply(t *testing.T) {
 				t.Errorf("VF drivers %q, want %q", got, tc.drivers)
 			}
 			st, err := sys.Read(pf)
-			if err != nil || !tc.want.SatisfiedBy(st, "") {
+			if err != nil || !tc.want.SatisfiedBy(st, "", nil) {
 				t.Errorf("Read: %+v, %v; not %s", st, err, tc.want)
 			}
 			after := ifindexes(n)
@@ -133,7 +133,7 @@ func equal(a, b []string) bool {
 func TestApplyUnchangedWritesNothing(t *testing.T) {
 	n, sys := newNode(t)
 	before := mtimes(t, n.SysRoot())
-	changed, err := sys.Apply(t.Context(), pf, want(8, map[int]string{6: "vfio-pci", 7: "vfio-pci"}), bindings(t, sys), "")
+	changed, err := sys.Apply(t.Context(), pf, want(8, map[int]string{6: "vfio-pci", 7: "vfio-pci"}), vflayout.Before{VFs: bindings(t, sys)})
 	if err != nil || changed {
 		t.Fatalf("Apply of the layout the PF has: changed %t, %v", changed, err)
 	}
@@ -173,7 +173,7 @@ func mtimes(t *testing.T, root string) map[string]time.Time {
 func TestApplyRollsBack(t *testing.T) {
 	n, sys := newNode(t)
 	orig := drivers(n)
-	_, err := sys.Apply(t.Context(), pf, want(300, map[int]string{0: "vfio-pci"}), bindings(t, sys), "")
+	_, err := sys.Apply(t.Context(), pf, want(300, map[int]string{0: "vfio-pci"}), vflayout.Before{VFs: bindings(t, sys)})
 	var ae *vflayout.ApplyError
 	if !errors.As(err, &ae) || ae.Rollback != nil {
 		t.Fatalf("Apply of 300 VFs on a PF of 256: %v, want an ApplyError with the PF back", err)
@@ -205,7 +205,7 @@ func TestApplyRollsBackExactly(t *testing.T) {
 	if before[3] != (fenceapi.VF{}) || before[4] != (fenceapi.VF{Driver: "iavf", Override: "vfio-pci"}) {
 		t.Fatalf("VFs 3 and 4 before: %+v, %+v", before[3], before[4])
 	}
-	_, err := sys.Apply(t.Context(), pf, want(8, map[int]string{0: "no-such-driver", 6: "vfio-pci", 7: "vfio-pci"}), before, "")
+	_, err := sys.Apply(t.Context(), pf, want(8, map[int]string{0: "no-such-driver", 6: "vfio-pci", 7: "vfio-pci"}), vflayout.Before{VFs: before})
 	var ae *vflayout.ApplyError
 	if !errors.As(err, &ae) || ae.Rollback != nil || !strings.Contains(err.Error(), "back as they were") {
 		t.Fatalf("Apply: %v, want an ApplyError with the PF back as it was", err)
@@ -224,7 +224,7 @@ func TestRestoreSaysWhatDiffers(t *testing.T) {
 	sys.Settle = 200 * time.Millisecond
 	before := bindings(t, sys)
 	before[0] = fenceapi.VF{Driver: "no/driver"}
-	err := sys.Restore(t.Context(), pf, before, "")
+	err := sys.Restore(t.Context(), pf, vflayout.Before{VFs: before})
 	want := "VF 0 (0000:3b:01.0) is unbound with driver_override no/driver, it was on no/driver with no driver_override"
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Fatalf("Restore: %v, want it to say %q", err, want)

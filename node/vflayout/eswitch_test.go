@@ -65,6 +65,16 @@ func (f *fakeESwitch) SetESwitchMode(_ context.Context, pci, mode string) error 
 	return nil
 }
 
+// AddSF fails as ice's devlink does for an mlx5 port flavour.
+func (f *fakeESwitch) AddSF(context.Context, string, int) error {
+	return errors.New("operation not supported")
+}
+
+// DeleteSF fails as AddSF does.
+func (f *fakeESwitch) DeleteSF(context.Context, string, int) error {
+	return errors.New("operation not supported")
+}
+
 func (f *fakeESwitch) record() (sets []string, mode string) {
 	mode, _ = f.ESwitchMode(context.Background(), pf)
 	f.mu.Lock()
@@ -91,7 +101,7 @@ func TestApplyESwitchModeThroughZeroVFs(t *testing.T) {
 		{devlink.ModeSwitchdev, "switchdev at 0 VFs", []string{"vfio-pci", "iavf", "iavf", "iavf"}},
 		{devlink.ModeLegacy, "legacy at 0 VFs", []string{"vfio-pci", "iavf", "iavf", "iavf"}},
 	} {
-		changed, err := sys.Apply(t.Context(), pf, withMode(want(4, map[int]string{0: "vfio-pci"}), tc.mode), bindings(t, sys), devlink.ModeLegacy)
+		changed, err := sys.Apply(t.Context(), pf, withMode(want(4, map[int]string{0: "vfio-pci"}), tc.mode), vflayout.Before{VFs: bindings(t, sys), Mode: devlink.ModeLegacy})
 		if err != nil || !changed {
 			t.Fatalf("%s: Apply: changed %t, %v", tc.mode, changed, err)
 		}
@@ -126,7 +136,7 @@ func TestApplyESwitchRollsBack(t *testing.T) {
 			es.fail, es.changed = tc.fail, tc.changed
 			sys.ESwitch = es
 			orig, before := drivers(n), bindings(t, sys)
-			_, err := sys.Apply(t.Context(), pf, withMode(want(tc.num, nil), devlink.ModeSwitchdev), before, devlink.ModeLegacy)
+			_, err := sys.Apply(t.Context(), pf, withMode(want(tc.num, nil), devlink.ModeSwitchdev), vflayout.Before{VFs: before, Mode: devlink.ModeLegacy})
 			var ae *vflayout.ApplyError
 			if !errors.As(err, &ae) || ae.Rollback != nil {
 				t.Fatalf("Apply: %v, want an ApplyError with the PF back", err)
@@ -151,7 +161,7 @@ func TestApplyESwitchSatisfiedWritesNothing(t *testing.T) {
 	sys.ESwitch = es
 	before := mtimes(t, n.SysRoot())
 	w := withMode(want(8, map[int]string{6: "vfio-pci", 7: "vfio-pci"}), devlink.ModeSwitchdev)
-	changed, err := sys.Apply(t.Context(), pf, w, bindings(t, sys), devlink.ModeSwitchdev)
+	changed, err := sys.Apply(t.Context(), pf, w, vflayout.Before{VFs: bindings(t, sys), Mode: devlink.ModeSwitchdev})
 	if err != nil || changed {
 		t.Fatalf("Apply of the layout the PF has: changed %t, %v", changed, err)
 	}
@@ -165,7 +175,7 @@ func TestApplyESwitchSatisfiedWritesNothing(t *testing.T) {
 func TestApplyESwitchWithoutDevlink(t *testing.T) {
 	n, sys := newNode(t)
 	before := mtimes(t, n.SysRoot())
-	_, err := sys.Apply(t.Context(), pf, withMode(want(4, nil), devlink.ModeSwitchdev), bindings(t, sys), "")
+	_, err := sys.Apply(t.Context(), pf, withMode(want(4, nil), devlink.ModeSwitchdev), vflayout.Before{VFs: bindings(t, sys)})
 	if err == nil || !strings.Contains(err.Error(), "no devlink") {
 		t.Errorf("Apply: %v, want it refused for want of devlink", err)
 	}
@@ -182,15 +192,7 @@ func TestManagerESwitchFence(t *testing.T) {
 	sys.ESwitch = es
 	b := newBookNode(t, n, t.TempDir())
 	b.serveKubelet(t)
-	var mu sync.Mutex
-	var fenced *fenceapi.LayoutChange
-	b.onChange = func() {
-		if f, ok := b.layoutFence(); ok {
-			mu.Lock()
-			fenced = f.Layout
-			mu.Unlock()
-		}
-	}
+	fenced := b.lastLayoutChange()
 	layout := []pools.PFLayout{{PF: pf, TotalVFs: 256, Switchdev: true, Layout: &pools.VFLayout{Name: "ovs", NumVFs: 4, ESwitchMode: devlink.ModeSwitchdev}}}
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.DiscardHandler)}, layout)
 	waitFor(t, "the PF in switchdev mode with 4 VFs, its fence lifted", func() bool {
@@ -198,10 +200,8 @@ func TestManagerESwitchFence(t *testing.T) {
 		_, in := b.layoutFence()
 		return mode == devlink.ModeSwitchdev && len(drivers(n)) == 4 && !in && len(b.fenceFiles(t)) == 0
 	})
-	mu.Lock()
-	defer mu.Unlock()
-	if fenced == nil || fenced.ESwitchModeBefore != devlink.ModeLegacy || fenced.Target.ESwitchMode != devlink.ModeSwitchdev {
-		t.Errorf("fence layout %+v, want legacy before, switchdev the target", fenced)
+	if got := fenced(); got == nil || got.ESwitchModeBefore != devlink.ModeLegacy || got.Target.ESwitchMode != devlink.ModeSwitchdev {
+		t.Errorf("fence layout %+v, want legacy before, switchdev the target", got)
 	}
 }
 

@@ -233,11 +233,16 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, rebound map
 		return
 	}
 	mode, err := m.o.Sysfs.ESwitchMode(ctx, t.PF, want)
-	switch {
-	case err != nil:
+	if err != nil {
 		m.modeUnread(t, key, err)
 		return
-	case want.SatisfiedBy(st, mode):
+	}
+	sfs, err := m.o.Sysfs.SFs(t.PF, want)
+	switch {
+	case err != nil:
+		m.o.Log.Error("VF layout: cannot read the PF's SFs", "pf", t.PF, "layout", t.Layout.Name, "err", err)
+		return
+	case want.SatisfiedBy(st, mode, sfs):
 		delete(m.failed, t.PF)
 		m.setWhy(t, "")
 		// A fence still standing (an earlier agent stopped after its
@@ -247,7 +252,7 @@ func (m *Manager) reconcilePF(ctx context.Context, t pools.PFLayout, rebound map
 	case !m.due(t.PF, key):
 		return // failed as it stands: tried again when due, or a new layout at once
 	}
-	f, free := m.fenceFor(t, st, want, mode)
+	f, free := m.fenceFor(t, want, Before{VFs: st.Bindings(), Mode: mode, SFs: sfs, CountsSFs: want.NumSFs != nil})
 	// The fence withdraws the PF, its VFs present and to come and their
 	// ports from every front end before the first write, and keeps on
 	// disk what the change is; the ledger refuses it while any of them is
@@ -285,14 +290,15 @@ func resting(st State, rebound map[string]pcidriver.Binding) {
 	}
 }
 
-// fenceFor is the fence the change takes, and whether the PF's VFs must
-// be free for it; mode is the PF's eSwitch mode now ("" when want names
-// none). A PF fenced already (an earlier agent stopped half way, a
-// rollback failed) keeps what it had before that change, which a failure
-// rolls back to; none of its VFs could be handed out since.
-func (m *Manager) fenceFor(t pools.PFLayout, st State, want Want, mode string) (ledger.Fence, bool) {
+// fenceFor is the fence the change takes, and whether the PF's VFs and
+// SFs must be free for it; now is what the PF has (its mode "" when want
+// names none, its SFs unread when want counts none). A PF fenced already
+// (an earlier agent stopped half way, a rollback failed) keeps what it
+// had before that change, which a failure rolls back to; none of its VFs
+// or SFs could be handed out since.
+func (m *Manager) fenceFor(t pools.PFLayout, want Want, now Before) (ledger.Fence, bool) {
 	f := ledger.Fence{Key: fenceKey(t.PF), PF: t.PF, Reason: fmt.Sprintf("its PF's VF layout %s is being applied", t.Layout.Name),
-		Layout: &fenceapi.LayoutChange{Name: t.Layout.Name, Before: st.Bindings(), ESwitchModeBefore: mode, Target: want.layout()}}
+		Layout: &fenceapi.LayoutChange{Name: t.Layout.Name, Before: now.VFs, ESwitchModeBefore: now.Mode, SFsBefore: now.SFs, Target: want.layout()}}
 	old, ok := m.standing(t.PF)
 	if !ok || old.Layout == nil {
 		return f, true
@@ -300,9 +306,13 @@ func (m *Manager) fenceFor(t pools.PFLayout, st State, want Want, mode string) (
 	m.o.Log.Info("VF layout: the PF is fenced already, by a change that did not end; a failure rolls back to what it had before that one",
 		"pf", t.PF, "layout", t.Layout.Name, "since", old.Since)
 	f.Since, f.Layout.Before = old.Since, old.Layout.Before
-	// A change that left the mode be had the mode the PF has now.
+	// A change that left the mode, or the SFs, be had the mode, or the
+	// SFs, the PF has now.
 	if old.Layout.ESwitchModeBefore != "" {
 		f.Layout.ESwitchModeBefore = old.Layout.ESwitchModeBefore
+	}
+	if old.Layout.Target.NumSFs != nil {
+		f.Layout.SFsBefore = old.Layout.SFsBefore
 	}
 	return f, false
 }
@@ -327,7 +337,7 @@ func (m *Manager) refused(t pools.PFLayout, key string, err error) {
 func (m *Manager) apply(ctx context.Context, t pools.PFLayout, change *fenceapi.LayoutChange, want Want, key string) {
 	start := time.Now()
 	m.o.Log.Info("VF layout: changing the PF's VFs", "pf", t.PF, "layout", t.Layout.Name, "want", want.String())
-	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, change.Before, change.ESwitchModeBefore)
+	_, err := m.o.Sysfs.Apply(ctx, t.PF, want, BeforeOf(change))
 	took := time.Since(start)
 	ae, isApply := errors.AsType[*ApplyError](err)
 	switch {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	fenceapi "github.com/hwnet-io/hwnet/api/fence"
 	"github.com/hwnet-io/hwnet/internal/events"
 	"github.com/hwnet-io/hwnet/internal/metrics"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -99,6 +100,25 @@ func (b *bookNode) layoutFence() (ledger.Fence, bool) {
 		}
 	}
 	return ledger.Fence{}, false
+}
+
+// lastLayoutChange keeps, at each change of the Book, the layout change
+// the PF's fence records, and returns a reader of the last kept.
+func (b *bookNode) lastLayoutChange() func() *fenceapi.LayoutChange {
+	var mu sync.Mutex
+	var last *fenceapi.LayoutChange
+	b.onChange = func() {
+		if f, ok := b.layoutFence(); ok {
+			mu.Lock()
+			last = f.Layout
+			mu.Unlock()
+		}
+	}
+	return func() *fenceapi.LayoutChange {
+		mu.Lock()
+		defer mu.Unlock()
+		return last
+	}
 }
 
 // fenceFiles are the files in the fence directory.

@@ -57,7 +57,7 @@ func (m *Manager) undo(ctx context.Context, f ledger.Fence) {
 	t.Layout.Name = f.Layout.Name
 	m.o.Log.Info("VF layout: undoing the change an earlier agent left half way", "pf", f.PF, "layout", t.Layout.Name)
 	start := time.Now()
-	err := m.o.Sysfs.Restore(ctx, f.PF, f.Layout.Before, f.Layout.ESwitchModeBefore)
+	err := m.o.Sysfs.Restore(ctx, f.PF, BeforeOf(f.Layout))
 	took := time.Since(start)
 	if err != nil {
 		m.o.Metrics.ObserveVFLayoutChange(f.PF, "rollback_failed", took)

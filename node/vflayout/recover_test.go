@@ -84,7 +84,7 @@ func TestManagerAfterADeadAgent(t *testing.T) {
 		return n.SetNumVFs(t.Context(), pf, 0)
 	}
 	lastWrite := func(t *testing.T, _ *virtualnode.Node, sys vflayout.Sysfs) error {
-		_, err := sys.Apply(t.Context(), pf, vflayout.WantOf(dpdkLayout[0].Layout), nil, "")
+		_, err := sys.Apply(t.Context(), pf, vflayout.WantOf(dpdkLayout[0].Layout), vflayout.Before{})
 		return err
 	}
 	for _, tc := range []struct {

@@ -9,8 +9,12 @@
 // the driver_override it had. A layout may name the PF's eSwitch mode
 // too, set through devlink (ESwitch) with no VF present, as ice and mlx5
 // require: the VFs go to 0, the mode is set, then the VFs are laid out;
-// a rollback puts the mode back first. A PF already as declared is not
-// written to.
+// a rollback puts the mode back first. A layout may count the PF's mlx5
+// scalable functions too, added and deleted through devlink's ports
+// (sfTarget says which sfnums): those to go are deleted before the mode
+// changes, those to come added after, as SFs are ports of the switchdev
+// eSwitch; a rollback does the same towards the sfnums the PF had. A PF
+// already as declared is not written to.
 package vflayout
 
 import (
@@ -51,6 +55,9 @@ type Want struct {
 	Drivers map[int]string
 	// ESwitchMode is the PF's eSwitch mode, "" to leave it as it is.
 	ESwitchMode string
+	// NumSFs is the PF's number of scalable functions, nil to leave them
+	// as they are.
+	NumSFs *int
 }
 
 // ESwitch reads and sets PFs' eSwitch modes: devlink's, or its record.
@@ -58,7 +65,7 @@ type ESwitch = devlink.ESwitch
 
 // WantOf is the layout l declares.
 func WantOf(l *pools.VFLayout) Want {
-	w := Want{NumVFs: l.NumVFs, Drivers: map[int]string{}, ESwitchMode: l.ESwitchMode}
+	w := Want{NumVFs: l.NumVFs, Drivers: map[int]string{}, ESwitchMode: l.ESwitchMode, NumSFs: l.NumSFs}
 	for i := range l.NumVFs {
 		if d := l.DriverOf(i); d != "" {
 			w.Drivers[i] = d
@@ -69,7 +76,7 @@ func WantOf(l *pools.VFLayout) Want {
 
 // layout is w as a fence file records it.
 func (w Want) layout() fenceapi.Layout {
-	return fenceapi.Layout{NumVFs: w.NumVFs, Drivers: maps.Clone(w.Drivers), ESwitchMode: w.ESwitchMode}
+	return fenceapi.Layout{NumVFs: w.NumVFs, Drivers: maps.Clone(w.Drivers), ESwitchMode: w.ESwitchMode, NumSFs: w.NumSFs}
 }
 
 // Bindings are each VF's driver and driver_override, by index: what a
@@ -91,11 +98,11 @@ func (w Want) fits(i int, vf VF) bool {
 	return vf.Override == "" && vf.Driver != ""
 }
 
-// SatisfiedBy reports whether the PF's VFs, and its eSwitch mode, are as
-// w wants them; mode is the PF's mode as Sysfs.ESwitchMode reads it, ""
-// when w names none.
-func (w Want) SatisfiedBy(s State, mode string) bool {
-	if len(s) != w.NumVFs || (w.ESwitchMode != "" && mode != w.ESwitchMode) {
+// SatisfiedBy reports whether the PF's VFs, its eSwitch mode and its SFs
+// are as w wants them; mode is the PF's mode as Sysfs.ESwitchMode reads
+// it, "" when w names none, and sfs its sfnums as Sysfs.SFs reads them.
+func (w Want) SatisfiedBy(s State, mode string, sfs []int) bool {
+	if len(s) != w.NumVFs || (w.ESwitchMode != "" && mode != w.ESwitchMode) || (w.NumSFs != nil && len(sfs) != *w.NumSFs) {
 		return false
 	}
 	for i, vf := range s {
@@ -111,6 +118,9 @@ func (w Want) String() string {
 	var parts []string
 	if w.ESwitchMode != "" {
 		parts = append(parts, "eSwitch "+w.ESwitchMode)
+	}
+	if w.NumSFs != nil {
+		parts = append(parts, fmt.Sprintf("%d SFs", *w.NumSFs))
 	}
 	for _, i := range slices.Sorted(maps.Keys(w.Drivers)) {
 		parts = append(parts, fmt.Sprintf("VF %d on %s", i, w.Drivers[i]))
@@ -154,8 +164,27 @@ func (s Sysfs) readMode(ctx context.Context, pf string) (string, error) {
 }
 
 // errNoESwitch is a layout naming an eSwitch mode in an agent that has
-// no devlink to set one with.
-var errNoESwitch = errors.New("the layout names an eSwitch mode, and this agent has no devlink to read or set one with (--devlink)")
+// no devlink to set one with; errNoDevlinkSFs one counting SFs.
+var (
+	errNoESwitch    = errors.New("the layout names an eSwitch mode, and this agent has no devlink to read or set one with (--devlink)")
+	errNoDevlinkSFs = errors.New("the layout counts SFs, and this agent has no devlink to add or delete them with (--devlink)")
+)
+
+// Before is what a PF had before a change, which a rollback puts back.
+type Before struct {
+	VFs []fenceapi.VF
+	// Mode is its eSwitch mode, "" when the change leaves the mode be.
+	Mode string
+	// SFs are its SFs' sfnums, ascending, put back only when CountsSFs:
+	// a change that leaves the SFs be does not read them.
+	SFs       []int
+	CountsSFs bool
+}
+
+// BeforeOf is what the change c records the PF had.
+func BeforeOf(c *fenceapi.LayoutChange) Before {
+	return Before{VFs: c.Before, Mode: c.ESwitchModeBefore, SFs: c.SFsBefore, CountsSFs: c.Target.NumSFs != nil}
+}
 
 // bind is s as the binder of single functions.
 func (s Sysfs) bind() pcidriver.Sysfs { return pcidriver.Sysfs{Root: s.Root, Settle: s.Settle} }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"os"
 	"path"
@@ -138,11 +139,7 @@ func (w *writeWatch) serve(ctx context.Context, log *slog.Logger) error {
 		if err != nil {
 			return err
 		}
-		for off := 0; off+unix.SizeofInotifyEvent <= got; {
-			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
-			nameBytes := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
-			off += unix.SizeofInotifyEvent + int(ev.Len)
-			name := strings.TrimRight(string(nameBytes), "\x00")
+		for ev, name := range inotifyEvents(buf[:got]) {
 			if err := w.handle(ctx, w.dirs[ev.Wd], name, ev.Mask); err != nil {
 				log.Warn("the kernel would have failed this write", "file", path.Join(w.dirs[ev.Wd], name), "err", err)
 			}
@@ -150,6 +147,20 @@ func (w *writeWatch) serve(ctx context.Context, log *slog.Logger) error {
 		if w.dev != "" {
 			if err := w.n.MirrorDevices(w.dev); err != nil {
 				log.Warn("device files not mirrored", "dev", w.dev, "err", err)
+			}
+		}
+	}
+}
+
+// inotifyEvents are the events read into buf, each with its name.
+func inotifyEvents(buf []byte) iter.Seq2[*unix.InotifyEvent, string] {
+	return func(yield func(*unix.InotifyEvent, string) bool) {
+		for off := 0; off+unix.SizeofInotifyEvent <= len(buf); {
+			ev := (*unix.InotifyEvent)(unsafe.Pointer(&buf[off]))
+			name := buf[off+unix.SizeofInotifyEvent : off+unix.SizeofInotifyEvent+int(ev.Len)]
+			off += unix.SizeofInotifyEvent + int(ev.Len)
+			if !yield(ev, strings.TrimRight(string(name), "\x00")) {
+				return
 			}
 		}
 	}

@@ -261,11 +261,17 @@ func (l *links) addPair(st *state, f *Function) error {
 		}
 	}
 	for _, sf := range f.SFs {
-		if err := l.addVeth(sf.Netdev, sf.Representor, vethMAC(sf.Netdev, sfMAC(st, rid, sf.Num, roleFunction)), vethMAC(sf.Representor, sfMAC(st, rid, sf.Num, roleRepresentor))); err != nil {
+		if err := l.addSFVeth(st, rid, sf); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// addSFVeth adds the SF's veth pair: its netdev and its representor.
+func (l *links) addSFVeth(st *state, pf routingID, sf *SF) error {
+	return l.addVeth(sf.Netdev, sf.Representor, vethMAC(sf.Netdev, sfMAC(st, pf, sf.Num, roleFunction)),
+		vethMAC(sf.Representor, sfMAC(st, pf, sf.Num, roleRepresentor)))
 }
 
 // vethMAC is the MAC a netdev's veth gets: its own when it has an
@@ -336,16 +342,25 @@ func (l *links) del(f *Function) error {
 		if nd == nil {
 			continue
 		}
-		link, err := l.h.LinkByName(nd.Name)
-		if _, gone := errors.AsType[netlink.LinkNotFoundError](err); gone {
-			continue
+		if err := l.delVeth(nd); err != nil {
+			return err
 		}
-		if err == nil {
-			err = l.h.LinkDel(link)
-		}
-		if err != nil {
-			return fmt.Errorf("delete veth %s: %w", nd.Name, err)
-		}
+	}
+	return nil
+}
+
+// delVeth deletes the netdev's veth pair, unless the netdev is no longer
+// in the netns.
+func (l *links) delVeth(nd *Netdev) error {
+	link, err := l.h.LinkByName(nd.Name)
+	if _, gone := errors.AsType[netlink.LinkNotFoundError](err); gone {
+		return nil
+	}
+	if err == nil {
+		err = l.h.LinkDel(link)
+	}
+	if err != nil {
+		return fmt.Errorf("delete veth %s: %w", nd.Name, err)
 	}
 	return nil
 }

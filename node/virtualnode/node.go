@@ -53,7 +53,7 @@ type Node struct {
 	saved stateStamp
 	// pending are the uevents of a change under way, announced once the
 	// tree shows it; seq numbers them.
-	pending []pciUEvent
+	pending []kernelUEvent
 	seq     uint64
 }
 

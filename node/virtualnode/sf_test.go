@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/vishvananda/netlink"
+
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
@@ -104,15 +106,7 @@ func checkSFRDMA(t *testing.T, n *virtualnode.Node, sf *virtualnode.SF, dir stri
 // TestLinksSFs: with links, each SF's netdev is a real link like a VF's,
 // with its representor the other end; Destroy takes them all.
 func TestLinksSFs(t *testing.T) {
-	vnodetest.RequireRoot(t)
-	spec := rootSpec(t)
-	spec.PFs, spec.NICs = sfSpec(spec.Name).PFs, nil
-	n, err := virtualnode.Build(context.Background(), spec, vnodetest.OpenDB(t), virtualnode.Options{Dir: vnodetest.Dir(t), Links: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = n.Destroy() }) // Destroy is idempotent: this one is for a failure before the test's own
-	h := netlinkIn(t, n)
+	n, h := buildSFLinks(t)
 	checkLinksMatchTree(t, n, h)
 	checkTree(t, n)
 	checkSFs(t, n)
@@ -128,12 +122,27 @@ func TestLinksSFs(t *testing.T) {
 	if err := n.Destroy(); err != nil {
 		t.Fatal(err)
 	}
-	netnsFile := filepath.Join(virtualnode.NetnsDir, virtualnode.NetnsPrefix+spec.Name)
+	netnsFile := filepath.Join(virtualnode.NetnsDir, virtualnode.NetnsPrefix+n.Name())
 	for _, path := range []string{netnsFile, n.Dir()} {
 		if _, err := os.Stat(path); !errors.Is(err, fs.ErrNotExist) {
 			t.Errorf("%s is still there after Destroy: %v", path, err)
 		}
 	}
+}
+
+// buildSFLinks builds sfSpec with links, as root, and a netlink handle
+// in its netns.
+func buildSFLinks(t *testing.T) (*virtualnode.Node, *netlink.Handle) {
+	t.Helper()
+	vnodetest.RequireRoot(t)
+	spec := rootSpec(t)
+	spec.PFs, spec.NICs = sfSpec(spec.Name).PFs, nil
+	n, err := virtualnode.Build(context.Background(), spec, vnodetest.OpenDB(t), virtualnode.Options{Dir: vnodetest.Dir(t), Links: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = n.Destroy() }) // Destroy is idempotent: this one is for a failure before the test's own
+	return n, netlinkIn(t, n)
 }
 
 // TestSFsGoWithTheirPFDriver: unbinding mlx5_core from a PF deletes its

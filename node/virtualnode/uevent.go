@@ -16,6 +16,13 @@ import (
 // uevents (udev rebroadcasts on group 2).
 const ueventKernelGroup = 1
 
+// kernelUEvent is one uevent the kernel would send.
+type kernelUEvent interface {
+	message(seq uint64) []byte
+	// about names the device, as an error says it.
+	about() string
+}
+
 // pciUEvent is one uevent the kernel sends about a PCI function.
 type pciUEvent struct {
 	action string // add, remove, bind or unbind
@@ -40,6 +47,25 @@ func (e pciUEvent) message(seq uint64) []byte {
 	return []byte(b.String())
 }
 
+func (e pciUEvent) about() string { return e.action + " of " + e.f.Addr }
+
+// sfNetUEvent is the uevent of an SF's netdev coming (add) or going
+// (remove) with its SF: the watcher of a real node hears of a new SF so,
+// as the auxiliary bus's own uevents are no netdev's. The veth's uevent
+// comes before the tree shows the SF; this one after.
+type sfNetUEvent struct {
+	action string
+	sf     *SF
+}
+
+func (e sfNetUEvent) message(seq uint64) []byte {
+	devpath := "/" + e.sf.SysPath + "/net/" + e.sf.Netdev.Name
+	return fmt.Appendf(nil, "%s@%s\x00ACTION=%s\x00DEVPATH=%s\x00SUBSYSTEM=net\x00INTERFACE=%s\x00IFINDEX=%d\x00SEQNUM=%d\x00",
+		e.action, devpath, e.action, devpath, e.sf.Netdev.Name, e.sf.Netdev.Index, seq)
+}
+
+func (e sfNetUEvent) about() string { return e.action + " of " + e.sf.Name }
+
 // announce broadcasts the uevents in the node's network namespace, on the
 // kernel's group of NETLINK_KOBJECT_UEVENT, once the tree shows what they
 // announce, as the kernel sends them once sysfs does. A generated tree
@@ -47,7 +73,7 @@ func (e pciUEvent) message(seq uint64) []byte {
 // uevents in the namespace (hwnet-agent) hears of the change through the
 // real socket. Netdev uevents the kernel sends itself, for the veths. A
 // node without links has no namespace of its own and announces nothing.
-func (n *Node) announce(evs []pciUEvent) error {
+func (n *Node) announce(evs []kernelUEvent) error {
 	if n.st.Netns == "" || len(evs) == 0 {
 		return nil
 	}
@@ -60,7 +86,7 @@ func (n *Node) announce(evs []pciUEvent) error {
 	for _, e := range evs {
 		n.seq++
 		if err := unix.Sendto(fd, e.message(n.seq), 0, to); err != nil {
-			return fmt.Errorf("send uevent %s of %s: %w", e.action, e.f.Addr, err)
+			return fmt.Errorf("send uevent %s: %w", e.about(), err)
 		}
 	}
 	return nil

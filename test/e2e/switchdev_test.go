@@ -7,11 +7,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
+
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 )
 
 // devlinkLog is the devlink stand-in's record the agent keeps its PFs'
-// eSwitch modes in: the virtual node's PFs have no devlink.
-const devlinkLog = "/var/lib/hwnet/devlink-e2e.jsonl"
+// eSwitch modes and SF ports in: the virtual node's PFs have no devlink,
+// and its hwnet-vnode-kernel enacts the record's SF ports.
+const devlinkLog = cluster.DevlinkRecord
 
 // withESwitch is config whose last vfLayouts entry also declares mode.
 func withESwitch(config []byte, mode string) []byte {
@@ -29,24 +32,8 @@ func TestSwitchdevRepresentor(t *testing.T) {
 	e := setup(t)
 	ctx := testContext(t)
 	original := e.defaultPools(t)
-	removeLog := func(ctx context.Context) error {
-		_, err := Exec(ctx, e.c, nil, "rm", "-f", devlinkLog)
-		return err
-	}
-	if err := removeLog(ctx); err != nil {
-		t.Fatal(err)
-	}
-	// Registered before agentArgs, so it runs once the agent is back on
-	// devlink: the record's modes are the stand-in's, not the node's.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if err := removeLog(ctx); err != nil {
-			t.Error(err)
-		}
-	})
-	e.agentArgs(ctx, t, "--devlink=record:"+devlinkLog)
-	// Registered after agentArgs, so it runs first.
+	e.useDevlinkRecord(ctx, t)
+	// Registered after useDevlinkRecord, so it runs first.
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
 		defer cancel()
@@ -92,6 +79,30 @@ func TestSwitchdevRepresentor(t *testing.T) {
 	if err := e.deletePods(ctx, claimed.Name); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// useDevlinkRecord puts the agent on devlink's stand-in, from an empty
+// devlinkLog, until the test ends; the record goes once the agent is back
+// on devlink: its modes and SF ports are the stand-in's, not the node's.
+func (e *env) useDevlinkRecord(ctx context.Context, t *testing.T) {
+	t.Helper()
+	removeLog := func(ctx context.Context) error {
+		_, err := Exec(ctx, e.c, nil, "rm", "-f", devlinkLog)
+		return err
+	}
+	if err := removeLog(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Registered before agentArgs, so it runs once the agent is back on
+	// devlink.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		if err := removeLog(ctx); err != nil {
+			t.Error(err)
+		}
+	})
+	e.agentArgs(ctx, t, "--devlink=record:"+devlinkLog)
 }
 
 // representorOf is the representor the virtual node draws for the VF.

@@ -130,6 +130,16 @@ func (NoESwitch) SetESwitchMode(context.Context, string, string) error {
 	return fmt.Errorf("devlink: %w", unix.ENOENT)
 }
 
+// AddSF fails as devlink does without its netlink family.
+func (NoESwitch) AddSF(context.Context, string, int) error {
+	return fmt.Errorf("devlink: %w", unix.ENOENT)
+}
+
+// DeleteSF fails as devlink does without its netlink family.
+func (NoESwitch) DeleteSF(context.Context, string, int) error {
+	return fmt.Errorf("devlink: %w", unix.ENOENT)
+}
+
 // VDPA is an in-memory vDPA netlink family, listing these devices: the
 // kernel here has none, and a virtual node no vDPA bus.
 type VDPA []discovery.ParentedVDPA
@@ -143,10 +153,30 @@ func (v VDPA) VDPADevices(context.Context) ([]discovery.ParentedVDPA, error) { r
 // the emulation watches.
 func EnactWrites(t testing.TB, node *virtualnode.Node) {
 	t.Helper()
+	emulate(t, func(ctx context.Context, log *slog.Logger, ready func()) error {
+		return node.EnactWrites(ctx, log, ready)
+	})
+}
+
+// EnactDevlinkRecord runs the node's emulation of mlx5's SF ports
+// (Node.EnactDevlinkRecord) on the devlink record at path until the test
+// ends: the record's port adds and dels make and delete the node's SFs. It
+// returns once the emulation watches.
+func EnactDevlinkRecord(t testing.TB, node *virtualnode.Node, path string) {
+	t.Helper()
+	emulate(t, func(ctx context.Context, log *slog.Logger, ready func()) error {
+		return node.EnactDevlinkRecord(ctx, log, path, "", ready)
+	})
+}
+
+// emulate runs one part of the kernel emulation until the test ends,
+// once it is ready.
+func emulate(t testing.TB, run func(ctx context.Context, log *slog.Logger, ready func()) error) {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	ready, done := make(chan struct{}), make(chan error, 1)
 	go func() {
-		done <- node.EnactWrites(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil)), func() { close(ready) })
+		done <- run(ctx, slog.New(slog.NewTextHandler(testWriter{t}, nil)), func() { close(ready) })
 	}()
 	select {
 	case <-ready:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 )
 
@@ -17,15 +18,23 @@ import (
 // good, which no real node sees.
 const vnodeKernelPackage = "./cmd/hwnet-vnode-kernel"
 
+// DevlinkRecord is the devlink record, as the node sees it, whose SF port
+// adds and dels hwnet-vnode-kernel enacts: a test gives hwnet-agent
+// --devlink=record:DevlinkRecord for the node's mlx5 PFs to get SFs.
+const DevlinkRecord = "/var/lib/hwnet/devlink-e2e.jsonl"
+
 // startVNodeKernel builds hwnet-vnode-kernel from repo into the state
 // directory and starts it on the host, where it reaches the node's netns
-// by name, in the cluster's cgroups.
+// by name, in the cluster's cgroups; it reads DevlinkRecord where the
+// host has the node's /var/lib.
 func (c *Cluster) startVNodeKernel(ctx context.Context, repo string) error {
 	bin, err := buildVNodeKernel(ctx, repo, c.p.bin())
 	if err != nil {
 		return err
 	}
-	p, err := startDetached(vnodeKernel, []string{bin, "--node-dir", c.p.node(), "--dev-dir", c.p.dev()}, c.p.log(vnodeKernel))
+	record := filepath.Join(c.p.varLib(), strings.TrimPrefix(DevlinkRecord, "/var/lib/"))
+	args := []string{bin, "--node-dir", c.p.node(), "--dev-dir", c.p.dev(), "--devlink-record", record}
+	p, err := startDetached(vnodeKernel, args, c.p.log(vnodeKernel))
 	if err != nil {
 		return err
 	}
