@@ -408,14 +408,15 @@ func (b *Book) fencedLocked(d string) (Fence, bool) {
 
 // pfOfLocked is the PF of the function at addr, "" when it is no VF or
 // SF: a scalable function (an auxiliary device) has its PF's changes for
-// its own, as a VF has.
+// its own, as a VF has. A VF's PF is kept, as its address is its PF's
+// offset and stride; an SF's is read each time, as the kernel gives its
+// name to the next SF made, on any PF.
 func (b *Book) pfOfLocked(addr string) (string, error) {
 	if pf, ok := b.pfs[addr]; ok {
 		return pf, nil
 	}
 	if pf, err := filepath.EvalSymlinks(filepath.Join(b.o.SysfsRoot, "bus/auxiliary/devices", addr)); err == nil {
-		b.pfs[addr] = filepath.Base(filepath.Dir(pf))
-		return b.pfs[addr], nil
+		return filepath.Base(filepath.Dir(pf)), nil
 	}
 	dev := filepath.Join(b.o.SysfsRoot, "bus/pci/devices", addr)
 	if _, err := os.Stat(dev); err != nil {

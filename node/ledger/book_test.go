@@ -867,6 +867,53 @@ func TestFenceCoversScalableFunctions(t *testing.T) {
 	}
 }
 
+// TestFenceFollowsARecreatedScalableFunction: the kernel gives an SF's
+// auxiliary device name (mlx5_core.sf.N) to the next SF made, on any PF;
+// an SF deleted under PF A and made again under PF B is B's, and B's
+// fence covers it.
+func TestFenceFollowsARecreatedScalableFunction(t *testing.T) {
+	sysfs := sysfsWithVFs(t)
+	sf := "mlx5_core.sf.4"
+	link := filepath.Join(sysfs, "bus/auxiliary/devices", sf)
+	moveSF := func(pf string) {
+		t.Helper()
+		dir := filepath.Join(sysfs, "devices", pf, sf)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(filepath.Dir(link), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Remove(link); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(dir, link); err != nil {
+			t.Fatal(err)
+		}
+	}
+	moveSF(pfA)
+	b := openBook(t, ledger.BookOptions{SysfsRoot: sysfs})
+	ctx := context.Background()
+	fenceA := ledger.Fence{Key: "vf-layout/" + pfA, PF: pfA, Reason: "its PF's VF layout is changing"}
+	if err := b.Fence(ctx, fenceA, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{sf}, Holder: claimD}); err == nil {
+		t.Fatal("Reserve of the fenced PF's SF passed")
+	}
+	if err := b.Unfence(fenceA.Key); err != nil {
+		t.Fatal(err)
+	}
+	moveSF(pfB)
+	fenceB := ledger.Fence{Key: "vf-layout/" + pfB, PF: pfB, Reason: "its PF's VF layout is changing"}
+	if err := b.Fence(ctx, fenceB, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{sf}, Holder: claimD}); err == nil || !strings.Contains(err.Error(), "is fenced") {
+		t.Errorf("Reserve of %s made again under the fenced PF %s: %v, want refused as fenced", sf, pfB, err)
+	}
+}
+
 // TestReserveProbesTheNetdev: a Reserve asks Present of each device whose
 // netdev no hold explains away, before the verdicts can say the netdev
 // left (link events lag the kernel): one gone is refused with the reason;
