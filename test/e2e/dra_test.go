@@ -54,6 +54,14 @@ func draPoolsConfig(t *testing.T, repo string) []byte {
 func (e *env) usePools(ctx context.Context, t *testing.T, config []byte) {
 	t.Helper()
 	e.switchPools(ctx, t, config)
+	e.waitPools(ctx, t, config)
+}
+
+// waitPools waits until every node's agent serves what config gives its
+// hardware as it is now: a config whose VF layout changes the hardware
+// waits for the layout first.
+func (e *env) waitPools(ctx context.Context, t *testing.T, config []byte) {
+	t.Helper()
 	for _, n := range e.c.Nodes() {
 		want, err := ExpectedPools(ctx, n, config)
 		if err != nil {

@@ -42,8 +42,11 @@ func TestSwitchdevRepresentor(t *testing.T) {
 	switchdev := func(config []byte) []byte {
 		return withESwitch(withVFLayout(config, secondE810, len(secondE810.vfs), secondE810.drivers), "switchdev")
 	}
-	e.usePools(ctx, t, switchdev(original))
+	// The pools are counted once the layout is applied: while it runs,
+	// its VFs are on their way to their drivers.
+	e.switchPools(ctx, t, switchdev(original))
 	t.Log(e.waitNodeEvent(ctx, t, "VFLayoutApplied", secondE810.name, "switchdev"))
+	e.waitPools(ctx, t, switchdev(original))
 	if err := e.c.SyncDevices(); err != nil {
 		t.Fatal(err)
 	}
