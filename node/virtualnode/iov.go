@@ -6,6 +6,7 @@ import (
 	"path"
 	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/hwnet-io/hwnet/hwdb"
 )
@@ -68,7 +69,7 @@ func (s *SRIOV) physPKey(idx string) string {
 // word starting "no"), or an index below the last physical entry. It
 // returns the value as the file then reads.
 func checkPKeyIdx(v string) (string, error) {
-	if len(v) >= 2 && (v[:2] == "no" || v[:2] == "NO" || v[:2] == "No" || v[:2] == "nO") {
+	if len(v) >= 2 && strings.EqualFold(v[:2], "no") {
 		return pkeyIdxNone, nil
 	}
 	i, err := strconv.ParseInt(v, 0, 32)
