@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/hwnet-io/hwnet/node/pcidriver"
 )
 
 // ErrNoPKeys marks a VF whose PF maps no partition keys through the
@@ -76,7 +78,11 @@ func (o IOV) SetPKeyIndex(ctx context.Context, vf VF, idx string) error {
 	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(o.pkeyIdx0(dir, vf), []byte(idx+"\n"), 0); err != nil {
+	rel, err := filepath.Rel(o.SysfsRoot, o.pkeyIdx0(dir, vf))
+	if err == nil {
+		err = pcidriver.Sysfs{Root: o.SysfsRoot}.Write(rel, idx+"\n")
+	}
+	if err != nil {
 		return fmt.Errorf("VF %s: pkey_idx/0 %s: %w", vf.PCIAddress, idx, err)
 	}
 	return nil
