@@ -19,6 +19,9 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/hwnet-io/hwnet/api/vfpolicy"
+	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/cni/netconf"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -31,12 +34,13 @@ var vfSettingsManifests = []string{
 
 var vfSettingsPolicies = schema.GroupVersionResource{Group: "hwnet.io", Version: "v1alpha1", Resource: "vfsettingspolicies"}
 
-// testVFRules grant team-a VLANs 100-199 and rates up to 1000 Mbit/s, and
+// testVFRules grant team-a VLANs 100-199, rates up to 1000 Mbit/s and
+// the partition key 0x8001, and
 // namespaces labelled hwnet.io/tenant=lab trust and spoof check off. The
 // last rule's empty matchLabels matches no namespace, as in the agent: a
 // rule grants only whom it names.
 const testVFRules = `[
- {"name": "team-a", "namespaces": ["team-a"], "allow": {"vlans": [{"min": 100, "max": 199}], "maxTxRateMbps": 1000}},
+ {"name": "team-a", "namespaces": ["team-a"], "allow": {"vlans": [{"min": 100, "max": 199}], "maxTxRateMbps": 1000, "pKeys": ["0x8001"]}},
  {"name": "lab", "namespaceSelector": {"matchLabels": {"hwnet.io/tenant": "lab"}}, "allow": {"trust": true, "spoofchkOff": true}},
  {"name": "no-one", "namespaceSelector": {"matchLabels": {}}, "allow": {"vlans": [{"min": 1, "max": 4094}], "trust": true}}]`
 
@@ -69,12 +73,15 @@ func startVFAPI(t *testing.T) *vfAPI {
 		api.ApplyFile(t, f)
 	}
 	e.setRules(t, testVFRules)
-	for ns, labels := range map[string]map[string]string{"team-a": nil, "lab": {"hwnet.io/tenant": "lab"}, "rogue": nil} {
+	for ns, labels := range tenantLabels {
 		e.tenants[ns] = e.newTenant(t, ns, labels)
 	}
 	e.waitPolicies(t)
 	return e
 }
+
+// tenantLabels are the test's tenant namespaces with their labels.
+var tenantLabels = map[string]map[string]string{"team-a": nil, "lab": {"hwnet.io/tenant": "lab"}, "rogue": nil}
 
 // setRules writes rules (JSON) into the VFSettingsPolicy hwnet.
 func (e *vfAPI) setRules(t *testing.T, rules string) {
@@ -180,7 +187,8 @@ func refusal(setting, rule, ns string) string {
 // TestVFSettingsRefusedAtAdmission: a namespace user's own claim, claim
 // template and NAD ask for VF settings; the admission policies admit what
 // the VFSettingsPolicy grants its namespace and refuse the rest, naming
-// the knob as the object spells it, the value and the rule.
+// the knob as the object spells it, the value and the rule. The agent's
+// Go evaluation of the same objects refuses the same (goRefusal).
 func TestVFSettingsRefusedAtAdmission(t *testing.T) {
 	e := startVFAPI(t)
 	rules := map[string]string{"team-a": "team-a", "lab": "lab", "rogue": ""}
@@ -215,6 +223,12 @@ func TestVFSettingsRefusedAtAdmission(t *testing.T) {
 		// A QoS or protocol alone sets VLAN 0: it would strip an admin's VLAN.
 		{"QoS 0 without a VLAN", "team-a", `{"vlanQoS": 0}`, "vf.vlanQoS=0", `"vlanQoS": 0`, "vlanQoS=0"},
 		{"802.1Q without a VLAN", "rogue", `{"vlanProto": "802.1Q"}`, "vf.vlanProto=802.1Q", `"vlanProto": "802.1Q"`, "vlanProto=802.1Q"},
+		{"a partition key granted", "team-a", `{"pKey": "0x8001"}`, "", `"pkey": "0x8001"`, ""},
+		{"a partition key granted, in upper case", "team-a", `{"PKEY": "0X8001"}`, "", `"pkey": "0X8001"`, ""},
+		{"a partition key not granted", "team-a", `{"pKey": "0x8002"}`, "vf.pKey=0x8002", `"pkey": "0x8002"`, "pkey=0x8002"},
+		{"limited membership of a granted full one", "team-a", `{"pKey": "0x0001"}`, "vf.pKey=0x0001", `"pkey": "0x0001"`, "pkey=0x0001"},
+		{"a partition key, no rule", "rogue", `{"pKey": "0x8001"}`, "vf.pKey=0x8001", `"pkey": "0x8001"`, "pkey=0x8001"},
+		{"a partition key not granted by labels", "lab", `{"pKey": "0x8001"}`, "vf.pKey=0x8001", `"pkey": "0x8001"`, "pkey=0x8001"},
 	} {
 		u := e.tenants[tc.ns]
 		name := fmt.Sprintf("case-%d", i)
@@ -223,6 +237,10 @@ func TestVFSettingsRefusedAtAdmission(t *testing.T) {
 				return ""
 			}
 			return refusal(setting, rules[tc.ns], tc.ns)
+		}
+		checkGoRefusal(t, tc.name+": claim, in Go", goClaimRefusal(t, tc.ns, tc.vf), want(tc.claimRefused))
+		if !agentKeysCaseSensitive[tc.name] {
+			checkGoRefusal(t, tc.name+": NAD, in Go", goNADRefusal(t, tc.ns, hostDeviceConfig(tc.nad)), want(tc.nadRefused))
 		}
 		runWrites(t, []write{
 			{tc.name + ": claim", want(tc.claimRefused), func(ctx context.Context) error { return createClaim(ctx, u, name, "hwnet.io", tc.vf) }},
@@ -403,5 +421,61 @@ func TestVFSettingsPolicyCRD(t *testing.T) {
 		{"a VLAN range upside down", "min must not be above max", create("hwnet", `[{"name": "a", "allow": {"vlans": [{"min": 200, "max": 100}]}}]`)},
 		{"VLAN 4095", "should be less than or equal to 4094", create("hwnet", `[{"name": "a", "allow": {"vlans": [{"min": 1, "max": 4095}]}}]`)},
 		{"17 labels", "must have at most 16 items", create("hwnet", string(many))},
+		{"partition keys", "", create("hwnet", `[{"name": "a", "allow": {"pKeys": ["0x8001", "0x7fff"]}}]`)},
+		{"the invalid partition key", "the invalid partition key", create("hwnet", `[{"name": "a", "allow": {"pKeys": ["0x8000"]}}]`)},
+		{"a partition key not as the kernel writes it", "should match", create("hwnet", `[{"name": "a", "allow": {"pKeys": ["0x801"]}}]`)},
 	})
+}
+
+// agentKeysCaseSensitive are the cases where the agent's NAD check
+// differs from the admission policy's: cni/netconf reads sriov-cni's keys
+// as spelled ("vlan"), where sriov-cni's Go JSON and the policy also take
+// "VLAN".
+var agentKeysCaseSensitive = map[string]bool{"VLAN in upper case": true}
+
+// goClaimRefusal is the agent's verdict on a claim's vf in ns under
+// testVFRules: the refusal's message, "" when allowed.
+func goClaimRefusal(t *testing.T, ns, vf string) string {
+	t.Helper()
+	s, err := vfsettings.Parse(json.RawMessage(vf), "vf")
+	if err != nil {
+		t.Fatalf("claim vf %s: %v", vf, err)
+	}
+	return goRefusal(t, ns, s, vfpolicy.ClaimSpelling)
+}
+
+// goNADRefusal is goClaimRefusal for a NAD's config.
+func goNADRefusal(t *testing.T, ns, config string) string {
+	t.Helper()
+	d, err := netconf.Parse([]byte(config), "vf", "NAD")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.VFKeys()
+	if err != nil {
+		t.Fatalf("NAD %s: %v", config, err)
+	}
+	return goRefusal(t, ns, s, vfpolicy.NADSpelling)
+}
+
+func goRefusal(t *testing.T, ns string, s vfsettings.Settings, sp vfpolicy.Spelling) string {
+	t.Helper()
+	spec, err := vfpolicy.DecodeSpec([]byte(`{"rules": ` + testVFRules + `}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := vfpolicy.Evaluate(vfpolicy.View{Spec: &spec}, vfpolicy.Namespace{Name: ns, Labels: tenantLabels[ns]}, s, sp); err != nil {
+		return err.Error()
+	}
+	return ""
+}
+
+// checkGoRefusal compares the agent's verdict with the admission
+// policy's; the agent names a value as it normalized it (0X8001 as 0x8001,
+// 802.1AD as 802.1ad), the policy as written, so case is not compared.
+func checkGoRefusal(t *testing.T, what, got, want string) {
+	t.Helper()
+	if !strings.EqualFold(got, want) {
+		t.Errorf("%s: %q, want %q", what, got, want)
+	}
 }

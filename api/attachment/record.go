@@ -17,7 +17,10 @@
 //     what the VF had before ("prior"), which a reset puts back; a
 //     version 2 record without them (an older hwnet's) is reset by the PF's
 //     netdev name to the kernel's defaults, and an older hwnet reading a
-//     newer record ignores them and does the same.
+//     newer record ignores them and does the same. Since issue 45 "vf"
+//     may hold an InfiniBand partition key ("settings.pKey") and the
+//     P_Key index the VF had ("priorPKeyIndex"), which an older hwnet
+//     ignores, leaving the VF's key mapped.
 //
 // Decode reads every version, and a newer one too, as far as the fields
 // it knows go: a record is read so that its pod can be torn down, and a

@@ -185,6 +185,10 @@ func (sp Spelling) settings(s vfsettings.Settings) []setting {
 	if s.MAC != "" {
 		add("macAddress", s.MAC, func(a Allow) bool { return a.MACAddress })
 	}
+	if s.PKey != "" {
+		k := s.PKey
+		add("pKey", k, func(a Allow) bool { return slices.Contains(a.PKeys, k) })
+	}
 	return out
 }
 

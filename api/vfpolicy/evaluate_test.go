@@ -22,7 +22,7 @@ func ptr[T any](v T) *T { return &v }
 func policy() *Spec {
 	return &Spec{Rules: []Rule{
 		{Name: "team-a", Namespaces: []string{"team-a"}, Allow: Allow{
-			VLANs: []VLANRange{{Min: 100, Max: 199}, {Min: 300, Max: 300}}, MaxTxRateMbps: ptr[uint64](10000)}},
+			VLANs: []VLANRange{{Min: 100, Max: 199}, {Min: 300, Max: 300}}, MaxTxRateMbps: ptr[uint64](10000), PKeys: []string{"0x8001", "0x0002"}}},
 		{Name: "tenant-b", NamespaceSelector: &Selector{MatchLabels: map[string]string{"hwnet.io/tenant": "b"}}, Allow: Allow{
 			VLANs: []VLANRange{{Min: 1, Max: 4094}}, VLANQoS: true, VLANProto8021ad: true, Trust: true, SpoofchkOff: true,
 			MACAddress: true, LinkState: true, MTU: true}},
@@ -90,6 +90,14 @@ func TestEvaluate(t *testing.T) {
 		{"mac refused, claim", teamA, settingsT{MAC: "02:00:00:00:00:01"}, ClaimSpelling,
 			"VF setting vf.macAddress=02:00:00:00:00:01 refused by VFSettingsPolicy hwnet rule team-a for namespace team-a"},
 		{"mac allowed", tenantB, settingsT{MAC: "02:00:00:00:00:01"}, ClaimSpelling, ""},
+		{"pkey allowed", teamA, settingsT{PKey: "0x8001"}, ClaimSpelling, ""},
+		{"limited membership allowed", teamA, settingsT{PKey: "0x0002"}, NADSpelling, ""},
+		{"full membership not the limited one allowed", teamA, settingsT{PKey: "0x8002"}, NADSpelling,
+			"VF setting pkey=0x8002 refused by VFSettingsPolicy hwnet rule team-a for namespace team-a"},
+		{"pkey refused, claim", tenantB, settingsT{PKey: "0x8001"}, ClaimSpelling,
+			"VF setting vf.pKey=0x8001 refused by VFSettingsPolicy hwnet rule tenant-b for namespace b-prod"},
+		{"no rule: pkey", nobody, settingsT{PKey: "0xffff"}, NADSpelling,
+			"VF setting pkey=0xffff refused by VFSettingsPolicy hwnet: no rule for namespace nobody"},
 		{"first refused setting named", teamA, settingsT{VLAN: ptr(100), Trust: ptr(true), MTU: ptr(1500)}, ClaimSpelling,
 			"VF setting vf.trust=true refused by VFSettingsPolicy hwnet rule team-a for namespace team-a"},
 		{"first rule wins over a later that allows", teamA, settingsT{MTU: ptr(1500)}, ClaimSpelling,

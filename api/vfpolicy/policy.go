@@ -14,6 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
 // The CRD's group, version, kind and resource, and the one object read.
@@ -35,6 +37,7 @@ const (
 	MaxNamespaces  = 256
 	MaxMatchLabels = 16
 	MaxVLANRanges  = 64
+	MaxPKeys       = 64
 	// MaxSize bounds the spec's JSON the decoder reads.
 	MaxSize = 256 << 10
 	minVLAN = 1
@@ -84,6 +87,11 @@ type Allow struct {
 	MACAddress  bool `json:"macAddress,omitempty"`
 	LinkState   bool `json:"linkState,omitempty"`
 	MTU         bool `json:"mtu,omitempty"`
+	// PKeys are the InfiniBand partition keys allowed, each as a VF's
+	// pKey is written ("0x8001"); none: no partition key at all. The
+	// membership bit is part of the key: 0x0001 allows limited
+	// membership of the partition 0x8001 gives in full.
+	PKeys []string `json:"pKeys,omitempty"`
 }
 
 // VLANRange is the VLAN IDs Min to Max, both included.
@@ -187,8 +195,30 @@ func (a Allow) validate(field string) error {
 			return fmt.Errorf("%s: min %d is more than max %d", f, r.Min, r.Max)
 		}
 	}
+	if err := validatePKeys(field, a.PKeys); err != nil {
+		return err
+	}
 	if a.MaxTxRateMbps != nil && *a.MaxTxRateMbps > maxRate {
 		return fmt.Errorf("%s.maxTxRateMbps %d: want at most %d", field, *a.MaxTxRateMbps, uint64(maxRate))
+	}
+	return nil
+}
+
+// validatePKeys checks each key as a VF's pKey is checked, and that it is
+// written as the kernel writes it, the one spelling the admission
+// policies compare.
+func validatePKeys(field string, keys []string) error {
+	if len(keys) > MaxPKeys {
+		return fmt.Errorf("%s.pKeys: %d keys, want at most %d", field, len(keys), MaxPKeys)
+	}
+	for j, k := range keys {
+		v, err := vfsettings.ParsePKey(k)
+		if err == nil && vfsettings.FormatPKey(v) != k {
+			err = fmt.Errorf("want it as %s", vfsettings.FormatPKey(v))
+		}
+		if err != nil {
+			return fmt.Errorf("%s.pKeys[%d] %q: %w", field, j, k, err)
+		}
 	}
 	return nil
 }

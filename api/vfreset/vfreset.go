@@ -11,7 +11,9 @@
 // Versions:
 //
 //   - 1 (current): the VF's settings record (api/vfsettings), why the
-//     reset is pending and since when, with a checksum over them.
+//     reset is pending and since when, with a checksum over them (the
+//     payload's bytes, so a reader that ignores a newer record's fields,
+//     such as issue 45's "pKey" and "priorPKeyIndex", still checks it).
 //
 // Decode reads a newer version as far as its fields are the current ones,
 // its checksum unchecked, so that a rolled-back agent still withholds the

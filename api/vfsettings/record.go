@@ -30,6 +30,11 @@ type Record struct {
 	// record without it, written before hwnet read them, is reset to
 	// Defaults.
 	Prior *Settings `json:"prior,omitempty"`
+	// PriorPKeyIndex is the physical P_Key index the VF's virtual index 0
+	// mapped to before Settings.PKey was set ("0", "none"): what a reset
+	// writes back. "" for a record without a partition key; a reader
+	// older than it resets none.
+	PriorPKeyIndex string `json:"priorPKeyIndex,omitempty"`
 	// Applied is set once every setting was set: a record without it was
 	// being applied when the agent stopped, and a retried prepare sets
 	// it again.

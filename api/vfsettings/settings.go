@@ -1,7 +1,7 @@
 // Package vfsettings is the contract for a VF's settings that hwnet sets
 // through its PF when a device is handed to a pod (VLAN, QoS, spoof
 // check, trust, rate limits, link state, MTU, MAC) and resets when the
-// pod goes: one typed struct and its one validation, whether the
+// pod goes (and an InfiniBand VF's partition key): one typed struct and its one validation, whether the
 // settings came from a claim's NetworkConfig ("vf", parsed here) or from
 // a NetworkAttachmentDefinition's sriov-cni keys (parsed by cni/netconf),
 // and the record of what was set, kept on disk before it is set so that a
@@ -11,6 +11,7 @@ package vfsettings
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -58,6 +59,9 @@ type Settings struct {
 	LinkState string  `json:"linkState,omitempty"`
 	MTU       *int    `json:"mtu,omitempty"`
 	MAC       string  `json:"macAddress,omitempty"`
+	// PKey is an InfiniBand VF's partition key, "0x8001" (the top bit
+	// full membership), normalized to 0x and four lower-case digits.
+	PKey string `json:"pKey,omitempty"`
 }
 
 // IsZero says whether the settings ask for nothing.
@@ -65,6 +69,10 @@ func (s Settings) IsZero() bool { return s == Settings{} }
 
 // SetsVLAN says whether the settings touch the VF's VLAN.
 func (s Settings) SetsVLAN() bool { return s.VLAN != nil || s.VLANQoS != nil || s.VLANProto != "" }
+
+// OnlyPKey says whether the settings ask for a partition key and nothing
+// else: nothing a PF sets through netlink.
+func (s Settings) OnlyPKey() bool { return s.PKey != "" && s == Settings{PKey: s.PKey} }
 
 // SetsRate says whether the settings touch the VF's rate limits.
 func (s Settings) SetsRate() bool { return s.MinTxRate != nil || s.MaxTxRate != nil }
@@ -92,8 +100,8 @@ func Parse(raw json.RawMessage, source string) (Settings, error) {
 type Names map[string]string
 
 // SRIOVCNINames are sriov-cni's names, which a NetworkAttachmentDefinition
-// uses.
-var SRIOVCNINames = Names{"minTxRate": "min_tx_rate", "maxTxRate": "max_tx_rate", "linkState": "link_state", "macAddress": "mac"}
+// uses; "pkey" is ib-sriov-cni's.
+var SRIOVCNINames = Names{"minTxRate": "min_tx_rate", "maxTxRate": "max_tx_rate", "linkState": "link_state", "macAddress": "mac", "pKey": "pkey"}
 
 // q is the field's name in the format, quoted.
 func (n Names) q(claimName string) string {
@@ -110,7 +118,7 @@ func (s *Settings) Validate(source string) error { return s.ValidateAs(source, n
 
 // ValidateAs is Validate with errors naming the fields by names.
 func (s *Settings) ValidateAs(source string, names Names) error {
-	checks := []func(Names) error{s.checkVLAN, s.checkRates, s.checkLinkState, s.checkMTU, s.checkMAC}
+	checks := []func(Names) error{s.checkVLAN, s.checkRates, s.checkLinkState, s.checkMTU, s.checkMAC, s.checkPKey}
 	for _, check := range checks {
 		if err := check(names); err != nil {
 			return fmt.Errorf("%s: %w", source, err)
@@ -191,3 +199,40 @@ func (s *Settings) checkMAC(n Names) error {
 	s.MAC = hw.String()
 	return nil
 }
+
+func (s *Settings) checkPKey(n Names) error {
+	if s.PKey == "" {
+		return nil
+	}
+	k, err := ParsePKey(s.PKey)
+	if err != nil {
+		return fmt.Errorf("%s %q: %w", n.q("pKey"), s.PKey, err)
+	}
+	s.PKey = FormatPKey(k)
+	return nil
+}
+
+// pKeyBase is a partition key without its membership bit.
+const pKeyBase = 0x7fff
+
+// ParsePKey reads a partition key as ib-sriov-cni's "pkey" is written:
+// 0x and one to four hex digits, nothing around them. The membership bit
+// (0x8000) may be set; a key whose other 15 bits are zero (0x0000,
+// 0x8000) is the invalid partition key, which no port may be given.
+func ParsePKey(s string) (uint16, error) {
+	digits, ok := strings.CutPrefix(strings.ToLower(s), "0x")
+	if !ok || len(digits) == 0 || len(digits) > 4 || strings.Trim(digits, "0123456789abcdef") != "" {
+		return 0, errors.New("want 0x and up to four hex digits, such as 0x8001")
+	}
+	v, err := strconv.ParseUint(digits, 16, 16)
+	if err != nil {
+		return 0, err
+	}
+	if v&pKeyBase == 0 {
+		return 0, errors.New("the invalid partition key: its low 15 bits must not all be zero")
+	}
+	return uint16(v), nil
+}
+
+// FormatPKey writes a partition key as the kernel's P_Key tables do.
+func FormatPKey(k uint16) string { return fmt.Sprintf("0x%04x", k) }

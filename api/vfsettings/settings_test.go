@@ -38,6 +38,14 @@ func TestParse(t *testing.T) {
 		{"multicast mac", `{"macAddress":"01:00:5e:00:00:01"}`, `"macAddress" "01:00:5e:00:00:01": a multicast address`, nil},
 		{"zero mac", `{"macAddress":"00:00:00:00:00:00"}`, `the zero address`, nil},
 		{"20-byte mac", `{"macAddress":"00:00:00:00:fe:80:00:00:00:00:00:00:02:00:5e:10:00:00:00:01"}`, `want a 6-byte MAC address`, nil},
+		{"pkey", `{"pKey":"0x8001"}`, "", func(s vfsettings.Settings) bool { return s.PKey == "0x8001" }},
+		{"pkey normalized", `{"pKey":"0X7FF"}`, "", func(s vfsettings.Settings) bool { return s.PKey == "0x07ff" }},
+		{"pkey invalid", `{"pKey":"0x0000"}`, `"pKey" "0x0000": the invalid partition key`, nil},
+		{"pkey invalid full", `{"pKey":"0x8000"}`, `"pKey" "0x8000": the invalid partition key`, nil},
+		{"pkey without 0x", `{"pKey":"8001"}`, `"pKey" "8001": want 0x and up to four hex digits`, nil},
+		{"pkey too wide", `{"pKey":"0x18001"}`, `"pKey" "0x18001": want 0x and up to four hex digits`, nil},
+		{"pkey signed", `{"pKey":"0x+801"}`, `"pKey" "0x+801": want 0x`, nil},
+		{"pkey as a number", `{"pKey":32769}`, `cannot unmarshal number`, nil},
 		{"sriov-cni's spelling", `{"max_tx_rate":1000}`, `unknown field "max_tx_rate"`, nil},
 		{"spoofchk as a string", `{"spoofchk":"on"}`, `cannot unmarshal string`, nil},
 		{"oversize", `{"linkState":"` + strings.Repeat("a", vfsettings.MaxSize) + `"}`, `more than the 1024`, nil},
@@ -129,7 +137,7 @@ func TestRestore(t *testing.T) {
 // FuzzParse: any "vf" object parses or fails with an error naming the
 // source; what parses validates again unchanged and round-trips.
 func FuzzParse(f *testing.F) {
-	for _, s := range []string{`{"vlan":100,"maxTxRate":1000}`, `{"vlan":5,"vlanQoS":3,"vlanProto":"802.1AD"}`, `{"macAddress":"02:00:00:00:00:01","mtu":9000}`, `{"linkState":"auto"}`, `{}`, `[]`} {
+	for _, s := range []string{`{"vlan":100,"maxTxRate":1000}`, `{"vlan":5,"vlanQoS":3,"vlanProto":"802.1AD"}`, `{"macAddress":"02:00:00:00:00:01","mtu":9000}`, `{"linkState":"auto"}`, `{"pKey":"0x8001"}`, `{}`, `[]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, raw []byte) {
@@ -154,6 +162,28 @@ func FuzzParse(f *testing.F) {
 		}
 		if reenc, _ := json.Marshal(back); string(reenc) != string(out) {
 			t.Fatalf("round trip %s -> %s", out, reenc)
+		}
+	})
+}
+
+// FuzzParsePKey: a key parses only as 0x and one to four hex digits with
+// a valid partition (low 15 bits not zero), and its kernel form parses to
+// the same key.
+func FuzzParsePKey(f *testing.F) {
+	for _, s := range []string{"0x8001", "0xffff", "0x7fff", "0x0", "0x8000", "8001", "0x", "0x00001", " 0x1"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		k, err := vfsettings.ParsePKey(s)
+		if err != nil {
+			return
+		}
+		if k&0x7fff == 0 || len(s) < 3 || len(s) > 6 || !strings.EqualFold(s[:2], "0x") {
+			t.Fatalf("%q parsed to %#x", s, k)
+		}
+		back, err := vfsettings.ParsePKey(vfsettings.FormatPKey(k))
+		if err != nil || back != k {
+			t.Fatalf("%q: %#x formats to %q, which parses to %#x (%v)", s, k, vfsettings.FormatPKey(k), back, err)
 		}
 	})
 }

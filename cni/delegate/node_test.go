@@ -86,8 +86,12 @@ type testNode struct {
 }
 
 func newTestNode(t *testing.T, name string) *testNode {
+	return newTestNodeOf(t, name, virtualnode.DefaultSpec())
+}
+
+// newTestNodeOf is newTestNode on spec's virtual node.
+func newTestNodeOf(t *testing.T, name string, spec *virtualnode.Spec) *testNode {
 	vnodetest.RequireRoot(t)
-	spec := virtualnode.DefaultSpec()
 	spec.Name = name
 	node := vnodetest.BuildForTest(t, spec, vnodetest.OpenDB(t), true)
 	n := newHarness(t)

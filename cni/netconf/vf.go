@@ -11,15 +11,21 @@ import (
 // settings of its own configuration.
 const SRIOVCNIType = "sriov"
 
+// IBSRIOVCNIType is ib-sriov-cni's plugin type: its "pkey" goes to the
+// subnet manager (ib-kubernetes), not through the PF.
+const IBSRIOVCNIType = "ib-sriov"
+
 // VFSettings are the VF settings the list's first plugin, the one that
 // takes the device, gives in sriov-cni's keys and types ("vlan",
 // "vlanQoS", "vlanProto", "spoofchk" and "trust" as "on"/"off",
-// "min_tx_rate", "max_tx_rate", "link_state", "mac", "mtu"), for hwnet to
+// "min_tx_rate", "max_tx_rate", "link_state", "mac", "mtu") and
+// ib-sriov-cni's "pkey", for hwnet to
 // set through the PF: a NetworkAttachmentDefinition written for sriov-cni
 // keeps its settings with another interface plugin (host-device). When
-// the first plugin is sriov-cni itself, it sets them, and hwnet none.
+// the first plugin is sriov-cni or ib-sriov-cni itself, it sets them,
+// and hwnet none.
 func (d *Delegate) VFSettings() (vfsettings.Settings, error) {
-	if len(d.Plugins) == 0 || d.Plugins[0].Type == SRIOVCNIType {
+	if len(d.Plugins) == 0 || d.Plugins[0].Type == SRIOVCNIType || d.Plugins[0].Type == IBSRIOVCNIType {
 		return vfsettings.Settings{}, nil
 	}
 	return d.VFKeys()
@@ -50,6 +56,7 @@ func (d *Delegate) VFKeys() (vfsettings.Settings, error) {
 	decode("link_state", "a string", &s.LinkState)
 	decode("mac", "a string", &s.MAC)
 	decode("mtu", "an integer", &s.MTU)
+	decode("pkey", "a string such as \"0x8001\"", &s.PKey)
 	if err == nil {
 		s.SpoofChk, err = onOff(f, path, "spoofchk")
 	}

@@ -31,6 +31,10 @@ func TestVFSettings_SRIOVCNIKeys(t *testing.T) {
 		{"min over max in sriov-cni's names", conf(`,"min_tx_rate":20,"max_tx_rate":10`), src + `: plugins[0]: "min_tx_rate" 20: more than "max_tx_rate" 10`, ""},
 		{"bad link state", conf(`,"link_state":"up"`), src + `: plugins[0]: "link_state" "up": want "auto", "enable" or "disable"`, ""},
 		{"bad mac", conf(`,"mac":"zz"`), src + `: plugins[0]: "mac" "zz": want a 6-byte MAC address`, ""},
+		{"pkey", conf(`,"pkey":"0x8001"`), "", `{"pKey":"0x8001"}`},
+		{"ib-sriov-cni's own pkey", `{"cniVersion":"1.0.0","name":"n","type":"ib-sriov","pkey":"0x8001"}`, "", `{}`},
+		{"invalid pkey", conf(`,"pkey":"0x8000"`), src + `: plugins[0]: "pkey" "0x8000": the invalid partition key`, ""},
+		{"pkey a number", conf(`,"pkey":32769`), src + `: plugins[0].pkey: want a string such as "0x8001", got 32769`, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -68,7 +72,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // an error naming the source, never a panic.
 func FuzzVFSettings(f *testing.F) {
 	for _, seed := range []string{`"vlan":100,"max_tx_rate":1000`, `"spoofchk":"off","trust":"on"`, `"vlanProto":"802.1AD","vlan":4,"vlanQoS":7`,
-		`"mac":"02:00:00:00:00:01","mtu":9000,"link_state":"disable"`, `"min_tx_rate":-1`, `"spoofchk":1`} {
+		`"mac":"02:00:00:00:00:01","mtu":9000,"link_state":"disable"`, `"min_tx_rate":-1`, `"spoofchk":1`, `"pkey":"0x8001"`, `"pkey":"0x8000"`} {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, keys string) {

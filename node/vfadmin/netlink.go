@@ -181,3 +181,17 @@ func (n Netlink) handle() (*netlink.Handle, error) {
 	defer ns.Close()
 	return netlink.NewHandleAt(ns)
 }
+
+// PKeyTable, PKeyIndex and SetPKeyIndex go through sysfs, where mlx4
+// shows a VF's partition key mapping (IOV): netlink has no call for it.
+func (n Netlink) PKeyTable(ctx context.Context, vf VF) ([]string, error) {
+	return IOV{n.SysfsRoot}.PKeyTable(ctx, vf)
+}
+
+func (n Netlink) PKeyIndex(ctx context.Context, vf VF) (string, error) {
+	return IOV{n.SysfsRoot}.PKeyIndex(ctx, vf)
+}
+
+func (n Netlink) SetPKeyIndex(ctx context.Context, vf VF, idx string) error {
+	return IOV{n.SysfsRoot}.SetPKeyIndex(ctx, vf, idx)
+}

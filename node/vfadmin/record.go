@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -84,6 +85,42 @@ func (r *Recorder) SetMAC(ctx context.Context, vf VF, mac string) error {
 
 func (r *Recorder) SetMTU(ctx context.Context, vf VF, mtu int) error {
 	return r.record(ctx, "mtu", vf, strconv.Itoa(mtu))
+}
+
+// PKeyTable is the PF's real table: the recorder sets nothing, so a
+// lookup reads what is there. Without a sysfs root it has none.
+func (r *Recorder) PKeyTable(ctx context.Context, vf VF) ([]string, error) {
+	if r.SysfsRoot == "" {
+		return nil, fmt.Errorf("VF admin record: %w: no sysfs to read the P_Key table from", ErrNoPKeys)
+	}
+	return IOV{r.SysfsRoot}.PKeyTable(ctx, vf)
+}
+
+// PKeyIndex is the index the recorded calls last mapped the VF to, over
+// the real one (the driver's default without a sysfs root).
+func (r *Recorder) PKeyIndex(ctx context.Context, vf VF) (string, error) {
+	r.mu.Lock()
+	calls, err := ReadCalls(r.path)
+	r.mu.Unlock()
+	if err != nil {
+		return "", fmt.Errorf("VF admin record: %w", err)
+	}
+	for _, c := range slices.Backward(calls) {
+		if c.PCIAddress == vf.PCIAddress && c.Op == opPKeyIndex {
+			return c.Value, nil
+		}
+	}
+	if r.SysfsRoot == "" {
+		return defaultPKeyIndex, ctx.Err()
+	}
+	return IOV{r.SysfsRoot}.PKeyIndex(ctx, vf)
+}
+
+// opPKeyIndex is the recorded op of SetPKeyIndex.
+const opPKeyIndex = "pKeyIndex"
+
+func (r *Recorder) SetPKeyIndex(ctx context.Context, vf VF, idx string) error {
+	return r.record(ctx, opPKeyIndex, vf, idx)
 }
 
 func onOff(on bool) string {

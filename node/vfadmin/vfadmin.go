@@ -57,6 +57,19 @@ type Admin interface {
 	SetMAC(ctx context.Context, vf VF, mac string) error
 	// SetMTU sets the MTU of the VF's netdev.
 	SetMTU(ctx context.Context, vf VF, mtu int) error
+	PKeys
+}
+
+// PKeys maps an InfiniBand VF's partition key through its PF, as mlx4
+// shows it in sysfs (IOV): not a netlink call.
+type PKeys interface {
+	// PKeyTable is the PF's physical P_Key table; ErrNoPKeys for a PF
+	// that maps none.
+	PKeyTable(ctx context.Context, vf VF) ([]string, error)
+	// PKeyIndex is the physical index the VF's virtual index 0 maps to.
+	PKeyIndex(ctx context.Context, vf VF) (string, error)
+	// SetPKeyIndex maps the VF's virtual index 0 to physical index idx.
+	SetPKeyIndex(ctx context.Context, vf VF, idx string) error
 }
 
 // New is the Admin a --vf-admin flag names: "netlink", or "record:PATH"
@@ -89,7 +102,7 @@ func Apply(ctx context.Context, a Admin, vf VF, s vfsettings.Settings) error {
 }
 
 // Reset puts back what the VF had before r's settings
-// (vfsettings.Record.Restore). Unlike Apply it makes every call even
+// (vfsettings.Record.Restore, and the P_Key index it had). Unlike Apply it makes every call even
 // after one fails, so that one attribute the kernel refuses leaves no
 // other one set, and returns the failures joined; a PF or netdev that is
 // gone (ErrGone) is no failure, one not back yet (ErrNotBack) is, for the
@@ -97,7 +110,7 @@ func Apply(ctx context.Context, a Admin, vf VF, s vfsettings.Settings) error {
 func Reset(ctx context.Context, a Admin, r vfsettings.Record) error {
 	vf := Of(r)
 	var errs []error
-	for _, step := range steps(a, vf, r.Restore()) {
+	for _, step := range append(steps(a, vf, r.Restore()), resetPKey(a, r)...) {
 		if err := step.set(ctx); err != nil && !errors.Is(err, ErrGone) {
 			errs = append(errs, fmt.Errorf("reset %s: %w", step.name, err))
 		}
@@ -116,17 +129,28 @@ func Of(r vfsettings.Record) VF {
 // NewRecord is the record of s about to be set on vf, with what the VF
 // has now, read from its PF before the first change, as what a reset puts
 // back; orig is its netdev's MAC and MTU. A VF whose settings cannot be
-// read gets none set: they could not be put back.
+// read gets none set: they could not be put back. So does one whose PF
+// cannot map s's partition key, or has not that key.
 func NewRecord(ctx context.Context, a Admin, vf VF, orig vfsettings.Original, s vfsettings.Settings) (*vfsettings.Record, error) {
-	prior, err := a.Read(ctx, vf)
-	if err != nil {
-		return nil, fmt.Errorf("VF %d of %s (%s): read its settings, which a reset puts back: %w", vf.Index, vf.PF, vf.PCIAddress, err)
+	r := &vfsettings.Record{PF: vf.PF, PFPCIAddress: vf.PFPCIAddress, Index: vf.Index, PCIAddress: vf.PCIAddress,
+		Settings: s, Original: orig, Prior: &vfsettings.Settings{}}
+	var err error
+	if s.PKey != "" {
+		if r.PriorPKeyIndex, err = priorPKeyIndex(ctx, a, vf, s.PKey); err != nil {
+			return nil, fmt.Errorf("VF %d of %s (%s): \"pKey\" %s: %w", vf.Index, vf.PF, vf.PCIAddress, s.PKey, err)
+		}
 	}
-	if prior.MTU == nil && orig.MTU != 0 {
-		prior.MTU = &orig.MTU
+	// A partition key alone is no netlink setting: a PF that cannot
+	// report its VFs' (the virtual node's veths) is not asked.
+	if !s.OnlyPKey() {
+		if *r.Prior, err = a.Read(ctx, vf); err != nil {
+			return nil, fmt.Errorf("VF %d of %s (%s): read its settings, which a reset puts back: %w", vf.Index, vf.PF, vf.PCIAddress, err)
+		}
 	}
-	return &vfsettings.Record{PF: vf.PF, PFPCIAddress: vf.PFPCIAddress, Index: vf.Index, PCIAddress: vf.PCIAddress,
-		Settings: s, Original: orig, Prior: &prior}, nil
+	if r.Prior.MTU == nil && orig.MTU != 0 {
+		r.Prior.MTU = &orig.MTU
+	}
+	return r, nil
 }
 
 type step struct {
@@ -158,10 +182,23 @@ func steps(a Admin, vf VF, s vfsettings.Settings) []step {
 	if s.LinkState != "" {
 		add("linkState", func(ctx context.Context) error { return a.SetLinkState(ctx, vf, s.LinkState) })
 	}
+	if s.PKey != "" {
+		add("pKey", func(ctx context.Context) error { return setPKey(ctx, a, vf, s.PKey) })
+	}
 	if s.MTU != nil {
 		add("mtu", func(ctx context.Context) error { return a.SetMTU(ctx, vf, *s.MTU) })
 	}
 	return out
+}
+
+// resetPKey is the step that maps the VF's virtual P_Key index 0 back to
+// where it was, when r set a partition key.
+func resetPKey(a Admin, r vfsettings.Record) []step {
+	if r.Settings.PKey == "" {
+		return nil
+	}
+	idx := cmp.Or(r.PriorPKeyIndex, defaultPKeyIndex)
+	return []step{{"pKey", func(ctx context.Context) error { return a.SetPKeyIndex(ctx, Of(r), idx) }}}
 }
 
 func deref[T any](p *T) T {

@@ -19,6 +19,10 @@ type Function struct {
 	PF string `json:"pf,omitempty"`
 	// VFIndex is a VF's index on its PF (N of the PF's virtfnN link).
 	VFIndex int `json:"vfIndex,omitempty"`
+	// PKeyIdx is, for a VF of an mlx4 InfiniBand PF, the physical P_Key
+	// index its virtual index 0 maps to, as pkey_idx/0 reads ("none");
+	// "" for the driver's default, 0.
+	PKeyIdx string `json:"pKeyIdx,omitempty"`
 	// Model is the hwdb model name; "" for root ports and NICs hwdb does
 	// not know.
 	Model string `json:"model,omitempty"`
@@ -97,6 +101,9 @@ type SRIOV struct {
 	// VFPKey is the default partition key of new InfiniBand VFs, "" for
 	// the default partition's 0xffff.
 	VFPKey string `json:"vfPKey,omitempty"`
+	// PKeys is an mlx4 InfiniBand PF's physical P_Key table (iov.go),
+	// first entry first; nil for a PF without one.
+	PKeys []string `json:"pKeys,omitempty"`
 }
 
 // Bridge is a root port's bus range.

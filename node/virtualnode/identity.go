@@ -102,6 +102,8 @@ func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
 	switch f.Driver {
 	case "mlx5_core":
 		prefix = "mlx5_"
+	case driverMLX4:
+		prefix = "mlx4_"
 	case "ib_qib":
 		prefix = "qib"
 	}
@@ -118,6 +120,9 @@ func (st *state) newRDMA(f *Function, rid routingID) *RDMADevice {
 		st.Next.LID++
 		if pf := st.function(f.PF); pf != nil && pf.SRIOV != nil && pf.SRIOV.VFPKey != "" {
 			d.PKey = pf.SRIOV.VFPKey
+		}
+		if pf := st.function(f.PF); pf != nil && pf.SRIOV != nil && len(pf.SRIOV.PKeys) > 0 {
+			d.PKey = pf.SRIOV.physPKey(f.PKeyIdx)
 		}
 	}
 	return d

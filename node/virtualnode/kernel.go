@@ -27,6 +27,10 @@ import (
 //   - a driver's unbind (bus/pci/drivers/X/unbind, which a function's
 //     driver/unbind is): the function is unbound;
 //   - a driver's bind: the function is bound to that driver;
+//   - an mlx4 VF's pkey_idx/N in its PF's iov tree (iov.go): an index
+//     the kernel refuses (not below the physical table's last entry, nor
+//     "none") is logged and written back; index 0 mapped, the VF's own
+//     P_Key table entry 0 follows;
 //   - bus/pci/drivers_probe: an unbound function is bound to its
 //     driver_override or, without one, a VF to its PF's VF driver. An
 //     override the function cannot take (a netdev driver not its own, or
@@ -98,6 +102,7 @@ func (n *Node) newWriteWatch() (*writeWatch, error) {
 			dirs = append(dirs, f.SysPath)
 		}
 	}
+	dirs = append(dirs, n.pkeyIdxDirs()...)
 	for _, d := range dirs {
 		if err := w.add(d, unix.IN_CLOSE_WRITE); err != nil {
 			w.f.Close()
@@ -183,9 +188,31 @@ func (w *writeWatch) handle(ctx context.Context, dir, name string, mask uint32) 
 	case path.Dir(dir) == pciDrivers && name == "bind":
 		return w.value(dir, name, func(addr string) error { return w.n.BindDriver(ctx, addr, path.Base(dir)) })
 	case name == "sriov_numvfs":
-		return w.value(dir, name, func(v string) error { return w.n.writtenNumVFs(ctx, dir, v) })
+		return w.value(dir, name, func(v string) error {
+			return errors.Join(w.n.writtenNumVFs(ctx, dir, v), w.watchPKeyIdx())
+		})
+	case path.Base(dir) == "pkey_idx" && isDecimal(name):
+		return w.value(dir, name, func(v string) error { return w.n.writtenPKeyIdx(dir, name, v) })
 	}
 	return nil
+}
+
+// watchPKeyIdx watches the pkey_idx directories of VFs made since the
+// last call: watching one twice is the same watch.
+func (w *writeWatch) watchPKeyIdx() error {
+	var errs []error
+	for _, d := range w.n.pkeyIdxDirs() {
+		errs = append(errs, w.add(d, unix.IN_CLOSE_WRITE))
+	}
+	return errors.Join(errs...)
+}
+
+// isDecimal says whether s is a number, as the kernel's attribute names
+// in a table directory are (not the tree's ".N.new" while it replaces
+// one).
+func isDecimal(s string) bool {
+	_, err := strconv.Atoi(s)
+	return err == nil && s[0] != '+' && s[0] != '-'
 }
 
 // newDriver watches a driver's new directory, and enacts what was

@@ -153,6 +153,9 @@ func (p *planner) resolveModel(ps *PFSpec) (*hwdb.Model, error) {
 	if ps.LinkType != "" && !slices.Contains(m.LinkTypes, ps.LinkType) {
 		return nil, &SpecError{Field: "linkType", Err: fmt.Errorf("model %s does not support %q (supports %v)", m.Name, ps.LinkType, m.LinkTypes)}
 	}
+	if newIOVPKeys(m, cmp.Or(ps.LinkType, m.LinkTypes[0])) != nil && ps.VFPKey != "" {
+		return nil, &SpecError{Field: "vfPKey", Err: fmt.Errorf("model %s maps its VFs' partition keys in its iov tree (index 0: %s)", m.Name, iovPKeys[0])}
+	}
 	return m, checkSFs(ps, m)
 }
 
@@ -172,6 +175,7 @@ func (p *planner) addPF(ps *PFSpec, m *hwdb.Model, k int) (*Function, error) {
 	if ps.VFPKey != "" {
 		sr.VFPKey, _ = hwdb.ParsePKey(ps.VFPKey) // checked with the spec
 	}
+	sr.PKeys = newIOVPKeys(m, linkType)
 	numa := 0
 	if len(ps.NUMA) > 0 {
 		numa = ps.NUMA[k%len(ps.NUMA)]

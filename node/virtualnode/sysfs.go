@@ -159,6 +159,9 @@ func (l layout) writeFunction(f *Function) {
 		l.link(f.SysPath+"/physfn", parentDir(f.SysPath)+"/"+f.PF)
 	}
 	l.writeBinding(f)
+	if pf := l.st.iovPF(f); f.IsVF() && pf != nil {
+		l.writeVFIOV(pf, f)
+	}
 	if f.IsVF() {
 		// Last, as the kernel has the VF probed before its write to
 		// sriov_numvfs returns: whoever sees the link sees the VF bound.
@@ -171,6 +174,9 @@ func (l layout) removeFunction(f *Function) {
 	l.removeBinding(f)
 	if f.IsVF() {
 		l.remove(parentDir(f.SysPath) + "/" + f.PF + "/virtfn" + strconv.Itoa(f.VFIndex))
+	}
+	if pf := l.st.iovPF(f); f.IsVF() && pf != nil {
+		l.remove(pf.iovDir() + "/" + f.Addr)
 	}
 	l.remove("bus/pci/devices/" + f.Addr)
 	if f.IOMMUGroup != noIOMMUGroup {
@@ -288,6 +294,9 @@ func (l layout) writeBinding(f *Function) {
 	}
 	if f.RDMA != nil {
 		l.writeRDMA(f.rdmaHolder())
+	}
+	if f.hasIOV() {
+		l.writeIOV(f)
 	}
 	for _, sf := range f.SFs {
 		l.writeSF(f, sf)

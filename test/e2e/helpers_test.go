@@ -529,3 +529,23 @@ func listDiff(b *strings.Builder, what string, before, now []string) {
 		}
 	}
 }
+
+// applyUntilTestEnds applies object; when the test ends it applies
+// restore instead, or, with restore nil, deletes object.
+func (e *env) applyUntilTestEnds(ctx context.Context, t *testing.T, object string, restore []byte) {
+	t.Helper()
+	if _, err := Kubectl(ctx, e.c, []byte(object), "apply", "-f", "-"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
+		defer cancel()
+		args := []string{"apply", "-f", "-"}
+		if restore == nil {
+			restore, args = []byte(object), []string{"delete", "--ignore-not-found", "-f", "-"}
+		}
+		if _, err := Kubectl(ctx, e.c, restore, args...); err != nil {
+			t.Error(err)
+		}
+	})
+}

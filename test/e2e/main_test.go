@@ -124,10 +124,12 @@ func (e *env) bringUp(t *testing.T, nodes int) error {
 	}
 	spec := virtualnode.DefaultSpec()
 	// A PF whose firmware has SR-IOV off, as hwnetctl doctor should name,
-	// and one with scalable functions; after the default node's PFs, so
-	// their addresses stay.
+	// one with scalable functions, and an mlx4 InfiniBand one whose VFs'
+	// partition keys hwnet maps (in no pool of deploy/pools.yaml); after
+	// the default node's PFs, so their addresses stay.
 	spec.PFs = append(spec.PFs, virtualnode.PFSpec{Model: "E810-C", SRIOVOff: true, Names: []string{firmwareOffPF}},
-		virtualnode.PFSpec{Model: "ConnectX-6 Dx", SFs: 2, Names: []string{sfPF}})
+		virtualnode.PFSpec{Model: "ConnectX-6 Dx", SFs: 2, Names: []string{sfPF}},
+		virtualnode.PFSpec{Model: "ConnectX-3", LinkType: "infiniband", VFs: 2, Names: []string{pkeyPF}})
 	dir := stateDir()
 	spec.Name = nodeName()
 	if nodes > 1 {

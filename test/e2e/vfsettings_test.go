@@ -145,16 +145,7 @@ spec:
 // back before it offers a device again: the reset is among the recorded
 // calls by the time the agent is ready.
 func (e *env) vfSettingsAgentAway(ctx context.Context, t *testing.T, pools Pools) {
-	if _, err := Kubectl(ctx, e.c, []byte(vfVLANNAD), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if _, err := Kubectl(ctx, e.c, []byte(vfVLANNAD), "delete", "--ignore-not-found", "-f", "-"); err != nil {
-			t.Error(err)
-		}
-	})
+	e.applyUntilTestEnds(ctx, t, vfVLANNAD, nil)
 	pod := workloadPod("vf-settings-away", `[{"name": "vf-vlan-150"}]`, map[corev1.ResourceName]int64{fabricA: 1})
 	e.cleanupPods(t, pod.Name)
 	start := len(e.vfCalls(ctx, t))
@@ -189,16 +180,7 @@ func (e *env) vfSettingsAgentAway(ctx context.Context, t *testing.T, pools Pools
 // the knob, the value and the rule.
 func (e *env) grantVFSettings(ctx context.Context, t *testing.T) {
 	t.Helper()
-	if _, err := Kubectl(ctx, e.c, []byte(vfPolicyGranting), "apply", "-f", "-"); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), testTimeout)
-		defer cancel()
-		if _, err := Kubectl(ctx, e.c, readRepoFile(t, e.repo, VFSettingsPolicyFile), "apply", "-f", "-"); err != nil {
-			t.Error(err)
-		}
-	})
+	e.applyUntilTestEnds(ctx, t, vfPolicyGranting, readRepoFile(t, e.repo, VFSettingsPolicyFile))
 	for _, tc := range []struct{ object, want string }{
 		{vfRefusedTemplate, "VF setting vf.vlan=300 refused by VFSettingsPolicy hwnet rule e2e-default for namespace default"},
 		{vfRefusedNAD, "VF setting vlan=300 refused by VFSettingsPolicy hwnet rule e2e-default for namespace default"},

@@ -18,7 +18,10 @@
 //     VF to, and what it was on) and a claim "unfinished" (recorded
 //     before its VFs were rebound, its prepare not done): optional too,
 //     a version 3 reader without them leaves a rebound VF on the claim's
-//     driver.
+//     driver. Since issue 45 "vf" may hold an InfiniBand partition key
+//     ("settings.pKey") and the P_Key index the VF had ("priorPKeyIndex"):
+//     optional too, a version 3 reader without them leaves the VF's key
+//     mapped, as a rollback to version 2 leaves every setting.
 //
 // Decode reads every version. It reads a newer version too, as far as
 // the fields it knows go (each claim's UID, CDI spec and devices are
