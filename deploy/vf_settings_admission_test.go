@@ -239,9 +239,7 @@ func TestVFSettingsRefusedAtAdmission(t *testing.T) {
 			return refusal(setting, rules[tc.ns], tc.ns)
 		}
 		checkGoRefusal(t, tc.name+": claim, in Go", goClaimRefusal(t, tc.ns, tc.vf), want(tc.claimRefused))
-		if !agentKeysCaseSensitive[tc.name] {
-			checkGoRefusal(t, tc.name+": NAD, in Go", goNADRefusal(t, tc.ns, hostDeviceConfig(tc.nad)), want(tc.nadRefused))
-		}
+		checkGoRefusal(t, tc.name+": NAD, in Go", goNADRefusal(t, tc.ns, hostDeviceConfig(tc.nad)), want(tc.nadRefused))
 		runWrites(t, []write{
 			{tc.name + ": claim", want(tc.claimRefused), func(ctx context.Context) error { return createClaim(ctx, u, name, "hwnet.io", tc.vf) }},
 			{tc.name + ": claim template", want(tc.claimRefused), func(ctx context.Context) error {
@@ -426,12 +424,6 @@ func TestVFSettingsPolicyCRD(t *testing.T) {
 		{"a partition key not as the kernel writes it", "should match", create("hwnet", `[{"name": "a", "allow": {"pKeys": ["0x801"]}}]`)},
 	})
 }
-
-// agentKeysCaseSensitive are the cases where the agent's NAD check
-// differs from the admission policy's: cni/netconf reads sriov-cni's keys
-// as spelled ("vlan"), where sriov-cni's Go JSON and the policy also take
-// "VLAN".
-var agentKeysCaseSensitive = map[string]bool{"VLAN in upper case": true}
 
 // goClaimRefusal is the agent's verdict on a claim's vf in ns under
 // testVFRules: the refusal's message, "" when allowed.

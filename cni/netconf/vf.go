@@ -3,6 +3,8 @@ package netconf
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
 
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
@@ -44,8 +46,12 @@ func (d *Delegate) VFKeys() (vfsettings.Settings, error) {
 	const path = "plugins[0]."
 	var err error
 	decode := func(key, want string, v any) {
+		var name string
 		if err == nil {
-			err = decodeField(f, path, key, want, v)
+			name, err = sriovField(f, path, key)
+		}
+		if err == nil && name != "" {
+			err = decodeField(f, path, name, want, v)
 		}
 	}
 	decode("vlan", "an integer", &s.VLAN)
@@ -72,10 +78,36 @@ func (d *Delegate) VFKeys() (vfsettings.Settings, error) {
 	return s, nil
 }
 
+// sriovField is the member of f that sriov-cni reads as key, "" for
+// none: Go's JSON decoding matches a field's name in any case, so sriov-cni
+// takes "VLAN" for its "vlan", and a policy reading only "vlan" would let
+// it by. Of two members it would read as key it takes the last, which a
+// map cannot tell: refused.
+func sriovField(f map[string]json.RawMessage, path, key string) (string, error) {
+	var names []string
+	for k := range f {
+		if strings.EqualFold(k, key) {
+			names = append(names, k)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "", nil
+	case 1:
+		return names[0], nil
+	}
+	slices.Sort(names)
+	return "", fmt.Errorf("%s: %q are all sriov-cni's %q, which takes the last: keep one", strings.TrimSuffix(path, "."), names, key)
+}
+
 // onOff reads sriov-cni's "on"/"off" string key; nil when absent.
 func onOff(f map[string]json.RawMessage, path, key string) (*bool, error) {
+	name, err := sriovField(f, path, key)
+	if err != nil || name == "" {
+		return nil, err
+	}
 	var v string
-	if err := decodeField(f, path, key, `"on" or "off"`, &v); err != nil {
+	if err := decodeField(f, path, name, `"on" or "off"`, &v); err != nil {
 		return nil, err
 	}
 	switch v {
@@ -85,5 +117,5 @@ func onOff(f map[string]json.RawMessage, path, key string) (*bool, error) {
 		on := v == "on"
 		return &on, nil
 	}
-	return nil, fmt.Errorf("%s%s: want \"on\" or \"off\", got %q", path, key, v)
+	return nil, fmt.Errorf("%s%s: want \"on\" or \"off\", got %q", path, name, v)
 }

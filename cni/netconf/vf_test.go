@@ -31,6 +31,9 @@ func TestVFSettings_SRIOVCNIKeys(t *testing.T) {
 		{"min over max in sriov-cni's names", conf(`,"min_tx_rate":20,"max_tx_rate":10`), src + `: plugins[0]: "min_tx_rate" 20: more than "max_tx_rate" 10`, ""},
 		{"bad link state", conf(`,"link_state":"up"`), src + `: plugins[0]: "link_state" "up": want "auto", "enable" or "disable"`, ""},
 		{"bad mac", conf(`,"mac":"zz"`), src + `: plugins[0]: "mac" "zz": want a 6-byte MAC address`, ""},
+		{"keys in another case, as sriov-cni reads them", conf(`,"VLAN":100,"Trust":"on"`), "", `{"vlan":100,"trust":true}`},
+		{"a key twice in two cases", conf(`,"vlan":0,"Vlan":300`), src + `: plugins[0]: ["Vlan" "vlan"] are all sriov-cni's "vlan", which takes the last: keep one`, ""},
+		{"a key in another case, bad", conf(`,"SpoofChk":"yes"`), src + `: plugins[0].SpoofChk: want "on" or "off", got "yes"`, ""},
 		{"pkey", conf(`,"pkey":"0x8001"`), "", `{"pKey":"0x8001"}`},
 		{"ib-sriov-cni's own pkey", `{"cniVersion":"1.0.0","name":"n","type":"ib-sriov","pkey":"0x8001"}`, "", `{}`},
 		{"invalid pkey", conf(`,"pkey":"0x8000"`), src + `: plugins[0]: "pkey" "0x8000": the invalid partition key`, ""},
@@ -91,4 +94,21 @@ func FuzzVFSettings(f *testing.F) {
 			t.Fatalf("VF settings %+v accepted but not valid", vf)
 		}
 	})
+}
+
+// TestVFKeys_SRIOVCNIReadsAnyCase: what the VFSettingsPolicy judges of a
+// NAD whose first plugin is sriov-cni is what sriov-cni reads, whose JSON
+// decoding takes "VLAN" for "vlan": a tenant cannot spell a key past it.
+func TestVFKeys_SRIOVCNIReadsAnyCase(t *testing.T) {
+	d, err := Parse([]byte(`{"cniVersion":"1.0.0","name":"n","type":"sriov","VLAN":300,"TRUST":"on"}`), "n", "nad")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := d.VFKeys()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := string(mustJSON(t, s)), `{"vlan":300,"trust":true}`; got != want {
+		t.Errorf("sriov-cni's keys as the policy judges them: %s, want %s", got, want)
+	}
 }
