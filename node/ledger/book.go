@@ -272,14 +272,25 @@ func (b *Book) Reserve(ctx context.Context, req Request) error {
 	b.mu.Lock()
 	err := b.freshCheckLocked(ctx, func(fresh bool) error { return b.checkLocked(req, fresh) })
 	if err == nil {
-		at := b.now()
-		for _, d := range req.Devices {
-			if !slices.ContainsFunc(b.live, func(h liveHold) bool { return h.device == d && sameHolder(h.holder, req.Holder) }) {
-				b.live = append(b.live, liveHold{device: d, holder: req.Holder, at: at})
-			}
-		}
+		b.holdLocked(req, b.now())
 	}
 	return b.unlockAndPublish(err)
+}
+
+// holdLocked adds req's live holds taken at at. A device the holder has
+// already keeps its hold; a pending allocation's starts its grace at at:
+// kubelet allocated it again, and the answers that settle it are those
+// asked after this allocation, not the last one.
+func (b *Book) holdLocked(req Request, at time.Time) {
+	for _, d := range req.Devices {
+		i := slices.IndexFunc(b.live, func(h liveHold) bool { return h.device == d && sameHolder(h.holder, req.Holder) })
+		switch {
+		case i < 0:
+			b.live = append(b.live, liveHold{device: d, holder: req.Holder, at: at})
+		case req.Holder.Pending():
+			b.live[i].at = at
+		}
+	}
 }
 
 // freshCheckLocked runs check, and once more after a fresh read of every

@@ -216,6 +216,42 @@ func testPendingAllocation(t *testing.T, grace, ends time.Duration) {
 	}
 }
 
+// TestPendingAllocationAgain: kubelet allocating a device again for the
+// pool (a new pod, after the last allocation went unreported) starts the
+// grace anew: a PodResources answer that does not name it yet, made
+// sooner than PendingGrace after the new allocation, leaves the device
+// held, and a fence that needs it free is refused. The soak's seed
+// 103,001,448 had the older allocation's grace end the new one.
+func TestPendingAllocationAgain(t *testing.T) {
+	const grace = 3 * time.Second
+	_, src := newSources(t)
+	src.Checkpoint = ""
+	var now time.Time
+	b := ledger.NewBook(ledger.BookOptions{Sources: src, PendingGrace: grace})
+	b.Judge(ledger.Verdicts{})
+	ledger.SetBookClock(b, func() time.Time { return now })
+	now = time.Now()
+	ctx := context.Background()
+	if err := b.Load(ctx); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
+		t.Fatal(err)
+	}
+	now = now.Add(grace + time.Second) // kubelet not asked since: the allocation stands
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
+		t.Fatalf("kubelet allocating the device again: %v", err)
+	}
+	now = now.Add(time.Millisecond)
+	if hs := b.Refresh(ctx).Holders(vfA0); len(hs) != 1 || !hs[0].Pending() {
+		t.Errorf("an allocation 1ms old that kubelet does not report yet: holders %+v, want it pending", hs)
+	}
+	if err := b.Fence(ctx, ledger.Fence{Key: "k", PF: pfA}, true); err == nil {
+		t.Error("a fence that needs the PF's VFs free was taken over the new allocation")
+	}
+}
+
 // TestFailClosed: a source that cannot be read at start holds nothing the
 // Book knows of, so every device is unknown: refused, and named so, until
 // the source is back, when a Reserve reads it again and goes through.

@@ -42,9 +42,49 @@ func (r *ilRun) allocate() string {
 		return "ok, but kubelet refused the pod"
 	}
 	r.m.gone = slices.DeleteFunc(r.m.gone, func(n string) bool { return n == name })
-	r.m.pods[name] = &ilPod{uid: r.m.name(name + "-uid"), resource: res, devices: devices}
+	p := &ilPod{uid: r.m.name(name + "-uid"), resource: res, devices: devices}
+	r.m.pods[name] = p
+	if r.rng.IntN(3) == 0 {
+		// Kubelet records the pod a moment after Allocate answers: the
+		// Book may read PodResources without it meanwhile.
+		p.unreported = true
+		return "ok " + name + " got " + strings.Join(devices, " ") + ", not reported yet"
+	}
 	r.w.setPod(name, res, devices...)
 	return "ok " + name + " got " + strings.Join(devices, " ")
+}
+
+// report is kubelet recording a pod it allocated devices for, which
+// PodResources reports from then on.
+func (r *ilRun) report() string {
+	var names []string
+	for name, p := range r.m.pods {
+		if p.unreported {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return "nothing: every pod reported"
+	}
+	name := r.pick(slices.Sorted(slices.Values(names)))
+	r.reportPod(name)
+	return "ok " + name
+}
+
+func (r *ilRun) reportPod(name string) {
+	p := r.m.pods[name]
+	p.unreported = false
+	r.w.setPod(name, p.resource, p.devices...)
+}
+
+// reportAll records every pod not reported yet: kubelet does so within
+// moments of Allocate, before seconds pass or anything restarts.
+func (r *ilRun) reportAll() {
+	for _, name := range slices.Sorted(maps.Keys(r.m.pods)) {
+		if r.m.pods[name].unreported {
+			r.reportPod(name)
+		}
+	}
 }
 
 // kubeletChoice is what kubelet allocates of the resource: some of its
@@ -319,6 +359,7 @@ func (r *ilRun) read(l *ledger.Ledger) {
 // passTime moves the clock. A starting kubelet has loaded its pods by
 // the time it has run KubeletSettle: that is the setting's promise.
 func (r *ilRun) passTime() string {
+	r.reportAll()
 	d := time.Duration(1+r.rng.IntN(15)) * time.Second
 	r.w.now = r.w.now.Add(d)
 	if r.m.kubeletStarting && !r.w.now.Before(r.m.kubeletSince.Add(kubeletSettle)) {
@@ -341,6 +382,7 @@ func (r *ilRun) agentRestart() string {
 // are all it has of the last one's, and no verdict until the agent
 // judges again.
 func (r *ilRun) restartBook() {
+	r.reportAll() // before the new agent reads kubelet: it has no live holds
 	for key, f := range r.m.fences {
 		if f.Layout == nil {
 			delete(r.m.fences, key)
@@ -352,6 +394,7 @@ func (r *ilRun) restartBook() {
 }
 
 func (r *ilRun) kubeletDownUp() string {
+	r.reportAll()
 	if r.m.kubeletDown {
 		r.w.kubeletUp(false)
 		r.m.kubeletDown = false
@@ -365,6 +408,7 @@ func (r *ilRun) kubeletDownUp() string {
 // kubeletRestart is kubelet restarting, answering without its pods until
 // it has loaded them, which the step's next turn does.
 func (r *ilRun) kubeletRestart() string {
+	r.reportAll()
 	switch {
 	case r.m.kubeletDown:
 		return "nothing: kubelet is down"

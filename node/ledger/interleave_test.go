@@ -98,6 +98,8 @@ type ilModel struct {
 type ilPod struct {
 	uid, resource string
 	devices       []string
+	// unreported is a pod kubelet allocated for and does not report yet.
+	unreported bool
 }
 
 type ilClaim struct {
@@ -207,6 +209,7 @@ type ilStep struct {
 func ilSteps() []ilStep {
 	return []ilStep{
 		{"allocate", 8, (*ilRun).allocate},
+		{"kubelet-reports", 3, (*ilRun).report},
 		{"delete-pod", 4, (*ilRun).deletePod},
 		{"prepare", 8, (*ilRun).prepare},
 		{"unprepare", 4, (*ilRun).unprepare},
