@@ -181,25 +181,33 @@ func TestPendingAllocation(t *testing.T) {
 	}
 }
 
-func testPendingAllocation(t *testing.T, grace, ends time.Duration) {
+// pendingBook is a loaded Book of kubelet's PodResources alone, with the
+// grace and its clock at *now, which starts at time.Now.
+func pendingBook(t *testing.T, grace time.Duration) (*ledger.Book, *testkubelet.PodResources, *time.Time) {
+	t.Helper()
 	kubelet, src := newSources(t)
 	src.Checkpoint = ""
-	var now time.Time
+	now := new(time.Time)
 	b := ledger.NewBook(ledger.BookOptions{Sources: src, PendingGrace: grace})
 	b.Judge(ledger.Verdicts{})
-	ledger.SetBookClock(b, func() time.Time { return now })
-	now = time.Now()
-	ctx := context.Background()
-	if err := b.Load(ctx); err != nil {
+	ledger.SetBookClock(b, func() time.Time { return *now })
+	*now = time.Now()
+	if err := b.Load(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	defer b.Close()
+	t.Cleanup(b.Close)
+	return b, kubelet, now
+}
+
+func testPendingAllocation(t *testing.T, grace, ends time.Duration) {
+	b, kubelet, now := pendingBook(t, grace)
+	ctx := context.Background()
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0, vfA1}, Holder: dpPod}); err != nil {
 		t.Fatal(err)
 	}
-	start := now
+	start := *now
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
-	now = now.Add(ends - time.Millisecond)
+	*now = now.Add(ends - time.Millisecond)
 	l := b.Refresh(ctx)
 	if hs := l.Holders(vfA0); len(hs) != 1 || hs[0].Name != "cnf" {
 		t.Errorf("reported allocation: holders %+v, want pod ns/cnf alone", hs)
@@ -210,7 +218,7 @@ func testPendingAllocation(t *testing.T, grace, ends time.Duration) {
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: claimC}); err == nil {
 		t.Error("a claim got a device an unreported allocation holds")
 	}
-	now = start.Add(ends)
+	*now = start.Add(ends)
 	if hs := b.Refresh(ctx).Holders(vfA1); len(hs) != 0 {
 		t.Errorf("unreported allocation after %s: holders %+v, want none", now.Sub(start), hs)
 	}
@@ -224,26 +232,16 @@ func testPendingAllocation(t *testing.T, grace, ends time.Duration) {
 // 103,001,448 had the older allocation's grace end the new one.
 func TestPendingAllocationAgain(t *testing.T) {
 	const grace = 3 * time.Second
-	_, src := newSources(t)
-	src.Checkpoint = ""
-	var now time.Time
-	b := ledger.NewBook(ledger.BookOptions{Sources: src, PendingGrace: grace})
-	b.Judge(ledger.Verdicts{})
-	ledger.SetBookClock(b, func() time.Time { return now })
-	now = time.Now()
+	b, _, now := pendingBook(t, grace)
 	ctx := context.Background()
-	if err := b.Load(ctx); err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
 		t.Fatal(err)
 	}
-	now = now.Add(grace + time.Second) // kubelet not asked since: the allocation stands
+	*now = now.Add(grace + time.Second) // kubelet not asked since: the allocation stands
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: dpPod}); err != nil {
 		t.Fatalf("kubelet allocating the device again: %v", err)
 	}
-	now = now.Add(time.Millisecond)
+	*now = now.Add(time.Millisecond)
 	if hs := b.Refresh(ctx).Holders(vfA0); len(hs) != 1 || !hs[0].Pending() {
 		t.Errorf("an allocation 1ms old that kubelet does not report yet: holders %+v, want it pending", hs)
 	}
