@@ -12,7 +12,7 @@ import (
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
-// TestProbe: the probe asks netlink of the node's namespace whether a
+// TestProbe: the probe asks the node's namespace whether a
 // device's netdev is there: the VF's is until it leaves (here renamed
 // away, as a move into a pod looks from the node); a device it was given
 // no netdev for is not asked.
@@ -61,4 +61,49 @@ func TestProbe(t *testing.T) {
 	if _, err := devhealth.NewProbe("/run/netns/none-such"); err == nil || !strings.Contains(err.Error(), "none-such") {
 		t.Errorf("NewProbe of a namespace that is not there: %v", err)
 	}
+}
+
+// BenchmarkPresent: one hand-out's probe of a VF's netdev on a node of
+// 64 VFs, and netlink's RTM_GETLINK of the same name beside it, which
+// the probe asked before.
+func BenchmarkPresent(b *testing.B) {
+	node := vnodetest.BuildForTest(b, &virtualnode.Spec{Name: "probe", PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 64}}},
+		vnodetest.OpenDB(b), true)
+	path := "/run/netns/" + node.NetnsName()
+	var vf virtualnode.Function
+	for _, f := range node.Devices() {
+		if f.IsVF() {
+			vf = f
+		}
+	}
+	b.Run("probe", func(b *testing.B) {
+		p, err := devhealth.NewProbe(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer p.Close()
+		p.Expect(map[string]string{vf.Addr: vf.Ifname})
+		for b.Loop() {
+			if err := p.Present(vf.Addr); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("netlink-getlink", func(b *testing.B) {
+		ns, err := netns.GetFromPath(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer ns.Close()
+		h, err := netlink.NewHandleAt(ns)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer h.Close()
+		for b.Loop() {
+			if _, err := h.LinkByName(vf.Ifname); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
 }
