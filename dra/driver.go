@@ -100,7 +100,13 @@ type Options struct {
 	// Metrics records each claim's prepare and unprepare; nil records
 	// nothing.
 	Metrics *metrics.Metrics
+	// BootIDFile names the node's boot ID, which tells the claims an
+	// earlier boot prepared; "" means DefaultBootIDFile.
+	BootIDFile string
 }
+
+// DefaultBootIDFile is the kernel's ID of the running boot.
+const DefaultBootIDFile = "/proc/sys/kernel/random/boot_id"
 
 // Ledger is the device ledger's hand-out path (ledger.Book).
 type Ledger interface {
@@ -125,6 +131,7 @@ func (o Options) withDefaults() Options {
 	o.SysfsRoot = cmp.Or(o.SysfsRoot, "/sys")
 	o.HealthResend = cmp.Or(o.HealthResend, DefaultHealthResend)
 	o.RebindSettle = cmp.Or(o.RebindSettle, pcidriver.DefaultSettle)
+	o.BootIDFile = cmp.Or(o.BootIDFile, DefaultBootIDFile)
 	if o.Logger == nil {
 		o.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -144,6 +151,9 @@ type Driver struct {
 	// slices gives the library the latest devices in the background.
 	slices *sliceSender
 	store  *checkpointStore
+	// bootID is the node's boot ID, "" when it cannot be read: then no
+	// claim counts as an earlier boot's.
+	bootID string
 	// health is what kubelet's health streams report.
 	health *healthBoard
 	// stopWatch ends the restorer's watch and the sender;
@@ -172,6 +182,9 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	d, err := newDriver(opts)
 	if err != nil {
 		return nil, err
+	}
+	if err := d.forgetEarlierBoot(); err != nil {
+		d.log.Error("claims of an earlier boot not marked to be prepared again", "err", err)
 	}
 	if err := d.recoverUnfinished(ctx); err != nil {
 		// Their records stay: the ledger keeps the VFs withheld, and
@@ -222,7 +235,7 @@ func newDriver(opts Options) (*Driver, error) {
 	}
 	log := opts.Logger.With("driver", opts.DriverName)
 	d := &Driver{opts: opts, log: log, slices: newSliceSender(log), store: &checkpointStore{path: opts.checkpointPath(), log: log},
-		health: newHealthBoard(opts.NodeName)}
+		health: newHealthBoard(opts.NodeName), bootID: readBootID(opts.BootIDFile, log)}
 	d.current.Store(&published{devices: map[string]entry{}})
 	return d, nil
 }

@@ -17,3 +17,6 @@ func (d *Driver) Republish(ctx context.Context) { d.republish(ctx) }
 
 // RecoverUnfinished is what Start does before kubelet can call.
 func (d *Driver) RecoverUnfinished(ctx context.Context) error { return d.recoverUnfinished(ctx) }
+
+// ForgetEarlierBoot is what Start does first with the checkpoint.
+func (d *Driver) ForgetEarlierBoot() error { return d.forgetEarlierBoot() }

@@ -32,7 +32,9 @@ const cdiClass = "net"
 // CDI spec per claim whose devices carry the device nodes and whose
 // spec-wide edits set the PCIDEVICE_* variables of the claim's devices,
 // and a device-info file per device. A claim prepared before is answered
-// from the checkpoint, unchanged. A claim's devices are reserved in the
+// from the checkpoint, unchanged, unless an earlier boot of the node
+// prepared it: then it is prepared anew, as kubelet expects of a driver
+// it asks again after a restart. A claim's devices are reserved in the
 // device ledger before anything is written: a device it refuses (another
 // claim or a device plugin pod holds it, a fence withdraws it, who holds
 // it is unknown, it is unhealthy) fails the claim, naming the device and
@@ -71,6 +73,10 @@ func (d *Driver) prepareClaims(ctx context.Context, claims []*resourceapi.Resour
 				out[c.UID] = kubeletplugin.PrepareResult{Err: err}
 				continue
 			}
+			ok = false
+		}
+		if ok && d.earlierBoot(pc) {
+			// Its CDI spec and files went with the node's restart.
 			ok = false
 		}
 		if !ok {
@@ -168,7 +174,7 @@ func (d *Driver) writeClaim(ctx context.Context, c *resourceapi.ResourceClaim, d
 		}
 	}
 	pc := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name, Prepared: time.Now().UTC().Truncate(time.Second),
-		CDISpec: d.specPath(c.UID)}
+		CDISpec: d.specPath(c.UID), BootID: d.bootID}
 	spec := &cdispec.Spec{Version: handout.CDIVersion, Kind: d.opts.DriverName + "/" + cdiClass}
 	for i, cd := range devs {
 		h := cd.entry.handout

@@ -169,7 +169,7 @@ func (d *Driver) rebindClaim(ctx context.Context, cp *checkpoint.Checkpoint, c *
 	if !slices.ContainsFunc(rebinds, func(r *checkpoint.Rebind) bool { return r != nil }) {
 		return nil
 	}
-	pending := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name, CDISpec: d.specPath(c.UID), Unfinished: true}
+	pending := &checkpoint.Claim{Namespace: c.Namespace, Name: c.Name, CDISpec: d.specPath(c.UID), Unfinished: true, BootID: d.bootID}
 	for i, cd := range devs {
 		pending.Devices = append(pending.Devices, checkpoint.Device{Request: cd.result.Request, Pool: cd.result.Pool, Device: cd.result.Device,
 			Resource: cd.entry.res.FullName(), PCIAddress: cd.entry.dev.ID, Rebind: rebinds[i]})

@@ -21,7 +21,10 @@
 //     driver. Since issue 45 "vf" may hold an InfiniBand partition key
 //     ("settings.pKey") and the P_Key index the VF had ("priorPKeyIndex"):
 //     optional too, a version 3 reader without them leaves the VF's key
-//     mapped, as a rollback to version 2 leaves every setting.
+//     mapped, as a rollback to version 2 leaves every setting. A claim
+//     may carry "bootID", the node's boot it was prepared in: optional
+//     too, a version 3 reader without it answers a claim of an earlier
+//     boot from the checkpoint, as it did.
 //
 // Decode reads every version. It reads a newer version too, as far as
 // the fields it knows go (each claim's UID, CDI spec and devices are
@@ -81,6 +84,12 @@ type Claim struct {
 	// reports as the hold's start; absent in claims prepared before it
 	// was recorded (older versions ignore it).
 	Prepared time.Time `json:"prepared,omitzero"`
+	// BootID is the node's boot ID (/proc/sys/kernel/random/boot_id)
+	// when the claim was prepared; absent in claims recorded before it
+	// was (older versions ignore it). A claim of an earlier boot lost
+	// what prepare made: its CDI spec and device-info files were on
+	// tmpfs, its VFs came back with the kernel's settings and drivers.
+	BootID string `json:"bootID,omitempty"`
 	// Unfinished marks a claim recorded before its VFs were rebound,
 	// whose prepare did not end: its VFs go back to what they were on
 	// and it is prepared again.
