@@ -38,16 +38,7 @@ func TestProbe(t *testing.T) {
 	if err := p.Present("0000:00:00.0"); err != nil {
 		t.Errorf("Present of a device without a netdev to probe: %v", err)
 	}
-	ns, err := netns.GetFromPath(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ns.Close()
-	h, err := netlink.NewHandleAt(ns)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer h.Close()
+	h := handleAt(t, path)
 	link, err := h.LinkByName(vf.Ifname)
 	if err == nil {
 		err = h.LinkSetName(link, "elsewhere0")
@@ -90,20 +81,28 @@ func BenchmarkPresent(b *testing.B) {
 		}
 	})
 	b.Run("netlink-getlink", func(b *testing.B) {
-		ns, err := netns.GetFromPath(path)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer ns.Close()
-		h, err := netlink.NewHandleAt(ns)
-		if err != nil {
-			b.Fatal(err)
-		}
-		defer h.Close()
+		h := handleAt(b, path)
 		for b.Loop() {
 			if _, err := h.LinkByName(vf.Ifname); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
+}
+
+// handleAt is a netlink handle in the network namespace at path, closed
+// with the test.
+func handleAt(tb testing.TB, path string) *netlink.Handle {
+	tb.Helper()
+	ns, err := netns.GetFromPath(path)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer ns.Close()
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(h.Close)
+	return h
 }
