@@ -4,12 +4,14 @@ import (
 	"context"
 	"net/http"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 
@@ -46,11 +48,6 @@ func withHealth(ps []dra.Pool, id string, healthy bool, reason string) []dra.Poo
 	}
 	setHealth(out, id, healthy, reason)
 	return out
-}
-
-// firstDevices is ps's one pool with its first k devices.
-func firstDevices(ps []dra.Pool, k int) []dra.Pool {
-	return []dra.Pool{{Resource: ps[0].Resource, Devices: slices.Clone(ps[0].Devices[:k])}}
 }
 
 // settled: the slices are one complete generation of the pool (every
@@ -161,19 +158,106 @@ func TestDriverRevertsForeignWrites(t *testing.T) {
 	}
 }
 
-// TestDriverSlicesOneGeneration: shrinking and growing the pool across
-// the slices' size limit leaves, once settled, one complete generation:
-// every slice of it, and only those, as many as each says.
+// TestDriverSlicesOneGeneration: shrinking, growing and shifting the
+// pool across the slices' size limit leaves, once settled, one complete
+// generation: every slice of it, and only those, as many as each says.
+// Meanwhile, the pool the scheduler gathers (the slices of the highest
+// generation, complete when as many as they say) is, whenever complete,
+// one the driver published, never a mix of two.
 func TestDriverSlicesOneGeneration(t *testing.T) {
 	api, n := startAPI(t, newBigNode(t))
 	drv, _ := runDriver(t, api, n)
-	for _, k := range []int{140, 60, 129, 64, 0, 65, 140} {
-		publish(t, drv, n, firstDevices(n.pools, k))
+	pools := watchPools(t, api.Client())
+	published := map[string]bool{}
+	for _, r := range []struct{ from, to int }{{0, 140}, {0, 60}, {0, 129}, {10, 140}, {0, 64}, {0, 0}, {0, 65}, {5, 140}} {
+		ps := []dra.Pool{{Resource: n.pools[0].Resource, Devices: slices.Clone(n.pools[0].Devices[r.from:r.to])}}
+		published[deviceSet(ps)] = true
+		publish(t, drv, n, ps)
+		k := r.to - r.from
 		ss := kubeapi.WaitSlices(t, api.Client(), nodeSlices(), 30*time.Second, "settled", settled(k))
 		if want := max(1, (k+dra.MaxSliceDevices-1)/dra.MaxSliceDevices); len(ss) != want {
 			t.Errorf("%d devices in %d slices, want %d", k, len(ss), want)
 		}
 	}
+	for _, p := range pools() {
+		if !published[p] {
+			t.Errorf("the scheduler could see a complete pool never published: %.200s", p)
+		}
+	}
+}
+
+// deviceSet is ps's devices' names, sorted and joined.
+func deviceSet(ps []dra.Pool) string {
+	var names []string
+	for _, p := range ps {
+		for _, d := range p.Devices {
+			names = append(names, dra.DeviceName(d.ID))
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+// watchPools watches the node's slices from now and returns a function
+// that stops and returns the device set of every complete pool seen, as
+// the scheduler gathers a pool (k8s.io/dynamic-resource-allocation/
+// structured): the slices of its highest generation, complete when as
+// many as they say.
+func watchPools(t *testing.T, client kubernetes.Interface) func() []string {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := client.ResourceV1().ResourceSlices().Watch(ctx, nodeSlices())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		state := map[string]*resourceapi.ResourceSlice{}
+		for ev := range w.ResultChan() {
+			s, ok := ev.Object.(*resourceapi.ResourceSlice)
+			if !ok {
+				continue
+			}
+			state[s.Name] = s
+			if ev.Type == watch.Deleted {
+				delete(state, s.Name)
+			}
+			if p, ok := completePool(state); ok {
+				seen = append(seen, p)
+			}
+		}
+	}()
+	return func() []string {
+		cancel()
+		w.Stop()
+		<-done
+		return seen
+	}
+}
+
+// completePool is the device set of the slices of the highest
+// generation, if they are complete.
+func completePool(state map[string]*resourceapi.ResourceSlice) (string, bool) {
+	var top int64
+	for _, s := range state {
+		top = max(top, s.Spec.Pool.Generation)
+	}
+	var names []string
+	count, want := 0, int64(-1)
+	for _, s := range state {
+		if s.Spec.Pool.Generation != top {
+			continue
+		}
+		count++
+		want = s.Spec.Pool.ResourceSliceCount
+		for _, d := range s.Spec.Devices {
+			names = append(names, d.Name)
+		}
+	}
+	slices.Sort(names)
+	return strings.Join(names, ","), int64(count) == want
 }
 
 // TestDriverKeepsTaintTimes: an update of a slice keeps the time of a
