@@ -1,7 +1,6 @@
 package dra
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -300,7 +299,7 @@ func (p *publisher) ownerRef(ctx context.Context) (metav1.OwnerReference, error)
 	if p.owner == nil {
 		n, err := p.nodes.Get(ctx, p.node, metav1.GetOptions{})
 		if err != nil {
-			return metav1.OwnerReference{}, fmt.Errorf("DRA driver: read node %s, the slices' owner: %w", p.node, err)
+			return metav1.OwnerReference{}, fmt.Errorf("read node %s, the slices' owner: %w", p.node, err)
 		}
 		yes := true
 		p.owner = &metav1.OwnerReference{APIVersion: "v1", Kind: "Node", Name: p.node, UID: n.UID, Controller: &yes}
@@ -314,5 +313,5 @@ var errGone = errors.New("the slice is gone")
 
 // sliceErr names the slice an API call failed for.
 func sliceErr(verb, name string, err error) error {
-	return fmt.Errorf("DRA driver: %s ResourceSlice %s: %w", verb, cmp.Or(name, "(new)"), err)
+	return fmt.Errorf("DRA driver: %s ResourceSlice %s: %w", verb, name, err)
 }

@@ -15,7 +15,7 @@ import (
 func (p *publisher) create(ctx context.Context, generateName string, spec resourceapi.ResourceSliceSpec) error {
 	owner, err := p.ownerRef(ctx)
 	if err != nil {
-		return err
+		return sliceErr("create", generateName+"*", err)
 	}
 	s := &resourceapi.ResourceSlice{
 		ObjectMeta: metav1.ObjectMeta{GenerateName: generateName, OwnerReferences: []metav1.OwnerReference{owner}},
