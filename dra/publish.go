@@ -24,9 +24,10 @@ const takeOverPage = 4
 // publisher writes the node's pool to ResourceSlices itself, in place of
 // the library's resourceslice controller, which kept every device three
 // times (its informer's slices, its deep copy of the wanted devices, its
-// cache of create answers): 30 MB at 2048 VFs. It keeps a sliceRecord
-// per slice instead and compares hashes; the devices are made again for
-// each sync (sliceSender) and dropped after it.
+// cache of create answers): 31-35 MB of heap at 2048 VFs
+// (docs/performance.md, issue 43's fourth and fifth rounds). It keeps a
+// sliceRecord per slice instead and compares hashes; the devices are
+// made again for each sync (sliceSender) and dropped after it.
 //
 // It follows the library's controller
 // (k8s.io/dynamic-resource-allocation/resourceslice) but where a comment
