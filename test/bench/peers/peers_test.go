@@ -110,6 +110,7 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 				// node again, which the device plugins' figure never has.
 				rss, _ := run.p.rssMB()
 				t.add(fmt.Sprintf("RSS after the prepares (DRA) at %d VFs", vfs), "MiB", "hwnet", rss)
+				addRSSSplit(t, run.p, "hwnet", "after the prepares (DRA)")
 				if run.metrics != "" {
 					saveProfile(b, run.metrics, "heap", "hwnet-dra-heap-prepared.pb.gz")
 					saveSmaps(b, run.p.cmd.Process.Pid, "hwnet-dra-smaps-prepared.txt")
