@@ -132,6 +132,9 @@ func (l *sendLoop) once(ctx context.Context) {
 		return
 	}
 	if err := l.p.sync(ctx, res); err != nil {
+		if ctx.Err() != nil {
+			return // stopping: the sync was cut short, not refused
+		}
 		l.s.log.Error("DRA devices not published", "err", err)
 		if l.retry == nil {
 			l.retry = time.NewTimer(l.backoff.Step())
