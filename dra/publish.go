@@ -18,8 +18,10 @@ import (
 )
 
 // takeOverPage is how many slices a page of the takeover's list holds:
-// the list reads the devices, and a small page keeps them few at once.
-const takeOverPage = 4
+// the list reads the devices, and a small page keeps them few at once
+// (128 at most; TestDriverRestartWritesNothing's three slices take two
+// pages).
+const takeOverPage = 2
 
 // publisher writes the node's pool to ResourceSlices itself, in place of
 // the library's resourceslice controller, which kept every device three
