@@ -371,3 +371,38 @@ func countConflicts(n *atomic.Int32) func(http.RoundTripper) http.RoundTripper {
 		})
 	}
 }
+
+// TestDriverRetriesFailedWrites: writes the API server refuses for a
+// while (here its first three creates, 503) are retried with a backoff
+// until the slices are published.
+func TestDriverRetriesFailedWrites(t *testing.T) {
+	var refused atomic.Int32
+	api, n, drv := startDriver(t, func(api *kubeapi.Server, o *dra.Options) {
+		cfg := api.Config()
+		cfg.Wrap(refuseCreates(&refused, 3))
+		o.KubeClient = kubernetes.NewForConfigOrDie(cfg)
+	})
+	publish(t, drv, n, n.pools)
+	kubeapi.WaitSlices(t, api.Client(), nodeSlices(), 30*time.Second, "slices published after refused creates", settled(14))
+	if got := refused.Load(); got != 3 {
+		t.Errorf("%d creates refused, want 3", got)
+	}
+}
+
+// refuseCreates answers the first n creates of ResourceSlices with 503
+// Service Unavailable, counting them.
+func refuseCreates(refused *atomic.Int32, n int32) func(http.RoundTripper) http.RoundTripper {
+	return func(rt http.RoundTripper) http.RoundTripper {
+		return roundTripper(func(req *http.Request) (*http.Response, error) {
+			create := req.Method == http.MethodPost && strings.HasSuffix(req.URL.Path, "/resourceslices")
+			if create && refused.Add(1) <= n {
+				return &http.Response{StatusCode: http.StatusServiceUnavailable, Status: "503 Service Unavailable",
+					Header: http.Header{"Content-Type": {"text/plain"}}, Body: http.NoBody, Request: req}, nil
+			}
+			if create {
+				refused.Add(-1)
+			}
+			return rt.RoundTrip(req)
+		})
+	}
+}
