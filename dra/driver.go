@@ -1,6 +1,7 @@
 // Package dra is hwnet-agent's DRA driver, built on the DRA library
-// (k8s.io/dynamic-resource-allocation): it publishes the devices of the
-// pools in DRA mode in ResourceSlices for this node, with their
+// (k8s.io/dynamic-resource-allocation) for kubelet's side: it publishes
+// the devices of the pools in DRA mode in ResourceSlices for this node
+// (with its own publisher, which keeps no copy of them), with their
 // attributes and health taints, streams the same health to kubelet for
 // the pods' status (KEP-4680), and prepares allocated claims for
 // kubelet with CDI specs that give a container what the device plugin's
@@ -146,9 +147,9 @@ type Driver struct {
 	helper  atomic.Pointer[kubeletplugin.Helper]
 	current atomic.Pointer[published]
 	// publishing serializes Publish: the devices prepare hands out and
-	// the slices given to the library are from the same call.
+	// the slices written are from the same call.
 	publishing sync.Mutex
-	// slices gives the library the latest devices in the background.
+	// slices gives the publisher the latest devices in the background.
 	slices *sliceSender
 	store  *checkpointStore
 	// bootID is the node's boot ID, "" when it cannot be read: then no
@@ -205,15 +206,16 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 	}
 	d.helper.Store(h)
 	wctx, cancel := context.WithCancel(ctx)
-	sent := d.slices.run(wctx, h)
-	r := &restorer{republish: d.republish}
-	stopWatch, err := r.watch(wctx, opts.Metadata, d.opts.NodeName, d.opts.DriverName)
+	p := newPublisher(d.opts.KubeClient, d.opts.DriverName, d.opts.NodeName, d.log)
+	r := &restorer{observe: p.observe, wake: p.wakeUp}
+	seen, stopWatch, err := r.watch(wctx, opts.Metadata, d.opts.NodeName, d.opts.DriverName)
 	if err != nil {
 		cancel()
 		h.Stop()
-		<-sent
 		return nil, fmt.Errorf("DRA driver: watch slices: %w", err)
 	}
+	p.meta = seen
+	sent := d.slices.run(wctx, p)
 	d.stopWatch = func() { cancel(); stopWatch() }
 	d.stopSending = func() { <-sent }
 	return d, nil
@@ -260,8 +262,8 @@ func (d *Driver) Registered() bool {
 
 // Publish replaces the node's devices: prepare hands out devices as they
 // are now, and the ResourceSlices follow within moments. It does not wait
-// for the API server: the library's first publish waits for its slice
-// informer to sync, and nothing the agent serves needs the slices.
+// for the API server (the publisher's first sync lists the slices an
+// earlier agent left): nothing the agent serves needs the slices.
 func (d *Driver) Publish(_ context.Context, node Node, ps []Pool) error {
 	d.publishing.Lock()
 	defer d.publishing.Unlock()
@@ -289,8 +291,8 @@ func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.Unar
 	return resp, err
 }
 
-// republish gives the library the last published devices again, which
-// makes it sync the slices at once.
+// republish makes the publisher compare the slices with the last
+// published devices, made again, and write those that differ.
 func (d *Driver) republish(context.Context) { d.slices.send(nil, nil) }
 
 // update makes ps the devices prepare hands out and returns their slices,
@@ -336,8 +338,8 @@ func Resources(poolName string, devs []resourceapi.Device) resourceslice.DriverR
 	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{poolName: {Slices: out}}}
 }
 
-// HandleError logs what the library met in the background: publishing
-// errors are retried by the library, so none ends the agent.
+// HandleError logs what the library met in the background (its gRPC
+// servers): none ends the agent.
 func (d *Driver) HandleError(_ context.Context, err error, msg string) {
 	d.log.Error("DRA driver: "+msg, "err", err, "recoverable", errors.Is(err, kubeletplugin.ErrRecoverable))
 }

@@ -72,7 +72,7 @@ func TestDriverPublishes(t *testing.T) {
 
 // TestDriverRestoresDeletedSlices: kubelet deletes every slice of its
 // node when it starts; the driver publishes them again within 2 s, not at
-// the library's resync 30 s later.
+// the library's sync 30 s later.
 func TestDriverRestoresDeletedSlices(t *testing.T) {
 	api, n, drv := startDriver(t)
 	ctx := context.Background()
@@ -92,8 +92,8 @@ func TestDriverRestoresDeletedSlices(t *testing.T) {
 
 // TestDriverRepublishRacesNoPublish: a republish (kubelet registered the
 // driver, someone deleted a slice) that runs while Publish does must not
-// give the library an older device list after Publish gave it a newer
-// one: the slices end as the last Publish left them.
+// write an older device list after Publish gave a newer one: the slices
+// end as the last Publish left them.
 func TestDriverRepublishRacesNoPublish(t *testing.T) {
 	api, n, drv := startDriver(t)
 	ctx := context.Background()
@@ -133,9 +133,10 @@ func TestDriverRepublishRacesNoPublish(t *testing.T) {
 	})
 }
 
-// TestDriverPublishesWithoutWaitingForSlices: the library's first
-// PublishResources waits for its ResourceSlice informer to sync, checking
-// once a second; Publish returns before that, so that an agent starting
+// TestDriverPublishesWithoutWaitingForSlices: the driver's first sync
+// lists the slices an earlier agent left (the library's first
+// PublishResources waited for its informer); Publish returns before that,
+// so that an agent starting
 // (or restarting under running pods) serves its device plugins and the
 // CNI side without waiting for the API server, and prepare already knows
 // the devices. The slices follow once the API server answers.
@@ -159,7 +160,7 @@ func TestDriverPublishesWithoutWaitingForSlices(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Publish did not return while the API server held the ResourceSlice reads")
 	}
-	kubeapi.WaitFor(t, "the library's first read of ResourceSlices, held", gate.held.Load)
+	kubeapi.WaitFor(t, "the driver's first read of ResourceSlices, held", gate.held.Load)
 	close(gate.open)
 	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
 	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", func(d kubeapi.SliceDevices) bool { return len(d) == 14 })
@@ -195,12 +196,25 @@ func (f roundTripper) RoundTrip(req *http.Request) (*http.Response, error) { ret
 // pools against a real API server that knows the node.
 func startDriver(t *testing.T, with ...func(*kubeapi.Server, *dra.Options)) (*kubeapi.Server, *testNode, *dra.Driver) {
 	t.Helper()
+	api, n := startAPI(t, newTestNode(t))
+	drv, _ := runDriver(t, api, n, with...)
+	return api, n, drv
+}
+
+// startAPI starts a real API server that knows the node.
+func startAPI(t *testing.T, n *testNode) (*kubeapi.Server, *testNode) {
+	t.Helper()
 	api := kubeapi.Start(t)
-	n := newTestNode(t)
-	ctx := context.Background()
-	if _, err := api.Client().CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
+	if _, err := api.Client().CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: nodeName}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	return api, n
+}
+
+// runDriver runs a driver for n's pools against api until the test ends
+// or the returned function stops it, as an agent's restart does.
+func runDriver(t *testing.T, api *kubeapi.Server, n *testNode, with ...func(*kubeapi.Server, *dra.Options)) (*dra.Driver, func()) {
+	t.Helper()
 	dir := t.TempDir()
 	opts := dra.Options{NodeName: nodeName, KubeClient: api.Client(), Metadata: metadata.NewForConfigOrDie(api.Config()),
 		PluginDir: filepath.Join(dir, "plugin"), RegistrarDir: filepath.Join(dir, "registry"), CDIDir: filepath.Join(dir, "cdi"),
@@ -209,12 +223,13 @@ func startDriver(t *testing.T, with ...func(*kubeapi.Server, *dra.Options)) (*ku
 	for _, f := range with {
 		f(api, &opts)
 	}
-	drv, err := dra.Start(ctx, opts)
+	drv, err := dra.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(drv.Stop)
-	return api, n, drv
+	stop := sync.OnceFunc(drv.Stop)
+	t.Cleanup(stop)
+	return drv, stop
 }
 
 func setHealth(ps []dra.Pool, id string, healthy bool, reason string) {

@@ -3,27 +3,28 @@ package dra
 import (
 	"context"
 	"log/slog"
+	"math"
 	"sync"
+	"time"
 
-	"k8s.io/dynamic-resource-allocation/kubeletplugin"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
-// sliceSender gives the library the latest devices from one goroutine.
-// The library's first PublishResources blocks until its ResourceSlice
-// informer synced, checking once a second; sent from here, that second
-// delays no front end. One sender, always sending the latest devices,
-// also keeps a republish from giving the library an older list after a
-// newer one.
+// sliceSender gives the publisher the latest devices in one goroutine,
+// so that Publish never waits for the API server (the first sync lists
+// the slices an earlier agent left). One sender, always sending the
+// latest devices, also keeps a republish from writing an older list
+// after a newer one.
 type sliceSender struct {
 	log *slog.Logger
 	// kick wakes the goroutine; sends meanwhile are one send.
 	kick chan struct{}
 	mu   sync.Mutex
-	// pending is what the last Publish made until the library took it;
-	// rebuild makes it again for a republish. The library keeps a copy
-	// of its own, and a second one held here would cost megabytes at
-	// thousands of VFs for as long as the devices stay as they are.
+	// pending is what the last Publish made until a sync wrote it;
+	// rebuild makes it again for a republish or a repair. Nothing keeps
+	// the devices once they are written: at thousands of VFs they are
+	// megabytes, for as long as the devices stay as they are.
 	pending *resourceslice.DriverResources
 	rebuild func() resourceslice.DriverResources
 }
@@ -46,8 +47,8 @@ func (s *sliceSender) send(res *resourceslice.DriverResources, rebuild func() re
 	}
 }
 
-// next is the devices to give the library: the pending ones, else the
-// last ones made again; nil before the first send.
+// next is the devices to write: the pending ones, else the last ones
+// made again; nil before the first send.
 func (s *sliceSender) next() *resourceslice.DriverResources {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,7 +59,7 @@ func (s *sliceSender) next() *resourceslice.DriverResources {
 	return s.pending
 }
 
-// taken drops res, once the library has it, unless a newer send came.
+// taken drops res, once it is written, unless a newer send came.
 func (s *sliceSender) taken(res *resourceslice.DriverResources) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -67,28 +68,83 @@ func (s *sliceSender) taken(res *resourceslice.DriverResources) {
 	}
 }
 
-// run gives h the latest devices each time send wakes it, until ctx
-// ends; the channel closes when it has.
-func (s *sliceSender) run(ctx context.Context, h *kubeletplugin.Helper) <-chan struct{} {
+// run publishes the latest devices each time send wakes it, retries a
+// failed sync with a backoff, and writes again the slices the watch saw
+// someone else change, until ctx ends; the channel closes when it has.
+func (s *sliceSender) run(ctx context.Context, p *publisher) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-s.kick:
-			}
-			res := s.next()
-			if res == nil {
-				continue
-			}
-			if err := h.PublishResources(ctx, *res); err != nil {
-				s.log.Error("DRA devices not published", "err", err)
-				continue
-			}
-			s.taken(res)
+		l := &sendLoop{s: s, p: p, backoff: retryBackoff()}
+		for l.wait(ctx) {
+			l.once(ctx)
 		}
 	}()
 	return done
+}
+
+// retryBackoff spaces the syncs after failed ones (an API server away,
+// a refused write): 100 ms, doubling up to 30 s.
+func retryBackoff() wait.Backoff {
+	return wait.Backoff{Duration: 100 * time.Millisecond, Factor: 2, Jitter: 0.1, Steps: math.MaxInt32, Cap: 30 * time.Second}
+}
+
+// sendLoop is the sender's goroutine's state.
+type sendLoop struct {
+	s       *sliceSender
+	p       *publisher
+	backoff wait.Backoff
+	// retry fires when a failed sync is due again; nil when none failed.
+	retry *time.Timer
+	// check: a send or a retry asks for a sync, even if the watch saw
+	// nothing.
+	check bool
+}
+
+// wait blocks until a send, a retry or the watch wakes the loop; false
+// once ctx ended.
+func (l *sendLoop) wait(ctx context.Context) bool {
+	var retry <-chan time.Time
+	if l.retry != nil {
+		retry = l.retry.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-l.s.kick:
+		l.check = true
+	case <-retry:
+		l.retry, l.check = nil, true
+	case <-l.p.wake:
+	}
+	return true
+}
+
+// once syncs the latest devices if a send or a retry asked for it or the
+// watch saw someone else's write; nothing before the first send.
+func (l *sendLoop) once(ctx context.Context) {
+	if !l.p.absorb() && !l.check {
+		return
+	}
+	l.check = false
+	res := l.s.next()
+	if res == nil {
+		return
+	}
+	if err := l.p.sync(ctx, res); err != nil {
+		if ctx.Err() != nil {
+			return // stopping: the sync was cut short, not refused
+		}
+		l.s.log.Error("DRA devices not published", "err", err)
+		if l.retry == nil {
+			l.retry = time.NewTimer(l.backoff.Step())
+		}
+		return
+	}
+	if l.retry != nil {
+		l.retry.Stop()
+		l.retry = nil
+	}
+	l.backoff = retryBackoff()
+	l.s.taken(res)
 }

@@ -2,6 +2,8 @@ package kubeapi
 
 import (
 	"context"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,6 +21,23 @@ type SliceDevices map[string]resourceapi.Device
 // list for the next change, so no change is missed and nothing sleeps.
 func WaitSliceDevices(t testing.TB, client kubernetes.Interface, opts metav1.ListOptions, timeout time.Duration, what string, cond func(SliceDevices) bool) SliceDevices {
 	t.Helper()
+	var devs SliceDevices
+	WaitSlices(t, client, opts, timeout, what, func(slices []resourceapi.ResourceSlice) bool {
+		devs = SliceDevices{}
+		for _, s := range slices {
+			for _, d := range s.Spec.Devices {
+				devs[d.Name] = d
+			}
+		}
+		return cond(devs)
+	})
+	return devs
+}
+
+// WaitSlices waits until the ResourceSlices opts selects, sorted by
+// name, satisfy cond and returns them, as WaitSliceDevices does.
+func WaitSlices(t testing.TB, client kubernetes.Interface, opts metav1.ListOptions, timeout time.Duration, what string, cond func([]resourceapi.ResourceSlice) bool) []resourceapi.ResourceSlice {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	for {
@@ -26,14 +45,9 @@ func WaitSliceDevices(t testing.TB, client kubernetes.Interface, opts metav1.Lis
 		if err != nil {
 			t.Fatalf("%s: %v", what, err)
 		}
-		devs := SliceDevices{}
-		for _, s := range list.Items {
-			for _, d := range s.Spec.Devices {
-				devs[d.Name] = d
-			}
-		}
-		if cond(devs) {
-			return devs
+		slices.SortFunc(list.Items, func(a, b resourceapi.ResourceSlice) int { return strings.Compare(a.Name, b.Name) })
+		if cond(list.Items) {
+			return list.Items
 		}
 		wopts := opts
 		wopts.ResourceVersion = list.ResourceVersion
@@ -42,7 +56,7 @@ func WaitSliceDevices(t testing.TB, client kubernetes.Interface, opts metav1.Lis
 			t.Fatalf("%s: %v", what, err)
 		}
 		if !nextEvent(ctx, wi) {
-			t.Fatalf("%s: not within %v; %d devices now", what, timeout, len(devs))
+			t.Fatalf("%s: not within %v; %d slices now", what, timeout, len(list.Items))
 		}
 	}
 }

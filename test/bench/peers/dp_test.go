@@ -152,6 +152,17 @@ func (r *dpRun) idle(t *table, window time.Duration, vfs int) {
 	t.add(fmt.Sprintf("idle CPU at %d VFs", vfs), "ms/s", r.p.name, idleCPU(r.p.cmd.Process.Pid, window))
 	rss, _ := r.p.rssMB()
 	t.add(fmt.Sprintf("RSS idle at %d VFs", vfs), "MiB", r.p.name, rss)
+	addRSSSplit(t, r.p, r.p.name, "idle")
+}
+
+// addRSSSplit adds rows for the anonymous and the file-backed part of
+// p's resident set now (when: the row above says): the binary's pages a
+// mode's code paths touched are a large part of the difference between
+// the modes, and the kernel can drop them.
+func addRSSSplit(t *table, p *proc, tool, when string) {
+	anon, file := rssSplitOf(p.cmd.Process.Pid)
+	t.add("  of which anonymous, "+when, "MiB", tool, anon)
+	t.add("  of which file-backed (the binary's pages), "+when, "MiB", tool, file)
 }
 
 func (r *dpRun) stop() {

@@ -126,6 +126,11 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 		tb.Fatalf("hwnet-agent --dra with %d VFs: %v\nlog:\n%s", vfs, err, p.tail())
 	}
 	t.add(fmt.Sprintf("start to ResourceSlices of every VF (DRA) at %d VFs", vfs), "ms", "hwnet", ms(time.Since(p.started)))
+	// Before any prepare: what the start and the publishing alone cost,
+	// the publishing's garbage not yet collected.
+	rss, _ := p.rssMB()
+	t.add(fmt.Sprintf("RSS with the slices published (DRA) at %d VFs", vfs), "MiB", "hwnet", rss)
+	addRSSSplit(t, p, "hwnet", "with the slices published (DRA)")
 	// The slices may come before the plugin socket: kubelet calls a
 	// driver only once it registered, which it does after serving it.
 	socket := filepath.Join(plugin, "dra.sock")

@@ -26,7 +26,7 @@ var (
 	pods      = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
 	parts     = flag.String("parts", "dp,dra,cni", "parts to run: dp (device plugins), dra (hwnet's DRA driver at the largest size), cni")
 	agentEnv  = flag.String("agent-env", "", "comma-separated NAME=VALUE given to hwnet-agent after deploy/hwnet-agent.yaml's Go settings (e.g. GOGC=25)")
-	profiles  = flag.String("profile-dir", "", "save hwnet-agent's heap and goroutine profiles and smaps there with 100 pods attached, its heap after the DRA prepares, and an idle trace and allocation profile (serves --pprof)")
+	profiles  = flag.String("profile-dir", "", "save hwnet-agent's heap and goroutine profiles and smaps there with 100 pods attached, its heap and smaps after the DRA prepares, each device plugin's smaps when idle, and an idle trace and allocation profile (serves --pprof)")
 )
 
 // BenchmarkPeers runs every measurement once (use -benchtime 1x) and
@@ -96,6 +96,9 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 					run.allocate(b, t, 1, *calls)
 					run.allocate(b, t, 4, *calls)
 					run.idle(t, *idleFor, vfs)
+					if *profiles != "" {
+						saveSmaps(b, run.p.cmd.Process.Pid, run.p.name+"-dp-smaps-idle.txt")
+					}
 				}
 				run.stop()
 			}
@@ -107,8 +110,10 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 				// node again, which the device plugins' figure never has.
 				rss, _ := run.p.rssMB()
 				t.add(fmt.Sprintf("RSS after the prepares (DRA) at %d VFs", vfs), "MiB", "hwnet", rss)
+				addRSSSplit(t, run.p, "hwnet", "after the prepares (DRA)")
 				if run.metrics != "" {
 					saveProfile(b, run.metrics, "heap", "hwnet-dra-heap-prepared.pb.gz")
+					saveSmaps(b, run.p.cmd.Process.Pid, "hwnet-dra-smaps-prepared.txt")
 				}
 				run.prepareRebound(b, t, de, node, *calls)
 				rss, _ = run.p.rssMB()
