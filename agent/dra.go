@@ -74,6 +74,7 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 		RegistrarDir: o.RegistrarDir, PluginDir: o.PluginDir, CDIDir: a.opts.CDIDir,
 		DevinfoDir: a.opts.DevinfoDir, DevRoot: a.opts.DevRoot, SysfsRoot: a.opts.SysfsRoot, Logger: a.log,
 		Ledger: a.book, Changed: a.nudgeLedger, VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy, Metrics: a.metrics,
+		Published: a.opts.Serving,
 	})
 	if err != nil {
 		return err

@@ -114,9 +114,10 @@ type Options struct {
 	MetricsAddr string
 	Pprof       bool
 	Metrics     *metrics.Metrics
-	// Serving, when set, is called once, on a goroutine of its own, when
-	// the agent first serves (cmd/hwnet-agent gives the executable's
-	// start-up pages back then).
+	// Serving, when set, is called off the agent's loop when the
+	// agent first serves, and with --dra again once the DRA driver first
+	// wrote its slices (cmd/hwnet-agent gives the executable's start-up
+	// pages back then; the publishing's run after the agent serves).
 	Serving func()
 }
 

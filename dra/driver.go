@@ -101,6 +101,11 @@ type Options struct {
 	// Metrics records each claim's prepare and unprepare; nil records
 	// nothing.
 	Metrics *metrics.Metrics
+	// Published, when set, is called once, on the publisher's goroutine,
+	// after the node's slices were first written: the agent then gives
+	// back the executable's pages that the start and the publishing
+	// alone touched (the publishing runs after the agent began serving).
+	Published func()
 	// BootIDFile names the node's boot ID, which tells the claims an
 	// earlier boot prepared; "" means DefaultBootIDFile.
 	BootIDFile string
@@ -215,7 +220,7 @@ func Start(ctx context.Context, opts Options) (*Driver, error) {
 		return nil, fmt.Errorf("DRA driver: watch slices: %w", err)
 	}
 	p.meta = seen
-	sent := d.slices.run(wctx, p)
+	sent := d.slices.run(wctx, p, d.opts.Published)
 	d.stopWatch = func() { cancel(); stopWatch() }
 	d.stopSending = func() { <-sent }
 	return d, nil

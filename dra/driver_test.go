@@ -25,9 +25,11 @@ import (
 
 // TestDriverPublishes: the driver publishes the DRA pools' devices with
 // their attributes on a real API server, taints a device that becomes
-// unhealthy and removes the taint once it is healthy, each within 1 s.
+// unhealthy and removes the taint once it is healthy, each within 1 s;
+// it tells Options.Published once, after the first slices are written.
 func TestDriverPublishes(t *testing.T) {
-	api, n, drv := startDriver(t)
+	var published atomic.Int32
+	api, n, drv := startDriver(t, func(_ *kubeapi.Server, o *dra.Options) { o.Published = func() { published.Add(1) } })
 	ctx := context.Background()
 	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
 	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
@@ -38,6 +40,7 @@ func TestDriverPublishes(t *testing.T) {
 	}
 	devs := kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", func(d kubeapi.SliceDevices) bool { return len(d) == 14 })
 	t.Logf("14 devices published in %v", time.Since(start))
+	kubeapi.WaitFor(t, "Options.Published called", func() bool { return published.Load() > 0 })
 	want := n.devices(t)
 	for name, d := range devs {
 		if !reflect.DeepEqual(d.Attributes, want[name].Attributes) {
@@ -67,6 +70,9 @@ func TestDriverPublishes(t *testing.T) {
 		if tt.want == 1 && (d[vf].Taints[0].Effect != resourceapi.DeviceTaintEffectNoSchedule || d[vf].Taints[0].Value != "PF-0000-3b-00.0-link-enp59s0f0-is-down") {
 			t.Errorf("taint %+v", d[vf].Taints[0])
 		}
+	}
+	if n := published.Load(); n != 1 {
+		t.Errorf("Options.Published called %d times, want once", n)
 	}
 }
 

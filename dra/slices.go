@@ -71,11 +71,11 @@ func (s *sliceSender) taken(res *resourceslice.DriverResources) {
 // run publishes the latest devices each time send wakes it, retries a
 // failed sync with a backoff, and writes again the slices the watch saw
 // someone else change, until ctx ends; the channel closes when it has.
-func (s *sliceSender) run(ctx context.Context, p *publisher) <-chan struct{} {
+func (s *sliceSender) run(ctx context.Context, p *publisher, published func()) <-chan struct{} {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		l := &sendLoop{s: s, p: p, backoff: retryBackoff()}
+		l := &sendLoop{s: s, p: p, backoff: retryBackoff(), published: published}
 		for l.wait(ctx) {
 			l.once(ctx)
 		}
@@ -99,6 +99,9 @@ type sendLoop struct {
 	// check: a send or a retry asks for a sync, even if the watch saw
 	// nothing.
 	check bool
+	// published is called after the first sync that wrote the slices,
+	// then dropped (Options.Published).
+	published func()
 }
 
 // wait blocks until a send, a retry or the watch wakes the loop; false
@@ -147,4 +150,8 @@ func (l *sendLoop) once(ctx context.Context) {
 	}
 	l.backoff = retryBackoff()
 	l.s.taken(res)
+	if l.published != nil {
+		l.published()
+		l.published = nil
+	}
 }
