@@ -178,23 +178,26 @@ func (n *Node) writtenPKeyIdx(dir, name, v string) error {
 	if v == idx && (name != "0" || idx == vf.pkeyIdx()) {
 		return nil
 	}
-	l.replace(dir+"/"+name, idx+"\n")
 	if name == "0" {
-		n.mapPKeyIdx(l, pf, vf, idx)
+		// Saved before the tree shows it: whoever sees the VF's new
+		// P_Key and opens the node then finds it in the state too.
+		mapPKeyIdx(pf, vf, idx)
+		if err := n.save(); err != nil {
+			return err
+		}
+		if vf.RDMA != nil {
+			l.replace(vf.SysPath+"/infiniband/"+vf.RDMA.Name+"/ports/1/pkeys/0", vf.RDMA.PKey+"\n")
+		}
 	}
-	if err := l.Err(); err != nil {
-		return err
-	}
-	return n.save()
+	l.replace(dir+"/"+name, idx+"\n")
+	return l.Err()
 }
 
-// mapPKeyIdx maps vf's virtual index 0 to idx: its RDMA device's table
-// entry 0 becomes the physical entry idx names.
-func (n *Node) mapPKeyIdx(l layout, pf, vf *Function, idx string) {
+// mapPKeyIdx maps vf's virtual index 0 to idx in the state: its RDMA
+// device's table entry 0 becomes the physical entry idx names.
+func mapPKeyIdx(pf, vf *Function, idx string) {
 	vf.PKeyIdx = idx
-	if vf.RDMA == nil {
-		return
+	if vf.RDMA != nil {
+		vf.RDMA.PKey = pf.SRIOV.physPKey(idx)
 	}
-	vf.RDMA.PKey = pf.SRIOV.physPKey(idx)
-	l.replace(vf.SysPath+"/infiniband/"+vf.RDMA.Name+"/ports/1/pkeys/0", vf.RDMA.PKey+"\n")
 }
