@@ -31,7 +31,7 @@ func TestDriverPublishes(t *testing.T) {
 	var published atomic.Int32
 	api, n, drv := startDriver(t, func(_ *kubeapi.Server, o *dra.Options) { o.Published = func() { published.Add(1) } })
 	ctx := context.Background()
-	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	onNode := nodeSlices()
 	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
 
 	start := time.Now()
@@ -85,7 +85,7 @@ func TestDriverRestoresDeletedSlices(t *testing.T) {
 	if err := drv.Publish(ctx, dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
 		t.Fatal(err)
 	}
-	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	onNode := nodeSlices()
 	all := func(d kubeapi.SliceDevices) bool { return len(d) == 14 }
 	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", all)
 	if err := api.Client().ResourceV1().ResourceSlices().DeleteCollection(ctx, metav1.DeleteOptions{}, onNode); err != nil {
@@ -133,7 +133,7 @@ func TestDriverRepublishRacesNoPublish(t *testing.T) {
 	}
 	close(done)
 	wg.Wait()
-	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	onNode := nodeSlices()
 	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 10*time.Second, "the last Publish's untainted device", func(d kubeapi.SliceDevices) bool {
 		return len(d) == 14 && len(d[vf].Taints) == 0
 	})
@@ -168,7 +168,7 @@ func TestDriverPublishesWithoutWaitingForSlices(t *testing.T) {
 	}
 	kubeapi.WaitFor(t, "the driver's first read of ResourceSlices, held", gate.held.Load)
 	close(gate.open)
-	onNode := metav1.ListOptions{FieldSelector: "spec.nodeName=" + nodeName}
+	onNode := nodeSlices()
 	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", func(d kubeapi.SliceDevices) bool { return len(d) == 14 })
 }
 

@@ -81,8 +81,12 @@ func (p *publisher) wakeUp() {
 }
 
 // selector is the node's slices of the driver.
-func (p *publisher) selector() fields.Set {
-	return fields.Set{resourceapi.ResourceSliceSelectorNodeName: p.node, resourceapi.ResourceSliceSelectorDriver: p.driver}
+func (p *publisher) selector() fields.Set { return sliceSelector(p.node, p.driver) }
+
+// sliceSelector selects node's slices of driver: what the publisher lists
+// and the restorer watches.
+func sliceSelector(node, driver string) fields.Set {
+	return fields.Set{resourceapi.ResourceSliceSelectorNodeName: node, resourceapi.ResourceSliceSelectorDriver: driver}
 }
 
 // sync makes the node's slices res's one pool: it takes over an earlier

@@ -8,7 +8,6 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
@@ -39,7 +38,7 @@ type restorer struct {
 // a slice as last seen, and a function that waits until the watch
 // stopped, once ctx ended.
 func (r *restorer) watch(ctx context.Context, client metadata.Interface, node, driver string) (func(string) *metav1.ObjectMeta, func(), error) {
-	selector := fields.Set{resourceapi.ResourceSliceSelectorNodeName: node, resourceapi.ResourceSliceSelectorDriver: driver}.String()
+	selector := sliceSelector(node, driver).String()
 	factory := metadatainformer.NewFilteredSharedInformerFactory(client, 0, metav1.NamespaceAll,
 		func(o *metav1.ListOptions) { o.FieldSelector = selector })
 	informer := factory.ForResource(resourceapi.SchemeGroupVersion.WithResource("resourceslices")).Informer()
