@@ -2,7 +2,9 @@ package vflayout
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -31,6 +33,11 @@ func (s Sysfs) readSFs(pf string) ([]int, error) {
 	nums := make([]int, 0, len(files))
 	for _, f := range files {
 		b, err := os.ReadFile(f)
+		if errors.Is(err, fs.ErrNotExist) {
+			// Deleted since the glob listed it: kernfs removes an SF's
+			// directory while readers list, so it is gone, not unknown.
+			continue
+		}
 		if err != nil {
 			return nil, fmt.Errorf("PF %s: read the SFs: %w", pf, err)
 		}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -211,4 +213,49 @@ func TestManagerUndoesADeadAgentsSFs(t *testing.T) {
 		_, in := b.layoutFence()
 		return slices.Equal(sfsOf(t, sys), []int{88, 89}) && !in
 	})
+}
+
+// TestSFsSkipsOneGoingAway: an SF deleted between listing the PF's SFs
+// and reading its sfnum (its directory gone, as kernfs removes it while
+// another reader lists) is not counted and is no error; an sfnum that
+// cannot be read for another reason still is one.
+func TestSFsSkipsOneGoingAway(t *testing.T) {
+	tests := []struct {
+		name    string
+		sfnum   func(t *testing.T, path string)
+		want    []int
+		wantErr bool
+	}{
+		{name: "deleted after the listing", sfnum: func(t *testing.T, path string) {
+			if err := os.Symlink(filepath.Join(filepath.Dir(path), "gone"), path); err != nil {
+				t.Fatal(err)
+			}
+		}, want: []int{88}},
+		{name: "unreadable", sfnum: func(t *testing.T, path string) {
+			if err := os.Mkdir(path, 0o755); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			sys := vflayout.Sysfs{Root: t.TempDir()}
+			dev := filepath.Join(sys.Root, "bus/pci/devices", pf)
+			for name, num := range map[string]string{"mlx5_core.sf.2": "88\n", "mlx5_core.sf.3": ""} {
+				if err := os.MkdirAll(filepath.Join(dev, name), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if num != "" {
+					if err := os.WriteFile(filepath.Join(dev, name, "sfnum"), []byte(num), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			tc.sfnum(t, filepath.Join(dev, "mlx5_core.sf.3", "sfnum"))
+			got, err := sys.SFs(pf, withSFs(vflayout.Want{}, 1))
+			if (err != nil) != tc.wantErr || !slices.Equal(got, tc.want) {
+				t.Fatalf("SFs = %v, %v; want %v, an error %v", got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
 }
