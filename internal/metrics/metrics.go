@@ -18,6 +18,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/hwnet-io/hwnet/internal/version"
 )
@@ -27,7 +28,10 @@ const namespace = "hwnet"
 // Metrics holds the agent's collectors. Its methods are safe for
 // concurrent use; a nil *Metrics records nothing.
 type Metrics struct {
+	// reg holds hwnet's own collectors, runtime the Go runtime's and
+	// the process's, whose collection reads /proc: Gather leaves it out.
 	reg                  *prometheus.Registry
+	runtime              *prometheus.Registry
 	cniDuration          *prometheus.HistogramVec
 	attachFailures       *prometheus.CounterVec
 	poolCapacity         *prometheus.GaugeVec
@@ -53,7 +57,8 @@ var cniBuckets = prometheus.ExponentialBuckets(0.001, 2.5, 13)
 // New registers hwnet's collectors, the Go runtime's and the process's.
 func New() *Metrics {
 	m := &Metrics{
-		reg: prometheus.NewRegistry(),
+		reg:     prometheus.NewRegistry(),
+		runtime: prometheus.NewRegistry(),
 		cniDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Subsystem: "cni",
 			Name: "request_duration_seconds", Help: "CNI requests (ADD, DEL, CHECK, ...) by command and result, as the agent served them.",
 			Buckets: cniBuckets}, []string{"command", "result"}),
@@ -91,8 +96,8 @@ func New() *Metrics {
 	v := version.Get()
 	buildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
 	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolFenced, m.poolHeld,
-		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, buildInfo,
-		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, buildInfo)
+	m.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.vfLayout.collectors()...)
 	m.reg.MustRegister(m.ledger.collectors()...)
 	m.reg.MustRegister(m.dra.collectors()...)
@@ -108,7 +113,7 @@ func poolGauge(name, help string) *prometheus.GaugeVec {
 // /debug/pprof/.
 func (m *Metrics) Handler(withPprof bool) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{}))
+	mux.Handle("GET /metrics", promhttp.HandlerFor(prometheus.Gatherers{m.reg, m.runtime}, promhttp.HandlerOpts{}))
 	if withPprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
@@ -118,6 +123,11 @@ func (m *Metrics) Handler(withPprof bool) http.Handler {
 	}
 	return mux
 }
+
+// Gather returns hwnet's own metric families, without the Go runtime's
+// and the process's: an in-process reader that polls (the hand-out soak,
+// every few milliseconds) does not read /proc each time.
+func (m *Metrics) Gather() ([]*dto.MetricFamily, error) { return m.reg.Gather() }
 
 // ObserveCNI records one CNI request; a failed ADD also counts as an
 // attach failure by its CNI error code.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -72,6 +73,7 @@ func TestScrape(t *testing.T) {
 		`hwnet_socket_refused_connections_total{socket="cni"} 1`,
 		`hwnet_build_info{`,
 		`go_goroutines `,
+		`process_start_time_seconds `,
 	} {
 		if !strings.Contains(body, want) {
 			t.Errorf("/metrics lacks %s", want)
@@ -81,6 +83,27 @@ func TestScrape(t *testing.T) {
 		if strings.Contains(body, unwanted) {
 			t.Errorf("/metrics has %s: a deleted pool, or a DEL counted as an attach failure", unwanted)
 		}
+	}
+}
+
+// TestGather: Gather gives hwnet's own families and leaves out the Go
+// runtime's and the process's, which /metrics serves beside them.
+func TestGather(t *testing.T) {
+	m := New()
+	m.SetLedgerUnknown(2)
+	families, err := m.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, 0, len(families))
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	if !slices.Contains(names, "hwnet_ledger_unknown_sources") || !slices.Contains(names, "hwnet_build_info") {
+		t.Errorf("Gather gave %q, without hwnet's own families", names)
+	}
+	if i := slices.IndexFunc(names, func(n string) bool { return !strings.HasPrefix(n, "hwnet_") }); i >= 0 {
+		t.Errorf("Gather gave %s, not one of hwnet's", names[i])
 	}
 }
 
