@@ -32,7 +32,7 @@ func (d *Driver) vfRecord(ctx context.Context, cd claimDevice, s vfsettings.Sett
 		return nil, fmt.Errorf("device %s: \"mtu\" and \"macAddress\" need the VF's netdev, and it has none (driver %q)", dev.ID, dev.Function.Driver)
 	}
 	vf := vfadmin.VF{PF: dev.PFName, PFPCIAddress: dev.PF, Index: dev.VFIndex, PCIAddress: dev.ID}
-	r, err := vfadmin.NewRecord(ctx, d.opts.VFAdmin, vf, orig, s)
+	r, err := vfadmin.NewRecord(ctx, d.opts.VFAdmin, vf, orig, s, nil)
 	if err != nil {
 		return nil, fmt.Errorf("device %s: %w", dev.ID, err)
 	}
@@ -56,7 +56,7 @@ func (d *Driver) applyVFs(ctx context.Context, cp *checkpoint.Checkpoint, pc *ch
 		return err
 	}
 	for _, r := range pending {
-		if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.Of(*r), r.Settings); err != nil {
+		if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.Of(*r), r.Settings, nil); err != nil {
 			return err
 		}
 		r.Applied = true

@@ -135,7 +135,7 @@ func TestVFSettings_FailedApplyIsUndone(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := p.prepare(t, vfConfig(claim("f", alloc("vfs", netdevVF)), `{"vlan":100,"maxTxRate":1000}`))
-	if res.Err == nil || !strings.Contains(res.Err.Error(), "set rate: operation not supported") {
+	if res.Err == nil || !strings.Contains(res.Err.Error(), `set "maxTxRate": operation not supported`) {
 		t.Fatalf("err %v, want the failed rate named", res.Err)
 	}
 	want := []string{"vlan 100 qos 0 proto 802.1Q", "vlan 0 qos 0 proto 802.1Q", "rate 0-0"}

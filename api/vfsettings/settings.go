@@ -103,8 +103,9 @@ type Names map[string]string
 // uses; "pkey" is ib-sriov-cni's.
 var SRIOVCNINames = Names{"minTxRate": "min_tx_rate", "maxTxRate": "max_tx_rate", "linkState": "link_state", "macAddress": "mac", "pKey": "pkey"}
 
-// q is the field's name in the format, quoted.
-func (n Names) q(claimName string) string {
+// Quote is the field's name in the format, quoted: claimName where the
+// format names it as a claim does (nil Names is a claim's).
+func (n Names) Quote(claimName string) string {
 	if name, ok := n[claimName]; ok {
 		return strconv.Quote(name)
 	}
@@ -129,10 +130,10 @@ func (s *Settings) ValidateAs(source string, names Names) error {
 
 func (s *Settings) checkVLAN(n Names) error {
 	if s.VLAN != nil && (*s.VLAN < 0 || *s.VLAN > maxVLAN) {
-		return fmt.Errorf("%s %d: want 0 to %d", n.q("vlan"), *s.VLAN, maxVLAN)
+		return fmt.Errorf("%s %d: want 0 to %d", n.Quote("vlan"), *s.VLAN, maxVLAN)
 	}
 	if s.VLANQoS != nil && (*s.VLANQoS < 0 || *s.VLANQoS > maxQoS) {
-		return fmt.Errorf("%s %d: want 0 to %d", n.q("vlanQoS"), *s.VLANQoS, maxQoS)
+		return fmt.Errorf("%s %d: want 0 to %d", n.Quote("vlanQoS"), *s.VLANQoS, maxQoS)
 	}
 	switch {
 	case s.VLANProto == "":
@@ -141,14 +142,14 @@ func (s *Settings) checkVLAN(n Names) error {
 	case strings.EqualFold(s.VLANProto, ProtoDot1AD):
 		s.VLANProto = ProtoDot1AD
 	default:
-		return fmt.Errorf("%s %q: want %q or %q", n.q("vlanProto"), s.VLANProto, ProtoDot1Q, ProtoDot1AD)
+		return fmt.Errorf("%s %q: want %q or %q", n.Quote("vlanProto"), s.VLANProto, ProtoDot1Q, ProtoDot1AD)
 	}
 	noVLAN := s.VLAN == nil || *s.VLAN == 0
 	if noVLAN && s.VLANQoS != nil && *s.VLANQoS != 0 {
-		return fmt.Errorf("%s %d: needs a non-zero %s", n.q("vlanQoS"), *s.VLANQoS, n.q("vlan"))
+		return fmt.Errorf("%s %d: needs a non-zero %s", n.Quote("vlanQoS"), *s.VLANQoS, n.Quote("vlan"))
 	}
 	if noVLAN && s.VLANProto == ProtoDot1AD {
-		return fmt.Errorf("%s %q: needs a non-zero %s", n.q("vlanProto"), s.VLANProto, n.q("vlan"))
+		return fmt.Errorf("%s %q: needs a non-zero %s", n.Quote("vlanProto"), s.VLANProto, n.Quote("vlan"))
 	}
 	return nil
 }
@@ -159,11 +160,11 @@ func (s *Settings) checkRates(n Names) error {
 		v    *uint64
 	}{{"minTxRate", s.MinTxRate}, {"maxTxRate", s.MaxTxRate}} {
 		if r.v != nil && *r.v > maxRate {
-			return fmt.Errorf("%s %d: want at most %d (Mbit/s)", n.q(r.name), *r.v, uint64(maxRate))
+			return fmt.Errorf("%s %d: want at most %d (Mbit/s)", n.Quote(r.name), *r.v, uint64(maxRate))
 		}
 	}
 	if s.MinTxRate != nil && s.MaxTxRate != nil && *s.MaxTxRate != 0 && *s.MinTxRate > *s.MaxTxRate {
-		return fmt.Errorf("%s %d: more than %s %d", n.q("minTxRate"), *s.MinTxRate, n.q("maxTxRate"), *s.MaxTxRate)
+		return fmt.Errorf("%s %d: more than %s %d", n.Quote("minTxRate"), *s.MinTxRate, n.Quote("maxTxRate"), *s.MaxTxRate)
 	}
 	return nil
 }
@@ -173,12 +174,12 @@ func (s *Settings) checkLinkState(n Names) error {
 	case "", LinkAuto, LinkEnable, LinkDisable:
 		return nil
 	}
-	return fmt.Errorf("%s %q: want %q, %q or %q", n.q("linkState"), s.LinkState, LinkAuto, LinkEnable, LinkDisable)
+	return fmt.Errorf("%s %q: want %q, %q or %q", n.Quote("linkState"), s.LinkState, LinkAuto, LinkEnable, LinkDisable)
 }
 
 func (s *Settings) checkMTU(n Names) error {
 	if s.MTU != nil && (*s.MTU < minMTU || *s.MTU > maxMTU) {
-		return fmt.Errorf("%s %d: want %d to %d", n.q("mtu"), *s.MTU, minMTU, maxMTU)
+		return fmt.Errorf("%s %d: want %d to %d", n.Quote("mtu"), *s.MTU, minMTU, maxMTU)
 	}
 	return nil
 }
@@ -190,11 +191,11 @@ func (s *Settings) checkMAC(n Names) error {
 	hw, err := net.ParseMAC(s.MAC)
 	switch {
 	case err != nil || len(hw) != 6:
-		return fmt.Errorf("%s %q: want a 6-byte MAC address such as 02:00:00:00:00:01", n.q("macAddress"), s.MAC)
+		return fmt.Errorf("%s %q: want a 6-byte MAC address such as 02:00:00:00:00:01", n.Quote("macAddress"), s.MAC)
 	case hw[0]&1 == 1:
-		return fmt.Errorf("%s %q: a multicast address cannot be a VF's", n.q("macAddress"), s.MAC)
+		return fmt.Errorf("%s %q: a multicast address cannot be a VF's", n.Quote("macAddress"), s.MAC)
 	case bytes.Equal(hw, make(net.HardwareAddr, 6)):
-		return fmt.Errorf("%s %q: the zero address cannot be a VF's", n.q("macAddress"), s.MAC)
+		return fmt.Errorf("%s %q: the zero address cannot be a VF's", n.Quote("macAddress"), s.MAC)
 	}
 	s.MAC = hw.String()
 	return nil
@@ -206,7 +207,7 @@ func (s *Settings) checkPKey(n Names) error {
 	}
 	k, err := ParsePKey(s.PKey)
 	if err != nil {
-		return fmt.Errorf("%s %q: %w", n.q("pKey"), s.PKey, err)
+		return fmt.Errorf("%s %q: %w", n.Quote("pKey"), s.PKey, err)
 	}
 	s.PKey = FormatPKey(k)
 	return nil

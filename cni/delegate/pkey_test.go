@@ -69,4 +69,9 @@ func TestVFSettings_NADPKey(t *testing.T) {
 	if want := `(driver "mlx5_core"): its PF maps no partition keys through the host`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("ADD on an mlx5 VF: %v, want it refused with %q", err, want)
 	}
+	// The error names the key as the NAD writes it (ib-sriov-cni's), not
+	// as a claim does.
+	if want := `"pkey" 0x8002`; err == nil || !strings.Contains(err.Error(), want) || strings.Contains(err.Error(), "pKey") {
+		t.Errorf("ADD on an mlx5 VF: %v, want the NAD's key named, %s", err, want)
+	}
 }

@@ -35,7 +35,7 @@ func (d *Delegator) vfRecord(ctx context.Context, a attachment) (*vfsettings.Rec
 	if (s.MTU != nil || s.MAC != "") && orig == (vfsettings.Original{}) {
 		return nil, fmt.Errorf("network %s: device %s: \"mtu\" and \"mac\" need the VF's netdev, and it has none", a.network, a.deviceID)
 	}
-	r, err := vfadmin.NewRecord(ctx, d.opts.VFAdmin, vf, orig, s)
+	r, err := vfadmin.NewRecord(ctx, d.opts.VFAdmin, vf, orig, s, vfsettings.SRIOVCNINames)
 	if err != nil {
 		return nil, fmt.Errorf("network %s: %w", a.network, err)
 	}
@@ -49,7 +49,7 @@ func (d *Delegator) applyVF(ctx context.Context, entry *attachmentapi.Attachment
 		return nil
 	}
 	r := entry.VF
-	if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.Of(*r), r.Settings); err != nil {
+	if err := vfadmin.Apply(ctx, d.opts.VFAdmin, vfadmin.Of(*r), r.Settings, vfsettings.SRIOVCNINames); err != nil {
 		return fmt.Errorf("network %s interface %s: %w", a.network, a.ifName, err)
 	}
 	a.vf = &r.Settings

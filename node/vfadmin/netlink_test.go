@@ -124,11 +124,11 @@ func TestReset_VirtualNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := vfsettings.Settings{VLAN: &vlan100, SpoofChk: &on, MTU: &mtu}
-	rec, err := vfadmin.NewRecord(ctx, r, vf, orig, pod)
+	rec, err := vfadmin.NewRecord(ctx, r, vf, orig, pod, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := vfadmin.Apply(ctx, r, vf, pod); err != nil {
+	if err := vfadmin.Apply(ctx, r, vf, pod, nil); err != nil {
 		t.Fatal(err)
 	}
 	renamed := renameNetdev(t, filepath.Join(sys, "bus/pci/devices", vf.PFPCIAddress, "net"), vf.PF, "pf-renamed")

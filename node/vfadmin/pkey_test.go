@@ -85,14 +85,14 @@ func TestPKey_VirtualNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	n.waitPKey(t, "2", "0x8002")
-	r, err := vfadmin.NewRecord(ctx, a, vf, vfsettings.Original{}, vfsettings.Settings{PKey: "0x8001"})
+	r, err := vfadmin.NewRecord(ctx, a, vf, vfsettings.Original{}, vfsettings.Settings{PKey: "0x8001"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if r.PriorPKeyIndex != "2" {
 		t.Errorf("prior P_Key index %q, want 2", r.PriorPKeyIndex)
 	}
-	if err := vfadmin.Apply(ctx, a, vf, r.Settings); err != nil {
+	if err := vfadmin.Apply(ctx, a, vf, r.Settings, nil); err != nil {
 		t.Fatal(err)
 	}
 	n.waitPKey(t, "1", "0x8001")
@@ -118,7 +118,7 @@ func TestPKey_Refused(t *testing.T) {
 		{"ConnectX-6", "0x8001", vfadmin.ErrNoPKeys, `(driver "mlx5_core"): its PF maps no partition keys through the host`},
 		{"E810-C", "0x8001", vfadmin.ErrNoPKeys, `(driver "ice"): its PF maps no partition keys`},
 	} {
-		_, err := vfadmin.NewRecord(ctx, a, n.vfs[tc.model], vfsettings.Original{}, vfsettings.Settings{PKey: tc.pkey})
+		_, err := vfadmin.NewRecord(ctx, a, n.vfs[tc.model], vfsettings.Original{}, vfsettings.Settings{PKey: tc.pkey}, nil)
 		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
 			t.Errorf("%s %s: %v, want %v with %q", tc.model, tc.pkey, err, tc.want, tc.msg)
 		}
@@ -135,7 +135,7 @@ func TestPKey_ResetGone(t *testing.T) {
 	ctx := context.Background()
 	a := vfadmin.Netlink{SysfsRoot: n.SysRoot()}
 	vf := n.vfs["ConnectX-3"]
-	r, err := vfadmin.NewRecord(ctx, a, vf, vfsettings.Original{}, vfsettings.Settings{PKey: "0x8001"})
+	r, err := vfadmin.NewRecord(ctx, a, vf, vfsettings.Original{}, vfsettings.Settings{PKey: "0x8001"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,11 +156,11 @@ func TestPKey_Recorder(t *testing.T) {
 	rec := vfadmin.NewRecorder(filepath.Join(t.TempDir(), "calls.jsonl"))
 	rec.SysfsRoot = n.SysRoot()
 	vf := n.vfs["ConnectX-3"]
-	r, err := vfadmin.NewRecord(ctx, rec, vf, vfsettings.Original{}, vfsettings.Settings{PKey: "0x8002"})
+	r, err := vfadmin.NewRecord(ctx, rec, vf, vfsettings.Original{}, vfsettings.Settings{PKey: "0x8002"}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := vfadmin.Apply(ctx, rec, vf, r.Settings); err != nil {
+	if err := vfadmin.Apply(ctx, rec, vf, r.Settings, nil); err != nil {
 		t.Fatal(err)
 	}
 	if idx, err := rec.PKeyIndex(ctx, vf); idx != "2" || err != nil {

@@ -53,7 +53,7 @@ func NewRecorder(path string) *Recorder { return &Recorder{path: path} }
 // Seed records s on vf as set before hwnet: an admin's own settings,
 // which Read then reports and a reset must put back.
 func (r *Recorder) Seed(ctx context.Context, vf VF, s vfsettings.Settings) error {
-	return Apply(ctx, &Recorder{path: r.path, SysfsRoot: r.SysfsRoot, seed: true}, vf, s)
+	return Apply(ctx, &Recorder{path: r.path, SysfsRoot: r.SysfsRoot, seed: true}, vf, s, nil)
 }
 
 // Path is the file the recorder appends to.

@@ -90,10 +90,10 @@ func New(spec, sysfsRoot, netnsPath string) (Admin, error) {
 
 // Apply sets s on vf, one call per attribute s sets, in the order
 // sriov-cni sets them: the MAC first, the MTU last. The first failing call
-// ends it, its error naming the attribute; what was set before stays set
-// for the caller's reset.
-func Apply(ctx context.Context, a Admin, vf VF, s vfsettings.Settings) error {
-	for _, step := range steps(a, vf, s) {
+// ends it, its error naming the attribute as names does (nil: a claim
+// configuration's); what was set before stays set for the caller's reset.
+func Apply(ctx context.Context, a Admin, vf VF, s vfsettings.Settings, names vfsettings.Names) error {
+	for _, step := range steps(a, vf, s, names) {
 		if err := step.set(ctx); err != nil {
 			return fmt.Errorf("VF %d of %s (%s): set %s: %w", vf.Index, vf.PF, vf.PCIAddress, step.name, err)
 		}
@@ -110,7 +110,7 @@ func Apply(ctx context.Context, a Admin, vf VF, s vfsettings.Settings) error {
 func Reset(ctx context.Context, a Admin, r vfsettings.Record) error {
 	vf := Of(r)
 	var errs []error
-	for _, step := range append(steps(a, vf, r.Restore()), resetPKey(a, r)...) {
+	for _, step := range append(steps(a, vf, r.Restore(), nil), resetPKey(a, r)...) {
 		if err := step.set(ctx); err != nil && !errors.Is(err, ErrGone) {
 			errs = append(errs, fmt.Errorf("reset %s: %w", step.name, err))
 		}
@@ -130,14 +130,15 @@ func Of(r vfsettings.Record) VF {
 // has now, read from its PF before the first change, as what a reset puts
 // back; orig is its netdev's MAC and MTU. A VF whose settings cannot be
 // read gets none set: they could not be put back. So does one whose PF
-// cannot map s's partition key, or has not that key.
-func NewRecord(ctx context.Context, a Admin, vf VF, orig vfsettings.Original, s vfsettings.Settings) (*vfsettings.Record, error) {
+// cannot map s's partition key, or has not that key, the error naming it
+// as names does.
+func NewRecord(ctx context.Context, a Admin, vf VF, orig vfsettings.Original, s vfsettings.Settings, names vfsettings.Names) (*vfsettings.Record, error) {
 	r := &vfsettings.Record{PF: vf.PF, PFPCIAddress: vf.PFPCIAddress, Index: vf.Index, PCIAddress: vf.PCIAddress,
 		Settings: s, Original: orig, Prior: &vfsettings.Settings{}}
 	var err error
 	if s.PKey != "" {
 		if r.PriorPKeyIndex, err = priorPKeyIndex(ctx, a, vf, s.PKey); err != nil {
-			return nil, fmt.Errorf("VF %d of %s (%s): \"pKey\" %s: %w", vf.Index, vf.PF, vf.PCIAddress, s.PKey, err)
+			return nil, fmt.Errorf("VF %d of %s (%s): %s %s: %w", vf.Index, vf.PF, vf.PCIAddress, names.Quote("pKey"), s.PKey, err)
 		}
 	}
 	// A partition key alone is no netlink setting: a PF that cannot
@@ -158,37 +159,50 @@ type step struct {
 	set  func(context.Context) error
 }
 
-func steps(a Admin, vf VF, s vfsettings.Settings) []step {
+func steps(a Admin, vf VF, s vfsettings.Settings, names vfsettings.Names) []step {
 	var out []step
 	add := func(name string, set func(context.Context) error) { out = append(out, step{name, set}) }
+	q := names.Quote
 	if s.MAC != "" {
-		add("macAddress", func(ctx context.Context) error { return a.SetMAC(ctx, vf, s.MAC) })
+		add(q("macAddress"), func(ctx context.Context) error { return a.SetMAC(ctx, vf, s.MAC) })
 	}
 	if s.SetsVLAN() {
 		vlan, qos := deref(s.VLAN), deref(s.VLANQoS)
 		proto := cmp.Or(s.VLANProto, vfsettings.ProtoDot1Q)
-		add("vlan", func(ctx context.Context) error { return a.SetVLAN(ctx, vf, vlan, qos, proto) })
+		add(q("vlan"), func(ctx context.Context) error { return a.SetVLAN(ctx, vf, vlan, qos, proto) })
 	}
 	if s.SpoofChk != nil {
-		add("spoofchk", func(ctx context.Context) error { return a.SetSpoofChk(ctx, vf, *s.SpoofChk) })
+		add(q("spoofchk"), func(ctx context.Context) error { return a.SetSpoofChk(ctx, vf, *s.SpoofChk) })
 	}
 	if s.Trust != nil {
-		add("trust", func(ctx context.Context) error { return a.SetTrust(ctx, vf, *s.Trust) })
+		add(q("trust"), func(ctx context.Context) error { return a.SetTrust(ctx, vf, *s.Trust) })
 	}
 	if s.SetsRate() {
 		minRate, maxRate := deref(s.MinTxRate), deref(s.MaxTxRate)
-		add("rate", func(ctx context.Context) error { return a.SetRate(ctx, vf, minRate, maxRate) })
+		add(rateNames(s, q), func(ctx context.Context) error { return a.SetRate(ctx, vf, minRate, maxRate) })
 	}
 	if s.LinkState != "" {
-		add("linkState", func(ctx context.Context) error { return a.SetLinkState(ctx, vf, s.LinkState) })
+		add(q("linkState"), func(ctx context.Context) error { return a.SetLinkState(ctx, vf, s.LinkState) })
 	}
 	if s.PKey != "" {
-		add("pKey", func(ctx context.Context) error { return setPKey(ctx, a, vf, s.PKey) })
+		add(q("pKey"), func(ctx context.Context) error { return setPKey(ctx, a, vf, s.PKey) })
 	}
 	if s.MTU != nil {
-		add("mtu", func(ctx context.Context) error { return a.SetMTU(ctx, vf, *s.MTU) })
+		add(q("mtu"), func(ctx context.Context) error { return a.SetMTU(ctx, vf, *s.MTU) })
 	}
 	return out
+}
+
+// rateNames are the rate limits s sets, quoted by q: one netlink call
+// sets both.
+func rateNames(s vfsettings.Settings, q func(string) string) string {
+	switch {
+	case s.MinTxRate == nil:
+		return q("maxTxRate")
+	case s.MaxTxRate == nil:
+		return q("minTxRate")
+	}
+	return q("minTxRate") + " and " + q("maxTxRate")
 }
 
 // resetPKey is the step that maps the VF's virtual P_Key index 0 back to
@@ -198,7 +212,7 @@ func resetPKey(a Admin, r vfsettings.Record) []step {
 		return nil
 	}
 	idx := cmp.Or(r.PriorPKeyIndex, defaultPKeyIndex)
-	return []step{{"pKey", func(ctx context.Context) error { return a.SetPKeyIndex(ctx, Of(r), idx) }}}
+	return []step{{vfsettings.Names(nil).Quote("pKey"), func(ctx context.Context) error { return a.SetPKeyIndex(ctx, Of(r), idx) }}}
 }
 
 func deref[T any](p *T) T {

@@ -65,7 +65,7 @@ func TestApplyReset(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := vfadmin.NewRecorder(filepath.Join(t.TempDir(), "sub", "calls.jsonl"))
 			s := settings(t, tt.raw)
-			if err := vfadmin.Apply(context.Background(), r, vf, s); err != nil {
+			if err := vfadmin.Apply(context.Background(), r, vf, s, nil); err != nil {
 				t.Fatal(err)
 			}
 			if got := recorded(t, r); !slices.Equal(got, tt.want) {
@@ -95,11 +95,11 @@ func TestReset_PutsBackWhatTheVFHad(t *testing.T) {
 	var admin vfsettings.Settings
 	mustUnmarshal(t, `{"vlan":42,"vlanQoS":0,"vlanProto":"802.1Q","spoofchk":false,"trust":false,"minTxRate":0,"maxTxRate":500,"linkState":"auto","macAddress":"00:00:00:00:00:00"}`, &admin)
 	s := settings(t, `{"vlan":100,"spoofchk":true,"trust":true,"maxTxRate":1000,"macAddress":"02:00:00:00:00:01"}`)
-	rec, err := vfadmin.NewRecord(ctx, r, vf, vfsettings.Original{MAC: "52:54:00:00:00:01", MTU: 1500}, s)
+	rec, err := vfadmin.NewRecord(ctx, r, vf, vfsettings.Original{MAC: "52:54:00:00:00:01", MTU: 1500}, s, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := vfadmin.Apply(ctx, r, vf, s); err != nil {
+	if err := vfadmin.Apply(ctx, r, vf, s, nil); err != nil {
 		t.Fatal(err)
 	}
 	if got, _ := r.Read(ctx, vf); got.VLAN == nil || *got.VLAN != 100 {
@@ -142,6 +142,33 @@ type refusing struct {
 
 func (r refusing) SetSpoofChk(context.Context, vfadmin.VF, bool) error { return r.err }
 
+type refusingRate struct{ *vfadmin.Recorder }
+
+func (refusingRate) SetRate(context.Context, vfadmin.VF, uint64, uint64) error {
+	return errors.New("operation not supported")
+}
+
+// TestApplyNamesTheField: a refused setting is named as the format the
+// user wrote names it: a claim configuration's, or a NAD's (sriov-cni's).
+func TestApplyNamesTheField(t *testing.T) {
+	for _, tt := range []struct {
+		settings string
+		names    vfsettings.Names
+		want     string
+	}{
+		{`{"maxTxRate":1000}`, nil, `set "maxTxRate": `},
+		{`{"maxTxRate":1000}`, vfsettings.SRIOVCNINames, `set "max_tx_rate": `},
+		{`{"minTxRate":10,"maxTxRate":1000}`, vfsettings.SRIOVCNINames, `set "min_tx_rate" and "max_tx_rate": `},
+		{`{"minTxRate":10}`, nil, `set "minTxRate": `},
+	} {
+		r := refusingRate{vfadmin.NewRecorder(filepath.Join(t.TempDir(), "calls.jsonl"))}
+		err := vfadmin.Apply(context.Background(), r, vf, settings(t, tt.settings), tt.names)
+		if err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("apply %s with names %v: %v, want %q", tt.settings, tt.names, err, tt.want)
+		}
+	}
+}
+
 // TestApplyStops_ResetGoesOn: Apply stops at the first refused setting,
 // naming it; Reset makes every call and reports the refused ones, but a
 // PF or netdev that is gone is nothing to reset.
@@ -153,13 +180,13 @@ func TestApplyStops_ResetGoesOn(t *testing.T) {
 		err      error
 		resetErr string
 	}{
-		{"refused", errors.New("operation not supported"), "VF 1 of enp59s0f0 (0000:3b:01.1): reset spoofchk: operation not supported"},
+		{"refused", errors.New("operation not supported"), `VF 1 of enp59s0f0 (0000:3b:01.1): reset "spoofchk": operation not supported`},
 		{"gone", fmt.Errorf("PF enp59s0f0: %w", vfadmin.ErrGone), ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			r := refusing{vfadmin.NewRecorder(filepath.Join(t.TempDir(), "calls.jsonl")), tt.err}
-			err := vfadmin.Apply(context.Background(), r, vf, s)
-			if err == nil || !strings.Contains(err.Error(), "VF 1 of enp59s0f0 (0000:3b:01.1): set spoofchk: ") {
+			err := vfadmin.Apply(context.Background(), r, vf, s, nil)
+			if err == nil || !strings.Contains(err.Error(), `VF 1 of enp59s0f0 (0000:3b:01.1): set "spoofchk": `) {
 				t.Errorf("apply: %v, want the refused setting named", err)
 			}
 			if got := recorded(t, r.Recorder); !slices.Equal(got, []string{"vlan 100 qos 0 proto 802.1Q"}) {
