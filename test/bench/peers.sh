@@ -44,7 +44,10 @@ bash "$REPO/test/bench/pci-ids.sh" || die "pci.ids: see above" 2
 
 # hwnet as the image ships it (test/e2e/image: -trimpath, static).
 log "building hwnet-agent and the hwnet shim"
-HWNET_BIN=$CACHE/hwnet-$(cd "$REPO" && git rev-parse --short HEAD 2>/dev/null || echo tree)
+# A directory of this run's own: two checkouts at one commit (a clean
+# clone beside a work tree) must not run each other's builds.
+HWNET_BIN=$(mktemp -d "$CACHE/hwnet-XXXXXX")
+trap 'rm -rf "$HWNET_BIN"' EXIT
 (cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$HWNET_BIN/" ./cmd/hwnet-agent ./cmd/hwnet) ||
 	die "go build of hwnet failed"
 
