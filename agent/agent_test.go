@@ -17,6 +17,7 @@ import (
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
@@ -563,7 +564,8 @@ func TestAgentVFInPod(t *testing.T) {
 	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
-	pod := addNetns(t, "hwa-pod-"+f.node.NetnsName())
+	pod := "hwa-pod-" + f.node.NetnsName()
+	netnstest.Add(t, pod)
 	if _, err := f.kubelet.Allocate(context.Background(), netdevice, "0000:3b:01.0"); err != nil {
 		t.Fatal(err)
 	}
@@ -594,7 +596,8 @@ func TestAgentPendingAllocationNetdevGone(t *testing.T) {
 	f.opts.PendingGrace = time.Hour
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
-	elsewhere := addNetns(t, "hwa-gone-"+f.node.NetnsName())
+	elsewhere := "hwa-gone-" + f.node.NetnsName()
+	netnstest.Add(t, elsewhere)
 	ctx := context.Background()
 	if _, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.1"); err != nil {
 		t.Fatal(err)
@@ -610,16 +613,6 @@ func TestAgentPendingAllocationNetdevGone(t *testing.T) {
 	if _, err := f.kubelet.Allocate(ctx, netdevice, "0000:3b:01.1"); err != nil {
 		t.Errorf("allocation of the VF back in the node: %v", err)
 	}
-}
-
-// addNetns adds a named network namespace for the test's life.
-func addNetns(t testing.TB, name string) string {
-	t.Helper()
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	return name
 }
 
 // moveLink moves the named link from one named network namespace to another.

@@ -20,6 +20,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
@@ -67,7 +68,7 @@ func TestSpec6_1_AgentServesCNI(t *testing.T) {
 		t.Fatal(err)
 	}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{binDir, plugins}, filepath.Join(dir, "runtime-cache"), nil)
-	addNetns(t, "hwnet-agent-cni")
+	netnstest.Add(t, "hwnet-agent-cni")
 	rt := &libcni.RuntimeConf{ContainerID: "sandbox-1", NetNS: "/var/run/netns/hwnet-agent-cni", IfName: "eth0",
 		Args: [][2]string{{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "plain"}, {"K8S_POD_UID", string(pod.UID)}}}
 	ctx := context.Background()

@@ -40,6 +40,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
@@ -152,7 +153,8 @@ func newWorld(t *testing.T) *world {
 	w.cni = wire.NewClient(w.opts.CNI.SocketPath)
 	w.writeNetworks(dir)
 	w.writeConfig(baseLayout())
-	w.limbo = addNetns(t, "hwlimbo-"+strconv.Itoa(os.Getpid()))
+	w.limbo = "hwlimbo-" + strconv.Itoa(os.Getpid())
+	netnstest.Add(t, w.limbo)
 	w.slices = watchSlices(t, w.api.Client())
 	t.Cleanup(w.stopAgent)
 	return w

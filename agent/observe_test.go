@@ -23,6 +23,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
@@ -90,7 +91,7 @@ func addThroughShim(t *testing.T, api *kubeapi.Server, conflist string, path []s
 	if err != nil {
 		t.Fatal(err)
 	}
-	addNetns(t, "hwnet-agent-obs")
+	netnstest.Add(t, "hwnet-agent-obs")
 	cni := libcni.NewCNIConfigWithCacheDir(path, filepath.Join(dir, "runtime-cache"), nil)
 	rt := &libcni.RuntimeConf{ContainerID: "sandbox-obs", NetNS: "/var/run/netns/hwnet-agent-obs", IfName: "eth0",
 		Args: [][2]string{{"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", pod.Name}, {"K8S_POD_UID", string(pod.UID)}}}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 
 	"github.com/vishvananda/netlink"
@@ -154,10 +155,7 @@ func nodeWithVFs(t *testing.T, want int) (*virtualnode.Node, *netlink.Handle, []
 func podNetns(t *testing.T) string {
 	t.Helper()
 	name := fmt.Sprintf("t%d-pod", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		t.Fatalf("ip netns add %s: %v: %s", name, err, out)
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
+	netnstest.Add(t, name)
 	return name
 }
 

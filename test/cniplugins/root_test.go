@@ -13,23 +13,15 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	types100 "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/hwnet-io/hwnet/internal/osthread"
+	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 )
 
-// addNetns creates a named network namespace with `ip netns add` and
-// returns its path; Cleanup deletes it.
+// addNetns adds the test's network namespace of role; its path.
 func addNetns(t *testing.T, role string) string {
-	t.Helper()
-	name := fmt.Sprintf("hwnet-cniplugins-%d-%s", os.Getpid(), role)
-	ip(t, "netns", "add", name)
-	t.Cleanup(func() {
-		if out, err := exec.Command("ip", "netns", "del", name).CombinedOutput(); err != nil {
-			t.Errorf("ip netns del %s: %v: %s", name, err, out)
-		}
-	})
-	return filepath.Join("/run/netns", name)
+	return netnstest.Add(t, fmt.Sprintf("hwnet-cniplugins-%d-%s", os.Getpid(), role))
 }
 
 func ip(t *testing.T, args ...string) {

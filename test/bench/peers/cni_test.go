@@ -10,7 +10,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -29,6 +28,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 )
@@ -104,12 +104,7 @@ func copyFile(tb testing.TB, src, dst string) {
 // podNetns makes the one network namespace every pod sandbox is: the
 // delegate creates no interface in it.
 func podNetns(tb testing.TB) string {
-	name := fmt.Sprintf("peers-pod-%d", os.Getpid())
-	if out, err := exec.Command("ip", "netns", "add", name).CombinedOutput(); err != nil {
-		tb.Fatalf("ip netns add: %v: %s", err, out)
-	}
-	tb.Cleanup(func() { exec.Command("ip", "netns", "del", name).Run() })
-	return "/run/netns/" + name
+	return netnstest.Add(tb, fmt.Sprintf("peers-pod-%d", os.Getpid()))
 }
 
 // createNAD creates a NetworkAttachmentDefinition in default whose
