@@ -3,7 +3,8 @@
 // kubelet PodResources and API server requests, connections its node
 // sockets refused, a pool configuration not kept for the next start,
 // declarative VF changes, the DRA driver's prepare and unprepare latency,
-// and build information, on a registry of its own served by Handler.
+// and build information, on registries of its own (hwnet's, and the Go
+// runtime's and the process's) served together by Handler.
 package metrics
 
 import (

@@ -212,7 +212,7 @@ func resetPKey(a Admin, r vfsettings.Record) []step {
 		return nil
 	}
 	idx := cmp.Or(r.PriorPKeyIndex, defaultPKeyIndex)
-	return []step{{vfsettings.Names(nil).Quote("pKey"), func(ctx context.Context) error { return a.SetPKeyIndex(ctx, Of(r), idx) }}}
+	return []step{{`"pKey"`, func(ctx context.Context) error { return a.SetPKeyIndex(ctx, Of(r), idx) }}}
 }
 
 func deref[T any](p *T) T {
