@@ -12,13 +12,17 @@ KUBE_VERSION ?= v1.37.1
 # CONTAINERD_VERSION=v1.7.35 builds 1.7, which HWNET_E2E_CONTAINERD=v1.7.35
 # or hwnet-cluster --containerd v1.7.35 then runs.
 CONTAINERD_VERSION ?= v2.4.2
+# What --version prints (internal/version): the checkout's git describe, as
+# the image build stamps it; GOFLAGS=-buildvcs=false leaves nothing else.
+VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
+LDFLAGS   := -X github.com/hwnet-io/hwnet/internal/version.stamped=$(VERSION)
 
 .PHONY: all build test unit soak soak-ledger deps kube-bins containerd-cdi lint bench bench-peers bench-cluster bench-scale bench-discovery fuzz demo demo-node clean
 
 all: build
 
 build:
-	$(GO) build -o $(BIN)/ ./cmd/... ./test/e2e/cmd/...
+	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/... ./test/e2e/cmd/...
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/hwnet-test-plugin ./test/cniplugins/recorder
 
 deps:
