@@ -37,7 +37,7 @@ func (a *Agent) newBook() *ledger.Book {
 	}
 	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
 		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }, PendingGrace: a.opts.PendingGrace,
-		Present: a.probe.Present})
+		Present: a.probe.Present, PFUp: a.probe.PFUp})
 }
 
 // podUID is the UID of the pod of the node's pod cache with that name, ""

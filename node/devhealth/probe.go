@@ -12,9 +12,11 @@ import (
 )
 
 // Probe asks the kernel, at the moment of a hand-out, whether a device's
-// netdev is still in the node's network namespace. Link events reach the
-// agent a moment after the kernel moved a netdev; a hand-out in that
-// moment would give a pod a device whose netdev something else took, and
+// netdev is still in the node's network namespace and whether its PF's
+// link is up. Link events reach the agent a moment after the kernel
+// moved a netdev or took a link down (seconds, when the agent's loop
+// waits on kubelet); a hand-out in that moment would give a pod a device
+// whose netdev something else took, or whose PF carries no traffic, and
 // the verdicts, judged from the events, cannot see it yet.
 type Probe struct {
 	mu sync.Mutex
@@ -24,8 +26,17 @@ type Probe struct {
 	// link, and took 0.1-0.9 ms per device of each hand-out on a loaded
 	// node against 2-5 us (BenchmarkPresent).
 	sock int
-	// names are the netdevs the devices have in the node, by device ID.
-	names map[string]string
+	// names are the netdevs of the devices, by device ID.
+	names map[string]Netdevs
+}
+
+// Netdevs are the netdevs a hand-out of a device probes, by name in the
+// node's network namespace; "" is none.
+type Netdevs struct {
+	// Own is the device's netdev, which must be in the namespace.
+	Own string
+	// PF is its PF's, whose link must be up.
+	PF string
 }
 
 // NewProbe opens a socket in the network namespace at path ("" is this
@@ -69,9 +80,9 @@ func socketIn(path string) (int, error) {
 	return fd, nil
 }
 
-// Expect says which netdev each device has in the node, by device ID;
+// Expect says which netdevs each device has in the node, by device ID;
 // a device without one is not probed.
-func (p *Probe) Expect(names map[string]string) {
+func (p *Probe) Expect(names map[string]Netdevs) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.names = names
@@ -81,16 +92,11 @@ func (p *Probe) Expect(names map[string]string) {
 // in the node's network namespace; an answer the kernel cannot give is an
 // error too: a hand-out fails closed.
 func (p *Probe) Present(id string) error {
-	p.mu.Lock()
-	name := p.names[id]
-	p.mu.Unlock()
+	name := p.netdevs(id).Own
 	if name == "" {
 		return nil
 	}
-	ifr, err := unix.NewIfreq(name)
-	if err == nil {
-		err = unix.IoctlIfreq(p.sock, unix.SIOCGIFINDEX, ifr)
-	}
+	_, err := p.ioctl(name, unix.SIOCGIFINDEX)
 	if errors.Is(err, unix.ENODEV) {
 		return fmt.Errorf("its netdev %s is not in the node's network namespace", name)
 	}
@@ -98,6 +104,43 @@ func (p *Probe) Present(id string) error {
 		return fmt.Errorf("whether its netdev %s is in the node's network namespace is unknown: %w", name, err)
 	}
 	return nil
+}
+
+// PFUp is nil when the device has no PF netdev to probe or its PF's link
+// is up (administratively, and passing traffic: IFF_RUNNING); a link
+// down, a PF netdev gone from the namespace, or an answer the kernel
+// cannot give is an error: a hand-out fails closed.
+func (p *Probe) PFUp(id string) error {
+	name := p.netdevs(id).PF
+	if name == "" {
+		return nil
+	}
+	ifr, err := p.ioctl(name, unix.SIOCGIFFLAGS)
+	if errors.Is(err, unix.ENODEV) {
+		return fmt.Errorf("its PF's netdev %s is not in the node's network namespace", name)
+	}
+	if err != nil {
+		return fmt.Errorf("whether its PF's link %s is up is unknown: %w", name, err)
+	}
+	if up := uint16(unix.IFF_UP | unix.IFF_RUNNING); ifr.Uint16()&up != up {
+		return fmt.Errorf("its PF's link %s is down", name)
+	}
+	return nil
+}
+
+func (p *Probe) netdevs(id string) Netdevs {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.names[id]
+}
+
+// ioctl asks the socket's namespace about the named netdev.
+func (p *Probe) ioctl(name string, req uint) (*unix.Ifreq, error) {
+	ifr, err := unix.NewIfreq(name)
+	if err != nil {
+		return nil, err
+	}
+	return ifr, unix.IoctlIfreq(p.sock, req, ifr)
 }
 
 // Close closes the socket.

@@ -31,7 +31,7 @@ func TestProbe(t *testing.T) {
 			vf = f
 		}
 	}
-	p.Expect(map[string]string{vf.Addr: vf.Ifname})
+	p.Expect(map[string]devhealth.Netdevs{vf.Addr: {Own: vf.Ifname}})
 	if err := p.Present(vf.Addr); err != nil {
 		t.Fatalf("Present(%s) with its netdev %s there: %v", vf.Addr, vf.Ifname, err)
 	}
@@ -54,6 +54,56 @@ func TestProbe(t *testing.T) {
 	}
 }
 
+// TestProbePFUp: the probe asks the node's namespace whether a VF's PF
+// has its link up: up it is, taken down it is not, and a PF netdev gone
+// (renamed away) is no link up either; a device it was given no PF for is
+// not asked.
+func TestProbePFUp(t *testing.T) {
+	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "probepf", PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 1}}},
+		vnodetest.OpenDB(t), true)
+	path := "/run/netns/" + node.NetnsName()
+	p, err := devhealth.NewProbe(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var vf, pf virtualnode.Function
+	for _, f := range node.Devices() {
+		if f.IsVF() {
+			vf = f
+		} else {
+			pf = f
+		}
+	}
+	p.Expect(map[string]devhealth.Netdevs{vf.Addr: {Own: vf.Ifname, PF: pf.Ifname}})
+	h := handleAt(t, path)
+	link, err := h.LinkByName(pf.Ifname)
+	if err != nil {
+		t.Fatal(err)
+	}
+	steps := []struct {
+		name   string
+		change func() error
+		want   string
+	}{
+		{"up", func() error { return nil }, ""},
+		{"taken down", func() error { return h.LinkSetDown(link) }, "its PF's link " + pf.Ifname + " is down"},
+		{"renamed away", func() error { return h.LinkSetName(link, "elsewhere0") }, "its PF's netdev " + pf.Ifname + " is not in the node's network namespace"},
+	}
+	for _, st := range steps {
+		if err := st.change(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		err := p.PFUp(vf.Addr)
+		if (st.want == "") != (err == nil) || err != nil && err.Error() != st.want {
+			t.Errorf("PFUp(%s), its PF %s: %v, want %q", vf.Addr, st.name, err, st.want)
+		}
+	}
+	if err := p.PFUp(pf.Addr); err != nil {
+		t.Errorf("PFUp of a device without a PF netdev to probe: %v", err)
+	}
+}
+
 // BenchmarkPresent: one hand-out's probe of a VF's netdev on a node of
 // 64 VFs, and netlink's RTM_GETLINK of the same name beside it, which
 // the probe asked before.
@@ -73,7 +123,7 @@ func BenchmarkPresent(b *testing.B) {
 			b.Fatal(err)
 		}
 		defer p.Close()
-		p.Expect(map[string]string{vf.Addr: vf.Ifname})
+		p.Expect(map[string]devhealth.Netdevs{vf.Addr: {Own: vf.Ifname}})
 		for b.Loop() {
 			if err := p.Present(vf.Addr); err != nil {
 				b.Fatal(err)

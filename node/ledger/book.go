@@ -40,6 +40,11 @@ type BookOptions struct {
 	// reason otherwise. The verdicts come from link events, which lag the
 	// kernel; this is the fresh read of the one source they summarise.
 	Present func(device string) error
+	// PFUp, when set, is asked under the lock for each device of every
+	// Reserve: nil when the device's PF has its link up (or it has no PF
+	// netdev), the reason otherwise; the fresh read of the PF's link,
+	// whose verdict the link events bring late.
+	PFUp func(device string) error
 }
 
 // DefaultPendingGrace is how long a device plugin allocation kubelet does
@@ -339,12 +344,28 @@ func (b *Book) checkLocked(req Request, fresh bool) error {
 		if why, bad := b.verdicts.Unhealthy[d]; bad {
 			return &Conflict{Device: d, Reason: Unhealthy, Why: why}
 		}
+		if err := b.pfUpLocked(d); err != nil {
+			return err
+		}
 		if err := b.presentLocked(req.Holder, d); err != nil {
 			return err
 		}
 		if err := b.holdersAllowLocked(req.Holder, d, fresh); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// pfUpLocked is nil unless a fresh probe says d's PF's link is down: a
+// device whose PF carries no traffic is unhealthy whoever asks, as the
+// verdicts would say once the link event arrives.
+func (b *Book) pfUpLocked(d string) error {
+	if b.o.PFUp == nil {
+		return nil
+	}
+	if err := b.o.PFUp(d); err != nil {
+		return &Conflict{Device: d, Reason: Unhealthy, Why: err.Error()}
 	}
 	return nil
 }

@@ -948,6 +948,37 @@ func TestFenceFollowsARecreatedScalableFunction(t *testing.T) {
 	}
 }
 
+// TestReserveProbesThePFLink: every Reserve asks PFUp of each device,
+// before the verdicts can say its PF's link went down (link events lag
+// the kernel, by seconds while the agent waits on kubelet): one whose PF
+// is down is refused with the reason, even for the holder that has it;
+// the others go.
+func TestReserveProbesThePFLink(t *testing.T) {
+	down := map[string]bool{}
+	var asked []string
+	b := openBook(t, ledger.BookOptions{PFUp: func(d string) error {
+		asked = append(asked, d)
+		if down[d] {
+			return errors.New("its PF's link ens1 is down")
+		}
+		return nil
+	}})
+	ctx := context.Background()
+	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0, vfA1}, Holder: claimC}); err != nil {
+		t.Fatalf("Reserve with the PF's link up: %v", err)
+	}
+	if !slices.Equal(asked, []string{vfA0, vfA1}) {
+		t.Errorf("PFUp asked of %v, want each device", asked)
+	}
+	for _, req := range []ledger.Request{{Devices: []string{vfA1}, Holder: claimC}, {Devices: []string{vfB0}, Holder: claimD}} {
+		down[req.Devices[0]] = true
+		err := b.Reserve(ctx, req)
+		if want := "device " + req.Devices[0] + " is unhealthy: its PF's link ens1 is down"; err == nil || err.Error() != want {
+			t.Errorf("Reserve of %s by %s with its PF down: %v, want %q", req.Devices[0], req.Holder, err, want)
+		}
+	}
+}
+
 // TestReserveProbesTheNetdev: a Reserve asks Present of each device whose
 // netdev no hold explains away, before the verdicts can say the netdev
 // left (link events lag the kernel): one gone is refused with the reason;

@@ -205,15 +205,20 @@ func Verdicts(states ...[]State) ledger.Verdicts {
 	return out
 }
 
-// Netdevs are the netdevs the devices of the states have in the node,
-// by device ID, which a hand-out probes (devhealth.Probe): those whose
-// netdev is away already have a verdict.
-func Netdevs(states ...[]State) map[string]string {
-	out := map[string]string{}
+// Netdevs are the netdevs a hand-out of each device of the states
+// probes (devhealth.Probe), by device ID: its own, unless it is away
+// already (that has a verdict), and its PF's.
+func Netdevs(states ...[]State) map[string]devhealth.Netdevs {
+	out := map[string]devhealth.Netdevs{}
 	for _, ss := range states {
 		for _, s := range ss {
+			var n devhealth.Netdevs
 			if nd := s.Function.Netdev; nd != nil && !s.NetdevAway {
-				out[s.ID] = nd.Name
+				n.Own = nd.Name
+			}
+			n.PF = s.PFName
+			if n != (devhealth.Netdevs{}) {
+				out[s.ID] = n
 			}
 		}
 	}

@@ -39,6 +39,34 @@ func TestMoving(t *testing.T) {
 	}
 }
 
+// TestNetdevs: a hand-out probes a device's own netdev, unless it is
+// away already, and its PF's; a device with neither is not probed.
+func TestNetdevs(t *testing.T) {
+	withNetdev := func(id, pfName, netdev string, away bool) offer.State {
+		d := device(id, "0000:3b:00.0")
+		d.PFName = pfName
+		if netdev != "" {
+			d.Function.Netdev = &discovery.Netdev{Name: netdev}
+		}
+		return offer.State{Device: d, NetdevAway: away}
+	}
+	got := offer.Netdevs([]offer.State{
+		withNetdev("0000:3b:02.0", "ens1", "ens1v0", false),
+		withNetdev("0000:3b:02.1", "ens1", "ens1v1", true),
+	}, []offer.State{
+		withNetdev("0000:3b:02.2", "", "", false),
+		withNetdev("0000:3b:02.3", "ens1", "", false),
+	})
+	want := map[string]devhealth.Netdevs{
+		"0000:3b:02.0": {Own: "ens1v0", PF: "ens1"},
+		"0000:3b:02.1": {PF: "ens1"},
+		"0000:3b:02.3": {PF: "ens1"},
+	}
+	if !maps.Equal(got, want) {
+		t.Errorf("Netdevs = %v, want %v", got, want)
+	}
+}
+
 // TestStatesWithhold: what keeps a pool's device from being offered is
 // said per device: a fence, a source of holders that cannot be read, a
 // holder of another front end; each with its reason.
