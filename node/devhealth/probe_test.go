@@ -12,25 +12,36 @@ import (
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
-// TestProbe: the probe asks the node's namespace whether a
-// device's netdev is there: the VF's is until it leaves (here renamed
-// away, as a move into a pod looks from the node); a device it was given
-// no netdev for is not asked.
-func TestProbe(t *testing.T) {
-	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "probe", PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 1}}},
+// probedNode is a virtual node of one PF with one VF, a probe in its
+// network namespace (closed with the test), that namespace's path, the VF
+// and the PF.
+func probedNode(t *testing.T, name string) (*devhealth.Probe, string, virtualnode.Function, virtualnode.Function) {
+	t.Helper()
+	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: name, PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 1}}},
 		vnodetest.OpenDB(t), true)
 	path := "/run/netns/" + node.NetnsName()
 	p, err := devhealth.NewProbe(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	var vf virtualnode.Function
+	t.Cleanup(p.Close)
+	var vf, pf virtualnode.Function
 	for _, f := range node.Devices() {
 		if f.IsVF() {
 			vf = f
+		} else {
+			pf = f
 		}
 	}
+	return p, path, vf, pf
+}
+
+// TestProbe: the probe asks the node's namespace whether a
+// device's netdev is there: the VF's is until it leaves (here renamed
+// away, as a move into a pod looks from the node); a device it was given
+// no netdev for is not asked.
+func TestProbe(t *testing.T) {
+	p, path, vf, _ := probedNode(t, "probe")
 	p.Expect(map[string]devhealth.Netdevs{vf.Addr: {Own: vf.Ifname}})
 	if err := p.Present(vf.Addr); err != nil {
 		t.Fatalf("Present(%s) with its netdev %s there: %v", vf.Addr, vf.Ifname, err)
@@ -59,22 +70,7 @@ func TestProbe(t *testing.T) {
 // (renamed away) is no link up either; a device it was given no PF for is
 // not asked.
 func TestProbePFUp(t *testing.T) {
-	node := vnodetest.BuildForTest(t, &virtualnode.Spec{Name: "probepf", PFs: []virtualnode.PFSpec{{Model: "E810-C", VFs: 1}}},
-		vnodetest.OpenDB(t), true)
-	path := "/run/netns/" + node.NetnsName()
-	p, err := devhealth.NewProbe(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var vf, pf virtualnode.Function
-	for _, f := range node.Devices() {
-		if f.IsVF() {
-			vf = f
-		} else {
-			pf = f
-		}
-	}
+	p, path, vf, pf := probedNode(t, "probepf")
 	p.Expect(map[string]devhealth.Netdevs{vf.Addr: {Own: vf.Ifname, PF: pf.Ifname}})
 	h := handleAt(t, path)
 	link, err := h.LinkByName(pf.Ifname)

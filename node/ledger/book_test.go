@@ -948,6 +948,18 @@ func TestFenceFollowsARecreatedScalableFunction(t *testing.T) {
 	}
 }
 
+// probeFake stands in for a devhealth.Probe answer: it notes each device
+// asked, and says why for those bad names.
+func probeFake(asked *[]string, bad map[string]bool, why string) func(string) error {
+	return func(d string) error {
+		*asked = append(*asked, d)
+		if bad[d] {
+			return errors.New(why)
+		}
+		return nil
+	}
+}
+
 // TestReserveProbesThePFLink: every Reserve asks PFUp of each device,
 // before the verdicts can say its PF's link went down (link events lag
 // the kernel, by seconds while the agent waits on kubelet): one whose PF
@@ -956,13 +968,7 @@ func TestFenceFollowsARecreatedScalableFunction(t *testing.T) {
 func TestReserveProbesThePFLink(t *testing.T) {
 	down := map[string]bool{}
 	var asked []string
-	b := openBook(t, ledger.BookOptions{PFUp: func(d string) error {
-		asked = append(asked, d)
-		if down[d] {
-			return errors.New("its PF's link ens1 is down")
-		}
-		return nil
-	}})
+	b := openBook(t, ledger.BookOptions{PFUp: probeFake(&asked, down, "its PF's link ens1 is down")})
 	ctx := context.Background()
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0, vfA1}, Holder: claimC}); err != nil {
 		t.Fatalf("Reserve with the PF's link up: %v", err)
@@ -987,13 +993,7 @@ func TestReserveProbesThePFLink(t *testing.T) {
 func TestReserveProbesTheNetdev(t *testing.T) {
 	gone := map[string]bool{vfA0: true}
 	var asked []string
-	b := openBook(t, ledger.BookOptions{Present: func(d string) error {
-		asked = append(asked, d)
-		if gone[d] {
-			return errors.New("its netdev ens1v0 is not in the node's network namespace")
-		}
-		return nil
-	}})
+	b := openBook(t, ledger.BookOptions{Present: probeFake(&asked, gone, "its netdev ens1v0 is not in the node's network namespace")})
 	ctx := context.Background()
 	err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA0}, Holder: claimC})
 	if err == nil || err.Error() != "device "+vfA0+" is unhealthy: its netdev ens1v0 is not in the node's network namespace" {
