@@ -12,10 +12,10 @@ KUBE_VERSION ?= v1.37.1
 # CONTAINERD_VERSION=v1.7.35 builds 1.7, which HWNET_E2E_CONTAINERD=v1.7.35
 # or hwnet-cluster --containerd v1.7.35 then runs.
 CONTAINERD_VERSION ?= v2.4.2
-# What --version prints (internal/version): the checkout's git describe, as
-# the image build stamps it; GOFLAGS=-buildvcs=false leaves nothing else.
-VERSION   ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo unknown)
-LDFLAGS   := -X github.com/hwnet-io/hwnet/internal/version.stamped=$(VERSION)
+# What --version prints (internal/version): VERSION (below, the checkout's
+# git describe), as the image build stamps it; GOFLAGS=-buildvcs=false
+# leaves nothing else. Expanded only by the targets that build.
+LDFLAGS    = -X github.com/hwnet-io/hwnet/internal/version.stamped=$(VERSION)
 
 .PHONY: all build test unit soak soak-ledger deps kube-bins containerd-cdi lint bench bench-peers bench-cluster bench-scale bench-discovery fuzz demo demo-node clean
 
