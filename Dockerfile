@@ -21,8 +21,10 @@ ARG GOSUMDB=
 ARG GOFLAGS=
 COPY . .
 ARG VERSION=unknown
+# -tags grpcnotrace as make image builds (test/e2e/image's BuildTags): grpc
+# without golang.org/x/net/trace, so the linker drops the code nothing calls.
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    CGO_ENABLED=0 go build -trimpath \
+    CGO_ENABLED=0 go build -trimpath -tags grpcnotrace \
       -ldflags "-X github.com/hwnet-io/hwnet/internal/version.stamped=${VERSION}" \
       -o /out/ ./cmd/hwnet-agent ./cmd/hwnet ./cmd/hwnetctl ./cmd/hwnet-controller
 

@@ -16,13 +16,17 @@ CONTAINERD_VERSION ?= v2.4.2
 # git describe), as the image build stamps it; GOFLAGS=-buildvcs=false
 # leaves nothing else. Expanded only by the targets that build.
 LDFLAGS    = -X github.com/hwnet-io/hwnet/internal/version.stamped=$(VERSION)
+# The shipped binaries' build tags (test/e2e/image's BuildTags, as the
+# Dockerfile): grpc without golang.org/x/net/trace, whose text/template
+# keeps every exported method in the binary.
+BUILDTAGS  = grpcnotrace
 
 .PHONY: all build test unit soak soak-ledger deps kube-bins containerd-cdi lint bench bench-peers bench-cluster bench-scale bench-discovery fuzz demo demo-node clean
 
 all: build
 
 build:
-	$(GO) build -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/... ./test/e2e/cmd/...
+	$(GO) build -tags $(BUILDTAGS) -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/... ./test/e2e/cmd/...
 	CGO_ENABLED=0 $(GO) build -o $(BIN)/hwnet-test-plugin ./test/cniplugins/recorder
 
 deps:

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hwnet-io/hwnet/test/e2e/image"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
@@ -140,7 +141,7 @@ func hwnetBinaries(b *testing.B) string {
 		return *binDir
 	}
 	dir := b.TempDir()
-	cmd := exec.Command("go", "build", "-trimpath", "-o", dir+"/", "github.com/hwnet-io/hwnet/cmd/hwnet-agent", "github.com/hwnet-io/hwnet/cmd/hwnet")
+	cmd := exec.Command("go", "build", "-trimpath", "-tags", image.BuildTags, "-o", dir+"/", "github.com/hwnet-io/hwnet/cmd/hwnet-agent", "github.com/hwnet-io/hwnet/cmd/hwnet")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if out, err := cmd.CombinedOutput(); err != nil {
 		b.Fatalf("go build: %v\n%s", err, out)

@@ -145,6 +145,6 @@ func checkSameFile(t *testing.T, root string, m member) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		checkStatic(t, path, data)
+		checkBinary(t, path, data)
 	}
 }
