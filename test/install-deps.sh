@@ -42,3 +42,14 @@ case "$have" in
   "$want"|"$want".*) ;;
   *) echo "install-deps: go $have found, go $want needed" >&2; exit 1 ;;
 esac
+
+# inotify instances are counted per user, root's included: each e2e node's
+# kubelet and containerd, each agent, virtual node and API server of the
+# tests running at once holds some, and Linux's default of 128 ran out
+# under `make test` with soaks beside it (inotify_init1: EMFILE, "too many
+# open files", in two packages at once). Kubernetes nodes and kind raise it
+# the same way.
+if [ "$(id -u)" = 0 ] && [ "$(cat /proc/sys/fs/inotify/max_user_instances)" -lt 1024 ]; then
+  echo "install-deps: fs.inotify.max_user_instances $(cat /proc/sys/fs/inotify/max_user_instances) -> 1024"
+  sysctl -qw fs.inotify.max_user_instances=1024
+fi
