@@ -68,21 +68,21 @@ func New(o Options) *Writer {
 func (w *Writer) Path() string { return filepath.Join(w.opts.OutputDir, w.opts.FileName) }
 
 // Run syncs at start, on every change in ConfDir and every Interval, until
-// ctx ends.
+// ctx ends. A watch it cannot make (a node out of inotify instances) is
+// tried again at every Interval, the files re-read meanwhile: giving up
+// would leave the node without hwnet's configuration for good.
 func (w *Writer) Run(ctx context.Context) error {
 	if err := os.MkdirAll(w.opts.ConfDir, 0o755); err != nil {
 		return fmt.Errorf("CNI config dir: %w", err)
 	}
-	sw, err := watch.WatchEntries(w.opts.ConfDir, isConfFile)
-	if err != nil {
-		return err
-	}
 	events := make(chan watch.SocketEvent, 1)
-	go sw.Run(ctx, events)
 	tick := time.NewTicker(w.opts.Interval)
 	defer tick.Stop()
-	last := ""
+	last, watching := "", false
 	for {
+		if !watching {
+			watching = w.watch(ctx, events)
+		}
 		last = w.syncLogged(last)
 		select {
 		case <-ctx.Done():
@@ -91,6 +91,18 @@ func (w *Writer) Run(ctx context.Context) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// watch starts the watch of ConfDir, sending to events, and reports
+// whether it could.
+func (w *Writer) watch(ctx context.Context, events chan<- watch.SocketEvent) bool {
+	sw, err := watch.WatchEntries(w.opts.ConfDir, isConfFile)
+	if err != nil {
+		w.opts.Logger.Warn("CNI config dir not watched; re-read every interval until it can be", "interval", w.opts.Interval, "err", err)
+		return false
+	}
+	go sw.Run(ctx, events)
+	return true
 }
 
 // syncLogged syncs and logs the outcome when it differs from the last one.

@@ -4,10 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 )
@@ -114,4 +119,91 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
+}
+
+// TestRunOutlivesAWatchItCannotMake: a node out of inotify instances (or
+// of file descriptors) at start gets hwnet's configuration all the same,
+// at the next re-read, and the watch once it can be made; Run does not
+// give up and leave the node without a CNI configuration. The process's
+// descriptor limit stands in for the node's inotify limit: both fail
+// inotify_init1 with EMFILE.
+func TestRunOutlivesAWatchItCannotMake(t *testing.T) {
+	confDir, outDir := t.TempDir(), t.TempDir()
+	var logs lockedBuffer
+	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	var runErr error
+	finished := make(chan struct{})
+	restore := exhaustDescriptors(t)
+	go func() { defer close(finished); runErr = w.Run(ctx) }()
+	defer func() { cancel(); <-finished }()
+	returned := func() bool {
+		select {
+		case <-finished:
+			return true
+		default:
+			return false
+		}
+	}
+	waitFor(t, func() bool { return strings.Contains(logs.String(), "too many open files") || returned() }, "Run to fail its watch")
+	restore()
+	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
+	waitFor(t, func() bool {
+		if returned() {
+			t.Fatalf("Run returned %v without its watch; want it to keep re-reading", runErr)
+		}
+		_, ok := readOwn(t, w)
+		return ok
+	}, "hwnet's config to appear")
+}
+
+// exhaustDescriptors lowers the process's soft descriptor limit so that
+// the next open fails with EMFILE, and returns what puts it back.
+func exhaustDescriptors(t *testing.T) func() {
+	t.Helper()
+	var old unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+		t.Fatal(err)
+	}
+	// A new descriptor takes the lowest free number, and one at or above
+	// the limit fails: the limit at the lowest free number fails them all.
+	lowest, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unix.Close(lowest)
+	low := old
+	low.Cur = uint64(lowest)
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	var once sync.Once
+	restore := func() {
+		once.Do(func() {
+			if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	t.Cleanup(restore)
+	return restore
+}
+
+// lockedBuffer is a log destination the test reads while Run writes.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }
