@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/test/fdtest"
+	"github.com/hwnet-io/hwnet/test/logtest"
 )
 
 const bridgeConf = `{"cniVersion":"0.4.0","name":"podnet","plugins":[{"type":"bridge"},{"type":"portmap","capabilities":{"portMappings":true}}]}`
@@ -129,13 +127,13 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 // inotify_init1 with EMFILE.
 func TestRunOutlivesAWatchItCannotMake(t *testing.T) {
 	confDir, outDir := t.TempDir(), t.TempDir()
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	ctx, cancel := context.WithCancel(context.Background())
 	var runErr error
 	finished := make(chan struct{})
-	restore := exhaustDescriptors(t)
+	restore := fdtest.Exhaust(t)
 	go func() { defer close(finished); runErr = w.Run(ctx) }()
 	defer func() { cancel(); <-finished }()
 	returned := func() bool {
@@ -146,7 +144,7 @@ func TestRunOutlivesAWatchItCannotMake(t *testing.T) {
 			return false
 		}
 	}
-	waitFor(t, func() bool { return strings.Contains(logs.String(), "too many open files") || returned() }, "Run to fail its watch")
+	waitFor(t, func() bool { return logs.Contains("too many open files") || returned() }, "Run to fail its watch")
 	restore()
 	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
 	waitFor(t, func() bool {
@@ -156,54 +154,4 @@ func TestRunOutlivesAWatchItCannotMake(t *testing.T) {
 		_, ok := readOwn(t, w)
 		return ok
 	}, "hwnet's config to appear")
-}
-
-// exhaustDescriptors lowers the process's soft descriptor limit so that
-// the next open fails with EMFILE, and returns what puts it back.
-func exhaustDescriptors(t *testing.T) func() {
-	t.Helper()
-	var old unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-		t.Fatal(err)
-	}
-	// A new descriptor takes the lowest free number, and one at or above
-	// the limit fails: the limit at the lowest free number fails them all.
-	lowest, err := unix.Open("/dev/null", unix.O_RDONLY|unix.O_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	unix.Close(lowest)
-	low := old
-	low.Cur = uint64(lowest)
-	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	restore := func() {
-		once.Do(func() {
-			if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &old); err != nil {
-				t.Fatal(err)
-			}
-		})
-	}
-	t.Cleanup(restore)
-	return restore
-}
-
-// lockedBuffer is a log destination the test reads while Run writes.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

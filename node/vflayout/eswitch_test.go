@@ -15,6 +15,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/devlink"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
+	"github.com/hwnet-io/hwnet/test/logtest"
 )
 
 // fakeESwitch is devlink as ice has it: it refuses a mode change while
@@ -237,12 +238,12 @@ func TestManagerESwitchWithoutDevlink(t *testing.T) {
 	n, sys := newNode(t)
 	b := newBookNode(t, n, t.TempDir())
 	b.serveKubelet(t)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	orig := drivers(n)
 	layout := []pools.PFLayout{{PF: pf, TotalVFs: 256, Switchdev: true, Layout: &pools.VFLayout{Name: "ovs", NumVFs: 4, ESwitchMode: devlink.ModeSwitchdev}}}
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, layout)
 	waitFor(t, "the layout failed for want of devlink", func() bool {
-		return logs.contains(`msg="VF layout not applied: the PF's eSwitch mode cannot be read" pf=0000:3b:00.0 layout=ovs retryIn=30s err="the layout names an eSwitch mode, and this agent has no devlink`)
+		return logs.Contains(`msg="VF layout not applied: the PF's eSwitch mode cannot be read" pf=0000:3b:00.0 layout=ovs retryIn=30s err="the layout names an eSwitch mode, and this agent has no devlink`)
 	})
 	if got := drivers(n); !equal(got, orig) {
 		t.Errorf("VFs changed: %q", got)

@@ -1,7 +1,6 @@
 package vflayout_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http/httptest"
@@ -23,6 +22,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/vflayout"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/logtest"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
 	clocktesting "k8s.io/utils/clock/testing"
 )
@@ -162,20 +162,20 @@ func TestManagerFencesThePF(t *testing.T) {
 			withdrawnWith.Store(&d)
 		}
 	}
-	m, logs := metrics.New(), &logBuffer{}
+	m, logs := metrics.New(), &logtest.Buffer{}
 	var nudged atomicFlag
 	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Metrics: m, Waiting: nudged.set, Withdrawn: withdrawn}, dpdkLayout)
 	orig := drivers(n)
 
 	waitFor(t, "the layout waits for the ledger", func() bool {
 		return mgr.Waiting() && nudged.get() && strings.Contains(scrape(m), `hwnet_vf_layout_waiting{pf="0000:3b:00.0"} 1`) &&
-			logs.contains(`msg="VF layout waits" pf=0000:3b:00.0 layout=dpdk why="device 0000:3b:00.0: who holds it is unknown`)
+			logs.Contains(`msg="VF layout waits" pf=0000:3b:00.0 layout=dpdk why="device 0000:3b:00.0: who holds it is unknown`)
 	})
 	kubelet := b.serveKubelet(t)
 	kubelet.SetPod("default", "holder", "intel.com/x", "0000:3b:01.3:p1")
 	b.book.Refresh(t.Context())
 	waitFor(t, "the layout waits for the holder of a VF's port", func() bool {
-		return logs.contains(`why="device 0000:3b:01.3:p1 is held by pod default/holder (container main, intel.com/x)"`)
+		return logs.Contains(`why="device 0000:3b:01.3:p1 is held by pod default/holder (container main, intel.com/x)"`)
 	})
 	if got := drivers(n); !equal(got, orig) {
 		t.Fatalf("VFs changed while unknown or held: %q", got)
@@ -206,11 +206,11 @@ func TestManagerUnfencedWritesNothing(t *testing.T) {
 	if err := b.book.Load(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	orig := drivers(n)
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, dpdkLayout)
 	waitFor(t, "the change failed", func() bool {
-		return logs.contains(`msg="VF layout not applied: the PF cannot be fenced" pf=0000:3b:00.0 layout=dpdk retryIn=30s err=`)
+		return logs.Contains(`msg="VF layout not applied: the PF cannot be fenced" pf=0000:3b:00.0 layout=dpdk retryIn=30s err=`)
 	})
 	if got := drivers(n); !equal(got, orig) {
 		t.Errorf("VFs changed without a fence: %q", got)
@@ -243,26 +243,6 @@ type atomicFlag struct{ v atomic.Bool }
 func (f *atomicFlag) set()      { f.v.Store(true) }
 func (f *atomicFlag) get() bool { return f.v.Load() }
 
-// logBuffer keeps what a logger on other goroutines writes.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *logBuffer) contains(s string) bool { return strings.Contains(l.String(), s) }
-
 // TestManagerUnfitLayout: a layout asking the PF for more VFs than its
 // sriov_totalvfs is not tried: a VFLayoutInvalid Node Event names the PF,
 // the count asked and sriov_totalvfs, the log says it, and nothing is
@@ -281,14 +261,14 @@ func TestManagerUnfitLayout(t *testing.T) {
 			fenced.set()
 		}
 	}
-	logs, orig := &logBuffer{}, drivers(n)
+	logs, orig := &logtest.Buffer{}, drivers(n)
 	many := []pools.PFLayout{{PF: pf, PFName: "enp59s0f0", TotalVFs: 256, Layout: &pools.VFLayout{Name: "many", NumVFs: 300}}}
 	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)),
 		Events: events.Start(t.Context(), api.Client(), "node-1")}, many)
 
 	kubeapi.WaitNodeEvent(t, api.Client(), "node-1", events.ReasonVFLayoutInvalid,
 		`VF layout many cannot apply to PF enp59s0f0 (0000:3b:00.0): vfLayouts[0] "many": numVfs 300 is more than PF 0000:3b:00.0 has (sriov_totalvfs 256)`)
-	if !logs.contains(`msg="VF layout cannot apply" pf=0000:3b:00.0 layout=many why=`) {
+	if !logs.Contains(`msg="VF layout cannot apply" pf=0000:3b:00.0 layout=many why=`) {
 		t.Errorf("not logged:\n%s", logs)
 	}
 	if got := drivers(n); !equal(got, orig) || fenced.get() || mgr.Waiting() {
@@ -312,14 +292,14 @@ func TestManagerRetriesAFailedLayout(t *testing.T) {
 	if err := os.WriteFile(fenceDir, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	logs, orig := &logBuffer{}, drivers(n)
+	logs, orig := &logtest.Buffer{}, drivers(n)
 	clk := clocktesting.NewFakeClock(time.Now())
 	mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Clock: clk}, dpdkLayout)
 	const notFenced = `msg="VF layout not applied: the PF cannot be fenced" pf=0000:3b:00.0 layout=dpdk`
-	waitFor(t, "the first failure", func() bool { return logs.contains(notFenced + " retryIn=30s") })
+	waitFor(t, "the first failure", func() bool { return logs.Contains(notFenced + " retryIn=30s") })
 	waitFor(t, "the retry timer", clk.HasWaiters)
 	clk.Step(vflayout.FirstRetry)
-	waitFor(t, "the retry, failing again, and its longer wait", func() bool { return logs.contains(notFenced + " retryIn=1m0s") })
+	waitFor(t, "the retry, failing again, and its longer wait", func() bool { return logs.Contains(notFenced + " retryIn=1m0s") })
 
 	if err := os.Remove(fenceDir); err != nil {
 		t.Fatal(err)
@@ -328,7 +308,7 @@ func TestManagerRetriesAFailedLayout(t *testing.T) {
 	// this update: the failed layout, not due, must not be tried by it.
 	unfit := pools.PFLayout{PF: "0000:3b:00.1", TotalVFs: 8, Layout: &pools.VFLayout{Name: "marker", NumVFs: 9}}
 	mgr.Update(append(slices.Clone(dpdkLayout), unfit))
-	waitFor(t, "the update taken", func() bool { return logs.contains(`msg="VF layout cannot apply" pf=0000:3b:00.1 layout=marker`) })
+	waitFor(t, "the update taken", func() bool { return logs.Contains(`msg="VF layout cannot apply" pf=0000:3b:00.1 layout=marker`) })
 	if got := drivers(n); !equal(got, orig) {
 		t.Fatalf("the failed layout was tried again before its retry was due: VFs %q", got)
 	}
@@ -363,7 +343,7 @@ func TestManagerCountsRebound(t *testing.T) {
 				t.Fatal(err)
 			}
 			b := newBookNode(t, n, t.TempDir())
-			logs := &logBuffer{}
+			logs := &logtest.Buffer{}
 			var asked atomic.Int32
 			rebound := func() map[string]pcidriver.Binding { asked.Add(1); return tc.rebound }
 			mgr := b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Metrics: metrics.New(), Rebound: rebound}, layout)
@@ -376,7 +356,7 @@ func TestManagerCountsRebound(t *testing.T) {
 				waitFor(t, "the layout waits for the ledger", func() bool { return mgr.Waiting() })
 				return
 			}
-			if mgr.Waiting() || logs.contains("VF layout waits") {
+			if mgr.Waiting() || logs.Contains("VF layout waits") {
 				t.Errorf("the manager waits on a VF a claim rebound: %s", logs)
 			}
 			if f, _ := n.Device(vf0); f.Driver != "vfio-pci" {

@@ -15,6 +15,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/vflayout"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/logtest"
 )
 
 // deadAgentsFence is what an agent that died half way through dpdkLayout
@@ -135,13 +136,13 @@ func TestManagerKeepsAFenceItCannotLift(t *testing.T) {
 	before := bindings(t, sys)
 	before[0] = fenceapi.VF{Driver: "no/driver"}
 	b := deadAgentsFence(t, n, before)
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil)), Events: events.Start(t.Context(), api.Client(), "node-1")}, nil)
 
 	kubeapi.WaitNodeEvent(t, api.Client(), "node-1", events.ReasonVFLayoutFailed,
 		"VF layout dpdk of PF 0000:3b:00.0 not applied: an earlier agent stopped half way through the change and no layout is declared for the PF now; "+
 			"putting its VFs back failed, they stay withdrawn: ")
-	if !logs.contains(`msg="VF layout: the change an earlier agent left cannot be undone; the PF stays fenced, its VFs withdrawn" pf=0000:3b:00.0 layout=dpdk err=`) {
+	if !logs.Contains(`msg="VF layout: the change an earlier agent left cannot be undone; the PF stays fenced, its VFs withdrawn" pf=0000:3b:00.0 layout=dpdk err=`) {
 		t.Errorf("no log of the fence kept:\n%s", logs.String())
 	}
 	if _, ok := b.layoutFence(); !ok || len(b.fenceFiles(t)) != 1 {

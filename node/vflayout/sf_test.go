@@ -17,6 +17,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vflayout"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
+	"github.com/hwnet-io/hwnet/test/logtest"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
@@ -166,10 +167,10 @@ func TestManagerSFHeld(t *testing.T) {
 	held := sfName(t, n, 89)
 	kubelet.SetPod("default", "sf-user", "nvidia.com/sf", held)
 	fenced := b.lastLayoutChange()
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	b.start(t, sys, vflayout.Options{Log: slog.New(slog.NewTextHandler(logs, nil))}, sfLayout)
 	waitFor(t, "the layout waits for the SF's holder", func() bool {
-		return logs.contains(`msg="VF layout waits" pf=0000:3b:00.0 layout=sf why="device ` + held + ` is held by pod default/sf-user`)
+		return logs.Contains(`msg="VF layout waits" pf=0000:3b:00.0 layout=sf why="device ` + held + ` is held by pod default/sf-user`)
 	})
 	if ports := es.changes(); len(ports) > 0 {
 		t.Fatalf("SF ports changed while one was held: %q", ports)
@@ -178,7 +179,7 @@ func TestManagerSFHeld(t *testing.T) {
 	b.book.Refresh(t.Context())
 	waitFor(t, "the SFs counted, the fence lifted", func() bool {
 		_, in := b.layoutFence()
-		return slices.Equal(sfsOf(t, sys), []int{88, 89, 90}) && !in && logs.contains(`msg="VF layout applied" pf=0000:3b:00.0 layout=sf`)
+		return slices.Equal(sfsOf(t, sys), []int{88, 89, 90}) && !in && logs.Contains(`msg="VF layout applied" pf=0000:3b:00.0 layout=sf`)
 	})
 	if got := fenced(); got == nil || !slices.Equal(got.SFsBefore, []int{88, 89}) || got.Target.NumSFs == nil || *got.Target.NumSFs != 3 {
 		t.Errorf("fence layout %+v, want sfnums 88 and 89 before, 3 SFs the target", got)
