@@ -24,6 +24,8 @@ import (
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/test/fdtest"
+	"github.com/hwnet-io/hwnet/test/logtest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
@@ -290,6 +292,48 @@ func TestRunServesAgainAfterKubeletRestart(t *testing.T) {
 	}
 	if got := nextList(t, watch(t, h.client(t))); len(got) != 8 {
 		t.Errorf("the new socket lists %d devices, want 8", len(got))
+	}
+}
+
+// TestRunServesOnceItCan: a plugin that cannot watch its directory or
+// listen at start (a node out of inotify instances or descriptors) tries
+// again and registers once it can. Run gave up, and the pool was gone from
+// kubelet until the agent restarted.
+func TestRunServesOnceItCan(t *testing.T) {
+	n := newTestNode(t)
+	dir := sockdir.New(t)
+	kubelet := startKubelet(t, filepath.Join(dir, "kubelet.sock"))
+	var logs logtest.Buffer
+	p := New(sriovNet, Options{PluginDir: dir, DevinfoDir: filepath.Join(dir, "devinfo"), Ledger: openLedger(t),
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	p.SetDevices(n.devices(t, pf0))
+	ctx, cancel := context.WithCancel(context.Background())
+	var runErr error
+	finished := make(chan struct{})
+	restore := fdtest.Exhaust(t)
+	go func() { defer close(finished); runErr = p.Run(ctx) }()
+	defer func() { cancel(); <-finished }()
+	returned := func() bool {
+		select {
+		case <-finished:
+			return true
+		default:
+			return false
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !logs.Contains("too many open files") && !returned() {
+		if time.Now().After(deadline) {
+			t.Fatalf("Run neither failed to serve nor returned within 10s; log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	restore()
+	if returned() {
+		t.Fatalf("Run returned %v when it could not serve; want it to try again", runErr)
+	}
+	if req := kubelet.nextRegistration(t); req.ResourceName != "intel.com/sriov_net" {
+		t.Errorf("registered %q", req.ResourceName)
 	}
 }
 

@@ -28,17 +28,42 @@ const maxSocketPath = len(unix.RawSockaddrUnix{}.Path) - 1
 // registerTimeout bounds one registration attempt of Run.
 const registerTimeout = 10 * time.Second
 
+// Serving that failed is tried again after serveRetry, doubling up to
+// serveRetryMax while it keeps failing.
+const (
+	serveRetry    = 500 * time.Millisecond
+	serveRetryMax = 30 * time.Second
+)
+
+// errAlreadyServing is a second Serve of one plugin at once.
+var errAlreadyServing = errors.New("already serving")
+
 // Run serves the plugin and registers it with kubelet, and does both again
 // each time kubelet deletes the socket, until ctx is done. Registration is
-// retried until kubelet answers. It is the simple way to run a plugin;
-// Serve and Register are its parts.
+// retried until kubelet answers, and so is serving that failed (a node out
+// of inotify instances or descriptors): a plugin that gave up would take
+// its pool from kubelet until the agent restarted. It returns an error
+// only for a second Run or Serve at once. It is the simple way to run a
+// plugin; Serve and Register are its parts.
 func (p *Plugin) Run(ctx context.Context) error {
+	retry := serveRetry
 	for {
 		err := p.serve(ctx, p.registerUntilDone)
-		if !errors.Is(err, ErrSocketRemoved) {
+		switch {
+		case err == nil || errors.Is(err, errAlreadyServing):
 			return err
+		case errors.Is(err, ErrSocketRemoved):
+			p.log.Info("device plugin socket removed (kubelet restarted?); serving and registering again", "socket", p.socket)
+			retry = serveRetry
+			continue
 		}
-		p.log.Info("device plugin socket removed (kubelet restarted?); serving and registering again", "socket", p.socket)
+		p.log.Error("device plugin not serving; trying again", "resource", p.name, "in", retry, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(retry):
+		}
+		retry = min(2*retry, serveRetryMax)
 	}
 }
 
@@ -55,7 +80,7 @@ func (p *Plugin) Serve(ctx context.Context) error {
 // (if not nil) with a context that ends when serving does.
 func (p *Plugin) serve(ctx context.Context, whileServing func(context.Context)) error {
 	if !p.serving.CompareAndSwap(false, true) {
-		return fmt.Errorf("%s: already serving on %s", p.name, p.socket)
+		return fmt.Errorf("%s: %w on %s", p.name, errAlreadyServing, p.socket)
 	}
 	defer p.serving.Store(false)
 	defer p.registered.Store(false)
