@@ -1,14 +1,12 @@
 package agent_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +15,7 @@ import (
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
+	"github.com/hwnet-io/hwnet/test/logtest"
 	"github.com/hwnet-io/hwnet/test/netnstest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
@@ -56,7 +55,7 @@ type fixture struct {
 	kubelet *testkubelet.Kubelet
 	podres  *testkubelet.PodResources
 	opts    agent.Options
-	logs    *syncBuffer
+	logs    *logtest.Buffer
 	cancel  context.CancelFunc
 	done    chan error
 }
@@ -75,7 +74,7 @@ func newFixture(t testing.TB, spec *virtualnode.Spec, config string) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(podres.Close)
-	f := &fixture{node: node, kubelet: k, podres: podres, logs: &syncBuffer{}}
+	f := &fixture{node: node, kubelet: k, podres: podres, logs: &logtest.Buffer{}}
 	f.opts = agent.Options{
 		SysfsRoot: node.SysRoot(), DevRoot: node.DevRoot(), Netns: "/run/netns/" + node.NetnsName(),
 		ConfigFile: filepath.Join(dir, "config.yaml"), PluginDir: k.Dir,
@@ -155,29 +154,10 @@ func health(id string, want string) func(testkubelet.State) bool {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func (s *syncBuffer) contains(sub string) bool { return strings.Contains(s.String(), sub) }
-
 // waitLog waits until the agent has logged sub.
 func (f *fixture) waitLog(t testing.TB, sub string) {
 	t.Helper()
-	for deadline := time.Now().Add(react); !f.logs.contains(sub); time.Sleep(5 * time.Millisecond) {
+	for deadline := time.Now().Add(react); !f.logs.Contains(sub); time.Sleep(5 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the agent did not log %q within %s; logs:\n%s", sub, react, f.logs)
 		}
@@ -300,10 +280,10 @@ func TestAgentConfigEdit(t *testing.T) {
 	} {
 		f.writeConfig(t, bad.config)
 		deadline := time.Now().Add(react)
-		for !f.logs.contains(bad.names) && time.Now().Before(deadline) {
+		for !f.logs.Contains(bad.names) && time.Now().Before(deadline) {
 			time.Sleep(10 * time.Millisecond)
 		}
-		if !f.logs.contains("configuration rejected") || !f.logs.contains(bad.names) {
+		if !f.logs.Contains("configuration rejected") || !f.logs.Contains(bad.names) {
 			t.Fatalf("a bad config was not reported with %s; logs:\n%s", bad.names, f.logs)
 		}
 		if st := f.kubelet.Resource(netdevice); len(st.Devices) != 4 {
@@ -363,7 +343,7 @@ func TestAgentLinkHealth(t *testing.T) {
 			f.wait(t, netdevice, s.name, s.cond)
 		}
 	}
-	if want := `device=0000:3e:01.2 reason="link enp62s0f0v2 is up but has no carrier"`; !f.logs.contains(want) {
+	if want := `device=0000:3e:01.2 reason="link enp62s0f0v2 is up but has no carrier"`; !f.logs.Contains(want) {
 		t.Errorf("the reason of the unhealthy VF was not logged (%s); logs:\n%s", want, f.logs)
 	}
 	if d, ok := f.kubelet.Resource(netdevice).Device("0000:3e:01.3"); !ok || d.Health != pluginapi.Healthy {

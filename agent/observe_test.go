@@ -201,7 +201,7 @@ func TestAgentServesWhenLastGoodCannotBeKept(t *testing.T) {
 	f.start(t)
 	f.wait(t, netdevice, "registration", counts(12, 12))
 	f.waitLog(t, `msg="configuration served but not kept for the next start"`)
-	if !f.logs.contains("err=") || !f.logs.contains("no such file or directory") {
+	if !f.logs.Contains("err=") || !f.logs.Contains("no such file or directory") {
 		t.Errorf("the warning does not carry the error under err; logs:\n%s", f.logs)
 	}
 	scrape := httptest.NewServer(f.opts.Metrics.Handler(false))

@@ -1,7 +1,6 @@
 package deviceplugin
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -12,7 +11,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -176,7 +174,7 @@ func TestZeroDevicePoolRegistersAndListsNothing(t *testing.T) {
 
 func TestAllocateOverGRPC(t *testing.T) {
 	n := newTestNode(t)
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	h := startHarness(t, sriovNet, Options{DevRoot: n.node.DevRoot(), Logger: logger}, n.devices(t, pf0))
 	resp, err := h.client(t).Allocate(context.Background(), &pluginapi.AllocateRequest{
@@ -307,30 +305,9 @@ func TestRunServesOnceItCan(t *testing.T) {
 	p := New(sriovNet, Options{PluginDir: dir, DevinfoDir: filepath.Join(dir, "devinfo"), Ledger: openLedger(t),
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p.SetDevices(n.devices(t, pf0))
-	ctx, cancel := context.WithCancel(context.Background())
-	var runErr error
-	finished := make(chan struct{})
-	restore := fdtest.Exhaust(t)
-	go func() { defer close(finished); runErr = p.Run(ctx) }()
-	defer func() { cancel(); <-finished }()
-	returned := func() bool {
-		select {
-		case <-finished:
-			return true
-		default:
-			return false
-		}
-	}
-	deadline := time.Now().Add(10 * time.Second)
-	for !logs.Contains("too many open files") && !returned() {
-		if time.Now().After(deadline) {
-			t.Fatalf("Run neither failed to serve nor returned within 10s; log:\n%s", logs.String())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	restore()
-	if returned() {
-		t.Fatalf("Run returned %v when it could not serve; want it to try again", runErr)
+	ended := fdtest.Starve(t, &logs, p.Run)
+	if done, err := ended(); done {
+		t.Fatalf("Run returned %v when it could not serve; want it to try again", err)
 	}
 	if req := kubelet.nextRegistration(t); req.ResourceName != "intel.com/sriov_net" {
 		t.Errorf("registered %q", req.ResourceName)
@@ -449,24 +426,6 @@ func TestConcurrentClients(t *testing.T) {
 	}
 }
 
-// lockedBuffer is a log destination for several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestKubeletStartedRetriesAtOnce starts kubelet after the plugin's first
 // registration failed; KubeletStarted must not wait for the next retry,
 // here an hour away.
@@ -485,7 +444,7 @@ func TestKubeletStartedRetriesAtOnce(t *testing.T) {
 func runUnregistered(t *testing.T) (*Plugin, string) {
 	t.Helper()
 	dir := sockdir.New(t)
-	var logs lockedBuffer
+	var logs logtest.Buffer
 	p := New(sriovNet, Options{PluginDir: dir, Logger: slog.New(slog.NewTextHandler(&logs, nil))})
 	p.firstRetry, p.maxRetry = time.Hour, time.Hour
 	ctx, cancel := context.WithCancel(context.Background())
@@ -502,7 +461,7 @@ func runUnregistered(t *testing.T) (*Plugin, string) {
 }
 
 // waitForLog waits until logs has a line with text.
-func waitForLog(t *testing.T, logs *lockedBuffer, text string) {
+func waitForLog(t *testing.T, logs *logtest.Buffer, text string) {
 	t.Helper()
 	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(logs.String(), text); time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {

@@ -130,26 +130,11 @@ func TestRunOutlivesAWatchItCannotMake(t *testing.T) {
 	var logs logtest.Buffer
 	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	ctx, cancel := context.WithCancel(context.Background())
-	var runErr error
-	finished := make(chan struct{})
-	restore := fdtest.Exhaust(t)
-	go func() { defer close(finished); runErr = w.Run(ctx) }()
-	defer func() { cancel(); <-finished }()
-	returned := func() bool {
-		select {
-		case <-finished:
-			return true
-		default:
-			return false
-		}
-	}
-	waitFor(t, func() bool { return logs.Contains("too many open files") || returned() }, "Run to fail its watch")
-	restore()
+	ended := fdtest.Starve(t, &logs, w.Run)
 	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
 	waitFor(t, func() bool {
-		if returned() {
-			t.Fatalf("Run returned %v without its watch; want it to keep re-reading", runErr)
+		if done, err := ended(); done {
+			t.Fatalf("Run returned %v without its watch; want it to keep re-reading", err)
 		}
 		_, ok := readOwn(t, w)
 		return ok

@@ -21,6 +21,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
+	"github.com/hwnet-io/hwnet/test/logtest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
@@ -35,28 +36,10 @@ func echo(_ context.Context, req *wire.Request) (json.RawMessage, error) {
 	return json.Marshal(req)
 }
 
-// lockedBuffer collects log output written from the server's goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) Lines() []string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return strings.Split(strings.TrimSpace(b.buf.String()), "\n")
-}
-
 type running struct {
 	socket string
 	client *wire.Client
-	logs   *lockedBuffer
+	logs   *logtest.Buffer
 	stop   func() error
 }
 
@@ -69,7 +52,7 @@ func start(t testing.TB, h server.Handler) *running {
 func startIn(t testing.TB, h server.Handler, dir string, access nodesocket.Access) *running {
 	t.Helper()
 	socket := filepath.Join(dir, "run", "cni.sock")
-	logs := &lockedBuffer{}
+	logs := &logtest.Buffer{}
 	srv := server.New(h, slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug})), access)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)

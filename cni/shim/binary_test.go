@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/hwnet-io/hwnet/test/logtest"
 )
 
 // TestBinaryEndToEnd builds cmd/hwnet and executes it as a runtime would:
@@ -52,7 +54,7 @@ func TestBinaryEndToEnd(t *testing.T) {
 				t.Fatal(err)
 			}
 			if tc.wantCode != 0 {
-				wantCNIError(t, outcome{code: exit, stdout: stdout.String(), stderr: &syncBuffer{}}, tc.wantCode, "agent says no")
+				wantCNIError(t, outcome{code: exit, stdout: stdout.String(), stderr: &logtest.Buffer{}}, tc.wantCode, "agent says no")
 				return
 			}
 			if exit != 0 || stdout.String() != tc.wantStdout {

@@ -10,7 +10,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -21,6 +20,7 @@ import (
 	"github.com/hwnet-io/hwnet/cni/shim"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
+	"github.com/hwnet-io/hwnet/test/logtest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 )
 
@@ -94,33 +94,15 @@ func cniEnv(command string, overrides ...string) map[string]string {
 	return env
 }
 
-// syncBuffer is a stderr that a test may read while the shim writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 type outcome struct {
 	code   int
 	stdout string
-	stderr *syncBuffer
+	stderr *logtest.Buffer
 }
 
 func run(ctx context.Context, env map[string]string, stdin string) outcome {
 	var stdout bytes.Buffer
-	stderr := &syncBuffer{}
+	stderr := &logtest.Buffer{}
 	code := shim.Run(ctx, shim.Invocation{
 		Getenv: func(k string) string { return env[k] },
 		Stdin:  strings.NewReader(stdin),
@@ -280,7 +262,7 @@ func TestAddWaitsForAgentToAppear(t *testing.T) {
 	n := newNode(t)
 	env := cniEnv("ADD")
 	var stdout bytes.Buffer
-	stderr := &syncBuffer{}
+	stderr := &logtest.Buffer{}
 	exit := make(chan int, 1)
 	go func() {
 		exit <- shim.Run(context.Background(), shim.Invocation{

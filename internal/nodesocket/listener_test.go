@@ -2,41 +2,26 @@ package nodesocket_test
 
 import (
 	"bufio"
-	"bytes"
 	"encoding/json"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
-	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
 	"github.com/hwnet-io/hwnet/test/asuser"
+	"github.com/hwnet-io/hwnet/test/logtest"
 	"github.com/hwnet-io/hwnet/test/sockdir"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
 )
 
-// lockedBuffer collects the listener's log lines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) records(t *testing.T) []map[string]any {
+// records are the listener's JSON log lines, decoded.
+func records(t *testing.T, logs *logtest.Buffer) []map[string]any {
 	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
 	var out []map[string]any
-	for _, line := range strings.Split(strings.TrimSpace(b.buf.String()), "\n") {
+	for _, line := range logs.Lines() {
 		if line == "" {
 			continue
 		}
@@ -56,7 +41,7 @@ type pongServer struct {
 	socket   string
 	handled  atomic.Int32
 	refused  atomic.Int32
-	logs     *lockedBuffer
+	logs     *logtest.Buffer
 	listener net.Listener
 	done     chan struct{}
 }
@@ -67,7 +52,7 @@ func servePong(t *testing.T, access nodesocket.Access) *pongServer {
 	if err := os.Chmod(dir, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	s := &pongServer{socket: filepath.Join(dir, "s.sock"), logs: &lockedBuffer{}, done: make(chan struct{})}
+	s := &pongServer{socket: filepath.Join(dir, "s.sock"), logs: &logtest.Buffer{}, done: make(chan struct{})}
 	ln, err := net.ListenUnix("unix", &net.UnixAddr{Name: s.socket, Net: "unix"})
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +134,7 @@ func TestListener_LogsARefusedPidOnce(t *testing.T) {
 	if got := s.refused.Load(); got != 2 {
 		t.Errorf("refused %d connections, want 2", got)
 	}
-	logs := s.logs.records(t)
+	logs := records(t, s.logs)
 	if len(logs) != 1 {
 		t.Fatalf("%d log lines, want 1: %v", len(logs), logs)
 	}

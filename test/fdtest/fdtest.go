@@ -4,10 +4,14 @@
 package fdtest
 
 import (
+	"context"
 	"sync"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/hwnet-io/hwnet/test/logtest"
 )
 
 // Exhaust lowers the process's soft descriptor limit so that the next new
@@ -42,4 +46,39 @@ func Exhaust(t testing.TB) (restore func()) {
 	}
 	t.Cleanup(restore)
 	return restore
+}
+
+// Starve starts run with the process out of descriptors and gives them
+// back once run has logged a failure to get one (logs holds "too many
+// open files") or has returned. The returned func reports whether run has
+// returned, and with what. run's context ends with the test, which waits
+// for it.
+func Starve(t testing.TB, logs *logtest.Buffer, run func(context.Context) error) (ended func() (bool, error)) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var runErr error
+	finished := make(chan struct{})
+	restore := Exhaust(t)
+	go func() { defer close(finished); runErr = run(ctx) }()
+	t.Cleanup(func() { cancel(); <-finished })
+	ended = func() (bool, error) {
+		select {
+		case <-finished:
+			return true, runErr
+		default:
+			return false, nil
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for !logs.Contains("too many open files") {
+		if done, _ := ended(); done {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run neither failed for want of a descriptor nor returned within 10s; log:\n%s", logs.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	restore()
+	return ended
 }

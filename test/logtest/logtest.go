@@ -29,3 +29,8 @@ func (l *Buffer) String() string {
 
 // Contains reports whether s was written.
 func (l *Buffer) Contains(s string) bool { return strings.Contains(l.String(), s) }
+
+// Lines are the lines written so far, without the last newline.
+func (l *Buffer) Lines() []string {
+	return strings.Split(strings.TrimSpace(l.String()), "\n")
+}
