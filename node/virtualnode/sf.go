@@ -159,7 +159,9 @@ func (sf *SF) auxChildren() map[string]string {
 // with its representor, and its RDMA device.
 func (l layout) writeSF(pf *Function, sf *SF) {
 	l.dir(sf.SysPath)
-	l.file(sf.SysPath+"/sfnum", strconv.Itoa(sf.Num)+"\n")
+	// Whole at once, as kernfs makes it: a reader listing the PF's SFs
+	// while this one comes must not read an empty sfnum.
+	l.replace(sf.SysPath+"/sfnum", strconv.Itoa(sf.Num)+"\n")
 	l.writeAuxDevice(sf.SysPath, sfDriver)
 	for name, driver := range sf.auxChildren() {
 		l.dir(sf.SysPath + "/" + name)

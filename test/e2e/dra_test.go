@@ -332,10 +332,15 @@ func (e *env) taintAvoided(ctx context.Context, t *testing.T) {
 func (e *env) draAgentRestart(ctx context.Context, t *testing.T) {
 	pod := e.startPod(ctx, t, e.draPod(t, claimPodFile, "dra-across-restart", "dpdk-two-vfs-numa0"))
 	before := e.vfioVFs(ctx, t, pod, 2, 0)
-	specs := e.cdiSpecs(ctx, t)
-	if len(specs) != 1 {
-		t.Fatalf("CDI specs %v, want the claim's one", specs)
-	}
+	// The earlier subtests' claims are unprepared once kubelet has
+	// deleted their pods, which may come after the pods are gone from the
+	// API server: their specs go then.
+	mustPoll(ctx, t, "the claim's CDI spec alone", func(ctx context.Context) error {
+		if specs := e.cdiSpecs(ctx, t); len(specs) != 1 {
+			return fmt.Errorf("CDI specs %v, want the claim's one", specs)
+		}
+		return nil
+	})
 	e.restartAgent(ctx, t)
 	e.slices(t, "slices after the agent restart", tainted())
 	pod, err := e.waitRunning(ctx, pod.Name, 0)
