@@ -60,7 +60,7 @@ type benchPod struct{ namespace, name, uid, sandbox string }
 
 func newCNIEnv(b *testing.B, hwnetBins string) *cniEnv {
 	api := kubeapi.Start(b)
-	api.ApplyCRD(b, "../../../deploy/crds/network-attachment-definition.yaml")
+	installAPIs(b, api)
 	cfg, counter := kubeapi.CountRequests(api.Config())
 	// The benchmark plays the controllers and kubelets of many nodes:
 	// no client-side rate limit of its own.

@@ -2,6 +2,7 @@ package peers
 
 import (
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -45,4 +46,21 @@ func asDeployed(tb testing.TB, binary string) []string {
 		args = append(args, strings.Split(*agentEnv, ",")...)
 	}
 	return append(args, binary)
+}
+
+// installAPIs makes the API server serve what `kubectl apply -k deploy`
+// installs for the agent to read: every CRD in deploy/crds and the
+// VFSettingsPolicy object. Without them the agent's informers of
+// PodNetworks and of the policy are not what a node runs: the policy's
+// would list, fail and list again every 30 s of an idle window.
+func installAPIs(tb testing.TB, api *kubeapi.Server) {
+	tb.Helper()
+	crds, err := filepath.Glob("../../../deploy/crds/*.yaml")
+	if err != nil || len(crds) == 0 {
+		tb.Fatalf("deploy/crds: %d CRDs (%v)", len(crds), err)
+	}
+	for _, crd := range crds {
+		api.ApplyCRD(tb, crd)
+	}
+	api.ApplyFile(tb, "../../../deploy/hwnet-vf-settings-policy.yaml")
 }

@@ -46,6 +46,7 @@ func (e *draEnv) start(tb testing.TB) {
 		return
 	}
 	e.api = kubeapi.Start(tb)
+	installAPIs(tb, e.api)
 	e.kubeconfig = e.api.WriteKubeconfig(tb, sockdir.New(tb))
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode}}
 	if _, err := e.api.Client().CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
