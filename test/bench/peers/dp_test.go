@@ -146,10 +146,13 @@ func (r *dpRun) allocate(tb testing.TB, t *table, size, calls int) {
 	t.add(fmt.Sprintf("Allocate p99, %d device(s)", size), "ms", r.p.name, lat.pct(99))
 }
 
-// idle records the CPU the daemon burns per second while nothing
-// happens, and its RSS afterwards.
-func (r *dpRun) idle(t *table, window time.Duration, vfs int) {
-	t.add(fmt.Sprintf("idle CPU at %d VFs", vfs), "ms/s", r.p.name, idleCPU(r.p.cmd.Process.Pid, window))
+// idle records the CPU the daemon burns per second while it settles
+// after the Allocates and then while nothing happens, and its RSS
+// afterwards.
+func (r *dpRun) idle(t *table, settle, window time.Duration, vfs int) {
+	settling, idle := restCPU(r.p.cmd.Process.Pid, settle, window)
+	t.add(fmt.Sprintf("CPU settling after the Allocates, at %d VFs", vfs), "ms/s", r.p.name, settling)
+	t.add(fmt.Sprintf("idle CPU at %d VFs", vfs), "ms/s", r.p.name, idle)
 	rss, _ := r.p.rssMB()
 	t.add(fmt.Sprintf("RSS idle at %d VFs", vfs), "MiB", r.p.name, rss)
 	addRSSSplit(t, r.p, r.p.name, "idle")

@@ -23,7 +23,9 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 		if tool.daemon == nil {
 			continue
 		}
-		t.add(fmt.Sprintf("daemon idle CPU, %d VFs, CNI on", vfs), "ms/s", tool.name, idleCPU(tool.daemon.cmd.Process.Pid, *idleFor))
+		settling, idle := restCPU(tool.daemon.cmd.Process.Pid, *settleFor, *idleFor)
+		t.add(fmt.Sprintf("daemon CPU settling after the CNI rounds, %d VFs", vfs), "ms/s", tool.name, settling)
+		t.add(fmt.Sprintf("daemon idle CPU, %d VFs, CNI on", vfs), "ms/s", tool.name, idle)
 		if *profiles != "" && tool.metrics != "" {
 			// What still wakes the idle daemon, over as long again: an
 			// execution trace has every wake-up, where a CPU profile
@@ -68,8 +70,8 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 		e.burst(b, t, tool, rts[tool.name])
 		e.detach(b, tool, rts[tool.name], attached)
 	}
-	t.note("Load: after the CNI rounds, on the same daemons (the agent on a %d-VF node): idle CPU over %v; %d pods ADDed one by one and kept; then %d pods ADDed at once (%d networks each), then DELed at once. Peak RSS is the kernel's VmHWM since the daemon started.",
-		vfs, *idleFor, attachedPods, burstPods, burstNets)
+	t.note("Load: after the CNI rounds, on the same daemons (the agent on a %d-VF node): idle CPU over %v, from %v after the rounds (the CPU of those %[3]v is the settling row); %d pods ADDed one by one and kept; then %d pods ADDed at once (%d networks each), then DELed at once. Peak RSS is the kernel's VmHWM since the daemon started.",
+		vfs, *idleFor, *settleFor, attachedPods, burstPods, burstNets)
 }
 
 // burst runs burstPods ADDs at once, then their DELs at once, and records

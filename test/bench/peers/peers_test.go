@@ -23,6 +23,7 @@ var (
 	rounds    = flag.Int("rounds", 3, "interleaved rounds of every measurement")
 	sizes     = flag.String("sizes", "128,512,2048", "VFs of the nodes the device plugins start on")
 	idleFor   = flag.Duration("idle", 10*time.Second, "how long idle CPU is measured, per daemon and round")
+	settleFor = flag.Duration("idle-settle", 30*time.Second, "how long a daemon is left after its last request before its idle CPU is measured; the CPU it uses meanwhile is a row of its own")
 	calls     = flag.Int("allocs", 300, "Allocate calls per round and size")
 	pods      = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
 	parts     = flag.String("parts", "dp,dra,cni", "parts to run: dp (device plugins), dra (hwnet's DRA driver at the largest size), cni")
@@ -96,7 +97,7 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 				if vfs == largest {
 					run.allocate(b, t, 1, *calls)
 					run.allocate(b, t, 4, *calls)
-					run.idle(t, *idleFor, vfs)
+					run.idle(t, *settleFor, *idleFor, vfs)
 					if *profiles != "" {
 						saveSmaps(b, run.p.cmd.Process.Pid, run.p.name+"-dp-smaps-idle.txt")
 					}
@@ -126,8 +127,8 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 			b.Fatal(err)
 		}
 	}
-	t.note("Device plugins: %d rounds, order rotating; each node has 8 E810-C PFs sharing the VFs (iavf), real veth links; one pool of every VF; a fresh kubelet stand-in (test/testkubelet) per start; both run inside the node (its /sys, its netns). Allocate over gRPC, %d calls per round at %d VFs, device-info files on tmpfs; kubelet's PodResources lists each call's pod until a later call takes one of its devices. Idle CPU over %v after the Allocates, their pods running.",
-		*rounds, *calls, largest, *idleFor)
+	t.note("Device plugins: %d rounds, order rotating; each node has 8 E810-C PFs sharing the VFs (iavf), real veth links; one pool of every VF; a fresh kubelet stand-in (test/testkubelet) per start; both run inside the node (its /sys, its netns). Allocate over gRPC, %d calls per round at %d VFs, device-info files on tmpfs; kubelet's PodResources lists each call's pod until a later call takes one of its devices. Idle CPU over %v, from %v after the Allocates (their pods running); the CPU of those %[5]v is the settling row.",
+		*rounds, *calls, largest, *idleFor, *settleFor)
 	if withDRA {
 		t.note("DRA: each round at %d VFs, after the device plugins, hwnet-agent --dra with the same pool in mode dra, on the node's sysfs and netns, against a real kube-apiserver (test/kubeapi); NodePrepareResources over the driver's gRPC socket as kubelet calls it, %d calls per size taking turns over %d claims allocated on the API server (the driver GETs each), each unprepared again untimed; device-info files and CDI specs on tmpfs as under a node's /run, the checkpoint on the test's disk as in kubelet's plugins directory.",
 			largest, *calls, draClaims)

@@ -178,6 +178,18 @@ func idleCPU(pid int, d time.Duration) float64 {
 	return float64(cpuOf(pid)-c0) / float64(time.Millisecond) / time.Since(t0).Seconds()
 }
 
+// restCPU measures a daemon after its last request, in ms/s: first
+// while it settles, over settle (the collector cleaning up after the
+// work, memory going back to the kernel, the polls a request sets off),
+// then at rest over window. An idle figure taken at once would measure
+// the work's tail as much as the daemon at rest.
+func restCPU(pid int, settle, window time.Duration) (settling, idle float64) {
+	if settle > 0 {
+		settling = idleCPU(pid, settle)
+	}
+	return settling, idleCPU(pid, window)
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // tail is the end of a daemon's log, for failure messages.
