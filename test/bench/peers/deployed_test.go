@@ -52,7 +52,7 @@ func asDeployed(tb testing.TB, binary string) []string {
 // installs for the agent to read: every CRD in deploy/crds and the
 // VFSettingsPolicy object. Without them the agent's informers of
 // PodNetworks and of the policy are not what a node runs: the policy's
-// would list, fail and list again every 30 s of an idle window.
+// would list, fail and list again every 30-60 s of an idle window.
 func installAPIs(tb testing.TB, api *kubeapi.Server) {
 	tb.Helper()
 	crds, err := filepath.Glob("../../../deploy/crds/*.yaml")
