@@ -52,23 +52,34 @@ func (c *Collector) names() []string {
 // only after Allocate, which writes the file, returned. A ledger with a
 // source unread removes nothing: the device may be held.
 func (c *Collector) Collect(l *Ledger, grace time.Duration) error {
+	_, err := c.collect(l, grace)
+	return err
+}
+
+// collect is Collect, and says whether it left a file of a device
+// nothing holds because it is younger than the grace.
+func (c *Collector) collect(l *Ledger, grace time.Duration) (young bool, err error) {
 	if !l.Complete() {
-		return nil
+		return false, nil
 	}
 	files, err := c.files()
 	if err != nil {
-		return err
+		return false, err
 	}
 	for _, f := range files {
-		if len(l.Holders(f.DeviceID)) > 0 || !writtenBefore(f.Path, l.ReadAt.Add(-grace)) {
+		if len(l.Holders(f.DeviceID)) > 0 {
+			continue
+		}
+		if !writtenBefore(f.Path, l.ReadAt.Add(-grace)) {
+			young = true
 			continue
 		}
 		if err := devinfo.RemoveFile(f.Path); err != nil {
-			return err
+			return young, err
 		}
 		c.Logger.Info("device-info file removed: nothing holds the device", "file", f.Path, "device", f.DeviceID)
 	}
-	return nil
+	return young, nil
 }
 
 // files lists the device-info files of the collector's resources.
@@ -88,11 +99,29 @@ func writtenBefore(path string, t time.Time) bool {
 	return err == nil && !st.ModTime().After(t)
 }
 
+// settled is what a pass of Run that left nothing to look at again saw:
+// the ledger, the directory's time before the pass and the resources.
+type settled struct {
+	ledger    *Ledger
+	dir       time.Time
+	resources int
+}
+
+// same reports whether a pass now would see what s saw: the same holds,
+// no file added or removed since, no resource added. It then removes
+// nothing, and is skipped: at 1,500 held devices a pass stats every file
+// (2-3 ms of an idle agent's every 30 s).
+func (s *settled) same(l *Ledger, dir time.Time, resources int) bool {
+	return s != nil && !dir.IsZero() && dir.Equal(s.dir) && resources == s.resources && l.Equal(s.ledger)
+}
+
 // Run collects every interval, with the ledger latest gives, until ctx
-// ends.
+// ends; a pass that would see what the last one saw, which left no file
+// younger than the grace, is skipped.
 func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, latest func() *Ledger) {
 	t := time.NewTicker(interval)
 	defer t.Stop()
+	var last *settled
 	for {
 		select {
 		case <-ctx.Done():
@@ -102,9 +131,44 @@ func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, late
 			if c.Also != nil && l.Complete() {
 				c.Also(l, l.ReadAt.Add(-grace))
 			}
-			if err := c.Collect(l, grace); err != nil {
-				c.Logger.Warn("device-info files not collected this round", "err", err)
-			}
+			last = c.pass(l, grace, last)
 		}
 	}
+}
+
+// pass is one round of Run after last: what it saw, nil when a pass
+// must look again.
+func (c *Collector) pass(l *Ledger, grace time.Duration, last *settled) *settled {
+	// The directory's time is taken first: a file written during the
+	// pass makes the next one look.
+	dir := dirTime(c.Dir)
+	resources := len(c.names())
+	if last.same(l, dir, resources) {
+		return last
+	}
+	young, err := c.collect(l, grace)
+	if err != nil {
+		c.Logger.Warn("device-info files not collected this round", "err", err)
+	}
+	// A directory changed a moment ago may change again within its
+	// time's granularity (a clock tick) and keep the time: it is looked
+	// at again.
+	if err != nil || young || !l.Complete() || time.Since(dir) < dirTimeGrain {
+		return nil
+	}
+	return &settled{ledger: l, dir: dir, resources: resources}
+}
+
+// dirTimeGrain is more than a file system's time granularity: the kernel
+// stamps files with a clock that moves once a tick.
+const dirTimeGrain = time.Second
+
+// dirTime is the directory's modification time, zero when it cannot be
+// stat'ed.
+func dirTime(dir string) time.Time {
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return time.Time{}
+	}
+	return fi.ModTime()
 }

@@ -73,3 +73,101 @@ func remaining(t *testing.T, dir string) []string {
 	slices.Sort(ids)
 	return ids
 }
+
+// TestCollectorPasses: Run's passes skip one that would see what the last
+// saw, yet never one that could remove a file: a file written since, a
+// device whose holder went, a file the last pass left because it was
+// young, a resource added, or a ledger that was not complete.
+func TestCollectorPasses(t *testing.T) {
+	const res, held, other = "intel.com/a", "0000:3b:02.0", "0000:3b:02.1"
+	holds := map[string][]Holder{held: {{Kind: Pod, Resource: res, Namespace: "ns", Name: "p"}}}
+	for _, tc := range []struct {
+		name string
+		// between runs between the first pass and the second, and gives
+		// the second pass's ledger and grace.
+		between func(t *testing.T, dir string, c *Collector) (*Ledger, time.Duration)
+		want    []string
+	}{
+		{"nothing changed: skipped", func(t *testing.T, dir string, _ *Collector) (*Ledger, time.Duration) {
+			// A file that appears with the directory's time put back is
+			// what a skipped pass leaves.
+			writeKeepingDirTime(t, dir, res, other)
+			return New(holds, nil), 0
+		}, []string{held, other}},
+		{"a file written since", func(t *testing.T, dir string, _ *Collector) (*Ledger, time.Duration) {
+			write(t, dir, res, other)
+			return New(holds, nil), 0
+		}, []string{held}},
+		{"a holder gone", func(t *testing.T, dir string, _ *Collector) (*Ledger, time.Duration) {
+			return New(nil, nil), 0
+		}, nil},
+		{"a resource added", func(t *testing.T, dir string, c *Collector) (*Ledger, time.Duration) {
+			writeKeepingDirTime(t, dir, "intel.com/b", other)
+			c.Add("intel.com/b")
+			return New(holds, nil), 0
+		}, []string{held}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, res, held)
+			ageDir(t, dir)
+			c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler)}
+			c.Add(res)
+			last := c.pass(New(holds, nil), 0, nil)
+			if last == nil {
+				t.Fatal("a complete pass that left no young file saw nothing to keep")
+			}
+			l, grace := tc.between(t, dir, c)
+			c.pass(l, grace, last)
+			if got := remaining(t, dir); !slices.Equal(got, tc.want) {
+				t.Errorf("files left %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("young or unknown: looked at again", func(t *testing.T) {
+		dir := t.TempDir()
+		write(t, dir, res, other)
+		ageDir(t, dir)
+		c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler)}
+		c.Add(res)
+		if last := c.pass(New(nil, nil), time.Hour, nil); last != nil {
+			t.Error("a pass that left a young file is the next one's to skip")
+		}
+		if last := c.pass(New(nil, []string{"kubelet PodResources: down"}), 0, nil); last != nil {
+			t.Error("a pass with a source unknown is the next one's to skip")
+		}
+		write(t, dir, res, held)
+		if last := c.pass(New(holds, nil), 0, nil); last != nil {
+			t.Error("a pass just after the directory changed is the next one's to skip: the directory's time may not move again")
+		}
+	})
+}
+
+// ageDir puts the directory's time an hour back, as a directory written
+// long before the pass.
+func ageDir(t *testing.T, dir string) {
+	t.Helper()
+	old := time.Now().Add(-time.Hour)
+	if err := os.Chtimes(dir, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func write(t *testing.T, dir, res, dev string) {
+	t.Helper()
+	if err := devinfo.Write(dir, res, dev, devinfo.NewPCI(devinfo.PCI{PCIAddress: dev})); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func writeKeepingDirTime(t *testing.T, dir, res, dev string) {
+	t.Helper()
+	fi, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, dir, res, dev)
+	if err := os.Chtimes(dir, fi.ModTime(), fi.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+}
