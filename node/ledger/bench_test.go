@@ -85,3 +85,36 @@ func BenchmarkReserveOnFullNode(b *testing.B) {
 		book.Release(b.Context(), hold.Holder)
 	}
 }
+
+// BenchmarkPollStale is the poll an idle node takes every 30 s, applied
+// to the Book as its Watch does: kubelet's answer has grown stale, it is
+// asked again and answers what it answered before, 150 pods holding
+// 1,500 VFs, each with its device-info file (the device plugin part of
+// make bench-peers at rest).
+func BenchmarkPollStale(b *testing.B) {
+	kubelet, src := newSources(b)
+	vf := func(i int) string { return fmt.Sprintf("0000:%02x:%02x.%d", 0x3b+i/256, i/8%32, i%8) }
+	for p := range 150 {
+		ids := make([]string, 10)
+		for i := range ids {
+			ids[i] = vf(p*10 + i)
+			if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", ids[i], devinfo.NewPCI(devinfo.PCI{PCIAddress: ids[i]})); err != nil {
+				b.Fatal(err)
+			}
+		}
+		kubelet.SetPod("ns", fmt.Sprint("pod-", p), "intel.com/vf", ids...)
+	}
+	book := openBook(b, ledger.BookOptions{Sources: src})
+	r := ledger.WatchReader(book)
+	defer r.Close()
+	now := time.Now()
+	ledger.SetClock(r, func() time.Time { return now })
+	if l := ledger.PollWatch(b.Context(), book, r, true); len(l.Devices()) != 1500 {
+		b.Fatalf("%d devices held, want 1500", len(l.Devices()))
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		now = now.Add(30 * time.Second)
+		ledger.PollWatch(b.Context(), book, r, false)
+	}
+}
