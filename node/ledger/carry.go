@@ -87,16 +87,18 @@ type socketID struct {
 // whose pod it omits although the pod still runs: a starting kubelet's
 // answer is not a release. Whether the pod runs is the node's pods
 // cache's to say, by name and UID; without it, a pod is taken to run for
-// kubeletSettle after kubelet started.
-func (r *Reader) carry(got map[string][]Holder) map[string][]Holder {
+// kubeletSettle after kubelet started. It says whether it carried any.
+func (r *Reader) carry(got map[string][]Holder) (map[string][]Holder, bool) {
+	carried := false
 	for id, hs := range r.last[podsSource] {
 		for _, h := range hs {
 			if !slices.ContainsFunc(got[id], func(o Holder) bool { return sameHolder(o, h) }) && r.stillRuns(h) {
 				got[id] = append(got[id], h)
+				carried = true
 			}
 		}
 	}
-	return got
+	return got, carried
 }
 
 // stillRuns reports whether the pod of h, which kubelet no longer

@@ -89,8 +89,14 @@ type Reader struct {
 	records     map[string]cachedRecord
 	// recordsChanged is the records directory's time last read.
 	recordsChanged time.Time
-	// podSince is when each hold kubelet last reported began (sinceOf).
-	podSince map[podHold]time.Time
+	// podSeen is each hold kubelet last reported (sinceOf, sameAnswer);
+	// answers counts its answers to this reader.
+	podSeen map[podHold]podSeen
+	answers uint64
+	// ownAnswer says the last answer of kubelet is this reader's, made
+	// from podSeen, with no hold of an earlier answer carried into it:
+	// an answer that names the same holds is then the same answer.
+	ownAnswer bool
 	// kubelet is what the readers of one Book know of kubelet together:
 	// its incarnation and how many times they asked it.
 	kubelet *kubeletSeen
@@ -132,6 +138,15 @@ type cachedCheckpoint struct {
 // podHold is one device kubelet reports a pod's container holds.
 type podHold struct {
 	namespace, name, container, resource, device string
+}
+
+// podSeen is what an answer of kubelet said of a hold: since when, by
+// its device-info file (zero for none), the pod's UID as the pods' cache
+// gave it ("" for none), and the number of the answer that last named it.
+type podSeen struct {
+	since  time.Time
+	uid    string
+	answer uint64
 }
 
 type cachedRecord struct {
@@ -217,6 +232,7 @@ func (r *Reader) follow(o *Ledger) {
 	r.podsAsk, r.podsAt, r.podsErr = k.ask, k.askedAt, k.err
 	r.answeredAt, r.answeredStarting = k.at, k.starting
 	r.last[podsSource] = k.answer
+	r.ownAnswer = false
 	r.heard = r.heard || !k.at.IsZero()
 	r.polled = nil
 }
@@ -263,25 +279,63 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 		return nil, err
 	}
 	r.heard = true
-	since := make(map[podHold]time.Time, len(r.podSince))
+	r.answers++
+	if r.sameAnswer(list) {
+		return r.last[podsSource], nil
+	}
+	seen := make(map[podHold]podSeen, len(r.podSeen))
 	out := map[string][]Holder{}
 	for _, p := range list {
+		uid := r.podUID(p.Namespace, p.Name)
 		for _, c := range p.Containers {
 			for res, ids := range c.Devices {
 				for _, id := range ids {
 					ph := podHold{namespace: p.Namespace, name: p.Name, container: c.Name, resource: res, device: id}
 					h := Holder{Kind: Pod, Resource: res, Namespace: p.Namespace, Name: p.Name, Container: c.Name,
-						Since: r.sinceOf(ph), PodUIDs: r.podUIDs(p.Namespace, p.Name)}
-					if !h.Since.IsZero() {
-						since[ph] = h.Since
-					}
+						Since: r.sinceOf(ph), PodUIDs: uidList(uid)}
+					seen[ph] = podSeen{since: h.Since, uid: uid, answer: r.answers}
 					out[id] = append(out[id], h)
 				}
 			}
 		}
 	}
-	r.podSince = since
-	return r.carry(out), nil
+	r.podSeen = seen
+	got, carried := r.carry(out)
+	r.ownAnswer = !carried
+	return got, nil
+}
+
+// sameAnswer reports whether kubelet's answer names exactly the holds
+// its last answer to this reader did, each with the pod UID and the time
+// it had, and that answer's holders stand as they were (ownAnswer): an
+// idle node's poll then builds nothing. kubelet lists pods in no set
+// order, so the holds are matched one by one.
+func (r *Reader) sameAnswer(list []podresources.Pod) bool {
+	if !r.ownAnswer || r.last[podsSource] == nil {
+		return false
+	}
+	n := 0
+	for _, p := range list {
+		uid := r.podUID(p.Namespace, p.Name)
+		for _, c := range p.Containers {
+			for res, ids := range c.Devices {
+				for _, id := range ids {
+					ph := podHold{namespace: p.Namespace, name: p.Name, container: c.Name, resource: res, device: id}
+					s, ok := r.podSeen[ph]
+					// A hold named twice, a pod of another UID, or a
+					// device-info file that appeared is an answer to
+					// build anew.
+					if !ok || s.answer == r.answers || s.uid != uid || s.since.IsZero() && !r.sinceOf(ph).IsZero() {
+						return false
+					}
+					s.answer = r.answers
+					r.podSeen[ph] = s
+					n++
+				}
+			}
+		}
+	}
+	return n == len(r.podSeen)
 }
 
 // sinceOf is when kubelet handed the device out to the pod: the time of
@@ -290,8 +344,8 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 // not one per device-info file: a node allocating its hundredth VF read
 // a hundred files' times at each Allocate. Zero when there is no file.
 func (r *Reader) sinceOf(h podHold) time.Time {
-	if t, ok := r.podSince[h]; ok {
-		return t
+	if s, ok := r.podSeen[h]; ok && !s.since.IsZero() {
+		return s.since
 	}
 	if r.src.DevinfoDir == "" {
 		return time.Time{}
@@ -303,15 +357,20 @@ func (r *Reader) sinceOf(h podHold) time.Time {
 	return fi.ModTime().UTC().Truncate(time.Second)
 }
 
-// podUIDs is the pod's UID as the pods' cache knows it, none when not.
-func (r *Reader) podUIDs(namespace, name string) []string {
+// podUID is the pod's UID as the pods' cache knows it, "" when not.
+func (r *Reader) podUID(namespace, name string) string {
 	if r.src.PodUID == nil {
+		return ""
+	}
+	return r.src.PodUID(namespace, name)
+}
+
+// uidList is a holder's PodUIDs of one UID, none for "".
+func uidList(uid string) []string {
+	if uid == "" {
 		return nil
 	}
-	if uid := r.src.PodUID(namespace, name); uid != "" {
-		return []string{uid}
-	}
-	return nil
+	return []string{uid}
 }
 
 // checkpointFile is the name of a DRA driver's checkpoint in its plugin

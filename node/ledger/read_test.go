@@ -2,8 +2,10 @@ package ledger_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -366,5 +368,97 @@ func TestReadDevinfoTimes(t *testing.T) {
 	}
 	if got := since("0000:3b:02.1"); !got.Equal(first) {
 		t.Errorf("untouched: since %v, want %v", got, first)
+	}
+}
+
+// TestKubeletAnswerAgain: a poll whose answer of kubelet names the holds
+// the last one did reuses that answer's holders; every step here changes
+// what a hold is or whether it stands without changing how many kubelet
+// names, and each read must say what a reader without history reads
+// (carried pods aside, which only a history keeps).
+func TestKubeletAnswerAgain(t *testing.T) {
+	const res, vf0, vf1, vf2 = "intel.com/vf", "0000:3b:02.0", "0000:3b:02.1", "0000:3b:02.2"
+	kubelet, src := newSources(t)
+	uids := map[string]string{"a": "uid-a", "b": "uid-b"}
+	// The pods' cache says no pod runs, but for one step: a pod that
+	// runs keeps the holds kubelet leaves out.
+	running := map[string]bool{}
+	src.PodUID = func(_, name string) string { return uids[name] }
+	src.PodRunning = func(_, name, _ string) bool { return running[name] }
+	r := ledger.NewReader(src)
+	defer r.Close()
+	check := func(step string, wantOmitted ...string) {
+		t.Helper()
+		got := r.Read(t.Context())
+		fresh := ledger.NewReader(src)
+		defer fresh.Close()
+		want := fresh.Read(t.Context())
+		for _, id := range []string{vf0, vf1, vf2} {
+			hs, ws := got.Holders(id), want.Holders(id)
+			if holdersString(hs) != holdersString(ws) && !slices.Contains(wantOmitted, id) {
+				t.Errorf("%s: %s held by %s, a reader without history reads %s", step, id, holdersString(hs), holdersString(ws))
+			}
+		}
+	}
+	kubelet.SetPod("ns", "a", res, vf0, vf1)
+	kubelet.SetPod("ns", "b", res, vf2)
+	check("first read")
+	check("the same answer")
+	kubelet.SetPod("ns", "a", res, vf2, vf1)
+	kubelet.SetPod("ns", "b", res, vf0)
+	check("two pods swap devices")
+	uids["a"] = "uid-a2"
+	check("a pod recreated under its name")
+	if err := devinfo.Write(src.DevinfoDir, res, vf1, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf1})); err != nil {
+		t.Fatal(err)
+	}
+	check("a device-info file written")
+	// The same hold twice: two containers of one name, as a pod listed
+	// twice would give.
+	main := testkubelet.Container{Name: "main", Devices: map[string][]string{res: {vf1}}}
+	kubelet.SetContainers("ns", "a", main, main)
+	check("a hold named twice, one gone")
+	kubelet.SetPod("ns", "a", res, vf2, vf1)
+	check("the hold named twice named once again")
+	kubelet.SetPod("ns", "b", res)
+	running["b"] = true
+	// kubelet leaves b out while b still runs: the reader carries its
+	// hold, which a reader without history cannot.
+	check("a pod left out while it runs", vf0)
+	running["b"] = false
+	check("the same answer, the pod left out has ended")
+}
+
+// holdersString says all of each holder, its pod UIDs and since too.
+func holdersString(hs []ledger.Holder) string {
+	var b strings.Builder
+	for _, h := range hs {
+		fmt.Fprintf(&b, "%s uids %v since %v; ", h, h.PodUIDs, h.Since)
+	}
+	return b.String()
+}
+
+// TestFollowedAnswerIsNotReused: a reader that took another reader's
+// newer answer of kubelet (as the Book's two do) reads that answer, not
+// its own older one, even when kubelet answers it the older holds again.
+func TestFollowedAnswerIsNotReused(t *testing.T) {
+	const res, vf0, vf1 = "intel.com/vf", "0000:3b:02.0", "0000:3b:02.1"
+	kubelet, src := newSources(t)
+	kubelet.SetPod("ns", "a", res, vf0)
+	b := ledger.NewBook(ledger.BookOptions{Sources: src})
+	b.Judge(ledger.Verdicts{})
+	if err := b.Load(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	r := ledger.WatchReader(b)
+	defer r.Close()
+	ledger.PollWatch(t.Context(), b, r, true)
+	kubelet.SetPod("ns", "a", res, vf1)
+	b.Refresh(t.Context())
+	kubelet.SetPod("ns", "a", res, vf0)
+	l := ledger.PollWatch(t.Context(), b, r, true)
+	if hs := l.Holders(vf0); len(hs) != 1 || len(l.Holders(vf1)) != 0 {
+		t.Errorf("after kubelet moved a back to %s: %s held by %v, %s by %v", vf0, vf0, hs, vf1, l.Holders(vf1))
 	}
 }

@@ -12,7 +12,8 @@ import (
 // have begun or ended: kubelet says nothing when one does, but Allocate
 // writes a device-info file and a teardown changes the records, and their
 // directories' times cost a stat. So an idle node costs a few stats per
-// poll and a PodResources List per podsStale.
+// poll and a PodResources List per podsStale, whose holds, when they are
+// the last answer's, are not built again (Reader.sameAnswer).
 const (
 	// podsSettle is how long after a source changed kubelet is asked at
 	// every poll: a pod's allocation ends after its teardown.
