@@ -99,13 +99,37 @@ func TestRateLimitRetry(t *testing.T) {
 }
 
 func TestRateLimitRetryBoundedByContext(t *testing.T) {
-	k := &kubelet{pods: testPods(), reject: 1 << 30}
+	k := &kubelet{pods: testPods(), reject: 1 << 30, rejected: make(chan struct{}, 1)}
 	c := dial(t, k.serve(t))
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
+	// The deadline passes once kubelet has turned the call away twice,
+	// however slowly the machine gets there; the one call that may be
+	// under way then finds room in rejected.
+	ctx := &expiring{Context: context.Background(), done: make(chan struct{})}
+	go func() {
+		<-k.rejected
+		<-k.rejected
+		close(ctx.done)
+	}()
 	_, err := c.List(ctx)
 	if !errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.ResourceExhausted {
 		t.Errorf("List under a rate limit that never lets up: error %v, want the deadline and kubelet's refusal", err)
+	}
+}
+
+// expiring is a context whose deadline passes when done is closed.
+type expiring struct {
+	context.Context
+	done chan struct{}
+}
+
+func (e *expiring) Done() <-chan struct{} { return e.done }
+
+func (e *expiring) Err() error {
+	select {
+	case <-e.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
 	}
 }
 

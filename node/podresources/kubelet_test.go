@@ -34,8 +34,10 @@ type kubelet struct {
 	get  getMode
 
 	mu sync.Mutex
-	// reject is how many more calls the rate limit turns away.
-	reject int
+	// reject is how many more calls the rate limit turns away; each
+	// refusal is sent to rejected when set.
+	reject   int
+	rejected chan struct{}
 	// calls counts the calls that got through, by method name.
 	calls map[string]int
 }
@@ -73,6 +75,9 @@ func (k *kubelet) rateLimit(ctx context.Context, req any, info *grpc.UnaryServer
 	defer k.mu.Unlock()
 	if k.reject > 0 {
 		k.reject--
+		if k.rejected != nil {
+			k.rejected <- struct{}{}
+		}
 		return nil, status.Error(codes.ResourceExhausted, "rejected by rate limit")
 	}
 	k.calls[filepath.Base(info.FullMethod)]++
