@@ -219,8 +219,17 @@ func (b *Book) publishLocked() (*Ledger, bool) {
 	l.fences = slices.SortedFunc(maps.Values(b.fences), func(a, c Fence) int { return strings.Compare(a.Key, c.Key) })
 	l.fences = append(l.fences, b.sourced.resets...)
 	l.resets = b.sourced.resets
-	prev := b.snap.Swap(l)
-	return l, !l.Equal(prev)
+	prev := b.snap.Load()
+	changed := !l.Equal(prev)
+	l.book, l.version = b, 1
+	if prev != nil {
+		l.version = prev.version
+		if changed {
+			l.version++
+		}
+	}
+	b.snap.Store(l)
+	return l, changed
 }
 
 // unlockAndPublish makes the snapshot anew, releases the lock, reports

@@ -1010,3 +1010,39 @@ func TestReserveProbesTheNetdev(t *testing.T) {
 		t.Errorf("Present asked of %v for a device its holder has", asked)
 	}
 }
+
+// TestSnapshotsEqual: a Book's snapshots say whether they hold the same,
+// whether published one after the other or apart, and a snapshot of
+// another Book is judged by what it holds.
+func TestSnapshotsEqual(t *testing.T) {
+	kubelet, src := newSources(t)
+	kubelet.SetPod("ns", "a", "intel.com/vf", "0000:3b:02.0")
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	hold := ledger.Request{Devices: []string{"0000:3b:02.1"}, Holder: claimC}
+	first := b.Refresh(t.Context())
+	again := b.Refresh(t.Context())
+	if err := b.Reserve(t.Context(), hold); err != nil {
+		t.Fatal(err)
+	}
+	held := b.Snapshot()
+	b.Release(t.Context(), claimC)
+	released := b.Refresh(t.Context())
+	other := openBook(t, ledger.BookOptions{Sources: src})
+	otherFirst := other.Refresh(t.Context())
+	for _, tc := range []struct {
+		name string
+		a, c *ledger.Ledger
+		want bool
+	}{
+		{"read again, nothing changed", first, again, true},
+		{"a hold taken", again, held, false},
+		{"the hold released", held, released, false},
+		{"apart, the same holds", first, released, true},
+		{"another Book, the same holds", released, otherFirst, true},
+		{"another Book, other holds", held, otherFirst, false},
+	} {
+		if got := tc.a.Equal(tc.c); got != tc.want {
+			t.Errorf("%s: Equal %t, want %t", tc.name, got, tc.want)
+		}
+	}
+}
