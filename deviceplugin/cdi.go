@@ -3,7 +3,6 @@ package deviceplugin
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -140,29 +139,22 @@ func (p *Plugin) CDISpecPath() string {
 	return p.cdiPath
 }
 
-// CDISpecs lists the CDI specs device plugins wrote in dir and, for each,
-// the IDs of the devices it names. A spec that cannot be parsed names
-// none: no runtime resolves it either.
-func CDISpecs(dir string) (map[string][]string, error) {
-	paths, err := filepath.Glob(filepath.Join(dir, CDISpecPrefix+"*.json"))
+// cdiSpecDevices are the names of the devices the CDI spec at path lists;
+// none for a spec that does not parse.
+func cdiSpecDevices(path string) ([]string, error) {
+	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[string][]string, len(paths))
-	for _, path := range paths {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return nil, err
-		}
-		out[path] = nil
-		var spec cdispec.Spec
-		if json.Unmarshal(data, &spec) == nil {
-			for _, d := range spec.Devices {
-				out[path] = append(out[path], d.Name)
-			}
-		}
+	var spec cdispec.Spec
+	if json.Unmarshal(data, &spec) != nil {
+		return nil, nil
 	}
-	return out, nil
+	names := make([]string, 0, len(spec.Devices))
+	for _, d := range spec.Devices {
+		names = append(names, d.Name)
+	}
+	return names, nil
 }
 
 // StaleCDISpec is a CDI spec no pool writes any more: removable unless
@@ -178,18 +170,24 @@ type StaleCDISpec struct {
 // it names that held reports held, if any: a container of the pod
 // holding it needs the spec to start again.
 func StaleCDISpecs(dir string, stale func(path string) bool, held func(id string) bool, since time.Time) ([]StaleCDISpec, error) {
-	specs, err := CDISpecs(dir)
+	paths, err := filepath.Glob(filepath.Join(dir, CDISpecPrefix+"*.json"))
 	if err != nil {
 		return nil, err
 	}
+	// A spec a pool writes is not read: at 2048 VFs it is the largest
+	// file an idle agent would parse every collection.
 	var out []StaleCDISpec
-	for _, path := range slices.Sorted(maps.Keys(specs)) {
+	for _, path := range paths {
 		if !stale(path) || !writtenBefore(path, since) {
 			continue
 		}
+		names, err := cdiSpecDevices(path)
+		if err != nil {
+			return nil, err
+		}
 		s := StaleCDISpec{Path: path}
-		if i := slices.IndexFunc(specs[path], held); i >= 0 {
-			s.HeldDevice = specs[path][i]
+		if i := slices.IndexFunc(names, held); i >= 0 {
+			s.HeldDevice = names[i]
 		}
 		out = append(out, s)
 	}
