@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"iter"
 	"os"
 	"path/filepath"
 	"slices"
@@ -285,19 +286,11 @@ func (r *Reader) pods(ctx context.Context) (map[string][]Holder, error) {
 	}
 	seen := make(map[podHold]podSeen, len(r.podSeen))
 	out := map[string][]Holder{}
-	for _, p := range list {
-		uid := r.podUID(p.Namespace, p.Name)
-		for _, c := range p.Containers {
-			for res, ids := range c.Devices {
-				for _, id := range ids {
-					ph := podHold{namespace: p.Namespace, name: p.Name, container: c.Name, resource: res, device: id}
-					h := Holder{Kind: Pod, Resource: res, Namespace: p.Namespace, Name: p.Name, Container: c.Name,
-						Since: r.sinceOf(ph), PodUIDs: uidList(uid)}
-					seen[ph] = podSeen{since: h.Since, uid: uid, answer: r.answers}
-					out[id] = append(out[id], h)
-				}
-			}
-		}
+	for ph, uid := range r.holdsOf(list) {
+		h := Holder{Kind: Pod, Resource: ph.resource, Namespace: ph.namespace, Name: ph.name, Container: ph.container,
+			Since: r.sinceOf(ph), PodUIDs: uidList(uid)}
+		seen[ph] = podSeen{since: h.Since, uid: uid, answer: r.answers}
+		out[ph.device] = append(out[ph.device], h)
 	}
 	r.podSeen = seen
 	got, carried := r.carry(out)
@@ -315,27 +308,37 @@ func (r *Reader) sameAnswer(list []podresources.Pod) bool {
 		return false
 	}
 	n := 0
-	for _, p := range list {
-		uid := r.podUID(p.Namespace, p.Name)
-		for _, c := range p.Containers {
-			for res, ids := range c.Devices {
-				for _, id := range ids {
-					ph := podHold{namespace: p.Namespace, name: p.Name, container: c.Name, resource: res, device: id}
-					s, ok := r.podSeen[ph]
-					// A hold named twice, a pod of another UID, or a
-					// device-info file that appeared is an answer to
-					// build anew.
-					if !ok || s.answer == r.answers || s.uid != uid || s.since.IsZero() && !r.sinceOf(ph).IsZero() {
-						return false
+	for ph, uid := range r.holdsOf(list) {
+		s, ok := r.podSeen[ph]
+		// A hold named twice, a pod of another UID, or a device-info
+		// file that appeared is an answer to build anew.
+		if !ok || s.answer == r.answers || s.uid != uid || s.since.IsZero() && !r.sinceOf(ph).IsZero() {
+			return false
+		}
+		s.answer = r.answers
+		r.podSeen[ph] = s
+		n++
+	}
+	return n == len(r.podSeen)
+}
+
+// holdsOf yields each hold kubelet's answer names, with its pod's UID as
+// the pods' cache gives it.
+func (r *Reader) holdsOf(list []podresources.Pod) iter.Seq2[podHold, string] {
+	return func(yield func(podHold, string) bool) {
+		for _, p := range list {
+			uid := r.podUID(p.Namespace, p.Name)
+			for _, c := range p.Containers {
+				for res, ids := range c.Devices {
+					for _, id := range ids {
+						if !yield(podHold{namespace: p.Namespace, name: p.Name, container: c.Name, resource: res, device: id}, uid) {
+							return
+						}
 					}
-					s.answer = r.answers
-					r.podSeen[ph] = s
-					n++
 				}
 			}
 		}
 	}
-	return n == len(r.podSeen)
 }
 
 // sinceOf is when kubelet handed the device out to the pod: the time of
