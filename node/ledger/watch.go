@@ -12,23 +12,16 @@ import (
 // have begun or ended: kubelet says nothing when one does, but Allocate
 // writes a device-info file and a teardown changes the records, and their
 // directories' times cost a stat. So an idle node costs a few stats per
-// idlePoll and a PodResources List per podsStale, whose holds, when they
-// are the last answer's, are not built again (Reader.sameAnswer).
+// poll and a PodResources List per podsStale, whose holds, when they are
+// the last answer's, are not built again (Reader.sameAnswer).
 const (
 	// podsSettle is how long after a source changed kubelet is asked at
 	// every poll: a pod's allocation ends after its teardown.
 	podsSettle = 10 * time.Second
-	// idlePoll is the time between polls of an idle node: a checkpoint
-	// or record another process changed is seen within it.
-	idlePoll = 30 * time.Second
-	// podsStale is how old kubelet's answer may grow on an idle node; a
-	// hold it still names after its pod ended withholds the device from
-	// nothing, since a hand-out that meets it asks kubelet afresh, and
-	// a wait for a hold to end polls every Interval. Asking every 30 s
-	// cost an idle node with 1,500 held devices more than all else it
-	// did (a cold decode of the answer, 5-9 ms). podsSlack keeps a poll
-	// due at podsStale from finding the answer a hair too young.
-	podsStale = 2 * time.Minute
+	// podsStale is how old kubelet's answer may grow, and the time
+	// between polls of an idle node; podsSlack keeps a poll due at
+	// podsStale from finding the answer a hair too young.
+	podsStale = 30 * time.Second
 	podsSlack = time.Second
 	// nudgeGap spaces the polls that nudges start: each hand-out nudges,
 	// and a burst of them (kubelet admitting many pods) is read once per
@@ -100,7 +93,7 @@ func (r *Reader) checkpointStamps() string {
 // WatchOptions say when Watch polls.
 type WatchOptions struct {
 	// Interval is the time between polls while a hold's end is awaited
-	// (Urgent); otherwise Watch polls when nudged and every idlePoll: a
+	// (Urgent); otherwise Watch polls when nudged and every podsStale: a
 	// timer that fires twice a second costs an idle agent more than
 	// everything else it does.
 	Interval time.Duration
@@ -139,7 +132,7 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.C
 		last = time.Now()
 		// Asked after the poll: the poll may have found a source gone,
 		// which only polling often finds back.
-		next := idlePoll
+		next := podsStale
 		if o.Urgent() {
 			next = o.Interval
 		}
