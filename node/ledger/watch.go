@@ -64,9 +64,7 @@ func (r *Reader) stamps() stamps {
 	if r.src.Records != nil {
 		s.records, _ = r.src.Records.Changed()
 	}
-	if fi, err := os.Stat(r.src.DevinfoDir); err == nil && r.src.DevinfoDir != "" {
-		s.devinfo = fi.ModTime()
-	}
+	s.devinfo = dirTime(r.src.DevinfoDir)
 	return s
 }
 
