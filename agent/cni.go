@@ -32,7 +32,7 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	deps := daemon.Deps{Logger: a.log, Metrics: a.metrics, REST: cfg, Client: client, Events: a.events, Served: a.nudgeLedger,
 		DevicePluginDevinfoDir: a.opts.DevinfoDir, PodResourcesSocket: a.opts.PodResourcesSocket,
 		VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy, SysfsRoot: a.opts.SysfsRoot, Ledger: a.book,
-		PodCache: func(p daemon.PodLookup) { a.pods.Store(&p) }}
+		PodCache: func(p daemon.PodLookup) { a.pods.Store(&p) }, PodEnded: a.book.PodEnded}
 	if a.dra != nil {
 		deps.Claims, deps.ClaimDriver = a.dra, a.dra.Name()
 	}

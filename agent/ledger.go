@@ -24,6 +24,8 @@ func (a *Agent) newBook() *ledger.Book {
 	src := ledger.Sources{PodResourcesSocket: a.opts.PodResourcesSocket, DevinfoDir: a.opts.DevinfoDir, Metrics: a.metrics,
 		PluginsDir: a.opts.DRAPluginsDir, PodUID: a.podUID, KubeletSettle: a.opts.KubeletSettle}
 	if a.opts.CNI != nil {
+		// The CNI side's pods cache tells the Book of each pod's end
+		// (Book.PodEnded).
 		src.PodRunning = a.podRunning
 	}
 	if d := a.opts.DRA; d != nil {

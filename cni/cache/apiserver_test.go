@@ -3,9 +3,12 @@ package cache_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -83,6 +86,41 @@ func TestAPIServer(t *testing.T) {
 	t.Run("StartPodsFallsBackToInformer", func(t *testing.T) { testStartPodsFallback(t, s, ns) })
 	t.Run("Spec3_2_NAD", func(t *testing.T) { testNADInformer(t, s, ns) })
 	t.Run("InformerPodClaims", func(t *testing.T) { testInformerPodClaims(t, s, ns) })
+	t.Run("InformerPodEnds", func(t *testing.T) { testInformerPodEnds(t, s, ns) })
+}
+
+// testInformerPodEnds: a pod whose phase says it ended no longer runs,
+// and the cache tells of it as it ends and as it goes, so the device
+// ledger asks kubelet for its devices then rather than at its next poll.
+func testInformerPodEnds(t *testing.T, s *kubeapi.Server, ns string) {
+	client := kubernetes.NewForConfigOrDie(s.Config())
+	p := cache.NewInformerPods(client, "node-e", discard())
+	var mu sync.Mutex
+	var ended []string
+	p.Notify(nil, func(pod cache.Pod) {
+		mu.Lock()
+		ended = append(ended, pod.Name)
+		mu.Unlock()
+	})
+	run(t, p)
+	job, web := s.CreatePod(t, ns, "job-0", "node-e", nil), s.CreatePod(t, ns, "web-0", "node-e", nil)
+	kubeapi.WaitFor(t, "both pods running", func() bool { return p.Running(ns, "job-0", "") && p.Running(ns, "web-0", "") })
+	job.Status.Phase = corev1.PodSucceeded
+	if _, err := client.CoreV1().Pods(ns).UpdateStatus(ctxFor(t, 30*time.Second), job, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	kubeapi.WaitFor(t, "the job's pod ended", func() bool { return !p.Running(ns, "job-0", string(job.UID)) })
+	deletePod(t, client, ns, "job-0")
+	deletePod(t, client, ns, "web-0")
+	want := []string{"job-0", "job-0", "web-0"}
+	kubeapi.WaitFor(t, fmt.Sprintf("told of the ends %v", want), func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Equal(ended, want)
+	})
+	if p.Running(ns, "web-0", string(web.UID)) {
+		t.Error("a deleted pod still runs")
+	}
 }
 
 // testInformerPodClaims: the cached pod names its ResourceClaims, the

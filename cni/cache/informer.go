@@ -62,9 +62,10 @@ func (p *InformerPods) Run(ctx context.Context) error {
 	return nil
 }
 
-// Notify has fn told of every pod the source adds or changes, from the
-// informer's goroutine: fn must not block. Call it before Run.
-func (p *InformerPods) Notify(fn func(Pod)) { p.cache.onSet = fn }
+// Notify has onSet told of every pod the source adds or changes, and
+// onEnd of every pod that ends or goes, from the informer's goroutine:
+// neither may block. Call it before Run.
+func (p *InformerPods) Notify(onSet, onEnd func(Pod)) { p.cache.onSet, p.cache.onEnd = onSet, onEnd }
 
 // HasSynced says whether the node's pods have been listed.
 func (p *InformerPods) HasSynced() bool { return p.err == nil && p.handler.HasSynced() }
@@ -109,7 +110,7 @@ func (p *InformerPods) onDelete(obj any) {
 	}
 }
 
-// stripPod keeps a pod's identity and annotations.
+// stripPod keeps a pod's identity, annotations, claims and phase.
 func stripPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -123,6 +124,6 @@ func stripPod(obj any) (any, error) {
 		Annotations:     pod.Annotations,
 	},
 		Spec:   corev1.PodSpec{ResourceClaims: pod.Spec.ResourceClaims},
-		Status: corev1.PodStatus{ResourceClaimStatuses: pod.Status.ResourceClaimStatuses},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, ResourceClaimStatuses: pod.Status.ResourceClaimStatuses},
 	}, nil
 }

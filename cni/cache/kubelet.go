@@ -61,9 +61,10 @@ func NewKubeletPods(socket string, logger *slog.Logger) *KubeletPods {
 	return &KubeletPods{socket: socket, logger: logger, cache: newPodCache(), synced: make(chan struct{})}
 }
 
-// Notify has fn told of every pod the source adds or changes, from the
-// goroutine running it: fn must not block. Call it before Run.
-func (k *KubeletPods) Notify(fn func(Pod)) { k.cache.onSet = fn }
+// Notify has onSet told of every pod the source adds or changes, and
+// onEnd of every pod that ends or goes, from the goroutine running it:
+// neither may block. Call it before Run.
+func (k *KubeletPods) Notify(onSet, onEnd func(Pod)) { k.cache.onSet, k.cache.onEnd = onSet, onEnd }
 
 // HasSynced says whether kubelet's complete list of pods has arrived.
 func (k *KubeletPods) HasSynced() bool {

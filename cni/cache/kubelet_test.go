@@ -118,17 +118,22 @@ func TestKubeletPods(t *testing.T) {
 
 // Notify tells of pods as kubelet's stream brings them: listed, added and
 // changed, each with its annotations, so the CNI side can act before a
-// sandbox's ADD asks.
+// sandbox's ADD asks; and of each pod that ends or goes, once each, so the
+// device ledger can ask kubelet for its devices at once.
 func TestKubeletPodsNotify(t *testing.T) {
 	socket := filepath.Join(t.TempDir(), "pods-api.sock")
 	server := testkubelet.ServePods(t, socket)
 	server.SetPod(kubePod("ran", "du-0", "u0", map[string]string{networksAnnotation: "fronthaul"}))
 	k := cache.NewKubeletPods(socket, discard())
 	var mu sync.Mutex
-	var told []string
+	var told, ended []string
 	k.Notify(func(p cache.Pod) {
 		mu.Lock()
 		told = append(told, p.UID+"="+p.Annotations[networksAnnotation])
+		mu.Unlock()
+	}, func(p cache.Pod) {
+		mu.Lock()
+		ended = append(ended, p.UID)
 		mu.Unlock()
 	})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -136,11 +141,18 @@ func TestKubeletPodsNotify(t *testing.T) {
 	go k.Run(ctx)
 	kubeapi.WaitFor(t, "kubelet pods synced", k.HasSynced)
 	server.SetPod(kubePod("ran", "du-1", "u1", map[string]string{networksAnnotation: "midhaul"}))
-	want := []string{"u0=fronthaul", "u1=midhaul"}
-	kubeapi.WaitFor(t, fmt.Sprintf("Notify to be told %v", want), func() bool {
+	done := kubePod("ran", "du-1", "u1", map[string]string{networksAnnotation: "midhaul"})
+	done.Status.Phase = corev1.PodSucceeded
+	server.SetPod(done)
+	server.SetPod(done)
+	server.DeletePod("u1")
+	server.DeletePod("u0")
+	want := []string{"u0=fronthaul", "u1=midhaul", "u1=midhaul", "u1=midhaul"}
+	wantEnded := []string{"u1", "u1", "u0"}
+	kubeapi.WaitFor(t, fmt.Sprintf("Notify to be told %v and of ends %v", want, wantEnded), func() bool {
 		mu.Lock()
 		defer mu.Unlock()
-		return slices.Equal(told, want)
+		return slices.Equal(told, want) && slices.Equal(ended, wantEnded)
 	})
 }
 

@@ -74,8 +74,9 @@ type PodSource interface {
 type podCache struct {
 	changes *changes
 	// onSet, when set before the source runs, is told of every pod added
-	// or changed.
+	// or changed; onEnd of every pod that ends or goes.
 	onSet func(Pod)
+	onEnd func(Pod)
 
 	mu   sync.Mutex
 	pods map[string]Pod
@@ -87,28 +88,55 @@ func newPodCache() *podCache {
 
 func (c *podCache) set(p Pod) {
 	c.mu.Lock()
+	old, known := c.pods[p.UID]
 	c.pods[p.UID] = p
 	c.mu.Unlock()
 	c.changes.notify()
 	if c.onSet != nil {
 		c.onSet(p.clone())
 	}
+	if p.Ended && !(known && old.Ended) {
+		c.ended(p)
+	}
 }
 
 func (c *podCache) remove(uid string) {
 	c.mu.Lock()
+	p, known := c.pods[uid]
 	delete(c.pods, uid)
 	c.mu.Unlock()
 	c.changes.notify()
+	if known {
+		c.ended(p)
+	}
 }
 
 // retain forgets every pod whose UID is not in keep: those deleted while
 // the cache was not listening.
 func (c *podCache) retain(keep map[string]bool) {
+	var gone []Pod
 	c.mu.Lock()
-	maps.DeleteFunc(c.pods, func(uid string, _ Pod) bool { return !keep[uid] })
+	maps.DeleteFunc(c.pods, func(uid string, p Pod) bool {
+		if keep[uid] {
+			return false
+		}
+		gone = append(gone, p)
+		return true
+	})
 	c.mu.Unlock()
 	c.changes.notify()
+	for _, p := range gone {
+		c.ended(p)
+	}
+}
+
+// ended tells onEnd of a pod that ended or went: a pod is told once as
+// it ends and again as it goes, since a kubelet may name an ended pod's
+// devices until the pod is deleted.
+func (c *podCache) ended(p Pod) {
+	if c.onEnd != nil {
+		c.onEnd(p.clone())
+	}
 }
 
 // lookup returns a copy of the pod ref names.

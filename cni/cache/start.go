@@ -18,9 +18,11 @@ type PodsOptions struct {
 	// serve the Pods API.
 	Client   kubernetes.Interface
 	NodeName string
-	// OnPod, if set, is told of every pod added or changed; it must not
-	// block.
+	// OnPod, if set, is told of every pod added or changed, and OnEnd of
+	// every pod that ends (phase Succeeded or Failed) or goes; neither
+	// may block.
 	OnPod  func(Pod)
+	OnEnd  func(Pod)
 	Logger *slog.Logger
 }
 
@@ -32,7 +34,7 @@ func StartPods(ctx context.Context, o PodsOptions) (PodSource, string, error) {
 		o.KubeletSocket = DefaultPodsSocket
 	}
 	k := NewKubeletPods(o.KubeletSocket, o.Logger)
-	k.Notify(o.OnPod)
+	k.Notify(o.OnPod, o.OnEnd)
 	stopped := make(chan error, 1)
 	go func() { stopped <- k.Run(ctx) }()
 	var why error
@@ -51,7 +53,7 @@ func StartPods(ctx context.Context, o PodsOptions) (PodSource, string, error) {
 		return nil, "", fmt.Errorf("%w, and no API client and node name to watch pods with instead", why)
 	}
 	p := NewInformerPods(o.Client, o.NodeName, o.Logger)
-	p.Notify(o.OnPod)
+	p.Notify(o.OnPod, o.OnEnd)
 	go func() {
 		if err := p.Run(ctx); err != nil {
 			o.Logger.Error("pod informer stopped", "err", err)

@@ -65,8 +65,10 @@ type Deps struct {
 	// Ledger is the device ledger an ADD reserves its devices in;
 	// without one an ADD of a network with a device is refused.
 	Ledger delegate.Ledger
-	// PodCache, when set, is given the node's pod cache once it runs.
+	// PodCache, when set, is given the node's pod cache once it runs;
+	// PodEnded, when set, is told of each pod of it that ends or goes.
 	PodCache func(PodLookup)
+	PodEnded func()
 }
 
 // PodLookup is what the rest of the agent reads of the node's pod cache.

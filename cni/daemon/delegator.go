@@ -28,8 +28,12 @@ func newDelegator(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps,
 			d.PodSeen(p)
 		}
 	}
+	var onEnd func(cache.Pod)
+	if deps.PodEnded != nil {
+		onEnd = func(cache.Pod) { deps.PodEnded() }
+	}
 	pods, source, err := cache.StartPods(ctx, cache.PodsOptions{KubeletSocket: o.PodsAPISocket, Client: deps.Client,
-		NodeName: o.NodeName, OnPod: onPod, Logger: log})
+		NodeName: o.NodeName, OnPod: onPod, OnEnd: onEnd, Logger: log})
 	if err != nil {
 		return nil, fmt.Errorf("CNI: pod cache: %w", err)
 	}

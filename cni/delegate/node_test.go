@@ -156,7 +156,7 @@ func (n *testNode) start(ctx context.Context) {
 		if d := n.seen.Load(); d != nil {
 			d.PodSeen(p)
 		}
-	})
+	}, nil)
 	go pods.Run(ctx)
 	nadClient, err := nadclient.NewForConfig(cfg)
 	if err != nil {

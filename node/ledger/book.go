@@ -84,6 +84,9 @@ type Book struct {
 	// report may have begun. recheck makes that poll ask kubelet.
 	wake    chan struct{}
 	recheck atomic.Bool
+	// podEnded is when a pod of the node last ended (PodEnded), in
+	// nanoseconds of now's clock; 0 for never.
+	podEnded atomic.Int64
 }
 
 // liveHold is a hold Reserve took.
@@ -571,7 +574,9 @@ func (b *Book) Unfence(key string) error {
 func (b *Book) Watch(ctx context.Context, o WatchOptions) {
 	r := b.newWatchReader()
 	urgent := o.Urgent
-	o.Urgent = func() bool { return b.recheck.Swap(false) || b.Unsettled() || (urgent != nil && urgent()) }
+	o.Urgent = func() bool {
+		return b.recheck.Swap(false) || b.Unsettled() || r.awaitsEnd(b.lastPodEnd()) || (urgent != nil && urgent())
+	}
 	nudge := make(chan struct{}, 1)
 	go forward(ctx, nudge, o.Nudge, b.wake)
 	o.Nudge = nudge
@@ -612,6 +617,29 @@ func (b *Book) Recheck() {
 	case b.wake <- struct{}{}:
 	default:
 	}
+}
+
+// PodEnded tells the Book that a pod of the node ended or went, as the
+// node's pods cache (Sources.PodRunning) saw it: kubelet stops naming the
+// pod's devices about then, and says nothing when it does. Watch asks
+// kubelet at once, and every Interval while its answer still names a pod
+// the cache says does not run, for at most podsSettle after the last
+// end. A Book told of ends lets kubelet's answer grow older on an idle
+// node (podsStaleFollowed).
+func (b *Book) PodEnded() {
+	b.podEnded.Store(b.now().UnixNano())
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
+// lastPodEnd is when PodEnded was last told, zero for never.
+func (b *Book) lastPodEnd() time.Time {
+	if ns := b.podEnded.Load(); ns != 0 {
+		return time.Unix(0, ns)
+	}
+	return time.Time{}
 }
 
 // Unsettled reports whether a source is unknown, an allocation waits

@@ -691,10 +691,17 @@ func watchBook(t *testing.T, b *ledger.Book) (context.Context, chan<- struct{}) 
 // waitSnapshot waits until the Book's snapshot satisfies cond.
 func waitSnapshot(ctx context.Context, t *testing.T, b *ledger.Book, what string, cond func(*ledger.Ledger) bool) {
 	t.Helper()
-	for !cond(b.Snapshot()) {
+	waitFor(ctx, t, what, func() bool { return cond(b.Snapshot()) }, func() string { return fmt.Sprintf("unknown: %v", b.Snapshot().Unknown) })
+}
+
+// waitFor waits until cond holds; why says what is the matter if it
+// never does.
+func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool, why func() string) {
+	t.Helper()
+	for !cond() {
 		select {
 		case <-ctx.Done():
-			t.Fatalf("waiting for %s: %v; unknown: %v", what, ctx.Err(), b.Snapshot().Unknown)
+			t.Fatalf("waiting for %s: %v; %s", what, ctx.Err(), why())
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
@@ -711,6 +718,112 @@ func TestRecheckAsksKubeletAtOnce(t *testing.T) {
 	kubelet.SetPod("ns", "cnf", "intel.com/vf")
 	b.Recheck()
 	waitSnapshot(ctx, t, b, "the pod's hold gone", func(l *ledger.Ledger) bool { return len(l.Holders(vfA0)) == 0 })
+}
+
+// podsCache is the node's pods cache as the ledger reads it: the pods
+// that run, by namespace/name/UID.
+type podsCache struct {
+	mu      sync.Mutex
+	running map[string]bool
+}
+
+func (c *podsCache) set(namespace, name, uid string, runs bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running == nil {
+		c.running = map[string]bool{}
+	}
+	c.running[namespace+"/"+name+"/"+uid] = runs
+}
+
+func (c *podsCache) Running(namespace, name, uid string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.running[namespace+"/"+name+"/"+uid]
+}
+
+func (c *podsCache) UIDOf(namespace, name string) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for key := range c.running {
+		if strings.HasPrefix(key, namespace+"/"+name+"/") {
+			return strings.TrimPrefix(key, namespace+"/"+name+"/")
+		}
+	}
+	return ""
+}
+
+// TestWatchAsksKubeletWhenAPodEnds: kubelet says nothing when a pod's
+// devices are let go, and an idle watch asks it only every 2 minutes where
+// the node's pods cache tells of ends. A pod the cache saw end has the
+// watch ask kubelet at once and at every Interval while kubelet still
+// names it, so its devices are seen free within an Interval of kubelet
+// letting them go.
+func TestWatchAsksKubeletWhenAPodEnds(t *testing.T) {
+	kubelet, src := newSources(t)
+	pods := &podsCache{}
+	pods.set("ns", "cnf", "uid-1", true)
+	src.PodRunning, src.PodUID = pods.Running, pods.UIDOf
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	ctx, _ := watchBook(t, b)
+	pods.set("ns", "cnf", "uid-1", false)
+	asked := kubelet.Lists()
+	b.PodEnded()
+	// kubelet names the ended pod's device a while yet: the watch keeps
+	// asking.
+	waitFor(ctx, t, "kubelet asked three times", func() bool { return kubelet.Lists() >= asked+3 },
+		func() string { return fmt.Sprintf("asked %d times", kubelet.Lists()-asked) })
+	if hs := b.Snapshot().Holders(vfA0); len(hs) != 1 {
+		t.Fatalf("holders of %s while kubelet names the pod: %+v, want the pod's", vfA0, hs)
+	}
+	kubelet.SetPod("ns", "cnf", "intel.com/vf")
+	waitSnapshot(ctx, t, b, "the ended pod's hold gone", func(l *ledger.Ledger) bool { return len(l.Holders(vfA0)) == 0 })
+}
+
+// TestPodEndAwaitedBounded: a pod's end has kubelet asked at every poll
+// only while kubelet's answer names a pod the cache says does not run,
+// and for at most 10 s after the end: an old kubelet lists an ended pod's
+// devices until the pod is deleted.
+func TestPodEndAwaitedBounded(t *testing.T) {
+	kubelet, src := newSources(t)
+	pods := &podsCache{}
+	pods.set("ns", "cnf", "uid-1", true)
+	pods.set("ns", "web", "uid-2", true)
+	src.PodRunning, src.PodUID = pods.Running, pods.UIDOf
+	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
+	b, now := clockedBook(t, src)
+	r := ledger.WatchReader(b)
+	defer r.Close()
+	ctx := t.Context()
+	ledger.PollWatch(ctx, b, r, true)
+	t0 := *now
+	for _, s := range []struct {
+		name  string
+		at    time.Duration
+		step  func()
+		await bool
+	}{
+		{"no pod ended", 0, func() {}, false},
+		{"a pod kubelet does not name ended", time.Second, func() { pods.set("ns", "web", "uid-2", false); b.PodEnded() }, false},
+		{"the pod kubelet names ended", 2 * time.Second, func() { pods.set("ns", "cnf", "uid-1", false); b.PodEnded() }, true},
+		{"kubelet still names it 9 s on", 11 * time.Second, func() {}, true},
+		{"10 s after the end", 12 * time.Second, func() {}, false},
+		{"it ended again, and kubelet let it go", 13 * time.Second, func() { b.PodEnded(); kubelet.SetPod("ns", "cnf", "intel.com/vf") }, true},
+	} {
+		*now = t0.Add(s.at)
+		s.step()
+		if got := ledger.AwaitsEnd(b, r); got != s.await {
+			t.Errorf("%s: kubelet asked at every poll %t, want %t", s.name, got, s.await)
+		}
+		ledger.PollWatch(ctx, b, r, s.await)
+	}
+	if hs := b.Snapshot().Holders(vfA0); len(hs) != 0 {
+		t.Errorf("holders of %s once kubelet let the ended pod go: %+v, want none", vfA0, hs)
+	}
+	if ledger.AwaitsEnd(b, r) {
+		t.Error("kubelet asked at every poll once it names no ended pod")
+	}
 }
 
 // TestWatchSeesAnyCheckpointChange: a poll between kubelet's reads looks

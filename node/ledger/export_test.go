@@ -34,3 +34,7 @@ func FollowBook(r *Reader, b *Book) { r.follow(b.sourcedNow()) }
 // ReportChanged is the report of a publish that changed b's snapshot,
 // made as late as one can come: after a newer publish's.
 func ReportChanged(b *Book) { b.changed(true) }
+
+// AwaitsEnd says whether b's Watch, polling with r, asks kubelet at every
+// poll for a pod's end.
+func AwaitsEnd(b *Book, r *Reader) bool { return r.awaitsEnd(b.lastPodEnd()) }

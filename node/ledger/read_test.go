@@ -90,11 +90,7 @@ func TestReadPodsAndClaims(t *testing.T) {
 // 30 s old; else that answer stands.
 func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 	kubelet, src := newSources(t)
-	r := ledger.NewReader(src)
-	defer r.Close()
-	t0 := time.Now()
-	var now time.Time
-	ledger.SetClock(r, func() time.Time { return now })
+	r, t0, now := clockedReader(t, src)
 	const vf = "0000:3b:02.0"
 	allocate := func() { kubelet.SetPod("ns", "cnf", "intel.com/vf", vf) }
 	release := func() { kubelet.SetPod("ns", "cnf", "intel.com/vf") }
@@ -118,13 +114,49 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 		{"settled, answer fresh: unseen", 40 * time.Second, allocate, false, false},
 		{"answer 30 s old: asks", 48 * time.Second, func() {}, false, true},
 	} {
-		now = t0.Add(s.at)
+		*now = t0.Add(s.at)
 		s.change()
 		l := r.Poll(t.Context(), s.urgent)
 		if got := len(l.Holders(vf)) > 0; got != s.held {
 			t.Errorf("%s: held %t, want %t", s.name, got, s.held)
 		}
 	}
+}
+
+// TestPollAsksKubeletLessWhereEndsAreTold: where the node's pods cache
+// tells the Book of each pod's end (Sources.PodRunning set), an idle poll
+// lets kubelet's answer grow 2 minutes old, not 30 s.
+func TestPollAsksKubeletLessWhereEndsAreTold(t *testing.T) {
+	kubelet, src := newSources(t)
+	src.PodRunning = func(string, string, string) bool { return true }
+	r, t0, now := clockedReader(t, src)
+	const vf = "0000:3b:02.0"
+	for _, s := range []struct {
+		name string
+		at   time.Duration
+		held bool
+	}{
+		{"first poll asks", 0, false},
+		{"answer 30 s old: unseen", 30 * time.Second, false},
+		{"answer 2 min old: asks", 2 * time.Minute, true},
+	} {
+		*now = t0.Add(s.at)
+		if got := len(r.Poll(t.Context(), false).Holders(vf)) > 0; got != s.held {
+			t.Errorf("%s: held %t, want %t", s.name, got, s.held)
+		}
+		kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
+	}
+}
+
+// clockedReader is a Reader of src whose clock reads *now, which starts
+// at t0; the test moves it.
+func clockedReader(t *testing.T, src ledger.Sources) (*ledger.Reader, time.Time, *time.Time) {
+	r := ledger.NewReader(src)
+	t.Cleanup(r.Close)
+	t0 := time.Now()
+	now := t0
+	ledger.SetClock(r, func() time.Time { return now })
+	return r, t0, &now
 }
 
 // TestWatchNudged: an idle watch polls only every 30 s, so a nudge (an

@@ -10,19 +10,31 @@ import (
 
 // Between the reads of Read, kubelet is asked only when an allocation may
 // have begun or ended: kubelet says nothing when one does, but Allocate
-// writes a device-info file and a teardown changes the records, and their
-// directories' times cost a stat. So an idle node costs a few stats per
-// poll and a PodResources List per podsStale, whose holds, when they are
-// the last answer's, are not built again (Reader.sameAnswer).
+// writes a device-info file, a teardown changes the records, and the
+// node's pods cache sees a pod end (Book.PodEnded); the directories'
+// times cost a stat. So an idle node costs a few stats per idlePoll and a
+// PodResources List per podsStale (podsStaleFollowed where the pods cache
+// tells of ends), whose holds, when they are the last answer's, are not
+// built again (Reader.sameAnswer).
 const (
 	// podsSettle is how long after a source changed kubelet is asked at
 	// every poll: a pod's allocation ends after its teardown.
 	podsSettle = 10 * time.Second
-	// podsStale is how old kubelet's answer may grow, and the time
-	// between polls of an idle node; podsSlack keeps a poll due at
-	// podsStale from finding the answer a hair too young.
-	podsStale = 30 * time.Second
-	podsSlack = time.Second
+	// idlePoll is the time between polls of an idle node: a checkpoint
+	// or record another process changed is seen within it.
+	idlePoll = 30 * time.Second
+	// podsStale is how old kubelet's answer may grow where nothing tells
+	// of a pod's end but kubelet itself; podsStaleFollowed where the
+	// node's pods cache does. A hold kubelet still names after its pod
+	// ended withholds its device from no one (a hand-out that meets it
+	// asks kubelet afresh, and a wait for a hold to end polls every
+	// Interval); asking every 30 s was the largest cost of an idle node
+	// with 1,500 devices held (a cold decode of the answer, 5-9 ms).
+	// podsSlack keeps a poll due at podsStale from finding the answer a
+	// hair too young.
+	podsStale         = 30 * time.Second
+	podsStaleFollowed = 2 * time.Minute
+	podsSlack         = time.Second
 	// nudgeGap spaces the polls that nudges start: each hand-out nudges,
 	// and a burst of them (kubelet admitting many pods) is read once per
 	// gap rather than once per hand-out. No hand-out waits for a poll:
@@ -41,8 +53,8 @@ type stamps struct {
 
 // Poll is the ledger now. It asks kubelet when urgent (the caller waits
 // for a hold to end), when a device-info file, a record or the checkpoint
-// changed within podsSettle, or when kubelet's last answer is podsStale
-// old; else kubelet's last answer stands.
+// changed within podsSettle, or when kubelet's last answer is stale;
+// else kubelet's last answer stands.
 func (r *Reader) Poll(ctx context.Context, urgent bool) *Ledger {
 	now := r.now()
 	s := r.stamps()
@@ -50,12 +62,54 @@ func (r *Reader) Poll(ctx context.Context, urgent bool) *Ledger {
 	if changed {
 		r.seen, r.seenChanged = s, now
 	}
-	ask := urgent || now.Sub(r.seenChanged) < podsSettle || now.Sub(r.podsAt) >= podsStale-podsSlack
+	ask := urgent || now.Sub(r.seenChanged) < podsSettle || now.Sub(r.podsAt) >= r.stale()-podsSlack
 	if prev := r.polled; !ask && !changed && prev != nil {
 		return prev // nothing to read: an idle node costs three stats
 	}
 	r.polled = r.read(ctx, ask)
 	return r.polled
+}
+
+// stale is how old kubelet's answer may grow: longer where the node's
+// pods cache tells of each pod's end.
+func (r *Reader) stale() time.Duration {
+	if r.src.PodRunning != nil {
+		return podsStaleFollowed
+	}
+	return podsStale
+}
+
+// awaitsEnd reports whether a pod ended, at since, within podsSettle and
+// kubelet's last answer still names a pod the node's pods cache says does
+// not run: kubelet is then asked at every poll, every Interval.
+func (r *Reader) awaitsEnd(since time.Time) bool {
+	return !since.IsZero() && r.now().Sub(since) < podsSettle && r.namesEnded()
+}
+
+// namesEnded reports whether kubelet's last answer names a pod the node's
+// pods cache says does not run.
+func (r *Reader) namesEnded() bool {
+	if r.src.PodRunning == nil {
+		return false
+	}
+	type pod struct{ namespace, name, uid string }
+	asked := map[pod]bool{}
+	for _, hs := range r.last[podsSource] {
+		for _, h := range hs {
+			p := pod{namespace: h.Namespace, name: h.Name}
+			if len(h.PodUIDs) > 0 {
+				p.uid = h.PodUIDs[0]
+			}
+			if asked[p] {
+				continue
+			}
+			asked[p] = true
+			if !r.src.PodRunning(p.namespace, p.name, p.uid) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // stamps stats the sources; one that cannot be stat'ed has a zero time.
@@ -91,7 +145,7 @@ func (r *Reader) checkpointStamps() string {
 // WatchOptions say when Watch polls.
 type WatchOptions struct {
 	// Interval is the time between polls while a hold's end is awaited
-	// (Urgent); otherwise Watch polls when nudged and every podsStale: a
+	// (Urgent); otherwise Watch polls when nudged and every idlePoll: a
 	// timer that fires twice a second costs an idle agent more than
 	// everything else it does.
 	Interval time.Duration
@@ -130,7 +184,7 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.C
 		last = time.Now()
 		// Asked after the poll: the poll may have found a source gone,
 		// which only polling often finds back.
-		next := podsStale
+		next := idlePoll
 		if o.Urgent() {
 			next = o.Interval
 		}

@@ -22,8 +22,9 @@ type PodResources struct {
 	server *grpc.Server
 	path   string
 
-	mu   sync.Mutex
-	pods []*podresourcesapi.PodResources
+	mu    sync.Mutex
+	pods  []*podresourcesapi.PodResources
+	lists int
 }
 
 // ServePodResources listens on the unix socket path.
@@ -91,9 +92,17 @@ func (pr *PodResources) SetContainers(namespace, name string, containers ...Cont
 	pr.pods = append(pr.pods, pod)
 }
 
+// Lists is how many List calls kubelet answered.
+func (pr *PodResources) Lists() int {
+	pr.mu.Lock()
+	defer pr.mu.Unlock()
+	return pr.lists
+}
+
 func (pr *PodResources) List(context.Context, *podresourcesapi.ListPodResourcesRequest) (*podresourcesapi.ListPodResourcesResponse, error) {
 	pr.mu.Lock()
 	defer pr.mu.Unlock()
+	pr.lists++
 	return &podresourcesapi.ListPodResourcesResponse{PodResources: append([]*podresourcesapi.PodResources(nil), pr.pods...)}, nil
 }
 
