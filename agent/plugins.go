@@ -135,7 +135,7 @@ func holderCounts(l *ledger.Ledger, ids []string) map[string]int {
 // holding one needs the spec to start again. It runs on the collector's goroutine, never at shutdown,
 // when no pool serves and a pod just allocated may not yet have its
 // container.
-func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) {
+func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) (young bool) {
 	serving := map[string]bool{}
 	if list := a.plugins.Load(); list != nil {
 		for _, p := range *list {
@@ -144,7 +144,7 @@ func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) {
 	}
 	gone := func(path string) bool { return !serving[path] }
 	held := func(id string) bool { return len(l.Holders(id)) > 0 }
-	stale, err := deviceplugin.StaleCDISpecs(a.opts.CDIDir, gone, held, since)
+	stale, young, err := deviceplugin.StaleCDISpecs(a.opts.CDIDir, gone, held, since)
 	if err != nil {
 		a.log.Warn("CDI specs not collected this round", "dir", a.opts.CDIDir, "err", err)
 	}
@@ -164,4 +164,5 @@ func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) {
 		a.log.Info("CDI spec removed: no pool hands out through it and nothing holds a device it names", "spec", s.Path)
 	}
 	a.cdiKept = kept
+	return young
 }

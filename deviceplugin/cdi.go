@@ -168,22 +168,26 @@ type StaleCDISpec struct {
 // says no pool writes any more (a pool left the configuration, or turned
 // cdi off) and that were last written before since. Each says a device
 // it names that held reports held, if any: a container of the pod
-// holding it needs the spec to start again.
-func StaleCDISpecs(dir string, stale func(path string) bool, held func(id string) bool, since time.Time) ([]StaleCDISpec, error) {
+// holding it needs the spec to start again. young says a spec no pool
+// writes was left for being written since.
+func StaleCDISpecs(dir string, stale func(path string) bool, held func(id string) bool, since time.Time) (out []StaleCDISpec, young bool, err error) {
 	paths, err := filepath.Glob(filepath.Join(dir, CDISpecPrefix+"*.json"))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// A spec a pool writes is not read: at 2048 VFs it is the largest
 	// file an idle agent would parse every collection.
-	var out []StaleCDISpec
 	for _, path := range paths {
-		if !stale(path) || !writtenBefore(path, since) {
+		if !stale(path) {
+			continue
+		}
+		if !writtenBefore(path, since) {
+			young = true
 			continue
 		}
 		names, err := cdiSpecDevices(path)
 		if err != nil {
-			return nil, err
+			return nil, young, err
 		}
 		s := StaleCDISpec{Path: path}
 		if i := slices.IndexFunc(names, held); i >= 0 {
@@ -191,7 +195,7 @@ func StaleCDISpecs(dir string, stale func(path string) bool, held func(id string
 		}
 		out = append(out, s)
 	}
-	return out, nil
+	return out, young, nil
 }
 
 func writtenBefore(path string, t time.Time) bool {

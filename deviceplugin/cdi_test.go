@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
@@ -178,5 +179,36 @@ func TestNoCDISpecWithoutCDI(t *testing.T) {
 	}
 	if c := resp.ContainerResponses[0]; len(c.CdiDevices) != 0 || len(c.Devices) == 0 {
 		t.Errorf("response %+v, want device nodes and no CDI device", c)
+	}
+}
+
+// TestStaleCDISpecs: a spec no pool writes is listed once it was written
+// before since, with a device it names that is held; one written since is
+// not listed but said young, so that the collector has the ledger read
+// afresh; a spec a pool writes is neither.
+func TestStaleCDISpecs(t *testing.T) {
+	dir := t.TempDir()
+	const gone, served = "hwnet-dp-example.com_gone.json", "hwnet-dp-example.com_served.json"
+	for _, name := range []string{gone, served} {
+		spec := `{"cdiVersion":"0.5.0","kind":"example.com/x","devices":[{"name":"0000:3b:01.7","containerEdits":{"env":["A=1"]}}]}`
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(spec), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stale := func(path string) bool { return filepath.Base(path) == gone }
+	held := func(id string) bool { return id == "0000:3b:01.7" }
+	for _, tc := range []struct {
+		name      string
+		since     time.Time
+		want      []StaleCDISpec
+		wantYoung bool
+	}{
+		{"written before since", time.Now().Add(time.Hour), []StaleCDISpec{{Path: filepath.Join(dir, gone), HeldDevice: "0000:3b:01.7"}}, false},
+		{"written since", time.Now().Add(-time.Hour), nil, true},
+	} {
+		got, young, err := StaleCDISpecs(dir, stale, held, tc.since)
+		if err != nil || !slices.Equal(got, tc.want) || young != tc.wantYoung {
+			t.Errorf("%s: StaleCDISpecs = %+v, young %t, %v; want %+v, young %t", tc.name, got, young, err, tc.want, tc.wantYoung)
+		}
 	}
 }

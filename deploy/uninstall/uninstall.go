@@ -173,7 +173,7 @@ func cdiSpecPaths(opts Options, held *ledger.Ledger) ([]string, error) {
 		return nil, nil
 	}
 	all := func(string) bool { return true }
-	stale, err := deviceplugin.StaleCDISpecs(opts.CDIDir, all, func(id string) bool { return len(held.Holders(id)) > 0 }, time.Now().Add(time.Hour))
+	stale, _, err := deviceplugin.StaleCDISpecs(opts.CDIDir, all, func(id string) bool { return len(held.Holders(id)) > 0 }, time.Now().Add(time.Hour))
 	if err != nil {
 		return nil, fmt.Errorf("CDI specs left in place: %w", err)
 	}

@@ -610,7 +610,8 @@ func forward(ctx context.Context, out chan<- struct{}, a, c <-chan struct{}) {
 }
 
 // Recheck has Watch read every source, kubelet's PodResources included,
-// at once: kubelet came back, and may have let pods go while it was down.
+// at once: kubelet came back, and may have let pods go while it was down,
+// or a collection waits for an answer newer than a file it left.
 func (b *Book) Recheck() {
 	b.recheck.Store(true)
 	select {

@@ -22,8 +22,14 @@ type Collector struct {
 	Logger *slog.Logger
 	// Also, when set, collects more at each round of Run whose ledger
 	// is complete: what was written before since and nothing l names
-	// holds may go. Collect alone, as at shutdown, does not call it.
-	Also func(l *Ledger, since time.Time)
+	// holds may go; it says whether it left something for being written
+	// since. Collect alone, as at shutdown, does not call it.
+	Also func(l *Ledger, since time.Time) (young bool)
+	// AskAgain, when set, is called after a round of Run that left a
+	// file for being younger than the grace before its ledger was read:
+	// an idle node's ledger asks kubelet only every few minutes, and only
+	// a read after the file's time plus the grace lets it go.
+	AskAgain func()
 
 	mu        sync.Mutex
 	resources map[string]bool
@@ -127,24 +133,33 @@ func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, late
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			l := latest()
-			if c.Also != nil && l.Complete() {
-				c.Also(l, l.ReadAt.Add(-grace))
-			}
-			last = c.pass(l, grace, last)
+			last = c.round(latest(), grace, last)
 		}
 	}
 }
 
+// round is one round of Run after last, with ledger l: Also, then the
+// device-info files unless the last pass saw what this one would, then
+// AskAgain when either left something for being young. It returns what
+// the pass saw (pass).
+func (c *Collector) round(l *Ledger, grace time.Duration, last *settled) *settled {
+	young := c.Also != nil && l.Complete() && c.Also(l, l.ReadAt.Add(-grace))
+	next, left := c.pass(l, grace, last)
+	if (young || left) && c.AskAgain != nil {
+		c.AskAgain()
+	}
+	return next
+}
+
 // pass is one round of Run after last: what it saw, nil when a pass
-// must look again.
-func (c *Collector) pass(l *Ledger, grace time.Duration, last *settled) *settled {
+// must look again, and whether it left a file for being young.
+func (c *Collector) pass(l *Ledger, grace time.Duration, last *settled) (*settled, bool) {
 	// The directory's time is taken first: a file written during the
 	// pass makes the next one look.
 	dir := dirTime(c.Dir)
 	resources := len(c.names())
 	if last.same(l, dir, resources) {
-		return last
+		return last, false
 	}
 	young, err := c.collect(l, grace)
 	if err != nil {
@@ -154,9 +169,9 @@ func (c *Collector) pass(l *Ledger, grace time.Duration, last *settled) *settled
 	// time's granularity (a clock tick) and keep the time: it is looked
 	// at again.
 	if err != nil || young || !l.Complete() || time.Since(dir) < dirTimeGrain {
-		return nil
+		return nil, young
 	}
-	return &settled{ledger: l, dir: dir, resources: resources}
+	return &settled{ledger: l, dir: dir, resources: resources}, false
 }
 
 // dirTimeGrain is more than a file system's time granularity: the kernel

@@ -113,7 +113,7 @@ func TestCollectorPasses(t *testing.T) {
 			ageDir(t, dir)
 			c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler)}
 			c.Add(res)
-			last := c.pass(New(holds, nil), 0, nil)
+			last, _ := c.pass(New(holds, nil), 0, nil)
 			if last == nil {
 				t.Fatal("a complete pass that left no young file saw nothing to keep")
 			}
@@ -130,17 +130,53 @@ func TestCollectorPasses(t *testing.T) {
 		ageDir(t, dir)
 		c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler)}
 		c.Add(res)
-		if last := c.pass(New(nil, nil), time.Hour, nil); last != nil {
-			t.Error("a pass that left a young file is the next one's to skip")
+		if last, young := c.pass(New(nil, nil), time.Hour, nil); last != nil || !young {
+			t.Errorf("a pass that left a young file: the next one's to skip %t, young %t; want false, true", last != nil, young)
 		}
-		if last := c.pass(New(nil, []string{"kubelet PodResources: down"}), 0, nil); last != nil {
+		if last, _ := c.pass(New(nil, []string{"kubelet PodResources: down"}), 0, nil); last != nil {
 			t.Error("a pass with a source unknown is the next one's to skip")
 		}
 		write(t, dir, res, held)
-		if last := c.pass(New(holds, nil), 0, nil); last != nil {
+		if last, _ := c.pass(New(holds, nil), 0, nil); last != nil {
 			t.Error("a pass just after the directory changed is the next one's to skip: the directory's time may not move again")
 		}
 	})
+}
+
+// TestCollectorAsksAgain: a round that leaves a file, or Also a spec, for
+// being younger than the grace before the ledger was read asks for a read
+// afresh (AskAgain): an idle node's ledger asks kubelet every few
+// minutes, and the file goes only at a round whose ledger is newer than
+// it by the grace. A round that leaves nothing young asks nothing.
+func TestCollectorAsksAgain(t *testing.T) {
+	const res, dev = "intel.com/a", "0000:3b:02.1"
+	holds := map[string][]Holder{dev: {{Kind: Pod, Resource: res, Namespace: "ns", Name: "p"}}}
+	for _, tc := range []struct {
+		name      string
+		ledger    *Ledger
+		grace     time.Duration
+		alsoYoung bool
+		asks      int
+	}{
+		{"a file younger than the grace", New(nil, nil), time.Hour, false, 1},
+		{"a spec younger than the grace", New(nil, nil), 0, true, 1},
+		{"an unheld file old enough: removed", New(nil, nil), 0, false, 0},
+		{"a held file", New(holds, nil), time.Hour, false, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			write(t, dir, res, dev)
+			asks := 0
+			c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler), AskAgain: func() { asks++ },
+				Also: func(*Ledger, time.Time) bool { return tc.alsoYoung }}
+			c.Add(res)
+			tc.ledger.ReadAt = time.Now()
+			c.round(tc.ledger, tc.grace, nil)
+			if asks != tc.asks {
+				t.Errorf("asked again %d times, want %d", asks, tc.asks)
+			}
+		})
+	}
 }
 
 // ageDir puts the directory's time an hour back, as a directory written

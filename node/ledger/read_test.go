@@ -125,26 +125,42 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 
 // TestPollAsksKubeletLessWhereEndsAreTold: where the node's pods cache
 // tells the Book of each pod's end (Sources.PodRunning set), an idle poll
-// lets kubelet's answer grow 2 minutes old, not 30 s.
+// lets kubelet's answer grow 2 minutes old, not 30 s, while the cache
+// holds every pod the answer names running; a pod it does not (one that
+// ended before the cache started, of which no end was told) has kubelet
+// asked every 30 s.
 func TestPollAsksKubeletLessWhereEndsAreTold(t *testing.T) {
 	kubelet, src := newSources(t)
-	src.PodRunning = func(string, string, string) bool { return true }
+	cache := &podsCache{}
+	cache.set("ns", "cnf", "", true)
+	src.PodRunning = cache.Running
 	r, t0, now := clockedReader(t, src)
-	const vf = "0000:3b:02.0"
+	const vf, vf2, vf3 = "0000:3b:02.0", "0000:3b:02.1", "0000:3b:02.2"
 	for _, s := range []struct {
-		name string
-		at   time.Duration
-		held bool
+		name   string
+		at     time.Duration
+		change func()
+		urgent bool
+		held   []string
 	}{
-		{"first poll asks", 0, false},
-		{"answer 30 s old: unseen", 30 * time.Second, false},
-		{"answer 2 min old: asks", 2 * time.Minute, true},
+		{"first poll asks", 0, func() { kubelet.SetPod("ns", "cnf", "intel.com/vf", vf) }, false, []string{vf}},
+		{"answer 30 s old: stands", 30 * time.Second, func() { kubelet.SetPod("ns", "cnf", "intel.com/vf", vf, vf2) }, false, []string{vf}},
+		{"answer 2 min old: asks", 2 * time.Minute, func() {}, false, []string{vf, vf2}},
+		{"a pod the cache does not hold", 2*time.Minute + time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf", vf3) }, true, []string{vf, vf2, vf3}},
+		{"its answer 30 s old: asks", 2*time.Minute + 31*time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf") }, false, []string{vf, vf2}},
 	} {
 		*now = t0.Add(s.at)
-		if got := len(r.Poll(t.Context(), false).Holders(vf)) > 0; got != s.held {
-			t.Errorf("%s: held %t, want %t", s.name, got, s.held)
+		s.change()
+		l := r.Poll(t.Context(), s.urgent)
+		var held []string
+		for _, d := range []string{vf, vf2, vf3} {
+			if len(l.Holders(d)) > 0 {
+				held = append(held, d)
+			}
 		}
-		kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
+		if !slices.Equal(held, s.held) {
+			t.Errorf("%s: held %v, want %v", s.name, held, s.held)
+		}
 	}
 }
 

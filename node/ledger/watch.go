@@ -25,7 +25,7 @@ const (
 	idlePoll = 30 * time.Second
 	// podsStale is how old kubelet's answer may grow where nothing tells
 	// of a pod's end but kubelet itself; podsStaleFollowed where the
-	// node's pods cache does. A hold kubelet still names after its pod
+	// node's pods cache does, and holds every pod the answer names. A hold kubelet still names after its pod
 	// ended withholds its device from no one (a hand-out that meets it
 	// asks kubelet afresh, and a wait for a hold to end polls every
 	// Interval); asking every 30 s was the largest cost of an idle node
@@ -62,7 +62,7 @@ func (r *Reader) Poll(ctx context.Context, urgent bool) *Ledger {
 	if changed {
 		r.seen, r.seenChanged = s, now
 	}
-	ask := urgent || now.Sub(r.seenChanged) < podsSettle || now.Sub(r.podsAt) >= r.stale()-podsSlack
+	ask := urgent || now.Sub(r.seenChanged) < podsSettle || r.stale(now)
 	if prev := r.polled; !ask && !changed && prev != nil {
 		return prev // nothing to read: an idle node costs three stats
 	}
@@ -70,13 +70,18 @@ func (r *Reader) Poll(ctx context.Context, urgent bool) *Ledger {
 	return r.polled
 }
 
-// stale is how old kubelet's answer may grow: longer where the node's
-// pods cache tells of each pod's end.
-func (r *Reader) stale() time.Duration {
-	if r.src.PodRunning != nil {
-		return podsStaleFollowed
+// stale reports whether kubelet's last answer is too old to stand at now:
+// podsStale old, or podsStaleFollowed where the node's pods cache tells
+// of each pod's end and says every pod the answer names runs. A pod the
+// cache does not hold running can be one that ended before the cache
+// started (an agent restarted while it terminated), of which no end is
+// told.
+func (r *Reader) stale(now time.Time) bool {
+	age := now.Sub(r.podsAt)
+	if age >= podsStaleFollowed-podsSlack {
+		return true
 	}
-	return podsStale
+	return age >= podsStale-podsSlack && (r.src.PodRunning == nil || r.namesEnded())
 }
 
 // awaitsEnd reports whether a pod ended, at since, within podsSettle and
