@@ -47,10 +47,18 @@ func (c *Collector) Add(resource string) {
 	c.resources[resource] = true
 }
 
+// names are the collector's resources, in no order.
 func (c *Collector) names() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.Sorted(maps.Keys(c.resources))
+	return slices.AppendSeq(make([]string, 0, len(c.resources)), maps.Keys(c.resources))
+}
+
+// count is how many resources the collector looks after.
+func (c *Collector) count() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.resources)
 }
 
 // Collect removes the files of devices l says nothing holds that were
@@ -157,7 +165,7 @@ func (c *Collector) pass(l *Ledger, grace time.Duration, last *settled) (*settle
 	// The directory's time is taken first: a file written during the
 	// pass makes the next one look.
 	dir := dirTime(c.Dir)
-	resources := len(c.names())
+	resources := c.count()
 	if last.same(l, dir, resources) {
 		return last, false
 	}
