@@ -24,9 +24,9 @@ func (a *Agent) newBook() *ledger.Book {
 	src := ledger.Sources{PodResourcesSocket: a.opts.PodResourcesSocket, DevinfoDir: a.opts.DevinfoDir, Metrics: a.metrics,
 		PluginsDir: a.opts.DRAPluginsDir, PodUID: a.podUID, KubeletSettle: a.opts.KubeletSettle}
 	if a.opts.CNI != nil {
-		// The CNI side's pods cache tells the Book of each pod's end
-		// (Book.PodEnded).
-		src.PodRunning = a.podRunning
+		// The CNI side's pods cache, once it runs, tells the Book of
+		// each pod's end (Book.PodEnded).
+		src.PodRunning, src.PodEndsTold = a.podRunning, func() bool { return a.pods.Load() != nil }
 	}
 	if d := a.opts.DRA; d != nil {
 		src.Checkpoint = dra.CheckpointPath(d.DriverName, d.PluginDir)

@@ -763,7 +763,7 @@ func TestWatchAsksKubeletWhenAPodEnds(t *testing.T) {
 	kubelet, src := newSources(t)
 	pods := &podsCache{}
 	pods.set("ns", "cnf", "uid-1", true)
-	src.PodRunning, src.PodUID = pods.Running, pods.UIDOf
+	src.PodRunning, src.PodUID, src.PodEndsTold = pods.Running, pods.UIDOf, func() bool { return true }
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
 	b := openBook(t, ledger.BookOptions{Sources: src})
 	ctx, _ := watchBook(t, b)
@@ -790,7 +790,7 @@ func TestPodEndAwaitedBounded(t *testing.T) {
 	pods := &podsCache{}
 	pods.set("ns", "cnf", "uid-1", true)
 	pods.set("ns", "web", "uid-2", true)
-	src.PodRunning, src.PodUID = pods.Running, pods.UIDOf
+	src.PodRunning, src.PodUID, src.PodEndsTold = pods.Running, pods.UIDOf, func() bool { return true }
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
 	b, now := clockedBook(t, src)
 	r := ledger.WatchReader(b)

@@ -130,12 +130,14 @@ func (r *ilRun) forgetPod(name string) {
 	r.letGo(name)
 }
 
-// letGo is kubelet forgetting the pod's allocation.
+// letGo is kubelet forgetting the pod's allocation, and the node's pods
+// cache telling the Book the pod went.
 func (r *ilRun) letGo(name string) {
 	p := r.m.pods[name]
 	delete(r.m.pods, name)
 	r.m.gone = append(r.m.gone, name)
 	r.w.setPod(name, p.resource)
+	r.w.book.PodEnded()
 }
 
 // prepare is the DRA driver preparing a claim of any devices of a pool,

@@ -76,7 +76,7 @@ func newILWorld(t testing.TB, m *ilModel) *ilWorld {
 	}
 	w.src = ledger.Sources{PodResourcesSocket: filepath.Join(w.dir, "kubelet.sock"),
 		Checkpoint: filepath.Join(w.dir, "plugins", "hwnet.io", "checkpoint.json"), PluginsDir: filepath.Join(w.dir, "plugins"),
-		PodUID: m.podUID, PodRunning: m.podRunning, Records: w.records, KubeletSettle: kubeletSettle,
+		PodUID: m.podUID, PodRunning: m.podRunning, PodEndsTold: func() bool { return true }, Records: w.records, KubeletSettle: kubeletSettle,
 		Resets: ledger.ResetFiles(filepath.Join(w.dir, vfreset.SubDir))}
 	w.kubeletUp(false)
 	// kubelet ran long before the agent started.

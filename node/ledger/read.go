@@ -56,9 +56,11 @@ type Sources struct {
 	// PodRunning, when set, reports whether the node's pods cache holds a
 	// pod of that name, and UID when not "", that has not ended: kubelet
 	// omitting such a pod (it is starting) does not release its devices.
-	// Set, it says the cache tells the Book of each pod's end
-	// (Book.PodEnded), so kubelet is asked less often on an idle node.
 	PodRunning func(namespace, name, uid string) bool
+	// PodEndsTold, when set, reports whether the node's pods cache runs
+	// and tells the Book of each pod's end (Book.PodEnded): kubelet's
+	// answer may then stand longer on an idle node (podsStaleFollowed).
+	PodEndsTold func() bool
 	// KubeletSettle, when set, is how long after kubelet's PodResources
 	// socket appeared (its time) kubelet is taken to answer with every pod
 	// it runs, by a Reader that has not heard from it before: a kubelet

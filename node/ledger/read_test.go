@@ -124,16 +124,17 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 }
 
 // TestPollAsksKubeletLessWhereEndsAreTold: where the node's pods cache
-// tells the Book of each pod's end (Sources.PodRunning set), an idle poll
+// tells the Book of each pod's end (Sources.PodEndsTold), an idle poll
 // lets kubelet's answer grow 2 minutes old, not 30 s, while the cache
 // holds every pod the answer names running; a pod it does not (one that
 // ended before the cache started, of which no end was told) has kubelet
-// asked every 30 s.
+// asked every 30 s, and so does a cache that does not run.
 func TestPollAsksKubeletLessWhereEndsAreTold(t *testing.T) {
 	kubelet, src := newSources(t)
 	cache := &podsCache{}
 	cache.set("ns", "cnf", "", true)
-	src.PodRunning = cache.Running
+	told := true
+	src.PodRunning, src.PodEndsTold = cache.Running, func() bool { return told }
 	r, t0, now := clockedReader(t, src)
 	const vf, vf2, vf3 = "0000:3b:02.0", "0000:3b:02.1", "0000:3b:02.2"
 	for _, s := range []struct {
@@ -148,6 +149,7 @@ func TestPollAsksKubeletLessWhereEndsAreTold(t *testing.T) {
 		{"answer 2 min old: asks", 2 * time.Minute, func() {}, false, []string{vf, vf2}},
 		{"a pod the cache does not hold", 2*time.Minute + time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf", vf3) }, true, []string{vf, vf2, vf3}},
 		{"its answer 30 s old: asks", 2*time.Minute + 31*time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf") }, false, []string{vf, vf2}},
+		{"the cache stopped, answer 30 s old: asks", 3*time.Minute + time.Second, func() { told = false; kubelet.SetPod("ns", "cnf", "intel.com/vf", vf, vf2, vf3) }, false, []string{vf, vf2, vf3}},
 	} {
 		*now = t0.Add(s.at)
 		s.change()

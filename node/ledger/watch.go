@@ -81,8 +81,11 @@ func (r *Reader) stale(now time.Time) bool {
 	if age >= podsStaleFollowed-podsSlack {
 		return true
 	}
-	return age >= podsStale-podsSlack && (r.src.PodRunning == nil || r.namesEnded())
+	return age >= podsStale-podsSlack && (!r.endsTold() || r.namesEnded())
 }
+
+// endsTold reports whether the Book is told of each pod's end now.
+func (r *Reader) endsTold() bool { return r.src.PodEndsTold != nil && r.src.PodEndsTold() }
 
 // awaitsEnd reports whether a pod ended, at since, within podsSettle and
 // kubelet's last answer still names a pod the node's pods cache says does
