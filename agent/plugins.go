@@ -132,9 +132,10 @@ func holderCounts(l *ledger.Ledger, ids []string) map[string]int {
 // before or after the agent started: --cdi-dir's device plugin specs are
 // the node's one agent's) once nothing l knows of holds a device it names
 // and it was last written before since: a container of a pod still
-// holding one needs the spec to start again. It runs on the collector's goroutine, never at shutdown,
-// when no pool serves and a pod just allocated may not yet have its
-// container.
+// holding one needs the spec to start again. It runs on the collector's
+// goroutine, never at shutdown, when no pool serves and a pod just
+// allocated may not yet have its container. young says it left a spec
+// for being written since.
 func (a *Agent) collectCDISpecs(l *ledger.Ledger, since time.Time) (young bool) {
 	serving := map[string]bool{}
 	if list := a.plugins.Load(); list != nil {

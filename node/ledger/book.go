@@ -621,11 +621,11 @@ func (b *Book) Recheck() {
 }
 
 // PodEnded tells the Book that a pod of the node ended or went, as the
-// node's pods cache (Sources.PodRunning, Sources.PodEndsTold) saw it: kubelet stops naming the
-// pod's devices about then, and says nothing when it does. Watch asks
-// kubelet at once, and every Interval while its answer still names a pod
-// the cache says does not run, for at most podsSettle after the last
-// end.
+// node's pods cache (Sources.PodRunning, Sources.PodEndsTold) saw it:
+// kubelet stops naming the pod's devices about then, and says nothing
+// when it does. Watch asks kubelet at once, and every Interval while its
+// answer still names a pod the cache says does not run, for at most
+// podsSettle after the last end.
 func (b *Book) PodEnded() {
 	b.podEnded.Store(b.now().UnixNano())
 	select {

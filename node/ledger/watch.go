@@ -25,13 +25,13 @@ const (
 	idlePoll = 30 * time.Second
 	// podsStale is how old kubelet's answer may grow where nothing tells
 	// of a pod's end but kubelet itself; podsStaleFollowed where the
-	// node's pods cache does, and holds every pod the answer names. A hold kubelet still names after its pod
-	// ended withholds its device from no one (a hand-out that meets it
-	// asks kubelet afresh, and a wait for a hold to end polls every
-	// Interval); asking every 30 s was the largest cost of an idle node
-	// with 1,500 devices held (a cold decode of the answer, 5-9 ms).
-	// podsSlack keeps a poll due at podsStale from finding the answer a
-	// hair too young.
+	// node's pods cache does, and holds every pod the answer names
+	// running. A hold kubelet still names after its pod ended withholds
+	// its device from no one (a hand-out that meets it asks kubelet
+	// afresh, and a wait for a hold to end polls every Interval); asking
+	// every 30 s was the largest cost of an idle node with 1,500 devices
+	// held (a cold decode of the answer, 5-9 ms). podsSlack keeps a poll
+	// due at podsStale from finding the answer a hair too young.
 	podsStale         = 30 * time.Second
 	podsStaleFollowed = 2 * time.Minute
 	podsSlack         = time.Second
