@@ -2,6 +2,8 @@ package ledger
 
 import (
 	"context"
+	"errors"
+	"io/fs"
 	"log/slog"
 	"maps"
 	"os"
@@ -114,10 +116,10 @@ func writtenBefore(path string, t time.Time) bool {
 }
 
 // settled is what a pass of Run that left nothing to look at again saw:
-// the ledger, the directory's time before the pass and the resources.
+// the ledger, the directory before the pass and the resources.
 type settled struct {
 	ledger    *Ledger
-	dir       time.Time
+	dir       dirStamp
 	resources int
 }
 
@@ -125,8 +127,33 @@ type settled struct {
 // no file added or removed since, no resource added. It then removes
 // nothing, and is skipped: at 1,500 held devices a pass stats every file
 // (2-3 ms of an idle agent's every 30 s).
-func (s *settled) same(l *Ledger, dir time.Time, resources int) bool {
-	return s != nil && !dir.IsZero() && dir.Equal(s.dir) && resources == s.resources && l.Equal(s.ledger)
+func (s *settled) same(l *Ledger, dir dirStamp, resources int) bool {
+	return s != nil && dir.same(s.dir) && resources == s.resources && l.Equal(s.ledger)
+}
+
+// dirStamp is what a stat of a directory said: its time, or that it does
+// not exist, which stays so until a file is written (before any Allocate,
+// and on a node whose pods take no device through a device plugin);
+// neither when it could not be stat'ed.
+type dirStamp struct {
+	mod    time.Time
+	absent bool
+}
+
+func stampDir(dir string) dirStamp {
+	fi, err := os.Stat(dir)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return dirStamp{absent: true}
+	case err != nil:
+		return dirStamp{}
+	}
+	return dirStamp{mod: fi.ModTime()}
+}
+
+// same reports whether d says what o did, and says something.
+func (d dirStamp) same(o dirStamp) bool {
+	return d.absent && o.absent || !d.mod.IsZero() && d.mod.Equal(o.mod)
 }
 
 // Run collects every interval, with the ledger latest gives, until ctx
@@ -164,7 +191,7 @@ func (c *Collector) round(l *Ledger, grace time.Duration, last *settled) *settle
 func (c *Collector) pass(l *Ledger, grace time.Duration, last *settled) (*settled, bool) {
 	// The directory's time is taken first: a file written during the
 	// pass makes the next one look.
-	dir := dirTime(c.Dir)
+	dir := stampDir(c.Dir)
 	resources := c.count()
 	if last.same(l, dir, resources) {
 		return last, false
@@ -176,7 +203,7 @@ func (c *Collector) pass(l *Ledger, grace time.Duration, last *settled) (*settle
 	// A directory changed a moment ago may change again within its
 	// time's granularity (a clock tick) and keep the time: it is looked
 	// at again.
-	if err != nil || young || !l.Complete() || time.Since(dir) < dirTimeGrain {
+	if err != nil || young || !l.Complete() || time.Since(dir.mod) < dirTimeGrain {
 		return nil, young
 	}
 	return &settled{ledger: l, dir: dir, resources: resources}, false
@@ -188,10 +215,4 @@ const dirTimeGrain = time.Second
 
 // dirTime is the directory's modification time, zero when it cannot be
 // stat'ed.
-func dirTime(dir string) time.Time {
-	fi, err := os.Stat(dir)
-	if err != nil {
-		return time.Time{}
-	}
-	return fi.ModTime()
-}
+func dirTime(dir string) time.Time { return stampDir(dir).mod }

@@ -2,6 +2,7 @@ package ledger
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"testing"
 	"time"
@@ -124,6 +125,22 @@ func TestCollectorPasses(t *testing.T) {
 			}
 		})
 	}
+	t.Run("no directory yet: skipped until it is made", func(t *testing.T) {
+		dir := filepath.Join(t.TempDir(), "devinfo")
+		c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler)}
+		c.Add(res)
+		l := New(nil, nil)
+		last, _ := c.pass(l, 0, nil)
+		if again, _ := c.pass(l, 0, last); last == nil || again != last {
+			t.Fatal("a pass that found no directory, after one that found none, looked again: every idle 30 s lists it")
+		}
+		write(t, dir, res, other)
+		ageDir(t, dir)
+		c.pass(New(nil, nil), 0, last)
+		if got := remaining(t, dir); len(got) != 0 {
+			t.Errorf("files left %q once the directory was made, want none", got)
+		}
+	})
 	t.Run("young or unknown: looked at again", func(t *testing.T) {
 		dir := t.TempDir()
 		write(t, dir, res, other)
