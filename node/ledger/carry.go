@@ -107,9 +107,18 @@ func (r *Reader) stillRuns(h Holder) bool {
 	if r.src.PodRunning == nil {
 		return r.starting()
 	}
-	uid := ""
+	p := podOf(h)
+	return r.src.PodRunning(p.namespace, p.name, p.uid)
+}
+
+// holderPod is the pod a kubelet holder names: its UID "" when the pods'
+// cache gave none.
+type holderPod struct{ namespace, name, uid string }
+
+func podOf(h Holder) holderPod {
+	p := holderPod{namespace: h.Namespace, name: h.Name}
 	if len(h.PodUIDs) > 0 {
-		uid = h.PodUIDs[0]
+		p.uid = h.PodUIDs[0]
 	}
-	return r.src.PodRunning(h.Namespace, h.Name, uid)
+	return p
 }

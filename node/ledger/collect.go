@@ -53,7 +53,7 @@ func (c *Collector) Add(resource string) {
 func (c *Collector) names() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return slices.AppendSeq(make([]string, 0, len(c.resources)), maps.Keys(c.resources))
+	return slices.Collect(maps.Keys(c.resources))
 }
 
 // count is how many resources the collector looks after.

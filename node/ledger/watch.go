@@ -100,20 +100,15 @@ func (r *Reader) namesEnded() bool {
 	if r.src.PodRunning == nil {
 		return false
 	}
-	type pod struct{ namespace, name, uid string }
-	asked := map[pod]bool{}
+	// A pod holds many devices; the cache is asked once for each.
+	asked := map[holderPod]bool{}
 	for _, hs := range r.last[podsSource] {
 		for _, h := range hs {
-			p := pod{namespace: h.Namespace, name: h.Name}
-			if len(h.PodUIDs) > 0 {
-				p.uid = h.PodUIDs[0]
-			}
-			if asked[p] {
-				continue
-			}
-			asked[p] = true
-			if !r.src.PodRunning(p.namespace, p.name, p.uid) {
-				return true
+			if p := podOf(h); !asked[p] {
+				asked[p] = true
+				if !r.stillRuns(h) {
+					return true
+				}
 			}
 		}
 	}
