@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	cniversion "github.com/containernetworking/cni/pkg/version"
@@ -40,9 +41,11 @@ type Options struct {
 	DefaultNetwork string
 	// Template carries the shim's settings: socket, cache dir, agent wait.
 	Template pluginconf.Conf
-	// Interval is how often the files are re-read besides inotify events,
-	// which report creations, removals and edits in place: a safety net,
-	// seldom enough to cost nothing on an idle node.
+	// Interval is how often the files are re-read, and the watch tried
+	// again, while ConfDir cannot be watched. A watched node re-reads them
+	// on inotify events alone, which report creations, removals and edits
+	// in place, and every file again when the kernel dropped events: a
+	// periodic re-read there woke an idle agent for nothing.
 	Interval time.Duration
 	Logger   *slog.Logger
 }
@@ -67,10 +70,11 @@ func New(o Options) *Writer {
 // Path is hwnet's configuration file.
 func (w *Writer) Path() string { return filepath.Join(w.opts.OutputDir, w.opts.FileName) }
 
-// Run syncs at start, on every change in ConfDir and every Interval, until
-// ctx ends. A watch it cannot make (a node out of inotify instances) is
-// tried again at every Interval, the files re-read meanwhile: giving up
-// would leave the node without hwnet's configuration for good.
+// Run syncs at start and on every change in ConfDir, and in OutputDir
+// to hwnet's own file, until ctx ends. A watch it cannot make (a node out
+// of inotify instances), or one that ended, is tried again at every
+// Interval, the files re-read meanwhile: giving up would leave the node
+// without hwnet's configuration for good.
 func (w *Writer) Run(ctx context.Context) error {
 	if err := os.MkdirAll(w.opts.ConfDir, 0o755); err != nil {
 		return fmt.Errorf("CNI config dir: %w", err)
@@ -78,31 +82,68 @@ func (w *Writer) Run(ctx context.Context) error {
 	events := make(chan watch.SocketEvent, 1)
 	tick := time.NewTicker(w.opts.Interval)
 	defer tick.Stop()
-	last, watching := "", false
+	last := ""
+	var watched <-chan struct{}
 	for {
-		if !watching {
-			watching = w.watch(ctx, events)
+		if watched == nil {
+			watched = w.watch(ctx, events)
 		}
 		last = w.syncLogged(last)
+		var retry <-chan time.Time
+		if watched == nil {
+			retry = tick.C
+		}
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-events:
-		case <-tick.C:
+		case <-watched:
+			watched = nil
+		case <-retry:
 		}
 	}
 }
 
-// watch starts the watch of ConfDir, sending to events, and reports
-// whether it could.
-func (w *Writer) watch(ctx context.Context, events chan<- watch.SocketEvent) bool {
-	sw, err := watch.WatchEntries(w.opts.ConfDir, isConfFile)
-	if err != nil {
-		w.opts.Logger.Warn("CNI config dir not watched; re-read every interval until it can be", "interval", w.opts.Interval, "err", err)
-		return false
+// watched is a directory Run watches, and the entries it follows there.
+type watched struct {
+	dir   string
+	match func(name string) bool
+}
+
+// watchedDirs are ConfDir's configuration files and, in an OutputDir of
+// its own, hwnet's file: removed there, it is written again.
+func (w *Writer) watchedDirs() []watched {
+	dirs := []watched{{w.opts.ConfDir, isConfFile}}
+	if filepath.Clean(w.opts.OutputDir) != filepath.Clean(w.opts.ConfDir) {
+		dirs = append(dirs, watched{w.opts.OutputDir, func(name string) bool { return name == w.opts.FileName }})
 	}
-	go sw.Run(ctx, events)
-	return true
+	return dirs
+}
+
+// watch starts the watches of watchedDirs, sending to events, and returns
+// a channel closed once they end: all of them end when one does. It
+// returns nil when it could not make them.
+func (w *Writer) watch(ctx context.Context, events chan<- watch.SocketEvent) <-chan struct{} {
+	wctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, d := range w.watchedDirs() {
+		sw, err := watch.WatchEntries(d.dir, d.match)
+		if err != nil {
+			cancel()
+			wg.Wait()
+			w.opts.Logger.Warn("CNI config dir not watched; re-read every interval until it can be", "interval", w.opts.Interval, "err", err)
+			return nil
+		}
+		wg.Go(func() {
+			defer cancel()
+			if err := sw.Run(wctx, events); err != nil {
+				w.opts.Logger.Warn("CNI config dir watch ended; watching again", "dir", d.dir, "err", err)
+			}
+		})
+	}
+	ended := make(chan struct{})
+	go func() { wg.Wait(); cancel(); close(ended) }()
+	return ended
 }
 
 // syncLogged syncs and logs the outcome when it differs from the last one.

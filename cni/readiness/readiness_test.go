@@ -140,3 +140,50 @@ func TestRunOutlivesAWatchItCannotMake(t *testing.T) {
 		return ok
 	}, "hwnet's config to appear")
 }
+
+// TestOwnFileRemovedIsWrittenAgain: hwnet's file removed from a runtime
+// directory of its own (by hand, or a clean-up of the directory) is
+// written again at once: the node's pods would otherwise start with the
+// default network alone, without the networks they asked for.
+func TestOwnFileRemovedIsWrittenAgain(t *testing.T) {
+	confDir, outDir := t.TempDir(), t.TempDir()
+	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
+	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to appear")
+	os.Remove(w.Path())
+	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to be written again")
+}
+
+// TestRunWatchesAgainAWatchThatEnded: a watch that ends (here: ConfDir
+// made anew while the process is out of descriptors, so the watch cannot
+// list it) is made again; Run does not go on trusting a dead watch, which
+// nothing else would replace now that a watched node is not re-read
+// periodically.
+func TestRunWatchesAgainAWatchThatEnded(t *testing.T) {
+	base := t.TempDir()
+	confDir, outDir := filepath.Join(base, "net.d"), t.TempDir()
+	os.Mkdir(confDir, 0o755)
+	var logs logtest.Buffer
+	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: 20 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
+	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to appear")
+
+	os.Remove(filepath.Join(confDir, "10-podnet.conflist"))
+	waitFor(t, func() bool { _, ok := readOwn(t, w); return !ok }, "hwnet's config to go with the default network's")
+	restore := fdtest.Exhaust(t)
+	os.Remove(confDir)
+	os.Mkdir(confDir, 0o755)
+	waitFor(t, func() bool { return logs.Contains("watch ended") }, "the watch to end")
+	restore()
+	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
+	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to come back through a new watch")
+}
