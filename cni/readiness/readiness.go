@@ -14,7 +14,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"sync"
 	"time"
 
 	cniversion "github.com/containernetworking/cni/pkg/version"
@@ -104,45 +103,26 @@ func (w *Writer) Run(ctx context.Context) error {
 	}
 }
 
-// watched is a directory Run watches, and the entries it follows there.
-type watched struct {
-	dir   string
-	match func(name string) bool
-}
-
 // watchedDirs are ConfDir's configuration files and, in an OutputDir of
 // its own, hwnet's file: removed there, it is written again.
-func (w *Writer) watchedDirs() []watched {
-	dirs := []watched{{w.opts.ConfDir, isConfFile}}
+func (w *Writer) watchedDirs() []watch.Entries {
+	dirs := []watch.Entries{{Dir: w.opts.ConfDir, Match: isConfFile}}
 	if filepath.Clean(w.opts.OutputDir) != filepath.Clean(w.opts.ConfDir) {
-		dirs = append(dirs, watched{w.opts.OutputDir, func(name string) bool { return name == w.opts.FileName }})
+		dirs = append(dirs, watch.Entries{Dir: w.opts.OutputDir, Match: func(name string) bool { return name == w.opts.FileName }})
 	}
 	return dirs
 }
 
 // watch starts the watches of watchedDirs, sending to events, and returns
-// a channel closed once they end: all of them end when one does. It
-// returns nil when it could not make them.
+// a channel closed once they end; nil when it could not make them.
 func (w *Writer) watch(ctx context.Context, events chan<- watch.SocketEvent) <-chan struct{} {
-	wctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, d := range w.watchedDirs() {
-		sw, err := watch.WatchEntries(d.dir, d.match)
-		if err != nil {
-			cancel()
-			wg.Wait()
-			w.opts.Logger.Warn("CNI config dir not watched; re-read every interval until it can be", "interval", w.opts.Interval, "err", err)
-			return nil
-		}
-		wg.Go(func() {
-			defer cancel()
-			if err := sw.Run(wctx, events); err != nil {
-				w.opts.Logger.Warn("CNI config dir watch ended; watching again", "dir", d.dir, "err", err)
-			}
-		})
+	ended, err := watch.WatchAll(ctx, w.watchedDirs(), events, func(dir string, err error) {
+		w.opts.Logger.Warn("CNI config dir watch ended; watching again", "dir", dir, "err", err)
+	})
+	if err != nil {
+		w.opts.Logger.Warn("CNI config dir not watched; re-read every interval until it can be", "interval", w.opts.Interval, "err", err)
+		return nil
 	}
-	ended := make(chan struct{})
-	go func() { wg.Wait(); cancel(); close(ended) }()
 	return ended
 }
 
