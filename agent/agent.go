@@ -132,7 +132,7 @@ func New(opts Options) (*Agent, error) {
 		return nil, err
 	}
 	a.book = a.newBook()
-	a.collector.Also, a.collector.AskAgain = a.collectCDISpecs, a.book.Recheck
+	a.collector.Also, a.collector.AskAgain, a.collector.Watch = a.collectCDISpecs, a.book.Recheck, a.watchCollected
 	if st.Rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", st.Rejected)
 		a.setRejected(st.Rejected)

@@ -10,6 +10,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pools"
+	"github.com/hwnet-io/hwnet/node/watch"
 )
 
 // ledgerReadTimeout bounds a full read of the device ledger: a kubelet
@@ -38,8 +39,25 @@ func (a *Agent) newBook() *ledger.Book {
 		src.Resets = a.opts.CNI.Resets(a.opts.VFAdmin, a.log)
 	}
 	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
-		Logger: a.log, Metrics: a.metrics, Changed: func() { signal(a.ledgerChanged) }, PendingGrace: a.opts.PendingGrace,
+		Logger: a.log, Metrics: a.metrics, Changed: a.ledgerChange, PendingGrace: a.opts.PendingGrace,
 		Present: a.probe.Present, PFUp: a.probe.PFUp})
+}
+
+// ledgerChange tells Run's loop and the collector that the ledger's
+// holds changed: a released device's files may go.
+func (a *Agent) ledgerChange() {
+	signal(a.ledgerChanged)
+	a.collector.Wake()
+}
+
+// watchCollected watches the directories the collector looks in: a file
+// written there by hand, or by an agent before, is looked at without a
+// poll.
+func (a *Agent) watchCollected(ctx context.Context, changed chan<- watch.SocketEvent) (<-chan struct{}, error) {
+	dirs := []watch.Entries{{Dir: a.opts.DevinfoDir}, {Dir: a.opts.CDIDir}}
+	return watch.WatchAll(ctx, dirs, changed, func(dir string, err error) {
+		a.log.Warn("collected directory's watch ended; watching again", "dir", dir, "err", err)
+	})
 }
 
 // podUID is the UID of the pod of the node's pod cache with that name, ""

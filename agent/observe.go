@@ -88,4 +88,6 @@ func (a *Agent) storePlugins() {
 		list = append(list, run.plugin)
 	}
 	a.plugins.Store(&list)
+	// A pool that stopped serving may leave a CDI spec to collect.
+	a.collector.Wake()
 }

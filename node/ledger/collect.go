@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/node/devinfo"
+	"github.com/hwnet-io/hwnet/node/watch"
 )
 
 // Collector removes the device-info files of devices nothing holds any
@@ -32,9 +33,35 @@ type Collector struct {
 	// an idle node's ledger asks kubelet only every few minutes, and only
 	// a read after the file's time plus the grace lets it go.
 	AskAgain func()
+	// Watch, when set, watches the directories a round looks in (the
+	// device-info directory, the CDI specs Also judges), sending a change
+	// to changed, and returns a channel closed when the watch ends. Run
+	// looks again after each change, and not otherwise while rounds
+	// settle: without a watch, or while it cannot be made, every interval.
+	Watch func(ctx context.Context, changed chan<- watch.SocketEvent) (ended <-chan struct{}, err error)
 
 	mu        sync.Mutex
 	resources map[string]bool
+	wake      chan struct{}
+}
+
+// Wake has Run collect: what a round judges by may have changed (the
+// ledger's holds, the pools served). It never blocks.
+func (c *Collector) Wake() {
+	select {
+	case c.wakes() <- struct{}{}:
+	default:
+	}
+}
+
+// wakes is Wake's channel.
+func (c *Collector) wakes() chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.wake == nil {
+		c.wake = make(chan struct{}, 1)
+	}
+	return c.wake
 }
 
 // Add makes the collector look after a resource's files; the set only
@@ -47,6 +74,10 @@ func (c *Collector) Add(resource string) {
 		c.resources = map[string]bool{}
 	}
 	c.resources[resource] = true
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
 }
 
 // names are the collector's resources, in no order.
@@ -156,21 +187,54 @@ func (d dirStamp) same(o dirStamp) bool {
 	return d.absent && o.absent || !d.mod.IsZero() && d.mod.Equal(o.mod)
 }
 
-// Run collects every interval, with the ledger latest gives, until ctx
-// ends; a pass that would see what the last one saw, which left no file
-// younger than the grace, is skipped.
+// Run collects until ctx ends: at once, then after each change (Wake,
+// Add, a change Watch reports), at most once an interval, and every
+// interval while a round left something to look at again (a file younger
+// than the grace, a source unknown) or no watch runs. A round that would
+// see what the last one saw is skipped. An idle node's agent is not woken
+// by it: every round there saw the last one's holds and files.
 func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, latest func() *Ledger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	changed := make(chan watch.SocketEvent, 1)
+	var watched <-chan struct{}
 	var last *settled
+	var lastRound time.Time
 	for {
+		owed := false
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
-			last = c.round(latest(), grace, last)
+		case <-c.wakes():
+			owed = true
+		case <-changed:
+			owed = true
+		case <-watched:
+			watched, owed = nil, true
+		case <-timer.C:
+			if watched == nil {
+				watched = c.watch(ctx, changed)
+			}
+			last, lastRound = c.round(latest(), grace, last), time.Now()
+			owed = last == nil || watched == nil
+		}
+		if owed {
+			timer.Reset(time.Until(lastRound.Add(interval)))
 		}
 	}
+}
+
+// watch starts Watch; nil when there is none or it cannot be made.
+func (c *Collector) watch(ctx context.Context, changed chan<- watch.SocketEvent) <-chan struct{} {
+	if c.Watch == nil {
+		return nil
+	}
+	ended, err := c.Watch(ctx, changed)
+	if err != nil {
+		c.Logger.Warn("device-info and CDI spec directories not watched; collected every interval", "err", err)
+		return nil
+	}
+	return ended
 }
 
 // round is one round of Run after last, with ledger l: Also, then the
