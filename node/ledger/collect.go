@@ -240,12 +240,15 @@ func (c *Collector) watch(ctx context.Context, changed chan<- watch.SocketEvent)
 // round is one round of Run after last, with ledger l: Also, then the
 // device-info files unless the last pass saw what this one would, then
 // AskAgain when either left something for being young. It returns what
-// the pass saw (pass).
+// the pass saw (pass), nil when Also left something: Run looks again.
 func (c *Collector) round(l *Ledger, grace time.Duration, last *settled) *settled {
 	young := c.Also != nil && l.Complete() && c.Also(l, l.ReadAt.Add(-grace))
 	next, left := c.pass(l, grace, last)
 	if (young || left) && c.AskAgain != nil {
 		c.AskAgain()
+	}
+	if young {
+		return nil
 	}
 	return next
 }

@@ -61,9 +61,10 @@ func TestCollectorRunWakesOnChanges(t *testing.T) {
 		const res, dev, interval, grace = "intel.com/a", "0000:3b:02.1", 30 * time.Second, time.Minute
 		dir := t.TempDir()
 		ageDir(t, dir)
-		var rounds, asks atomic.Int32
+		var rounds, asks, alsoYoung atomic.Int32
 		w := &runWatch{}
-		c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler), Watch: w.watch, AskAgain: func() { asks.Add(1) }}
+		c := &Collector{Dir: dir, Logger: slog.New(slog.DiscardHandler), Watch: w.watch, AskAgain: func() { asks.Add(1) },
+			Also: func(*Ledger, time.Time) bool { return alsoYoung.Add(-1) >= 0 }}
 		c.Add(res)
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
@@ -116,15 +117,22 @@ func TestCollectorRunWakesOnChanges(t *testing.T) {
 		ageDir(t, dir)
 		idle("the young file removed", 7, false)
 
+		alsoYoung.Store(2)
+		c.Wake()
+		expect("Also left a spec for being young", 8, false)
+		time.Sleep(2 * interval)
+		expect("Also's spec young, then old enough", 10, false)
+		idle("Also's spec looked at", 10, false)
+
 		w.fail.Store(true)
 		w.end()
-		expect("the watch ended: a round at once, to watch again", 8, false)
+		expect("the watch ended: a round at once, to watch again", 11, false)
 		time.Sleep(2 * interval)
-		expect("no watch: a round every interval", 10, false)
+		expect("no watch: a round every interval", 13, false)
 		w.fail.Store(false)
 		time.Sleep(interval)
-		expect("watched again", 11, false)
-		idle("watched again", 11, false)
+		expect("watched again", 14, false)
+		idle("watched again", 14, false)
 		if got := w.calls.Load(); got != 5 {
 			t.Errorf("watch made %d times, want 5 (at start, then once a round until it could be)", got)
 		}
