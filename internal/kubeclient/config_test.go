@@ -2,12 +2,15 @@ package kubeclient_test
 
 import (
 	"context"
+	"io"
+	"net/http"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	nadclient "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/clientset/versioned"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -44,6 +47,40 @@ func TestRESTConfig(t *testing.T) {
 	nads := nadclient.NewForConfigOrDie(cfg).K8sCniCncfIoV1().NetworkAttachmentDefinitions("default")
 	if _, err := nads.List(ctx, metav1.ListOptions{}); err != nil {
 		t.Errorf("NADs through RESTConfig's client: %v", err)
+	}
+	watchUncompressed(ctx, t, cfg)
+}
+
+// watchUncompressed checks a watch through cfg's transport, in the
+// streaming form client-go's informers use (sendInitialEvents), comes as
+// the API server writes it, not gzipped: Go's transport would ask for gzip
+// and inflate it unseen (Response.Uncompressed), and an idle agent's
+// watches paid a gzip stream each, on both ends, for their bookmarks.
+func watchUncompressed(ctx context.Context, t *testing.T, cfg *rest.Config) {
+	t.Helper()
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "watched", Namespace: "default"}}
+	if _, err := kubernetes.NewForConfigOrDie(cfg).CoreV1().ConfigMaps("default").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, cfg.Host+"/api/v1/namespaces/default/configmaps?watch=1&sendInitialEvents=true&resourceVersionMatch=NotOlderThan&allowWatchBookmarks=true&timeoutSeconds=1", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if body, err := io.ReadAll(resp.Body); err != nil || !strings.Contains(string(body), "watched") {
+		t.Fatalf("a watch through RESTConfig's transport: %v, %q; want the ConfigMap's event", err, body)
+	}
+	if resp.StatusCode != http.StatusOK || resp.Uncompressed || resp.Header.Get("Content-Encoding") != "" {
+		t.Errorf("a watch through RESTConfig's transport: status %d, inflated by the transport %t, Content-Encoding %q; want 200, uncompressed",
+			resp.StatusCode, resp.Uncompressed, resp.Header.Get("Content-Encoding"))
 	}
 }
 
