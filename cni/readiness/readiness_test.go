@@ -88,15 +88,15 @@ func TestDefaultNetworkChoice(t *testing.T) {
 }
 
 // The runtime reads hwnet's file from its own directory while the default
-// network's stays where its installer put it (NPWG 6.1.1).
+// network's stays where its installer put it (NPWG 6.1.1). hwnet's file
+// removed there (by hand, or a clean-up of the directory) is written again
+// at once: the node's pods would otherwise start with the default network
+// alone, without the networks they asked for.
 func TestSpec6_1_1_SeparateOutputDirFollowsChanges(t *testing.T) {
 	confDir, outDir := t.TempDir(), t.TempDir()
 	// No periodic re-read: inotify alone must bring every change.
 	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	running(t, w)
 	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
 	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to appear")
 	if filepath.Dir(w.Path()) != outDir {
@@ -104,8 +104,19 @@ func TestSpec6_1_1_SeparateOutputDirFollowsChanges(t *testing.T) {
 	}
 	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"bridge"}]}`), 0o644)
 	waitFor(t, func() bool { l, _ := readOwn(t, w); return l.CNIVersion == "1.1.0" }, "an edit in place to be followed")
+	os.Remove(w.Path())
+	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to be written again")
 	os.Remove(filepath.Join(confDir, "10-podnet.conflist"))
 	waitFor(t, func() bool { _, ok := readOwn(t, w); return !ok }, "hwnet's config to go")
+}
+
+// running runs w until the test ends.
+func running(t *testing.T, w *Writer) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
 }
 
 func waitFor(t *testing.T, cond func() bool, what string) {
@@ -141,23 +152,6 @@ func TestRunOutlivesAWatchItCannotMake(t *testing.T) {
 	}, "hwnet's config to appear")
 }
 
-// TestOwnFileRemovedIsWrittenAgain: hwnet's file removed from a runtime
-// directory of its own (by hand, or a clean-up of the directory) is
-// written again at once: the node's pods would otherwise start with the
-// default network alone, without the networks they asked for.
-func TestOwnFileRemovedIsWrittenAgain(t *testing.T) {
-	confDir, outDir := t.TempDir(), t.TempDir()
-	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: time.Hour})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
-	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
-	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to appear")
-	os.Remove(w.Path())
-	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to be written again")
-}
-
 // TestRunWatchesAgainAWatchThatEnded: a watch that ends (here: ConfDir
 // made anew while the process is out of descriptors, so the watch cannot
 // list it) is made again; Run does not go on trusting a dead watch, which
@@ -170,10 +164,7 @@ func TestRunWatchesAgainAWatchThatEnded(t *testing.T) {
 	var logs logtest.Buffer
 	w := New(Options{ConfDir: confDir, OutputDir: outDir, Interval: 20 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error)
-	go func() { done <- w.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	running(t, w)
 	os.WriteFile(filepath.Join(confDir, "10-podnet.conflist"), []byte(bridgeConf), 0o644)
 	waitFor(t, func() bool { _, ok := readOwn(t, w); return ok }, "hwnet's config to appear")
 
