@@ -74,6 +74,8 @@ func (c *Collector) Add(resource string) {
 		c.resources = map[string]bool{}
 	}
 	c.resources[resource] = true
+	// Not Wake, which makes the channel: only a Run already running is
+	// woken, since Run collects when it starts.
 	select {
 	case c.wake <- struct{}{}:
 	default:
