@@ -140,6 +140,7 @@ func cniFlags(fs *flag.FlagSet) func() *daemon.Options {
 	fs.StringVar(&o.CRISocket, "cri-socket", daemon.DefaultCRISocket, "the container runtime's CRI socket, asked which pod sandboxes exist (\"\": no reconcile of leftover attachments)")
 	fs.DurationVar(&o.ReconcileInterval, "cni-reconcile-interval", daemon.DefaultReconcileInterval, "how often attachments of sandboxes the runtime no longer has are torn down (0: never)")
 	fs.DurationVar(&o.PluginTimeout, "cni-plugin-timeout", daemon.DefaultPluginTimeout, "how long one delegate plugin may run before it is killed and the attachment fails naming it (0: no limit)")
+	fs.DurationVar(&o.StatusReuse, "cni-status-reuse", daemon.DefaultStatusReuse, "how long a network's passed CNI STATUS answers the runtime's next asks (every 5 s) without running its plugins again, while their files and configuration stay the same; a failure they would find elsewhere is reported up to this late (0: run them at every ask)")
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default: $NODE_NAME)")
 	fs.StringVar(&o.PodsAPISocket, "pods-api-socket", daemon.DefaultPodsAPISocket, "kubelet's Pods API socket, preferred over watching pods on the API server")
 	fs.StringVar(&o.ShimSource, "cni-install-shim", "", "hwnet shim binary to copy into --cni-bin-dir before hwnet's CNI config is written (empty: installed by other means)")

@@ -51,7 +51,8 @@ func newDelegator(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps,
 		ConfDir: o.ConfDir, OwnConfFile: o.ConfFileName, DPDevinfoDir: deps.DevicePluginDevinfoDir, CNIDevinfoDir: o.DevinfoDir,
 		AllowedNamespaces: o.AllowedNamespaces, Pods: pods, NADs: crinet.NADs{Store: managed, Next: nads}, PodNetworks: podNetworks,
 		Devices: devices, Ledger: deps.Ledger, Status: status, Logger: log, PluginTimeout: o.PluginTimeout,
-		VFAdmin: deps.VFAdmin, SysfsRoot: deps.SysfsRoot, VFPolicy: deps.VFPolicy,
+		StatusReuse: o.StatusReuse,
+		VFAdmin:     deps.VFAdmin, SysfsRoot: deps.SysfsRoot, VFPolicy: deps.VFPolicy,
 	}
 	if deps.Claims != nil {
 		opts.Claims = deps.Claims

@@ -53,6 +53,10 @@ type Options struct {
 	// PluginTimeout bounds each delegate plugin's execution; 0 leaves it
 	// to the runtime's deadline.
 	PluginTimeout time.Duration
+	// StatusReuse is how long a delegate network's passed CNI STATUS
+	// answers the runtime again while its plugins and configuration stay
+	// the same; 0 runs the plugins at every ask.
+	StatusReuse time.Duration
 	// NodeName is this node's name, for the pod informer's scope.
 	NodeName string
 	// PodsAPISocket is kubelet's Pods API, preferred over the API server.
@@ -101,6 +105,11 @@ const (
 	// a sandbox's ADD and inside its 2-minute one for teardown, so a hung
 	// plugin fails with its name while retries remain.
 	DefaultPluginTimeout = time.Minute
+	// DefaultStatusReuse runs a network's STATUS plugins once in six of
+	// the runtime's asks (kubelet's, every 5 s): a failure they would find
+	// beyond their files and configuration (a daemon they ask) makes the
+	// node NotReady up to 30 s later than at every ask.
+	DefaultStatusReuse = 30 * time.Second
 )
 
 // WithDefaults fills what o leaves empty with the production defaults.

@@ -74,6 +74,10 @@ type Options struct {
 	PluginTimeout time.Duration
 	// StatusTimeout bounds the retries of one network-status write.
 	StatusTimeout time.Duration
+	// StatusReuse is how long a network's passed CNI STATUS answers the
+	// runtime's next asks while its plugins and configuration stay the
+	// same (chain.StatusMemo); 0 runs the plugins at every ask.
+	StatusReuse time.Duration
 
 	Pods cache.PodSource
 	NADs cache.NADSource
@@ -113,6 +117,10 @@ type Delegator struct {
 	devices *deviceCache
 	configs *parsedConfigs
 	status  *statusQueue
+	// statusMemo and recorded answer the runtime's CNI STATUS, asked
+	// every 5 s, from what changed since the last.
+	statusMemo *chain.StatusMemo
+	recorded   recordedNetworks
 	// environ is the environment delegates inherit, read once: the
 	// agent's does not change.
 	environ []string
@@ -136,10 +144,12 @@ func New(o Options) *Delegator {
 		o.Exec = pluginexec.New(os.Stderr)
 	}
 	d := &Delegator{
-		opts:    o,
-		devices: newDeviceCache(o.Devices, 1024),
-		configs: newParsedConfigs(1024),
-		environ: os.Environ(),
+		opts:       o,
+		devices:    newDeviceCache(o.Devices, 1024),
+		configs:    newParsedConfigs(1024),
+		environ:    os.Environ(),
+		statusMemo: chain.NewStatusMemo(o.StatusReuse, time.Now),
+		recorded:   recordedNetworks{now: time.Now},
 	}
 	d.status = newStatusQueue(o.Status, d.render, o.StatusTimeout, o.Logger)
 	if o.ClaimStatus != nil {

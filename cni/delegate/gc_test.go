@@ -8,10 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
+	"github.com/hwnet-io/hwnet/test/cniplugins"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -293,4 +295,71 @@ func TestSpecCNI11_GCWithoutTheRuntimesList(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSpecCNI11_StatusFollowsTheNetworksInUse: STATUS asks a network from
+// the first STATUS after a container attached to it is recorded, and no
+// more once the last such container is deleted. A records
+// directory whose time could move again within the file system's
+// granularity (here: a time ahead of the clock) is read again at the
+// next STATUS, even when its time came back the same.
+func TestSpecCNI11_StatusFollowsTheNetworksInUse(t *testing.T) {
+	n := newHarness(t)
+	sideRecords := filepath.Join(t.TempDir(), "side")
+	def := filepath.Join(n.dir, "net.d", "10-podnet.conflist")
+	writeFile(t, def, `{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"hwnet-test-plugin","personality":"plain"}]}`)
+	cacheDir := filepath.Join(n.dir, "cache")
+	n.conf, _ = json.Marshal(pluginconf.Conf{CNIVersion: "1.1.0", Name: "hwnet", Type: "hwnet", CacheDir: cacheDir, DefaultNetwork: def})
+	n.createNAD(podNS, "side", "", `{"cniVersion":"1.1.0","name":"side","type":"hwnet-test-plugin","personality":"plain","recordFile":"`+sideRecords+`"}`)
+	ctx := context.Background()
+	sideAsked := func(step string, want bool) {
+		t.Helper()
+		before := len(cniplugins.ReadRecords(t, sideRecords))
+		if _, err := n.d.Handle(ctx, n.request("STATUS", "", nil)); err != nil {
+			t.Fatalf("%s: STATUS: %v", step, err)
+		}
+		var got bool
+		for _, r := range cniplugins.ReadRecords(t, sideRecords)[before:] {
+			got = got || r.Command == "STATUS"
+		}
+		if got != want {
+			t.Errorf("%s: network side's STATUS ran: %v, want %v", step, got, want)
+		}
+	}
+	attach := func(id string) {
+		t.Helper()
+		pod := n.createPod(id, `[{"name":"side"}]`, nil)
+		waitPod(t, n, podNS, id)
+		if _, err := n.d.Handle(ctx, n.request("ADD", id, pod)); err != nil {
+			t.Fatalf("ADD %s: %v", id, err)
+		}
+	}
+	detach := func(id string) {
+		t.Helper()
+		if _, err := n.d.Handle(ctx, n.request("DEL", id, nil)); err != nil {
+			t.Fatalf("DEL %s: %v", id, err)
+		}
+	}
+	records := filepath.Join(cacheDir, "containers")
+	setTime := func(at time.Time) {
+		t.Helper()
+		if err := os.Chtimes(records, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sideAsked("no container", false)
+	attach("first")
+	setTime(time.Now().Add(-time.Hour)) // as if it attached long ago
+	sideAsked("a container attached", true)
+	sideAsked("nothing changed", true)
+	detach("first")
+	sideAsked("its container deleted", false)
+
+	ahead := time.Now().Add(time.Hour)
+	attach("second")
+	setTime(ahead)
+	sideAsked("a container attached, the records' time ahead", true)
+	detach("second")
+	setTime(ahead)
+	sideAsked("its container deleted, the records' time the same", false)
 }

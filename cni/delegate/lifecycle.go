@@ -208,7 +208,8 @@ func checkOne(ctx context.Context, ch *chain.Chain, rec *attachmentapi.Record, a
 }
 
 // statusCmd runs STATUS (CNI 1.1) for the default network and every network
-// a container on this node is attached to.
+// a container on this node is attached to, answering for a network from
+// its last pass while the memo allows (Options.StatusReuse).
 func (d *Delegator) statusCmd(ctx context.Context, c *call) error {
 	lists, err := d.networksInUse(c)
 	if err != nil {
@@ -216,7 +217,7 @@ func (d *Delegator) statusCmd(ctx context.Context, c *call) error {
 	}
 	var errs []error
 	for _, l := range lists {
-		if err := c.chain.Status(ctx, l); err != nil {
+		if _, err := d.statusMemo.Status(ctx, c.chain, l); err != nil {
 			errs = append(errs, fmt.Errorf("STATUS network %s: %w", l.Name, err))
 		}
 	}
@@ -234,37 +235,11 @@ func (d *Delegator) networksInUse(c *call) ([]*netconf.Delegate, error) {
 		return nil, err
 	}
 	lists := []*netconf.Delegate{def.delegate}
-	seen := map[string]bool{def.delegate.Name: true}
-	recs, err := d.records(c)
-	for _, rec := range recs {
-		for _, a := range rec.Attachments {
-			l, lerr := attachments.Delegate(a)
-			if lerr != nil || seen[l.Name] {
-				continue
-			}
-			seen[l.Name] = true
+	recorded, err := d.recorded.get(c)
+	for _, l := range recorded {
+		if l.Name != def.delegate.Name {
 			lists = append(lists, l)
 		}
 	}
 	return lists, err
-}
-
-// records loads every container record; unreadable ones are reported
-// together, the readable ones still returned.
-func (d *Delegator) records(c *call) ([]*attachmentapi.Record, error) {
-	ids, err := c.store.List()
-	if err != nil {
-		return nil, err
-	}
-	var recs []*attachmentapi.Record
-	var errs []error
-	for _, id := range ids {
-		rec, err := c.store.Load(id)
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		recs = append(recs, rec)
-	}
-	return recs, errors.Join(errs...)
 }
