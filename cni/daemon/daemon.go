@@ -42,8 +42,8 @@ type Deps struct {
 	Client kubernetes.Interface
 	// Events posts the node's Events (the runtime GC's); nil posts none.
 	Events *events.Node
-	// Served, when set, is called after each CNI request: an attachment
-	// record may have changed.
+	// Served, when set, is called after each CNI ADD, DEL and GC: an
+	// attachment record may have changed.
 	Served func()
 	// Claims lists the devices of pods' prepared DRA claims and
 	// ClaimDriver is that DRA driver's name; nil without a DRA driver.

@@ -11,7 +11,8 @@ import (
 )
 
 // measuredHandler records each CNI request's latency and result, and
-// says when one ended (done, may be nil).
+// says when one that may have changed the attachment records ended (done,
+// may be nil).
 type measuredHandler struct {
 	next    server.Handler
 	metrics *metrics.Metrics
@@ -22,8 +23,19 @@ func (h measuredHandler) Handle(ctx context.Context, req *wire.Request) (json.Ra
 	start := time.Now()
 	res, err := h.next.Handle(ctx, req)
 	h.metrics.ObserveCNI(req.Command, time.Since(start), err)
-	if h.done != nil {
+	if h.done != nil && changesRecords(req.Command) {
 		h.done()
 	}
 	return res, err
+}
+
+// changesRecords tells the commands that save or remove attachment
+// records, failed or not. CHECK and STATUS read them: the runtime's STATUS
+// comes every 5 s, and each would have the device ledger read its sources.
+func changesRecords(command string) bool {
+	switch command {
+	case wire.CommandAdd, wire.CommandDel, wire.CommandGC:
+		return true
+	}
+	return false
 }
