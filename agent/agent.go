@@ -69,6 +69,8 @@ type Agent struct {
 	// the ledger names pods' UIDs and tells a starting kubelet's answer
 	// from a release with it.
 	pods atomic.Pointer[daemon.PodLookup]
+	// cniSocket is the CNI socket's readiness check once it is served.
+	cniSocket atomic.Pointer[func(context.Context) error]
 	// collector removes the device-info files of devices nothing holds,
 	// for every resource served since start, and the stale CDI specs;
 	// cdiKept is the stale specs it last kept, each for a held device.

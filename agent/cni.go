@@ -32,7 +32,8 @@ func (a *Agent) runCNI(ctx context.Context, wg *sync.WaitGroup) error {
 	deps := daemon.Deps{Logger: a.log, Metrics: a.metrics, REST: cfg, Client: client, Events: a.events, Served: a.nudgeLedger,
 		DevicePluginDevinfoDir: a.opts.DevinfoDir, PodResourcesSocket: a.opts.PodResourcesSocket,
 		VFAdmin: a.opts.VFAdmin, VFPolicy: a.vfPolicy, SysfsRoot: a.opts.SysfsRoot, Ledger: a.book,
-		PodCache: func(p daemon.PodLookup) { a.pods.Store(&p) }, PodEnded: a.book.PodEnded}
+		PodCache: func(p daemon.PodLookup) { a.pods.Store(&p) }, PodEnded: a.book.PodEnded,
+		SocketCheck: func(c func(context.Context) error) { a.cniSocket.Store(&c) }}
 	if a.dra != nil {
 		deps.Claims, deps.ClaimDriver = a.dra, a.dra.Name()
 	}

@@ -61,6 +61,9 @@ func (a *Agent) notReady(ctx context.Context) error {
 	if a.opts.CNI == nil {
 		return nil
 	}
+	if check := a.cniSocket.Load(); check != nil {
+		return (*check)(ctx)
+	}
 	return daemon.Answers(ctx, a.opts.CNI.WithDefaults().SocketPath)
 }
 

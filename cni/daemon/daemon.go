@@ -69,6 +69,10 @@ type Deps struct {
 	// PodEnded, when set, is told of each pod of it that ends or goes.
 	PodCache func(PodLookup)
 	PodEnded func()
+	// SocketCheck, when set, is given the readiness check of the CNI
+	// socket once it is served: nil while a request was answered there
+	// lately, else whether it answers one now.
+	SocketCheck func(func(context.Context) error)
 }
 
 // PodLookup is what the rest of the agent reads of the node's pod cache.
@@ -111,6 +115,9 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 			log.Error("CNI socket", "err", err)
 		}
 	})
+	if deps.SocketCheck != nil {
+		deps.SocketCheck(socketCheck(srv, o.SocketPath))
+	}
 	if o.ShimSource != "" {
 		if err := installShim(o.ShimSource, o.BinDir); err != nil {
 			return err

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
+	"github.com/hwnet-io/hwnet/cni/server"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
 )
@@ -30,6 +31,23 @@ func installShim(src, binDir string) error {
 		return fmt.Errorf("CNI shim: %w", err)
 	}
 	return nil
+}
+
+// answerFresh is how recent an answer on the CNI socket shows it serves
+// without asking it: two of kubelet's runtime status asks, each a STATUS
+// through the socket with containerd 2.x.
+const answerFresh = 10 * time.Second
+
+// socketCheck is the agent's readiness check of the CNI socket: a request
+// answered there within answerFresh, else Answers. The readiness probe
+// comes every 5 s, and each Answers is a connection on both ends.
+func socketCheck(srv *server.Server, socket string) func(context.Context) error {
+	return func(ctx context.Context) error {
+		if srv.AnsweredWithin(answerFresh) {
+			return nil
+		}
+		return Answers(ctx, socket)
+	}
 }
 
 // Answers sends the CNI socket a request it refuses: any HTTP answer

@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -38,6 +39,15 @@ type Server struct {
 	handler Handler
 	logger  *slog.Logger
 	access  nodesocket.Access
+	// answered is when a request last got its answer (Unix nanoseconds).
+	answered atomic.Int64
+}
+
+// AnsweredWithin tells whether a CNI request was answered within d: the
+// socket served then, as a probe of it would show.
+func (s *Server) AnsweredWithin(d time.Duration) bool {
+	last := s.answered.Load()
+	return last != 0 && time.Since(time.Unix(0, last)) < d
 }
 
 // New returns a server for h that logs each request to logger and serves
@@ -86,6 +96,7 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 
 func (s *Server) serveCNI(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
+	defer func() { s.answered.Store(time.Now().UnixNano()) }()
 	if v := r.Header.Get(wire.VersionHeader); v != wire.Version {
 		err := types.NewError(types.ErrInternal, fmt.Sprintf("hwnet-agent speaks wire version %s, the hwnet binary sent %q: "+
 			"the hwnet binary in the CNI bin directory and hwnet-agent come from different releases", wire.Version, v), "")
