@@ -40,26 +40,26 @@ func NewStatusMemo(reuse time.Duration, now func() time.Time) *StatusMemo {
 }
 
 // Status answers as c.Status(ctx, list) does, from a pass of the same run
-// within the memo's reuse when there is one. reused tells which.
-func (m *StatusMemo) Status(ctx context.Context, c *Chain, list *netconf.Delegate) (reused bool, err error) {
+// within the memo's reuse when there is one.
+func (m *StatusMemo) Status(ctx context.Context, c *Chain, list *netconf.Delegate) error {
 	if m.reuse <= 0 || !supportsLifecycle(list) {
-		return false, c.Status(ctx, list)
+		return c.Status(ctx, list)
 	}
-	key, kerr := c.statusKey(list)
-	if kerr != nil {
+	key, err := c.statusKey(list)
+	if err != nil {
 		// A plugin missing or unreadable: Status says which.
-		return false, c.Status(ctx, list)
+		return c.Status(ctx, list)
 	}
 	start := m.now()
 	if m.passedSince(key, start.Add(-m.reuse)) {
-		return true, nil
+		return nil
 	}
 	if err := c.Status(ctx, list); err != nil {
 		m.forget(key)
-		return false, err
+		return err
 	}
 	m.remember(key, start)
-	return false, nil
+	return nil
 }
 
 func (m *StatusMemo) passedSince(key string, since time.Time) bool {

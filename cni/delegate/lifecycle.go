@@ -217,7 +217,7 @@ func (d *Delegator) statusCmd(ctx context.Context, c *call) error {
 	}
 	var errs []error
 	for _, l := range lists {
-		if _, err := d.statusMemo.Status(ctx, c.chain, l); err != nil {
+		if err := d.statusMemo.Status(ctx, c.chain, l); err != nil {
 			errs = append(errs, fmt.Errorf("STATUS network %s: %w", l.Name, err))
 		}
 	}
