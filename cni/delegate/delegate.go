@@ -149,7 +149,6 @@ func New(o Options) *Delegator {
 		configs:    newParsedConfigs(1024),
 		environ:    os.Environ(),
 		statusMemo: chain.NewStatusMemo(o.StatusReuse, time.Now),
-		recorded:   recordedNetworks{now: time.Now},
 	}
 	d.status = newStatusQueue(o.Status, d.render, o.StatusTimeout, o.Logger)
 	if o.ClaimStatus != nil {

@@ -22,7 +22,6 @@ const recordTimeGrain = time.Second
 // attachments.Store.Changed), and whenever it was within a tick of the
 // last read, when a second change may have kept its time.
 type recordedNetworks struct {
-	now     func() time.Time
 	mu      sync.Mutex
 	dir     string
 	changed time.Time
@@ -40,7 +39,7 @@ func (r *recordedNetworks) get(c *call) ([]*netconf.Delegate, error) {
 	if lists, ok := r.kept(c.conf.CacheDir, changed); ok {
 		return lists, nil
 	}
-	start := r.now()
+	start := time.Now()
 	recs, err := records(c.store)
 	var lists []*netconf.Delegate
 	seen := map[string]bool{}
