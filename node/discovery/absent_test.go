@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -41,5 +43,41 @@ func TestAbsentFamilyAskedOnce(t *testing.T) {
 		if vd.calls != tt.calls {
 			t.Errorf("%s: vDPA asked %d times; want %d", tt.name, vd.calls, tt.calls)
 		}
+	}
+}
+
+// TestBusMissingFromSysfs: a bus sysfs does not show is missing, and the
+// kernel is asked whenever the tree is no sysfs mount.
+func TestBusMissingFromSysfs(t *testing.T) {
+	notSysfs := t.TempDir()
+	for _, tt := range []struct {
+		dir     string
+		missing bool
+	}{
+		{"/sys/bus/pci", false},
+		{"/sys/bus/hwnet-no-such-bus", true},
+		{notSysfs + "/bus/vdpa", false},
+	} {
+		err := busMissing(tt.dir)
+		if got := err != nil; got != tt.missing {
+			t.Errorf("busMissing(%q) = %v; want missing %v", tt.dir, err, tt.missing)
+		}
+		if tt.missing && (!errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), tt.dir)) {
+			t.Errorf("busMissing(%q) = %v; want ENOENT naming the directory", tt.dir, err)
+		}
+	}
+}
+
+// TestKernelVDPAWithoutTheBusAsksNoNetlink: on a kernel without vDPA,
+// which this host's sysfs shows, the lister answers from sysfs, so that
+// discovery under the race detector never runs netlink's generic header
+// (busMissing says why).
+func TestKernelVDPAWithoutTheBusAsksNoNetlink(t *testing.T) {
+	if _, err := os.Stat(vdpaBus); err == nil {
+		t.Skipf("this kernel has a vdpa bus at %s", vdpaBus)
+	}
+	_, err := KernelVDPA{}.VDPADevices(context.Background())
+	if !errors.Is(err, unix.ENOENT) || !strings.Contains(err.Error(), "no bus at "+vdpaBus) {
+		t.Fatalf("VDPADevices = %v; want ENOENT from the missing bus %s", err, vdpaBus)
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 
 	"github.com/k8snetworkplumbingwg/govdpa/pkg/kvdpa"
 	"golang.org/x/sys/unix"
@@ -26,8 +28,15 @@ type ParentedVDPA struct {
 // KernelVDPA lists vDPA devices through govdpa.
 type KernelVDPA struct{}
 
+// vdpaBus is where this host's sysfs shows the kernel's vdpa bus, which
+// the vdpa core registers in the same step as its netlink family.
+const vdpaBus = "/sys/bus/vdpa"
+
 // VDPADevices lists the vDPA devices whose management device is on PCI.
 func (KernelVDPA) VDPADevices(context.Context) ([]ParentedVDPA, error) {
+	if err := busMissing(vdpaBus); err != nil {
+		return nil, fmt.Errorf("vdpa: the kernel has no vdpa netlink family: %w", err)
+	}
 	devs, err := kvdpa.ListVdpaDevices()
 	if errors.Is(err, unix.ENOENT) {
 		return nil, fmt.Errorf("vdpa: the kernel has no vdpa netlink family: %w", err)
@@ -51,6 +60,24 @@ func (KernelVDPA) VDPADevices(context.Context) ([]ParentedVDPA, error) {
 		out = append(out, v)
 	}
 	return out, nil
+}
+
+// busMissing says when sysfs shows that the kernel has no bus at dir: a
+// kernel without vDPA is then not asked over netlink, whose generic
+// message header (netlink's Genlmsg.Serialize) reads two bytes past its
+// object, which the race detector reports when another goroutine wrote
+// the object beside it. Without a sysfs mount at the bus's root the
+// kernel is asked.
+func busMissing(dir string) error {
+	var fs unix.Statfs_t
+	root := filepath.Dir(filepath.Dir(dir))
+	if unix.Statfs(root, &fs) != nil || fs.Type != unix.SYSFS_MAGIC {
+		return nil
+	}
+	if _, err := os.Stat(dir); errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("no bus at %s: %w", dir, unix.ENOENT)
+	}
+	return nil
 }
 
 // vdpaTable is the node's vDPA devices by parent PCI address.
