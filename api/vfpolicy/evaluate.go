@@ -116,6 +116,14 @@ func (s *Spec) Match(ns Namespace) *Rule {
 	return nil
 }
 
+// SelectsByLabels says whether a rule matches namespaces by their labels:
+// only then does judging need them.
+func (s *Spec) SelectsByLabels() bool {
+	return slices.ContainsFunc(s.Rules, func(r Rule) bool {
+		return r.NamespaceSelector != nil && len(r.NamespaceSelector.MatchLabels) > 0
+	})
+}
+
 // Matches says whether ns is listed in the rule or its labels match the
 // rule's selector; an empty selector matches nothing, as a rule without
 // namespaces or selector does.

@@ -151,3 +151,22 @@ func checkRefusal(t *testing.T, err error, want string) {
 		t.Fatalf("Evaluate:\n got %s\nwant %s", err, want)
 	}
 }
+
+// TestSelectsByLabels: only a selector with labels makes a rule read a
+// namespace's labels (an empty one matches nothing).
+func TestSelectsByLabels(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		rule Rule
+		want bool
+	}{
+		{"listed", Rule{Name: "a", Namespaces: []string{"team-a"}}, false},
+		{"empty selector", Rule{Name: "a", NamespaceSelector: &Selector{}}, false},
+		{"labels", Rule{Name: "a", NamespaceSelector: &Selector{MatchLabels: map[string]string{"tenant": "b"}}}, true},
+	} {
+		spec := Spec{Rules: []Rule{{Name: "first", Namespaces: []string{"x"}}, tt.rule}}
+		if got := spec.SelectsByLabels(); got != tt.want {
+			t.Errorf("%s: SelectsByLabels = %v; want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -1,13 +1,14 @@
 // Package vfpolicywatch keeps the agent's copy of the VFSettingsPolicy
 // (api/vfpolicy) and of the namespaces' labels its selectors match, from
-// two informers, and judges with them the VF settings a claim (at DRA
+// an informer of the one object and, once a rule selects namespaces by
+// their labels, one of the namespaces, and judges with them the VF settings a claim (at DRA
 // prepare) or a NetworkAttachmentDefinition (at CNI ADD) asks for. It lives
 // in cni/ because both the CNI side and the DRA driver, which imports cni/,
 // check with it; node/ is the node's hardware, not API objects.
 //
-// It fails closed: until both informers have listed, while the object is
-// absent, or while it is invalid, the policy is unknown and every setting
-// is refused, saying why.
+// It fails closed: until the object is listed (and the namespaces, for a
+// policy that selects by labels), while it is absent, or while it is
+// invalid, the policy is unknown and every setting is refused, saying why.
 package vfpolicywatch
 
 import (
@@ -16,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
@@ -32,20 +34,27 @@ import (
 	"github.com/hwnet-io/hwnet/api/vfsettings"
 )
 
-// Watcher follows the policy object and the namespaces. Check is safe
+// Watcher follows the policy object and, from the first policy that
+// selects namespaces by labels on, the namespaces' labels. Check is safe
 // for concurrent use.
 type Watcher struct {
-	log        *slog.Logger
-	policy     cache.SharedIndexInformer
-	namespaces cache.SharedIndexInformer
-	policyReg  cache.ResourceEventHandlerRegistration
-	nsReg      cache.ResourceEventHandlerRegistration
+	log       *slog.Logger
+	client    kubernetes.Interface
+	policy    cache.SharedIndexInformer
+	policyReg cache.ResourceEventHandlerRegistration
+	// run is Run's context, which the namespaces' informer runs in.
+	run context.Context
+	// labels follows the namespaces once a policy selects them by
+	// labels: a policy that names its namespaces keeps no watch of
+	// every namespace on every node.
+	labels      atomic.Pointer[labelWatch]
+	startLabels sync.Once
 	// current is the decoded object, nil while none is known.
 	current atomic.Pointer[vfpolicy.View]
 	// lastErr is the informer's last list or watch error, for the
 	// message while the policy is not read yet.
 	lastErr atomic.Pointer[string]
-	err     error // from setting the informers up
+	err     error // from setting the policy's informer up
 }
 
 // New returns a Watcher reading through client and dyn; Run feeds it. A
@@ -58,38 +67,74 @@ func New(client kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) *
 		log = slog.New(slog.DiscardHandler)
 	}
 	w := &Watcher{
-		log:        log,
-		policy:     dynamicinformer.NewFilteredDynamicInformer(dyn, vfpolicy.Resource, metav1.NamespaceAll, 0, cache.Indexers{}, onlyHwnet).Informer(),
-		namespaces: coreinformers.NewNamespaceInformer(client, 0, cache.Indexers{}),
+		log:    log,
+		client: client,
+		policy: dynamicinformer.NewFilteredDynamicInformer(dyn, vfpolicy.Resource, metav1.NamespaceAll, 0, cache.Indexers{}, onlyHwnet).Informer(),
 	}
-	var errs []error
 	var err error
 	w.policyReg, err = w.policy.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    w.onPolicy,
 		UpdateFunc: func(_, obj any) { w.onPolicy(obj) },
 		DeleteFunc: w.onPolicyDeleted,
 	})
-	errs = append(errs, err, w.policy.SetWatchErrorHandler(w.onWatchError))
-	// The namespaces' labels are all a rule reads of them.
-	errs = append(errs, w.namespaces.SetTransform(stripNamespace))
-	w.nsReg, err = w.namespaces.AddEventHandler(cache.ResourceEventHandlerFuncs{})
-	w.err = errors.Join(append(errs, err)...)
+	w.err = errors.Join(err, w.policy.SetWatchErrorHandler(w.onWatchError))
 	return w
 }
 
-// Run follows the policy and the namespaces until ctx ends.
+// Run follows the policy, and the namespaces once it selects by labels,
+// until ctx ends.
 func (w *Watcher) Run(ctx context.Context) error {
 	if w.err != nil {
 		return fmt.Errorf("VFSettingsPolicy informer: %w", w.err)
 	}
-	go w.namespaces.RunWithContext(ctx)
+	w.run = ctx
 	w.policy.RunWithContext(ctx)
 	return nil
 }
 
-// HasSynced says whether both informers have listed.
+// HasSynced says whether the policy is listed, and the namespaces when
+// it selects by their labels.
 func (w *Watcher) HasSynced() bool {
-	return w.err == nil && w.policyReg.HasSynced() && w.nsReg.HasSynced()
+	return w.err == nil && w.policyReg.HasSynced() && w.labelsUnknown(w.current.Load()) == ""
+}
+
+// labelWatch is the namespaces' informer, made once a policy
+// selects by labels.
+type labelWatch struct {
+	informer cache.SharedIndexInformer
+	reg      cache.ResourceEventHandlerRegistration
+	err      error // from setting it up
+}
+
+// followLabels starts following the namespaces' labels, once.
+func (w *Watcher) followLabels() {
+	w.startLabels.Do(func() {
+		l := &labelWatch{informer: coreinformers.NewNamespaceInformer(w.client, 0, cache.Indexers{})}
+		// The namespaces' labels are all a rule reads of them.
+		errTransform := l.informer.SetTransform(stripNamespace)
+		var errHandler error
+		l.reg, errHandler = l.informer.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+		if l.err = errors.Join(errTransform, errHandler); l.err == nil {
+			go l.informer.RunWithContext(w.run)
+		}
+		w.labels.Store(l)
+		w.log.Info("following the namespaces' labels: a VFSettingsPolicy rule selects namespaces by them")
+	})
+}
+
+// labelsUnknown says why the namespaces' labels v judges by are not
+// known, "" when they are or v reads none.
+func (w *Watcher) labelsUnknown(v *vfpolicy.View) string {
+	if v == nil || v.Spec == nil || !v.Spec.SelectsByLabels() {
+		return ""
+	}
+	switch l := w.labels.Load(); {
+	case l == nil || (l.err == nil && !l.reg.HasSynced()):
+		return "the namespaces' labels are not read from the API server yet"
+	case l.err != nil:
+		return fmt.Sprintf("the namespaces' informer could not start: %v", l.err)
+	}
+	return ""
 }
 
 // Check judges the settings an object of namespace asks for, spelled as
@@ -98,7 +143,7 @@ func (w *Watcher) Check(namespace string, s vfsettings.Settings, sp vfpolicy.Spe
 	if s.IsZero() {
 		return nil
 	}
-	return vfpolicy.Evaluate(w.View(), vfpolicy.Namespace{Name: namespace, Labels: w.labels(namespace)}, s, sp)
+	return vfpolicy.Evaluate(w.View(), vfpolicy.Namespace{Name: namespace, Labels: w.labelsOf(namespace)}, s, sp)
 }
 
 // View is the policy as the watcher knows it now.
@@ -112,18 +157,25 @@ func (w *Watcher) View() vfpolicy.View {
 			why += ": " + *e
 		}
 		return vfpolicy.View{Unknown: why}
-	case !w.nsReg.HasSynced():
-		return vfpolicy.View{Unknown: "the namespaces' labels are not read from the API server yet"}
 	}
-	if v := w.current.Load(); v != nil {
-		return *v
+	v := w.current.Load()
+	if v == nil {
+		return vfpolicy.View{Unknown: fmt.Sprintf("no %s named %s exists", vfpolicy.Kind, vfpolicy.Name)}
 	}
-	return vfpolicy.View{Unknown: fmt.Sprintf("no %s named %s exists", vfpolicy.Kind, vfpolicy.Name)}
+	if why := w.labelsUnknown(v); why != "" {
+		return vfpolicy.View{Unknown: why}
+	}
+	return *v
 }
 
-// labels are the namespace's labels, none for a namespace not listed.
-func (w *Watcher) labels(namespace string) map[string]string {
-	obj, ok, err := w.namespaces.GetStore().GetByKey(namespace)
+// labelsOf are the namespace's labels, none for a namespace not
+// listed or while no policy selects by them.
+func (w *Watcher) labelsOf(namespace string) map[string]string {
+	l := w.labels.Load()
+	if l == nil {
+		return nil
+	}
+	obj, ok, err := l.informer.GetStore().GetByKey(namespace)
 	if err != nil || !ok {
 		return nil
 	}
@@ -139,6 +191,9 @@ func (w *Watcher) onPolicy(obj any) {
 		return
 	}
 	v := decode(u)
+	if v.Spec != nil && v.Spec.SelectsByLabels() {
+		w.followLabels()
+	}
 	if v.Spec == nil {
 		w.log.Error("VFSettingsPolicy unusable: every VF setting of claims and NetworkAttachmentDefinitions is refused", "err", v.Unknown)
 	} else {

@@ -3,14 +3,19 @@ package vfpolicywatch_test
 import (
 	"context"
 	"errors"
+	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/cni/vfpolicywatch"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/vfpolicytest"
 )
@@ -110,4 +115,82 @@ func label(t *testing.T, s *kubeapi.Server, name string, labels map[string]strin
 	if _, err := s.Client().CoreV1().Namespaces().Update(ctx, ns, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestWatcherFollowsLabelsOnlyForSelectors: a policy that names its
+// namespaces has the watcher ask nothing of the namespaces; one that
+// selects by labels has it list them, and while they are not read every
+// setting is refused, since a rule they would match comes before any
+// other (here: trust granted by name, refused by the tenant's label).
+func TestWatcherFollowsLabelsOnlyForSelectors(t *testing.T) {
+	kubeapi.Binaries(t)
+	s := kubeapi.Start(t)
+	s.CreateNamespace(t, "b-prod")
+	label(t, s, "b-prod", map[string]string{"hwnet.io/tenant": "b"})
+	vfpolicytest.InstallCRD(t, s)
+	const byName = `{"name": "by-name", "namespaces": ["b-prod"], "allow": {"trust": true}}`
+	vfpolicytest.Set(t, s, `{"rules": [`+byName+`]}`)
+
+	gate := &namespacesGate{open: make(chan struct{})}
+	w := startThrough(t, s, gate)
+	checkEventually(t, w, "b-prod", trustOn, "")
+	if n := gate.asked.Load(); n != 0 {
+		t.Fatalf("a policy naming its namespaces: %d requests for the namespaces; want none", n)
+	}
+
+	vfpolicytest.Set(t, s, `{"rules": [
+		{"name": "tenant-b", "namespaceSelector": {"matchLabels": {"hwnet.io/tenant": "b"}}, "allow": {"vlans": [{"min": 100, "max": 199}]}},
+		`+byName+`]}`)
+	checkEventually(t, w, "b-prod", trustOn, "VFSettingsPolicy hwnet is unknown (the namespaces' labels are not read from the API server yet)")
+	vfpolicytest.WaitFor(t, "the namespaces to be asked for", func() bool { return gate.asked.Load() > 0 })
+
+	close(gate.open)
+	checkEventually(t, w, "b-prod", trustOn, "VF setting trust=on refused by VFSettingsPolicy hwnet rule tenant-b for namespace b-prod")
+	checkEventually(t, w, "b-prod", vlan(150), "")
+}
+
+// namespacesGate counts the requests for the namespaces and holds each
+// until open is closed.
+type namespacesGate struct {
+	asked atomic.Int32
+	open  chan struct{}
+}
+
+func (g *namespacesGate) wrap(rt http.RoundTripper) http.RoundTripper {
+	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
+		if req.URL.Path == "/api/v1/namespaces" {
+			g.asked.Add(1)
+			select {
+			case <-g.open:
+			case <-req.Context().Done():
+				return nil, req.Context().Err()
+			}
+		}
+		return rt.RoundTrip(req)
+	})
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
+
+// startThrough runs a watcher whose namespaces pass the gate.
+func startThrough(t *testing.T, s *kubeapi.Server, gate *namespacesGate) *vfpolicywatch.Watcher {
+	t.Helper()
+	cfg := s.Config()
+	cfg.Wrap(gate.wrap)
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dyn, err := dynamic.NewForConfig(s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := vfpolicywatch.New(client, dyn, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return w
 }
