@@ -45,6 +45,8 @@ type reconciler struct {
 	// distrusted is set while the runtime's answers are not believed,
 	// so that a spell of them is said once.
 	distrusted bool
+	// runtime is the CRI client, made at the first ask.
+	runtime *runtimeClient
 }
 
 // run reconciles every interval until ctx ends.
@@ -54,6 +56,7 @@ func (r *reconciler) run(ctx context.Context) {
 	}
 	t := time.NewTicker(r.o.ReconcileInterval)
 	defer t.Stop()
+	defer r.closeRuntime()
 	for {
 		if err := r.once(ctx); err != nil {
 			r.log.Warn("reconcile of attachments skipped", "err", err)
@@ -66,6 +69,13 @@ func (r *reconciler) run(ctx context.Context) {
 	}
 }
 
+// closeRuntime drops the CRI connection, if any.
+func (r *reconciler) closeRuntime() {
+	if r.runtime != nil {
+		r.runtime.close()
+	}
+}
+
 func (r *reconciler) once(ctx context.Context) error {
 	conf, err := ownPluginConf(r.o.ConfPath())
 	if errors.Is(err, os.ErrNotExist) {
@@ -74,7 +84,10 @@ func (r *reconciler) once(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	answer, err := liveSandboxes(ctx, r.o.CRISocket)
+	if r.runtime == nil {
+		r.runtime = &runtimeClient{socket: r.o.CRISocket}
+	}
+	answer, err := r.runtime.sandboxes(ctx)
 	if err != nil {
 		return err
 	}

@@ -32,24 +32,37 @@ type runtimeAnswer struct {
 	pods      map[podKey]bool
 }
 
-// liveSandboxes asks the container runtime, through the CRI, which pod
-// sandboxes exist, ready or not.
-func liveSandboxes(ctx context.Context, socket string) (runtimeAnswer, error) {
-	if _, err := os.Stat(socket); err != nil {
+// runtimeClient asks the container runtime, through the CRI at socket,
+// over one connection kept between asks: a connection made for each ask
+// was a dial, a gRPC transport and a handshake every reconcile interval
+// on an idle node. A failed ask drops it, so the next dials afresh rather
+// than wait out gRPC's reconnect backoff after a runtime restart.
+type runtimeClient struct {
+	socket string
+	conn   *grpc.ClientConn
+}
+
+// sandboxes asks which pod sandboxes exist, ready or not.
+func (c *runtimeClient) sandboxes(ctx context.Context) (runtimeAnswer, error) {
+	if _, err := os.Stat(c.socket); err != nil {
+		c.close()
 		return runtimeAnswer{}, fmt.Errorf("CRI socket: %w", err)
 	}
-	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return runtimeAnswer{}, fmt.Errorf("CRI %s: %w", socket, err)
+	if c.conn == nil {
+		conn, err := grpc.NewClient("unix://"+c.socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+		if err != nil {
+			return runtimeAnswer{}, fmt.Errorf("CRI %s: %w", c.socket, err)
+		}
+		c.conn = conn
 	}
-	defer conn.Close()
 	ctx, cancel := context.WithTimeout(ctx, criTimeout)
 	defer cancel()
-	resp, err := runtimeapi.NewRuntimeServiceClient(conn).ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
+	resp, err := runtimeapi.NewRuntimeServiceClient(c.conn).ListPodSandbox(ctx, &runtimeapi.ListPodSandboxRequest{})
 	if err != nil {
-		return runtimeAnswer{}, fmt.Errorf("CRI %s: ListPodSandbox: %w", socket, err)
+		c.close()
+		return runtimeAnswer{}, fmt.Errorf("CRI %s: ListPodSandbox: %w", c.socket, err)
 	}
-	a := runtimeAnswer{socket: socket, sandboxes: make(map[string]bool, len(resp.Items)), pods: make(map[podKey]bool, len(resp.Items))}
+	a := runtimeAnswer{socket: c.socket, sandboxes: make(map[string]bool, len(resp.Items)), pods: make(map[podKey]bool, len(resp.Items))}
 	for _, s := range resp.Items {
 		a.sandboxes[s.Id] = true
 		if m := s.GetMetadata(); m != nil {
@@ -57,6 +70,14 @@ func liveSandboxes(ctx context.Context, socket string) (runtimeAnswer, error) {
 		}
 	}
 	return a, nil
+}
+
+// close drops the connection, if any.
+func (c *runtimeClient) close() {
+	if c.conn != nil {
+		_ = c.conn.Close() // an error says it was closed already
+		c.conn = nil
+	}
 }
 
 // ownPluginConf is hwnet's plugin configuration in its configuration list,

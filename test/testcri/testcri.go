@@ -6,7 +6,9 @@ package testcri
 
 import (
 	"context"
+	"errors"
 	"net"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -26,21 +28,73 @@ type Runtime struct {
 	mu        sync.Mutex
 	sandboxes []*runtimeapi.PodSandbox
 	lists     int
+	conns     int
+	srv       *grpc.Server
 }
 
 // Start serves a runtime listing no sandbox.
 func Start(t testing.TB) *Runtime {
 	t.Helper()
 	r := &Runtime{Socket: filepath.Join(sockdir.New(t), "cri.sock")}
+	r.Serve(t)
+	t.Cleanup(r.Stop)
+	return r
+}
+
+// Serve serves on Socket again after Stop, as a restarted runtime does:
+// it replaces the socket file the last left.
+func (r *Runtime) Serve(t testing.TB) {
+	t.Helper()
+	if err := os.Remove(r.Socket); err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("testcri: %v", err)
+	}
 	l, err := net.Listen("unix", r.Socket)
 	if err != nil {
 		t.Fatalf("testcri: %v", err)
 	}
+	// A runtime that is killed leaves its socket file behind.
+	l.(*net.UnixListener).SetUnlinkOnClose(false)
 	srv := grpc.NewServer()
 	runtimeapi.RegisterRuntimeServiceServer(srv, r)
-	go srv.Serve(l)
-	t.Cleanup(srv.Stop)
-	return r
+	r.mu.Lock()
+	r.srv = srv
+	r.mu.Unlock()
+	go srv.Serve(countingListener{Listener: l, r: r})
+}
+
+// Stop ends serving and every connection, leaving the socket file, as a
+// runtime that is killed does.
+func (r *Runtime) Stop() {
+	r.mu.Lock()
+	srv := r.srv
+	r.srv = nil
+	r.mu.Unlock()
+	if srv != nil {
+		srv.Stop()
+	}
+}
+
+// Conns is how many connections the runtime accepted.
+func (r *Runtime) Conns() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.conns
+}
+
+// countingListener counts the connections it accepts into r.
+type countingListener struct {
+	net.Listener
+	r *Runtime
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.r.mu.Lock()
+		l.r.conns++
+		l.r.mu.Unlock()
+	}
+	return c, err
 }
 
 // Set replaces the sandboxes the runtime lists.
