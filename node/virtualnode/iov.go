@@ -178,6 +178,13 @@ func (n *Node) writtenPKeyIdx(dir, name, v string) error {
 	if v == idx && (name != "0" || idx == vf.pkeyIdx()) {
 		return nil
 	}
+	// The value is read back in the kernel's spelling before the VF's
+	// P_Key shows it, and only when the write spelled it otherwise: a
+	// writer that waits for the P_Key and writes again must not have its
+	// next write replaced by this one's.
+	if v != idx {
+		l.replace(dir+"/"+name, idx+"\n")
+	}
 	if name == "0" {
 		// Saved before the tree shows it: whoever sees the VF's new
 		// P_Key and opens the node then finds it in the state too.
@@ -189,7 +196,6 @@ func (n *Node) writtenPKeyIdx(dir, name, v string) error {
 			l.replace(vf.SysPath+"/infiniband/"+vf.RDMA.Name+"/ports/1/pkeys/0", vf.RDMA.PKey+"\n")
 		}
 	}
-	l.replace(dir+"/"+name, idx+"\n")
 	return l.Err()
 }
 
