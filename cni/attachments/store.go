@@ -147,7 +147,11 @@ func (s *Store) Modified(containerID string) (time.Time, error) {
 
 // Changed is when a record was last saved or removed: the records
 // directory's modification time. Appending results changes no record's
-// attachments and so not this time.
+// attachments and so not this time. While that time is less than
+// changeGrain old, Changed is the time now: a second change within the
+// kernel's tick may have kept the directory's time, so a reader that
+// compares Changed with what it last read, to skip reading the records
+// again, reads them again until the time settles.
 func (s *Store) Changed() (time.Time, error) {
 	fi, err := os.Stat(filepath.Join(s.dir, "containers"))
 	if errors.Is(err, os.ErrNotExist) {
@@ -156,8 +160,16 @@ func (s *Store) Changed() (time.Time, error) {
 	if err != nil {
 		return time.Time{}, fmt.Errorf("attachment records: %w", err)
 	}
+	if now := time.Now(); now.Sub(fi.ModTime()) < changeGrain {
+		return now, nil
+	}
 	return fi.ModTime(), nil
 }
+
+// changeGrain is more than a file system's time granularity: the kernel
+// stamps a directory with a clock that moves once a tick, so two records
+// saved within a tick leave it one time.
+const changeGrain = time.Second
 
 // List returns the IDs of every container with a record.
 func (s *Store) List() ([]string, error) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -214,5 +215,45 @@ func TestRecordVersion(t *testing.T) {
 				t.Errorf("Load = %+v", rec)
 			}
 		})
+	}
+}
+
+// TestChangedMovesUntilSettled: the records' Changed time moves at every
+// ask while the directory's time is within a tick's reach of now (a
+// second save in the same tick may keep it: here, the time set back to
+// the first save's), and is the directory's time once settled.
+func TestChangedMovesUntilSettled(t *testing.T) {
+	s := NewStore(t.TempDir())
+	if c, err := s.Changed(); err != nil || !c.IsZero() {
+		t.Fatalf("no record yet: Changed %v, %v; want the zero time", c, err)
+	}
+	save := func(id string) {
+		t.Helper()
+		if err := s.Save(&attachment.Record{ContainerID: id, Netns: "/run/netns/" + id}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := filepath.Join(s.Dir(), "containers")
+	save("c1")
+	first, err := os.Stat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, _ := s.Changed()
+	save("c2")
+	if err := os.Chtimes(dir, first.ModTime(), first.ModTime()); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := s.Changed(); b.Equal(a) {
+		t.Fatalf("a second save within the tick: Changed %v both times; want it moved", b)
+	}
+	settled := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(dir, settled, settled); err != nil {
+		t.Fatal(err)
+	}
+	for range 2 {
+		if c, _ := s.Changed(); !c.Equal(settled) {
+			t.Fatalf("settled: Changed %v; want the directory's %v", c, settled)
+		}
 	}
 }

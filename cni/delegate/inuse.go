@@ -10,17 +10,12 @@ import (
 	"github.com/hwnet-io/hwnet/cni/netconf"
 )
 
-// recordTimeGrain is more than a file system's time granularity: the
-// kernel stamps a directory with a clock that moves once a tick, so two
-// records saved within a tick leave it one time.
-const recordTimeGrain = time.Second
-
 // recordedNetworks keeps the networks the attachment records name, which
 // STATUS checks at every ask of the runtime: reading every record each
 // time was most of a STATUS's own CPU with 100 pods. They are read again
-// when the records directory's time moved (a record saved or removed,
-// attachments.Store.Changed), and whenever it was within a tick of the
-// last read, when a second change may have kept its time.
+// when the records directory's time moved (a record saved or removed:
+// attachments.Store.Changed, which moves at every ask until the last
+// change is settled).
 type recordedNetworks struct {
 	mu      sync.Mutex
 	dir     string
@@ -39,7 +34,6 @@ func (r *recordedNetworks) get(c *call) ([]*netconf.Delegate, error) {
 	if lists, ok := r.kept(c.conf.CacheDir, changed); ok {
 		return lists, nil
 	}
-	start := time.Now()
 	recs, err := records(c.store)
 	var lists []*netconf.Delegate
 	seen := map[string]bool{}
@@ -53,7 +47,7 @@ func (r *recordedNetworks) get(c *call) ([]*netconf.Delegate, error) {
 			lists = append(lists, l)
 		}
 	}
-	if err == nil && start.Sub(changed) >= recordTimeGrain {
+	if err == nil {
 		r.keep(c.conf.CacheDir, changed, lists)
 	}
 	return lists, err
