@@ -113,7 +113,7 @@ bench-scale: kube-bins
 
 # Discovery alone beside sriovdp's, one virtual node per size (root).
 bench-discovery:
-	bash test/bench/discovery-peers.sh
+	BUILDTAGS="$(BUILDTAGS)" bash test/bench/discovery-peers.sh
 
 # Each fuzz target for FUZZTIME.
 fuzz:

@@ -8,7 +8,8 @@
 # the hwnet module except hwnetctl itself: the peer is built in a throwaway
 # module under the cache directory and never committed.
 #
-# Environment (all optional):
+# Environment (all optional but BUILDTAGS, which make bench-discovery sets):
+#   BUILDTAGS=grpcnotrace  the shipped binaries' build tags (the Makefile's)
 #   SIZES="128 512 1024 2048"  VFs per PF; one PF (E810-C) per node
 #   HWNET_RUNS=11  PEER_RUNS=3  timed runs per size; the median is reported
 #   BENCH_CACHE=/var/cache/hwnet-bench  binaries, nodes, logs
@@ -27,6 +28,7 @@ set -euo pipefail
 
 SELF=$(readlink -f "$0")
 REPO=$(cd "$(dirname "$SELF")/../.." && pwd)
+: "${BUILDTAGS?is the build tags of the shipped binaries: run make bench-discovery, or set it as the Makefile does}"
 
 # The functions a node of each size has: one E810-C PF and its iavf VFs.
 MODEL=E810-C
@@ -204,7 +206,7 @@ trap 'exit 143' TERM
 # 1. hwnetctl, from this tree. Other work may be mid-edit: retry a few times.
 log "building hwnetctl"
 for attempt in 1 2 3 4; do
-	if (cd "$REPO" && go build -o "$HWNETCTL" ./cmd/hwnetctl) 2>"$RUN/hwnetctl-build.log"; then
+	if (cd "$REPO" && go build -trimpath -tags "$BUILDTAGS" -o "$HWNETCTL" ./cmd/hwnetctl) 2>"$RUN/hwnetctl-build.log"; then
 		break
 	fi
 	((attempt < 4)) || die "go build ./cmd/hwnetctl failed; see $RUN/hwnetctl-build.log"

@@ -42,14 +42,9 @@ mkdir -p "$CACHE"
 # sriovdp reads PCI names through ghw, which needs a pci.ids.
 bash "$REPO/test/bench/pci-ids.sh" || die "pci.ids: see above" 2
 
-# hwnet as the image ships it (test/e2e/image: -trimpath, static).
-log "building hwnet-agent and the hwnet shim"
-# A directory of this run's own: two checkouts at one commit (a clean
-# clone beside a work tree) must not run each other's builds.
-HWNET_BIN=$(mktemp -d "$CACHE/hwnet-XXXXXX")
-trap 'rm -rf "$HWNET_BIN"' EXIT
-(cd "$REPO" && CGO_ENABLED=0 go build -trimpath -o "$HWNET_BIN/" ./cmd/hwnet-agent ./cmd/hwnet) ||
-	die "go build of hwnet failed"
+# hwnet is built by the benchmark itself as the image ships it
+# (test/e2e/image: -trimpath, static, its BuildTags), into the run's own
+# temporary directory.
 
 SRIOVDP=${SRIOVDP_BIN:-}
 if [[ -z $SRIOVDP ]]; then
@@ -91,5 +86,5 @@ OUT=$CACHE/results-$(date -u +%Y%m%d-%H%M%S).txt
 log "running BenchmarkPeers (minutes; the table is also saved to $OUT)"
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of flags
 (cd "$REPO" && go test -run '^$' -bench '^BenchmarkPeers$' -benchtime 1x -timeout 3h ./test/bench/peers \
-	-args -hwnet-bin "$HWNET_BIN" -sriovdp "$SRIOVDP" -multus "$MULTUS_DIR" $BENCH_ARGS) | tee "$OUT"
+	-args -sriovdp "$SRIOVDP" -multus "$MULTUS_DIR" $BENCH_ARGS) | tee "$OUT"
 grep -q '^ok' "$OUT" || die "BenchmarkPeers failed; output in $OUT"
