@@ -1,10 +1,11 @@
 // Package vfpolicywatch keeps the agent's copy of the VFSettingsPolicy
 // (api/vfpolicy) and of the namespaces' labels its selectors match, from
 // an informer of the one object and, once a rule selects namespaces by
-// their labels, one of the namespaces, and judges with them the VF settings a claim (at DRA
-// prepare) or a NetworkAttachmentDefinition (at CNI ADD) asks for. It lives
-// in cni/ because both the CNI side and the DRA driver, which imports cni/,
-// check with it; node/ is the node's hardware, not API objects.
+// their labels, one of the namespaces, and judges with them the VF
+// settings a claim (at DRA prepare) or a NetworkAttachmentDefinition (at
+// CNI ADD) asks for. It lives in cni/ because both the CNI side and the
+// DRA driver, which imports cni/, check with it; node/ is the node's
+// hardware, not API objects.
 //
 // It fails closed: until the object is listed (and the namespaces, for a
 // policy that selects by labels), while it is absent, or while it is
