@@ -6,7 +6,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -17,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -147,13 +147,13 @@ func TestDriverRepublishRacesNoPublish(t *testing.T) {
 // CNI side without waiting for the API server, and prepare already knows
 // the devices. The slices follow once the API server answers.
 func TestDriverPublishesWithoutWaitingForSlices(t *testing.T) {
-	gate := &sliceReadGate{open: make(chan struct{})}
+	var gate *kubeapi.RequestGate
 	api, n, drv := startDriver(t, func(api *kubeapi.Server, o *dra.Options) {
-		cfg := api.Config()
-		cfg.Wrap(gate.wrap)
+		var cfg *rest.Config
+		cfg, gate = kubeapi.GateRequests(api.Config(), sliceReads)
 		o.KubeClient = kubernetes.NewForConfigOrDie(cfg)
 	})
-	gate.closed.Store(true)
+	gate.Close()
 	published := make(chan error, 1)
 	go func() {
 		published <- drv.Publish(context.Background(), dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools)
@@ -166,32 +166,16 @@ func TestDriverPublishesWithoutWaitingForSlices(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("Publish did not return while the API server held the ResourceSlice reads")
 	}
-	kubeapi.WaitFor(t, "the driver's first read of ResourceSlices, held", gate.held.Load)
-	close(gate.open)
+	kubeapi.WaitFor(t, "the driver's first read of ResourceSlices, held", func() bool { return gate.Held() > 0 })
+	gate.Open()
 	onNode := nodeSlices()
 	kubeapi.WaitSliceDevices(t, api.Client(), onNode, 30*time.Second, "slices published", func(d kubeapi.SliceDevices) bool { return len(d) == 14 })
 }
 
-// sliceReadGate holds the driver's reads of ResourceSlices (lists and
-// watches, which list first), once closed, until open is closed.
-type sliceReadGate struct {
-	closed, held atomic.Bool
-	open         chan struct{}
-}
-
-func (g *sliceReadGate) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripper(func(req *http.Request) (*http.Response, error) {
-		read := req.Method == http.MethodGet && strings.HasSuffix(req.URL.Path, "/resourceslices")
-		if read && g.closed.Load() {
-			g.held.Store(true)
-			select {
-			case <-g.open:
-			case <-req.Context().Done():
-				return nil, req.Context().Err()
-			}
-		}
-		return rt.RoundTrip(req)
-	})
+// sliceReads matches the reads of ResourceSlices (lists and watches,
+// which list first).
+func sliceReads(key string) bool {
+	return key == "LIST resourceslices" || key == "WATCH resourceslices"
 }
 
 type roundTripper func(*http.Request) (*http.Response, error)

@@ -330,12 +330,10 @@ func deviceIn(ss []resourceapi.ResourceSlice, id string) resourceapi.Device {
 // resourceVersion; the API server's 409 makes the driver read it again
 // and write it, with the change it wanted and the foreign one reverted.
 func TestDriverUpdateConflict(t *testing.T) {
-	watchGate := &sliceReadGate{open: make(chan struct{})}
-	watchGate.closed.Store(true)
 	var conflicts atomic.Int32
 	api, n, drv := startDriver(t, func(api *kubeapi.Server, o *dra.Options) {
-		mcfg := api.Config()
-		mcfg.Wrap(watchGate.wrap)
+		mcfg, watchGate := kubeapi.GateRequests(api.Config(), sliceReads)
+		watchGate.Close()
 		o.Metadata = metadata.NewForConfigOrDie(mcfg)
 		kcfg := api.Config()
 		kcfg.Wrap(countConflicts(&conflicts))

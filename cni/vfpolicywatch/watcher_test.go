@@ -3,9 +3,7 @@ package vfpolicywatch_test
 import (
 	"context"
 	"errors"
-	"net/http"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -131,10 +129,9 @@ func TestWatcherFollowsLabelsOnlyForSelectors(t *testing.T) {
 	const byName = `{"name": "by-name", "namespaces": ["b-prod"], "allow": {"trust": true}}`
 	vfpolicytest.Set(t, s, `{"rules": [`+byName+`]}`)
 
-	gate := &namespacesGate{open: make(chan struct{})}
-	w := startThrough(t, s, gate)
+	w, gate := startThrough(t, s)
 	checkEventually(t, w, "b-prod", trustOn, "")
-	if n := gate.asked.Load(); n != 0 {
+	if n := gate.Held(); n != 0 {
 		t.Fatalf("a policy naming its namespaces: %d requests for the namespaces; want none", n)
 	}
 
@@ -142,43 +139,19 @@ func TestWatcherFollowsLabelsOnlyForSelectors(t *testing.T) {
 		{"name": "tenant-b", "namespaceSelector": {"matchLabels": {"hwnet.io/tenant": "b"}}, "allow": {"vlans": [{"min": 100, "max": 199}]}},
 		`+byName+`]}`)
 	checkEventually(t, w, "b-prod", trustOn, "VFSettingsPolicy hwnet is unknown (the namespaces' labels are not read from the API server yet)")
-	vfpolicytest.WaitFor(t, "the namespaces to be asked for", func() bool { return gate.asked.Load() > 0 })
+	vfpolicytest.WaitFor(t, "the namespaces to be asked for", func() bool { return gate.Held() > 0 })
 
-	close(gate.open)
+	gate.Open()
 	checkEventually(t, w, "b-prod", trustOn, "VF setting trust=on refused by VFSettingsPolicy hwnet rule tenant-b for namespace b-prod")
 	checkEventually(t, w, "b-prod", vlan(150), "")
 }
 
-// namespacesGate counts the requests for the namespaces and holds each
-// until open is closed.
-type namespacesGate struct {
-	asked atomic.Int32
-	open  chan struct{}
-}
-
-func (g *namespacesGate) wrap(rt http.RoundTripper) http.RoundTripper {
-	return roundTripFunc(func(req *http.Request) (*http.Response, error) {
-		if req.URL.Path == "/api/v1/namespaces" {
-			g.asked.Add(1)
-			select {
-			case <-g.open:
-			case <-req.Context().Done():
-				return nil, req.Context().Err()
-			}
-		}
-		return rt.RoundTrip(req)
-	})
-}
-
-type roundTripFunc func(*http.Request) (*http.Response, error)
-
-func (f roundTripFunc) RoundTrip(req *http.Request) (*http.Response, error) { return f(req) }
-
-// startThrough runs a watcher whose namespaces pass the gate.
-func startThrough(t *testing.T, s *kubeapi.Server, gate *namespacesGate) *vfpolicywatch.Watcher {
+// startThrough runs a watcher whose requests for the namespaces the
+// returned gate holds until it opens.
+func startThrough(t *testing.T, s *kubeapi.Server) (*vfpolicywatch.Watcher, *kubeapi.RequestGate) {
 	t.Helper()
-	cfg := s.Config()
-	cfg.Wrap(gate.wrap)
+	cfg, gate := kubeapi.GateRequests(s.Config(), func(key string) bool { return strings.HasSuffix(key, " namespaces") })
+	gate.Close()
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -192,5 +165,5 @@ func startThrough(t *testing.T, s *kubeapi.Server, gate *namespacesGate) *vfpoli
 	done := make(chan error, 1)
 	go func() { done <- w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
-	return w
+	return w, gate
 }
