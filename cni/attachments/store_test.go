@@ -221,31 +221,29 @@ func TestRecordVersion(t *testing.T) {
 // TestChangedMovesUntilSettled: the records' Changed time moves at every
 // ask while the directory's time is within a tick's reach of now (a
 // second save in the same tick may keep it: here, the time set back to
-// the first save's), and is the directory's time once settled.
+// the first save's, ahead of the clock so that no stall of the machine
+// settles it), and is the directory's time once settled.
 func TestChangedMovesUntilSettled(t *testing.T) {
 	s := NewStore(t.TempDir())
 	if c, err := s.Changed(); err != nil || !c.IsZero() {
 		t.Fatalf("no record yet: Changed %v, %v; want the zero time", c, err)
 	}
-	save := func(id string) {
+	dir := filepath.Join(s.Dir(), "containers")
+	saveAt := func(id string, at time.Time) {
 		t.Helper()
 		if err := s.Save(&attachment.Record{ContainerID: id, Netns: "/run/netns/" + id}); err != nil {
 			t.Fatal(err)
 		}
+		if err := os.Chtimes(dir, at, at); err != nil {
+			t.Fatal(err)
+		}
 	}
-	dir := filepath.Join(s.Dir(), "containers")
-	save("c1")
-	first, err := os.Stat(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	tick := time.Now().Add(time.Hour)
+	saveAt("c1", tick)
 	a, _ := s.Changed()
-	save("c2")
-	if err := os.Chtimes(dir, first.ModTime(), first.ModTime()); err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := s.Changed(); b.Equal(a) {
-		t.Fatalf("a second save within the tick: Changed %v both times; want it moved", b)
+	saveAt("c2", tick)
+	if b, _ := s.Changed(); b.Equal(a) || b.Equal(tick) {
+		t.Fatalf("a second save within the tick: Changed %v, then %v; want it moved, not the directory's %v", a, b, tick)
 	}
 	settled := time.Now().Add(-time.Minute)
 	if err := os.Chtimes(dir, settled, settled); err != nil {
