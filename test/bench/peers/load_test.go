@@ -65,6 +65,10 @@ func (e *cniEnv) benchLoad(b *testing.B, t *table, tools []*cniTool, rts map[str
 				saveSmaps(b, tool.daemon.cmd.Process.Pid, tool.name+"-smaps-100pods.txt")
 				saveProfile(b, tool.metrics, "heap", tool.name+"-heap-100pods.pb.gz")
 				saveProfile(b, tool.metrics, "goroutine?debug=1", tool.name+"-goroutines-100pods.txt")
+				// The runtime's own accounting (stacks, spans, GC metadata)
+				// and the threads it made, which the RSS rows hold.
+				saveProfile(b, tool.metrics, "heap?debug=1", tool.name+"-memstats-100pods.txt")
+				saveProfile(b, tool.metrics, "threadcreate?debug=1", tool.name+"-threads-100pods.txt")
 			}
 		}
 		e.burst(b, t, tool, rts[tool.name])
