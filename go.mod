@@ -4,7 +4,6 @@ go 1.26.0
 
 require (
 	github.com/containernetworking/cni v1.3.1
-	github.com/fsnotify/fsnotify v1.9.0
 	github.com/go-logr/logr v1.4.4
 	github.com/jaypipes/ghw v0.26.0
 	github.com/k8snetworkplumbingwg/govdpa v0.1.4

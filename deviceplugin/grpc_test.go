@@ -91,7 +91,7 @@ func TestListAndWatch(t *testing.T) {
 	n := newTestNode(t)
 	numa0, numa1 := n.devices(t, pf0), n.devices(t, pf1)
 	h := startHarness(t, sriovNet, Options{}, numa0)
-	lists := watch(t, h.client(t))
+	lists := listAndWatch(t, h.client(t))
 	if got, want := listed(nextList(t, lists)), wantListed(numa0, nil, "numa0"); !slices.Equal(got, want) {
 		t.Fatalf("first list\n got %v\nwant %v", got, want)
 	}
@@ -129,7 +129,7 @@ func TestListAndWatch(t *testing.T) {
 	}
 
 	// A stream opened now starts with the current list.
-	if got, want := listed(nextList(t, watch(t, h.client(t)))), wantListed(numa1, nil, "numa0"); !slices.Equal(got, want) {
+	if got, want := listed(nextList(t, listAndWatch(t, h.client(t)))), wantListed(numa1, nil, "numa0"); !slices.Equal(got, want) {
 		t.Errorf("a new stream's first list\n got %v\nwant %v", got, want)
 	}
 	if got := h.plugin.Devices(); !reflect.DeepEqual(got, moved) {
@@ -155,7 +155,7 @@ func TestListAndWatchTopology(t *testing.T) {
 			res := sriovNet
 			res.ExcludeTopology = tt.exclude
 			h := startHarness(t, res, Options{}, []offer.State{tt.dev})
-			if got := numaString(nextList(t, watch(t, h.client(t)))[0]); got != tt.want {
+			if got := numaString(nextList(t, listAndWatch(t, h.client(t)))[0]); got != tt.want {
 				t.Errorf("topology %s, want %s", got, tt.want)
 			}
 		})
@@ -167,7 +167,7 @@ func TestZeroDevicePoolRegistersAndListsNothing(t *testing.T) {
 	if req := h.registered; req.ResourceName != "intel.com/sriov_net" {
 		t.Errorf("registered %q", req.ResourceName)
 	}
-	if got := nextList(t, watch(t, h.client(t))); len(got) != 0 {
+	if got := nextList(t, listAndWatch(t, h.client(t))); len(got) != 0 {
 		t.Errorf("first list of an empty pool: %v", got)
 	}
 }
@@ -274,7 +274,7 @@ func TestGetPreferredAllocationOverGRPC(t *testing.T) {
 func TestRunServesAgainAfterKubeletRestart(t *testing.T) {
 	n := newTestNode(t)
 	h := startHarness(t, sriovNet, Options{}, n.devices(t, pf0))
-	old := watch(t, h.client(t))
+	old := listAndWatch(t, h.client(t))
 	nextList(t, old)
 
 	h.kubelet.srv.Stop()
@@ -288,7 +288,7 @@ func TestRunServesAgainAfterKubeletRestart(t *testing.T) {
 	if _, ok := <-old; ok {
 		t.Error("the stream of the deleted socket got another list instead of ending")
 	}
-	if got := nextList(t, watch(t, h.client(t))); len(got) != 8 {
+	if got := nextList(t, listAndWatch(t, h.client(t))); len(got) != 8 {
 		t.Errorf("the new socket lists %d devices, want 8", len(got))
 	}
 }
@@ -390,7 +390,7 @@ func TestConcurrentClients(t *testing.T) {
 	h := startHarness(t, sriovNet, Options{DevRoot: n.node.DevRoot()}, devices)
 	var streams []<-chan []*pluginapi.Device
 	for range 4 {
-		lists := watch(t, h.client(t))
+		lists := listAndWatch(t, h.client(t))
 		nextList(t, lists)
 		streams = append(streams, lists)
 	}

@@ -233,8 +233,8 @@ func (h *harness) client(t testing.TB) pluginapi.DevicePluginClient {
 	return pluginapi.NewDevicePluginClient(conn)
 }
 
-// watch opens a ListAndWatch stream whose messages arrive on the channel.
-func watch(t testing.TB, c pluginapi.DevicePluginClient) <-chan []*pluginapi.Device {
+// listAndWatch opens a ListAndWatch stream whose messages arrive on the channel.
+func listAndWatch(t testing.TB, c pluginapi.DevicePluginClient) <-chan []*pluginapi.Device {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	stream, err := c.ListAndWatch(ctx, &pluginapi.Empty{}, grpc.WaitForReady(true))

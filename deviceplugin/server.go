@@ -10,11 +10,12 @@ import (
 	"path/filepath"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"golang.org/x/sys/unix"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 	pluginapi "k8s.io/kubelet/pkg/apis/deviceplugin/v1beta1"
+
+	"github.com/hwnet-io/hwnet/node/watch"
 )
 
 // ErrSocketRemoved is returned by Serve when the socket file disappeared:
@@ -107,8 +108,8 @@ func (p *Plugin) serve(ctx context.Context, whileServing func(context.Context)) 
 type endpoint struct {
 	path    string
 	lis     *net.UnixListener
-	watcher *fsnotify.Watcher
-	ino     uint64 // the socket file's inode, to tell it from a new one
+	watcher *watch.SocketWatcher // the socket's name in its directory
+	ino     uint64               // the socket file's inode, to tell it from a new one
 }
 
 func (p *Plugin) listen() (*endpoint, error) {
@@ -119,22 +120,20 @@ func (p *Plugin) listen() (*endpoint, error) {
 		return nil, err
 	}
 	// Watching before listening cannot miss a deletion that follows.
-	w, err := fsnotify.NewWatcher()
+	name := filepath.Base(p.socket)
+	w, err := watch.WatchSockets(p.opts.PluginDir, func(entry string) bool { return entry == name })
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", p.opts.PluginDir, err)
+		return nil, err
 	}
 	ep := &endpoint{path: p.socket, watcher: w}
-	if err := ep.open(p.opts.PluginDir); err != nil {
+	if err := ep.open(); err != nil {
 		w.Close()
 		return nil, err
 	}
 	return ep, nil
 }
 
-func (ep *endpoint) open(dir string) error {
-	if err := ep.watcher.Add(dir); err != nil {
-		return fmt.Errorf("watch %s: %w", dir, err)
-	}
+func (ep *endpoint) open() error {
 	if err := os.Remove(ep.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove stale socket: %w", err)
 	}
@@ -156,26 +155,36 @@ func (ep *endpoint) open(dir string) error {
 }
 
 // wait returns nil when ctx is done, ErrSocketRemoved when the socket
-// file is gone or replaced, or why serving failed.
+// file is gone or replaced, or why serving or watching failed. Any change
+// of the socket's name, lost events included, is looked at: the watch
+// keeps only the latest of a name's changes while wait is busy.
 func (ep *endpoint) wait(ctx context.Context, served <-chan error) error {
+	changed := make(chan watch.SocketEvent, 1)
+	watched := make(chan error, 1)
+	wctx, stop := context.WithCancel(ctx)
+	go func() { watched <- ep.watcher.Run(wctx, changed) }()
+	ended := false
+	defer func() {
+		if stop(); !ended {
+			<-watched
+		}
+	}()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case err := <-served:
 			return fmt.Errorf("serve %s: %w", ep.path, err)
-		case ev, ok := <-ep.watcher.Events:
-			if !ok {
-				return fmt.Errorf("watch %s: the watch ended", filepath.Dir(ep.path))
-			}
-			if ev.Name == ep.path && ev.Has(fsnotify.Remove|fsnotify.Rename) && ep.gone() {
-				return ErrSocketRemoved
-			}
-		case <-ep.watcher.Errors:
-			// Lost events (an inotify queue overflow): look instead.
+		case <-changed:
 			if ep.gone() {
 				return ErrSocketRemoved
 			}
+		case err := <-watched:
+			ended = true
+			if ctx.Err() != nil {
+				return nil
+			}
+			return fmt.Errorf("watch %s: the watch ended: %w", filepath.Dir(ep.path), err)
 		}
 	}
 }

@@ -8,8 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"syscall"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // dirWatch keeps an inotify watch on a directory that may not exist yet,
@@ -17,7 +15,7 @@ import (
 // ancestor that exists and moves down as the path appears.
 type dirWatch struct {
 	dir     string
-	w       *fsnotify.Watcher
+	w       *inotify
 	watched string // dir, or its nearest existing ancestor
 }
 
@@ -26,7 +24,7 @@ func newDirWatch(dir string) (*dirWatch, error) {
 	if err != nil {
 		return nil, err
 	}
-	w, err := fsnotify.NewWatcher()
+	w, err := newInotify()
 	if err != nil {
 		return nil, err
 	}
@@ -47,11 +45,11 @@ func (d *dirWatch) present() bool { return d.watched == d.dir }
 func (d *dirWatch) arm() error {
 	if d.watched != "" {
 		// The kernel drops the watch of a deleted directory by itself.
-		_ = d.w.Remove(d.watched)
+		_ = d.w.remove(d.watched)
 		d.watched = ""
 	}
 	for p := d.dir; ; p = filepath.Dir(p) {
-		err := d.w.Add(p)
+		err := d.w.add(p)
 		if err == nil {
 			d.watched = p
 			if p != d.dir && d.childAppeared() {
@@ -84,35 +82,33 @@ func (d *dirWatch) childAppeared() bool {
 // run reads events until the watcher is closed. It calls onEntry for each
 // event on an entry of dir, and onReset whenever dir's entries may have
 // changed unseen: dir appeared or went, or the kernel dropped events.
-func (d *dirWatch) run(onEntry func(fsnotify.Event), onReset func() error) error {
+// Reading here, not on a goroutine of the watch's own, keeps a watch to
+// the goroutine that runs it.
+func (d *dirWatch) run(onEntry func(fileEvent), onReset func() error) error {
 	for {
-		select {
-		case ev, ok := <-d.w.Events:
-			if !ok {
-				return errors.New("inotify watcher closed")
-			}
+		evs, err := d.w.read()
+		if closedRead(err) {
+			return errors.New("inotify watcher closed")
+		}
+		if err != nil {
+			return fmt.Errorf("watch %s: %w", d.dir, err)
+		}
+		for _, ev := range evs {
 			if err := d.handle(ev, onEntry, onReset); err != nil {
-				return err
-			}
-		case err, ok := <-d.w.Errors:
-			if !ok {
-				return errors.New("inotify watcher closed")
-			}
-			if !errors.Is(err, fsnotify.ErrEventOverflow) {
-				return fmt.Errorf("watch %s: %w", d.dir, err)
-			}
-			if err := onReset(); err != nil {
 				return err
 			}
 		}
 	}
 }
 
-func (d *dirWatch) handle(ev fsnotify.Event, onEntry func(fsnotify.Event), onReset func() error) error {
+func (d *dirWatch) handle(ev fileEvent, onEntry func(fileEvent), onReset func() error) error {
+	if ev.Overflow {
+		return onReset()
+	}
 	wasPresent := d.present()
-	gone := ev.Name == d.watched && ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0
+	gone := ev.Path == d.watched && ev.Op&(opRemove|opRename) != 0
 	if wasPresent && !gone {
-		if filepath.Dir(ev.Name) == d.dir {
+		if filepath.Dir(ev.Path) == d.dir {
 			onEntry(ev)
 		}
 		return nil

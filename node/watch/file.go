@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // fileSettle is how long a burst of changes to a watched file lasts and
@@ -48,8 +46,8 @@ func (w *FileWatcher) Run(ctx context.Context, out chan<- struct{}) error {
 	return pump(ctx, w.dir, out, func(put func(struct{}, struct{})) error {
 		burst := newBurst(fileSettle, func() { put(struct{}{}, struct{}{}) })
 		defer burst.stop()
-		onEntry := func(ev fsnotify.Event) {
-			if name := filepath.Base(ev.Name); name == w.name || name == configMapData {
+		onEntry := func(ev fileEvent) {
+			if name := filepath.Base(ev.Path); name == w.name || name == configMapData {
 				burst.add()
 			}
 		}

@@ -7,8 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-
-	"github.com/fsnotify/fsnotify"
 )
 
 // SocketEvent says an entry of a watched directory was created or removed
@@ -77,7 +75,7 @@ func (w *SocketWatcher) Close() error { return w.dir.Close() }
 func (w *SocketWatcher) Run(ctx context.Context, out chan<- SocketEvent) error {
 	return pump(ctx, w.dir, out, func(put func(string, SocketEvent)) error {
 		emit := func(ev SocketEvent) { put(ev.Name, ev) }
-		onEntry := func(ev fsnotify.Event) { w.entry(ev, emit) }
+		onEntry := func(ev fileEvent) { w.entry(ev, emit) }
 		onReset := func() error { return w.rescan(emit) }
 		// run returns only on an error.
 		return fmt.Errorf("watch sockets in %s: %w", w.dir.dir, w.dir.run(onEntry, onReset))
@@ -87,19 +85,19 @@ func (w *SocketWatcher) Run(ctx context.Context, out chan<- SocketEvent) error {
 // entry reports an entry's creation or removal. It reports only changes of
 // what is known to exist: a rescan may have seen an entry whose event was
 // still on its way.
-func (w *SocketWatcher) entry(ev fsnotify.Event, emit func(SocketEvent)) {
-	name := filepath.Base(ev.Name)
+func (w *SocketWatcher) entry(ev fileEvent, emit func(SocketEvent)) {
+	name := filepath.Base(ev.Path)
 	if !w.match(name) {
 		return
 	}
 	switch {
-	case ev.Has(fsnotify.Create) && !w.present[name]:
+	case ev.Op&opCreate != 0 && !w.present[name]:
 		w.present[name] = true
 		emit(SocketEvent{Name: name})
-	case ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 && w.present[name]:
+	case ev.Op&(opRemove|opRename) != 0 && w.present[name]:
 		delete(w.present, name)
 		emit(SocketEvent{Name: name, Removed: true})
-	case w.writes && ev.Has(fsnotify.Write) && w.present[name]:
+	case w.writes && ev.Op&opWrite != 0 && w.present[name]:
 		emit(SocketEvent{Name: name, Written: true})
 	}
 }
