@@ -64,11 +64,7 @@ func rssFileKB(t *testing.T) int {
 	}
 	for line := range strings.Lines(string(status)) {
 		if v, ok := strings.CutPrefix(line, "RssFile:"); ok {
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb
+			return kbOf(t, v)
 		}
 	}
 	t.Fatal("no RssFile in /proc/self/status")
@@ -87,7 +83,7 @@ func TestAdvisedPagesFaultBackSingly(t *testing.T) {
 		t.Fatal(err)
 	}
 	plain, advised := mapFile(t, path), mapFile(t, path)
-	if err := advise(uint64(uintptr(unsafe.Pointer(&advised[0]))), uint64(uintptr(unsafe.Pointer(&advised[0])))+uint64(len(advised))); err != nil {
+	if err := advise(addrOf(advised), addrOf(advised)+uint64(len(advised))); err != nil {
 		t.Fatal(err)
 	}
 	// Up to 16 cached neighbours of a page may be mapped with it. The
@@ -144,8 +140,11 @@ func touchedKB(t *testing.T, path string, m []byte, from, stride int) int {
 	if sum == 0 {
 		t.Fatal("read zeros from a file of ones")
 	}
-	return mappingRSSKB(t, uint64(uintptr(unsafe.Pointer(&m[0]))))
+	return mappingRSSKB(t, addrOf(m))
 }
+
+// addrOf is the address a mapping starts at.
+func addrOf(m []byte) uint64 { return uint64(uintptr(unsafe.Pointer(&m[0]))) }
 
 // mappingRSSKB is the resident size of the mapping that starts at start.
 func mappingRSSKB(t *testing.T, start uint64) int {
@@ -161,13 +160,19 @@ func mappingRSSKB(t *testing.T, start uint64) int {
 		case strings.HasPrefix(line, head):
 			in = true
 		case in && strings.HasPrefix(line, "Rss:"):
-			kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(strings.TrimPrefix(line, "Rss:")), " kB"))
-			if err != nil {
-				t.Fatal(err)
-			}
-			return kb
+			return kbOf(t, strings.TrimPrefix(line, "Rss:"))
 		}
 	}
 	t.Fatalf("no mapping at %#x in /proc/self/smaps", start)
 	return 0
+}
+
+// kbOf reads a /proc size field's value, "  1234 kB".
+func kbOf(t *testing.T, v string) int {
+	t.Helper()
+	kb, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return kb
 }

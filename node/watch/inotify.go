@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -133,7 +134,8 @@ func (n *inotify) parse(b []byte) []fileEvent {
 		if size > len(b) {
 			break
 		}
-		name := trimNUL(b[unix.SizeofInotifyEvent:size])
+		// The kernel pads a name with NULs.
+		name := string(bytes.TrimRight(b[unix.SizeofInotifyEvent:size], "\x00"))
 		b = b[size:]
 		if mask&unix.IN_Q_OVERFLOW != 0 {
 			evs = append(evs, fileEvent{Overflow: true})
@@ -171,14 +173,6 @@ func opOf(mask uint32) fileOp {
 		}
 	}
 	return op
-}
-
-// trimNUL is an event's name: the kernel pads it with NULs.
-func trimNUL(b []byte) string {
-	for len(b) > 0 && b[len(b)-1] == 0 {
-		b = b[:len(b)-1]
-	}
-	return string(b)
 }
 
 // Close ends the instance and every watch of it, and a read that waits.
