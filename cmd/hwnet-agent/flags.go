@@ -28,6 +28,9 @@ type command struct {
 	// releaseStartupPages gives the executable's start-up pages back to
 	// the kernel once the agent serves (startup.ReleasePages).
 	releaseStartupPages bool
+	// paceGC collects at GOGC's pace without Go's forced collection every
+	// two minutes (gcpace.Start).
+	paceGC bool
 }
 
 // parseFlags reads the command line into a command; --version is
@@ -55,6 +58,7 @@ func parseFlags(args []string, errOut io.Writer) (command, error) {
 	fs.DurationVar(&o.LedgerInterval, "ledger-interval", agent.DefaultLedgerInterval, "how often the device ledger (who holds each device: PodResources, every hwnet DRA checkpoint, the CNI records) is read again")
 	fs.DurationVar(&o.KubeletSettle, "kubelet-settle", agent.DefaultKubeletSettle, "how long after kubelet started (its PodResources socket's time) an agent that started too waits before it takes kubelet's answer as listing every pod it runs: a starting kubelet answers before its pods are loaded; until then no device is handed out (0 trusts its first answer)")
 	fs.BoolVar(&c.releaseStartupPages, "release-startup-pages", true, "once serving, give the pages of the executable that only start-up used back to the kernel (a smaller RSS)")
+	fs.BoolVar(&c.paceGC, "pace-gc", true, "collect garbage when the heap has grown by GOGC percent, through a memory limit moved after every collection and capped at GOMEMLIMIT, instead of also every two minutes (an idle agent then wakes less); no effect with GOGC=off")
 	vfAdmin := fs.String("vf-admin", "netlink", "how VF settings (vlan, spoofchk, trust, rates, link state, MTU, MAC) are set through the PF: netlink, or record:PATH to only append each call to PATH as JSON lines (nodes whose PFs cannot take VF settings, such as the e2e's virtual node)")
 	eswitch := fs.String("devlink", "netlink", "how PFs' eSwitch modes (a vfLayouts entry's eswitchMode) are read and set, and their mlx5 SFs (numSfs) added and deleted: netlink (the kernel's devlink), or record:PATH to only append each set and SF port to PATH as JSON lines and read the modes back from it (nodes whose PFs have no devlink, such as the e2e's virtual node)")
 	cni := cniFlags(fs)

@@ -35,19 +35,24 @@ func TestParseFlagsRejects(t *testing.T) {
 	}
 }
 
-// TestParseFlagsReleaseStartupPages: the binary gives its start-up pages
-// back unless told not to (the RSS in docs/performance.md assumes it).
-func TestParseFlagsReleaseStartupPages(t *testing.T) {
+// TestParseFlagsRuntimeEconomies: the binary gives its start-up pages
+// back and paces its collections unless told not to (the RSS and idle CPU
+// in docs/performance.md assume both).
+func TestParseFlagsRuntimeEconomies(t *testing.T) {
 	for _, tt := range []struct {
-		args []string
-		want bool
-	}{{nil, true}, {[]string{"--release-startup-pages=false"}, false}} {
+		args                []string
+		wantRelease, wantGC bool
+	}{
+		{nil, true, true},
+		{[]string{"--release-startup-pages=false"}, false, true},
+		{[]string{"--pace-gc=false"}, true, false},
+	} {
 		c, err := parseFlags(tt.args, io.Discard)
 		if err != nil {
 			t.Fatalf("%v: %v", tt.args, err)
 		}
-		if c.releaseStartupPages != tt.want {
-			t.Errorf("%v: releaseStartupPages %t, want %t", tt.args, c.releaseStartupPages, tt.want)
+		if c.releaseStartupPages != tt.wantRelease || c.paceGC != tt.wantGC {
+			t.Errorf("%v: releaseStartupPages %t, paceGC %t, want %t, %t", tt.args, c.releaseStartupPages, c.paceGC, tt.wantRelease, tt.wantGC)
 		}
 	}
 }

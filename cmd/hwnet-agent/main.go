@@ -18,6 +18,7 @@ import (
 	"github.com/hwnet-io/hwnet/agent"
 	"github.com/hwnet-io/hwnet/deploy/uninstall"
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/internal/gcpace"
 	"github.com/hwnet-io/hwnet/internal/startup"
 	"github.com/hwnet-io/hwnet/internal/version"
 	"github.com/hwnet-io/hwnet/node/handout"
@@ -50,6 +51,9 @@ func run(ctx context.Context, args []string, out, errOut io.Writer) int {
 		err = uninstall.Run(ctx, uninstallOptions(c.opts))
 	} else {
 		var a *agent.Agent
+		if c.paceGC {
+			defer gcpace.Start().Stop()
+		}
 		if c.releaseStartupPages {
 			c.opts.Serving = func() { startup.ReleasePages(c.opts.Logger) }
 		}
