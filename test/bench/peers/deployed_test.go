@@ -15,7 +15,8 @@ import (
 // asDeployed is the command line that starts hwnet-agent's binary with
 // the Go runtime settings (GOGC, GOMEMLIMIT) deploy/hwnet-agent.yaml gives
 // it, so that its memory is measured as the DaemonSet runs it; -agent-env
-// adds to them, to try others.
+// adds to them, to try others, and -agent-args gives the binary flags of
+// its own before the benchmark's (e.g. --pace-gc=false).
 func asDeployed(tb testing.TB, binary string) []string {
 	data, err := os.ReadFile("../../../deploy/hwnet-agent.yaml")
 	if err != nil {
@@ -45,7 +46,11 @@ func asDeployed(tb testing.TB, binary string) []string {
 	if *agentEnv != "" {
 		args = append(args, strings.Split(*agentEnv, ",")...)
 	}
-	return append(args, binary)
+	args = append(args, binary)
+	if *agentArgs != "" {
+		args = append(args, strings.Split(*agentArgs, ",")...)
+	}
+	return args
 }
 
 // installAPIs makes the API server serve what `kubectl apply -k deploy`
