@@ -198,24 +198,56 @@ func (s *Store) List() ([]string, error) {
 // on its own), and no file is made, or left behind, per container. Two IDs
 // whose hashes collide only wait for each other.
 func (s *Store) Lock(ctx context.Context, containerID string) (func(), error) {
+	return s.lockContainer(ctx, containerID, true)
+}
+
+// LockIfExists is Lock without making the store's directory: where it does
+// not exist, no record can be there to guard, and the error wraps
+// os.ErrNotExist. A DEL without the agent takes it, so that one running
+// after an uninstall does not bring the directory back.
+func (s *Store) LockIfExists(ctx context.Context, containerID string) (func(), error) {
+	return s.lockContainer(ctx, containerID, false)
+}
+
+func (s *Store) lockContainer(ctx context.Context, containerID string, create bool) (func(), error) {
 	if err := ValidateContainerID(containerID); err != nil {
 		return nil, err
 	}
-	fd, err := s.openLockFile()
+	unlock, err := s.lockRange(ctx, create, lockOffset(containerID), 1)
 	if err != nil {
-		return nil, fmt.Errorf("container lock: %w", err)
+		return nil, fmt.Errorf("container %s %w", containerID, err)
 	}
-	if err := lockWait(ctx, fd, lockOffset(containerID)); err != nil {
+	return unlock, nil
+}
+
+// LockAll takes every container's lock at once, waiting until those held
+// are released; it does not make the store's directory (os.ErrNotExist).
+// Whoever holds it may remove the whole store: the DELs that held a
+// container's lock have finished, and those waiting find no record.
+func (s *Store) LockAll(ctx context.Context) (func(), error) {
+	unlock, err := s.lockRange(ctx, false, 0, 0) // a length of 0 reaches every offset
+	if err != nil {
+		return nil, fmt.Errorf("the attachment store %w", err)
+	}
+	return unlock, nil
+}
+
+func (s *Store) lockRange(ctx context.Context, create bool, start, length int64) (func(), error) {
+	fd, err := s.openLockFile(create)
+	if err != nil {
+		return nil, fmt.Errorf("lock file: %w", err)
+	}
+	if err := lockWait(ctx, fd, start, length); err != nil {
 		unix.Close(fd)
-		return nil, fmt.Errorf("container %s is busy: %w", containerID, err)
+		return nil, fmt.Errorf("is busy: %w", err)
 	}
 	return func() { unix.Close(fd) }, nil
 }
 
-func (s *Store) openLockFile() (int, error) {
+func (s *Store) openLockFile(create bool) (int, error) {
 	path := filepath.Join(s.dir, "containers.lock")
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o600)
-	if errors.Is(err, unix.ENOENT) {
+	if errors.Is(err, unix.ENOENT) && create {
 		if err := os.MkdirAll(s.dir, 0o700); err != nil {
 			return -1, err
 		}
@@ -236,8 +268,8 @@ func lockOffset(containerID string) int64 {
 
 // lockWait polls a non-blocking lock: a blocking one could not be
 // abandoned when ctx ends.
-func lockWait(ctx context.Context, fd int, offset int64) error {
-	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: offset, Len: 1}
+func lockWait(ctx context.Context, fd int, start, length int64) error {
+	lk := unix.Flock_t{Type: unix.F_WRLCK, Whence: io.SeekStart, Start: start, Len: length}
 	delay := time.Millisecond
 	for {
 		err := unix.FcntlFlock(uintptr(fd), unix.F_OFD_SETLK, &lk)

@@ -121,6 +121,55 @@ func TestLockWaitEndsWithContext(t *testing.T) {
 	}
 }
 
+// LockAll waits for every container's lock and holds them all; neither it
+// nor LockIfExists makes the store's directory, as Lock does.
+func TestLockAll(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "cni")
+	s := NewStore(dir)
+	if _, err := s.LockAll(context.Background()); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LockAll without the directory = %v, want ErrNotExist", err)
+	}
+	if _, err := s.LockIfExists(context.Background(), "c1"); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("LockIfExists without the directory = %v, want ErrNotExist", err)
+	}
+	if _, err := os.Lstat(dir); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("the store's directory was made: %v", err)
+	}
+	unlock, err := s.Lock(context.Background(), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lockTimesOut(func(ctx context.Context) (func(), error) { return s.LockAll(ctx) }); err != nil {
+		t.Errorf("LockAll while a container's lock is held: %v", err)
+	}
+	unlock()
+	all, err := s.LockAll(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer all()
+	for _, id := range []string{"c1", "c2", strings.Repeat("f", 64)} {
+		if err := lockTimesOut(func(ctx context.Context) (func(), error) { return s.LockIfExists(ctx, id) }); err != nil {
+			t.Errorf("container %s while every lock is held: %v", id, err)
+		}
+	}
+}
+
+// lockTimesOut reports an error unless lock waits until its context ends.
+func lockTimesOut(lock func(context.Context) (func(), error)) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	defer cancel()
+	unlock, err := lock(ctx)
+	if err == nil {
+		unlock()
+		return errors.New("taken, want a wait until the context's deadline")
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w, want the context's deadline", err)
+	}
+	return nil
+}
+
 // The ADD's results, appended after the ADDs, come back with the record
 // for DEL and CHECK; a results line a crash cut short, or one that does
 // not fit the record, is dropped and the record still loads.

@@ -25,14 +25,18 @@ import (
 // Configuration List Error Handling"), once the default network the
 // runtime may have attached the container to itself is deleted. A failed
 // delegate does not stop the others; the record stays so a later DEL
-// retries (NPWG 7.2).
+// retries (NPWG 7.2). No record directory, as an uninstall leaves, is no
+// record, and is not made again.
 func deleteFromRecord(ctx context.Context, cfg *pluginconf.Conf, req *wire.Request, logger *slog.Logger) error {
 	store := attachments.NewStore(cfg.CacheDir)
-	unlock, err := store.Lock(ctx, req.ContainerID)
-	if err != nil {
+	unlock, err := store.LockIfExists(ctx, req.ContainerID)
+	switch {
+	case errors.Is(err, os.ErrNotExist): // no store, no record
+	case err != nil:
 		return err
+	default:
+		defer unlock()
 	}
-	defer unlock()
 	rec, err := store.Load(req.ContainerID)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return err

@@ -194,6 +194,11 @@ func TestSpecDelIdempotent_NoRecord(t *testing.T) {
 			t.Errorf("stderr does not say there was nothing to delete: %s", out.stderr)
 		}
 	}
+	// As after an uninstall, which removed the directory and must find
+	// it still gone however late a DEL comes.
+	if _, err := os.Lstat(n.cacheDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("DEL without a record made the record directory %s: %v", n.cacheDir, err)
+	}
 }
 
 // TestSpec7_3_DelWithoutAgentWaitsForLock: the shim's DEL and an agent

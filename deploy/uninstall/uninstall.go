@@ -77,6 +77,11 @@ func Remove(ctx context.Context, opts Options) ([]string, error) {
 		if daemon.Answers(ctx, o.SocketPath) == nil {
 			return nil, fmt.Errorf("hwnet-agent still answers on %s: delete its DaemonSet before uninstalling", o.SocketPath)
 		}
+		unlock, err := quiesceRecords(ctx, o.CacheDir)
+		if err != nil {
+			return nil, err
+		}
+		defer unlock()
 	}
 	paths, err := existing(ctx, opts)
 	var removed []string
@@ -89,6 +94,18 @@ func Remove(ctx context.Context, opts Options) ([]string, error) {
 		}
 	}
 	return removed, err
+}
+
+// quiesceRecords waits for the DELs a shim runs without the agent to
+// finish, and holds them off until the returned function is called: one
+// that removed a record while the records were removed would write its
+// VF resets into the directory again.
+func quiesceRecords(ctx context.Context, cacheDir string) (func(), error) {
+	unlock, err := attachments.NewStore(cacheDir).LockAll(ctx)
+	if errors.Is(err, fs.ErrNotExist) {
+		return func() {}, nil
+	}
+	return unlock, err
 }
 
 // existing lists hwnet's files that exist; what it cannot read is

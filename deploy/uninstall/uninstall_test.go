@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -124,6 +125,35 @@ func TestRemove(t *testing.T) {
 	o.ConfigFile = filepath.Join(t.TempDir(), "ConfigMap-deleted.yaml")
 	if _, err := Remove(context.Background(), o); err != nil {
 		t.Errorf("Uninstall without the pool configuration: %v", err)
+	}
+}
+
+// TestRemoveWaitsForDelWithoutAgent: a shim running DEL without the
+// agent holds its container's lock and may still write a VF's pending
+// reset into the records' directory; Remove waits for it, removing
+// nothing meanwhile, so the directory does not come back after it.
+func TestRemoveWaitsForDelWithoutAgent(t *testing.T) {
+	o, want, _ := uninstallNode(t)
+	unlock, err := attachments.NewStore(o.CNI.CacheDir).Lock(context.Background(), "c1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	if removed, err := Remove(ctx, o); !errors.Is(err, context.DeadlineExceeded) || len(removed) > 0 {
+		t.Errorf("Remove while a DEL held its container = removed %q, %v; want nothing removed until the context's deadline", removed, err)
+	}
+	for _, p := range want {
+		if _, err := os.Lstat(p); err != nil {
+			t.Errorf("%s removed while a DEL was under way: %v", p, err)
+		}
+	}
+	unlock()
+	if _, err := Remove(context.Background(), o); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Lstat(o.CNI.CacheDir); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the records' directory after Remove: %v", err)
 	}
 }
 

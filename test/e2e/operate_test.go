@@ -225,11 +225,12 @@ func TestUninstallLeavesDefaultNetwork(t *testing.T) {
 	}
 	// Everything hwnet writes: its configuration, shim, sockets, records,
 	// the CRI network API's networks, the pools' sockets and every
-	// device-info file. Kubelet's own files in device-plugins are not:
+	// device-info file; a directory left is listed with what it holds,
+	// which tells what brought it back. Kubelet's own files in device-plugins are not:
 	// its socket, its checkpoint and the checkpoint's temporary file
 	// (".<digits>", renamed over it, or left by a kubelet killed as it
 	// wrote).
-	script := `ls -d "$@" 2>/dev/null; find /var/run/k8s.cni.cncf.io/devinfo /var/lib/kubelet/device-plugins ! -type d ! -name kubelet.sock ! -name kubelet_internal_checkpoint ! -name '.[0-9]*' 2>/dev/null; true`
+	script := `find "$@" -maxdepth 2 2>/dev/null; find /var/run/k8s.cni.cncf.io/devinfo /var/lib/kubelet/device-plugins ! -type d ! -name kubelet.sock ! -name kubelet_internal_checkpoint ! -name '.[0-9]*' 2>/dev/null; true`
 	out, err := Exec(ctx, e.c, nil, "sh", "-c", script, "sh", ConfFile, cniBinDir+"/hwnet", "/run/hwnet/cni.sock", hwnetCacheDir,
 		"/run/hwnet/cri-network.sock", "/var/lib/hwnet/networks")
 	if err != nil {
