@@ -17,17 +17,21 @@ import (
 	"github.com/hwnet-io/hwnet/node/discovery"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/vnodetest"
+
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
 // mainEnv makes the test binary act as hwnetctl, so root tests can run the
 // real command inside a virtual node's namespaces.
 const mainEnv = "HWNETCTL_TEST_MAIN"
 
+// TestMain is hwnetctl under mainEnv; else it runs the tests, an API
+// server reused between them (kubeapi.MainCode).
 func TestMain(m *testing.M) {
 	if os.Getenv(mainEnv) == "1" {
 		os.Exit(ctl.Main(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
-	os.Exit(m.Run())
+	os.Exit(kubeapi.MainCode(m))
 }
 
 func run(t *testing.T, args ...string) (code int, stdout, stderr string) {

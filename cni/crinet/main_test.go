@@ -13,16 +13,19 @@ import (
 
 	crinetapi "github.com/hwnet-io/hwnet/api/crinet/v1alpha1"
 	"github.com/hwnet-io/hwnet/test/asuser"
+
+	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
 // TestMain turns the test binary, re-run by asuser as another user, into
 // a runtime setting the network cnf/intruder through the socket named by
-// its first argument.
+// its first argument; else it runs the tests, an API server reused
+// between them (kubeapi.MainCode).
 func TestMain(m *testing.M) {
 	if asuser.Mode() == "set" {
 		os.Exit(setClient(os.Args[1]))
 	}
-	os.Exit(m.Run())
+	os.Exit(kubeapi.MainCode(m))
 }
 
 func setClient(socket string) int {

@@ -43,11 +43,17 @@ type Server struct {
 	dir       string
 	binDir    string
 	port      int
+	etcdURL   string
 	apiserver *process
 	etcd      *process
 	args      []string
+	extraArgs []string
 	config    *rest.Config
 	client    kubernetes.Interface
+	// baseline is the keys etcd held when kube-apiserver was first ready.
+	baseline map[string]bool
+	// stopped: Stop was called; the server is not reused.
+	stopped bool
 }
 
 // Binaries returns the directory with kube-apiserver and etcd, or skips the
@@ -86,18 +92,14 @@ func binDir() string {
 // stops both when the test ends. On failure the tails of their logs are
 // printed. extraArgs are added to kube-apiserver's command line (a
 // --feature-gates of an older release's defaults, say).
+//
+// In a package whose TestMain is Main, the test may get a server an
+// earlier test of the package used, with the same extraArgs: emptied of
+// every object that test made but its CustomResourceDefinitions (pool.go).
 func Start(t testing.TB, extraArgs ...string) *Server {
 	t.Helper()
-	s, err := launch(Binaries(t), t.TempDir(), extraArgs...)
-	// freePorts' ports are free when it looks, not certainly when etcd or
-	// kube-apiserver binds them: another test may take one in between.
-	for try := 1; try < launchTries && errors.Is(err, errPortTaken); try++ {
-		if s != nil {
-			_ = s.shutdown()
-		}
-		s, err = launch(Binaries(t), t.TempDir(), extraArgs...)
-	}
-	if s != nil {
+	if !idle.on() {
+		s := launchRetrying(t, t.TempDir, extraArgs)
 		t.Cleanup(func() {
 			if t.Failed() {
 				s.logTails(t)
@@ -106,8 +108,51 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 				t.Error(err)
 			}
 		})
+		return s
+	}
+	s := idle.take(extraArgs)
+	if s == nil {
+		s = launchRetrying(t, func() string { return newPoolDir(t) }, extraArgs)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			s.logTails(t)
+		}
+		if err := s.release(t); err != nil {
+			t.Error(err)
+		}
+	})
+	return s
+}
+
+// newPoolDir is a directory for a server that may outlive the test.
+func newPoolDir(t testing.TB) string {
+	dir, err := os.MkdirTemp("", "kubeapi-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// launchRetrying launches the servers in a directory dir makes, again in
+// a new one while a port they were given was taken; it fails the test
+// when they do not start.
+func launchRetrying(t testing.TB, dir func() string, extraArgs []string) *Server {
+	t.Helper()
+	s, err := launch(Binaries(t), dir(), extraArgs...)
+	// freePorts' ports are free when it looks, not certainly when etcd or
+	// kube-apiserver binds them: another test may take one in between.
+	for try := 1; try < launchTries && errors.Is(err, errPortTaken); try++ {
+		if s != nil {
+			_ = s.discard()
+		}
+		s, err = launch(Binaries(t), dir(), extraArgs...)
 	}
 	if err != nil {
+		if s != nil {
+			s.logTails(t)
+			_ = s.discard()
+		}
 		t.Fatal(err)
 	}
 	return s
@@ -124,23 +169,40 @@ func launch(binDir, dir string, extraArgs ...string) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s := &Server{dir: dir, binDir: binDir, port: ports[0]}
+	s := &Server{dir: dir, binDir: binDir, port: ports[0], extraArgs: extraArgs}
 	s.config = adminConfig(creds, s.port)
 	if s.client, err = kubernetes.NewForConfig(s.config); err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
 	defer cancel()
-	etcdURL := "http://127.0.0.1:" + strconv.Itoa(ports[1])
+	s.etcdURL = "http://127.0.0.1:" + strconv.Itoa(ports[1])
 	if s.etcd, err = startProcess("etcd", filepath.Join(binDir, "etcd"), filepath.Join(dir, "etcd.log"),
-		etcdArgs(dir, etcdURL, "http://127.0.0.1:"+strconv.Itoa(ports[2]))); err != nil {
+		etcdArgs(dir, s.etcdURL, "http://127.0.0.1:"+strconv.Itoa(ports[2]))); err != nil {
 		return nil, err
 	}
-	if err := waitEtcd(ctx, s.etcd, etcdURL); err != nil {
+	if err := waitEtcd(ctx, s.etcd, s.etcdURL); err != nil {
 		return s, portTaken(err, s.etcd.logPath)
 	}
-	s.args = append(apiserverArgs(dir, creds, etcdURL, s.port), extraArgs...)
-	return s, s.startAPIServer(ctx)
+	s.args = append(apiserverArgs(dir, creds, s.etcdURL, s.port), extraArgs...)
+	if err := s.startAPIServer(ctx); err != nil {
+		return s, err
+	}
+	return s, s.takeBaseline(ctx)
+}
+
+// takeBaseline notes the keys kube-apiserver made for itself by the time
+// it is ready: what a reset keeps.
+func (s *Server) takeBaseline(ctx context.Context) error {
+	keys, err := s.etcdKeys(ctx)
+	if err != nil {
+		return err
+	}
+	s.baseline = make(map[string]bool, len(keys))
+	for _, k := range keys {
+		s.baseline[k] = true
+	}
+	return nil
 }
 
 func etcdArgs(dir, clientURL, peerURL string) []string {
@@ -229,6 +291,7 @@ func (s *Server) Stop(t testing.TB) {
 	if s.apiserver == nil {
 		t.Fatal("kubeapi: Stop: kube-apiserver is not running")
 	}
+	s.stopped = true
 	if err := s.apiserver.stop(); err != nil {
 		t.Fatal(err)
 	}
