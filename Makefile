@@ -54,9 +54,10 @@ lint:
 # The whole suite: unit, root (virtual node with real netns and veth) and
 # fuzz seed corpora, with -race. Helm is for the chart's tests. The e2e
 # package alone takes 10-20 min on 2 cores, past go test's default 10 min
-# timeout. test/suite.sh starts the longest packages first and the e2e
-# multi-node tests in a process of their own; TESTPAR test processes run
-# at once beside it, as the e2e tests mostly wait on their clusters.
+# timeout. test/suite.sh starts the longest packages first, and the e2e
+# multi-node tests and the five longest one-node ones in processes of
+# their own, each on its own cluster; TESTPAR test processes run at once
+# beside them, as the e2e tests mostly wait on their clusters.
 TESTPAR   ?= 3
 test: deps lint kube-bins containerd-cdi helm
 	HWNET_REQUIRE_ROOT=$(HWNET_REQUIRE_ROOT) bash test/suite.sh $(GO) $(TESTPAR) $(PKGS)
