@@ -39,6 +39,9 @@ func TestSwitchdevRepresentor(t *testing.T) {
 		defer cancel()
 		e.restoreVFs(ctx, t, original, secondE810)
 	})
+	// Once timed out on a loaded 2-core machine waiting for the layout's
+	// event (2026-12-02): the agent's side of a failure.
+	e.agentLogOnFailure(t)
 	switchdev := func(config []byte) []byte {
 		return withESwitch(withVFLayout(config, secondE810, len(secondE810.vfs), secondE810.drivers), "switchdev")
 	}
