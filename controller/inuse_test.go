@@ -60,13 +60,19 @@ func TestKEP3698_InUseState(t *testing.T) {
 	if f := finalizers(t, c, false, "fast"); !slices.Contains(f, mnv1.InUseFinalizer) {
 		t.Fatalf("attachment in use: finalizers %v after delete, want it Terminating", f)
 	}
-	// A pod that ended no longer uses what it referenced.
-	pod, err := c.kube.CoreV1().Pods("default").Get(context.Background(), pod.Name, metav1.GetOptions{})
+	// A pod that ended no longer uses what it referenced. The controller
+	// may write the pod's status meanwhile, as kubelet would: a conflict
+	// is read again.
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		got, err := c.kube.CoreV1().Pods("default").Get(context.Background(), pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		got.Status.Phase = corev1.PodSucceeded
+		_, err = c.kube.CoreV1().Pods("default").UpdateStatus(context.Background(), got, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
-		t.Fatal(err)
-	}
-	pod.Status.Phase = corev1.PodSucceeded
-	if _, err := c.kube.CoreV1().Pods("default").UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	c.waitGone(t, false, "fast")
