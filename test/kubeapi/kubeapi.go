@@ -112,7 +112,7 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 	}
 	s := idle.take(extraArgs)
 	if s == nil {
-		s = launchRetrying(t, func() string { return newPoolDir(t) }, extraArgs)
+		s = launchPooled(t, extraArgs)
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
@@ -125,13 +125,23 @@ func Start(t testing.TB, extraArgs ...string) *Server {
 	return s
 }
 
-// newPoolDir is a directory for a server that may outlive the test.
-func newPoolDir(t testing.TB) string {
-	dir, err := os.MkdirTemp("", "kubeapi-")
-	if err != nil {
-		t.Fatal(err)
+// launchPooled launches servers that may outlive the test, in a directory
+// of their own, and notes what a reset keeps.
+func launchPooled(t testing.TB, extraArgs []string) *Server {
+	t.Helper()
+	s := launchRetrying(t, func() string {
+		dir, err := os.MkdirTemp("", "kubeapi-")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}, extraArgs)
+	ctx, cancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer cancel()
+	if err := s.takeBaseline(ctx); err != nil {
+		t.Fatal(errors.Join(err, s.discard()))
 	}
-	return dir
+	return s
 }
 
 // launchRetrying launches the servers in a directory dir makes, again in
@@ -185,10 +195,7 @@ func launch(binDir, dir string, extraArgs ...string) (*Server, error) {
 		return s, portTaken(err, s.etcd.logPath)
 	}
 	s.args = append(apiserverArgs(dir, creds, s.etcdURL, s.port), extraArgs...)
-	if err := s.startAPIServer(ctx); err != nil {
-		return s, err
-	}
-	return s, s.takeBaseline(ctx)
+	return s, s.startAPIServer(ctx)
 }
 
 // takeBaseline notes the keys kube-apiserver made for itself by the time

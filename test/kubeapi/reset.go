@@ -32,15 +32,10 @@ const (
 // keepsState reports whether kube-apiserver acts on objects under key
 // through informers of its own.
 func keepsState(key string) bool {
-	for _, p := range []string{"clusterroles/", "clusterrolebindings/", "roles/", "rolebindings/",
+	return underAny(key, "clusterroles/", "clusterrolebindings/", "roles/", "rolebindings/",
 		"validatingadmissionpolicies/", "validatingadmissionpolicybindings/", "mutatingadmissionpolicies/",
 		"mutatingadmissionpolicybindings/", "validatingwebhookconfigurations/", "mutatingwebhookconfigurations/",
-		"serviceaccounts/", "secrets/"} {
-		if strings.HasPrefix(key, registry+p) {
-			return true
-		}
-	}
-	return false
+		"serviceaccounts/", "secrets/")
 }
 
 // kept reports whether a key no test removes: what kube-apiserver makes
@@ -49,18 +44,19 @@ func keepsState(key string) bool {
 // CustomResourceDefinitions, which the next test of a package applies
 // again as they are (ApplyCRD leaves one that exists alone).
 func kept(key string) bool {
-	for _, p := range []string{"namespaces/default", "namespaces/kube-system", "namespaces/kube-public",
+	return underAny(key, "namespaces/default", "namespaces/kube-system", "namespaces/kube-public",
 		"namespaces/kube-node-lease", "services/specs/default/kubernetes", "services/endpoints/default/kubernetes",
 		"endpointslices/default/kubernetes", "ranges/", "leases/kube-system/apiserver-", "priorityclasses/",
 		"configmaps/kube-system/extension-apiserver-authentication",
 		"configmaps/kube-system/kube-apiserver-legacy-service-account-token-tracking",
 		"apiregistration.k8s.io/", "flowschemas/", "prioritylevelconfigurations/",
-		"apiextensions.k8s.io/customresourcedefinitions/"} {
-		if strings.HasPrefix(key, registry+p) {
-			return true
-		}
-	}
-	return false
+		"apiextensions.k8s.io/customresourcedefinitions/")
+}
+
+// underAny reports whether key is in the registry under one of prefixes.
+func underAny(key string, prefixes ...string) bool {
+	rest, ok := strings.CutPrefix(key, registry)
+	return ok && slices.ContainsFunc(prefixes, func(p string) bool { return strings.HasPrefix(rest, p) })
 }
 
 // reset deletes from etcd every object made since the server was ready,
