@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
@@ -28,6 +29,8 @@ const (
 	badNetTemplate      = "bad-network-claim-template.yaml"
 	// claimNetDevices are sriov_netdevice's 6 VFs and ib's 4.
 	claimNetDevices = 10
+	// churnRounds is how many pods each lane of the churn runs in turn.
+	churnRounds = 5
 )
 
 // claimNetPoolsConfig is deploy/pools.yaml with the sriov_netdevice and
@@ -54,7 +57,11 @@ func claimNetPoolsConfig(t *testing.T, repo string) []byte {
 // created and deleted leak nothing.
 func TestKEP4817_NetworkClaims(t *testing.T) {
 	e := setup(t)
-	ctx := testContext(t)
+	// Beside testTimeout's three claims, each round of the churn may take
+	// a pod's start and its deletion: in CI, on 2 cores shared with two
+	// more clusters and the unit tests, a round took 50 s.
+	ctx, cancel := context.WithTimeout(t.Context(), testTimeout+churnRounds*2*podTimeout)
+	defer cancel()
 	if err := InstallCNIPlugin(ctx, e.c, filepath.Join(cniplugins.Dir(t), cniplugins.Recorder)); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +152,7 @@ func (e *env) claimChurn(ctx context.Context, t *testing.T) {
 	// Lanes of pods, each with a claim of its own, as
 	// TestPodChurnLeaksNothing churns: prepares and unprepares overlap, as
 	// on a node. The pool has a VF for every lane.
-	const lanes, rounds = 4, 5
+	const lanes, rounds = 4, churnRounds
 	pods := make([]*corev1.Pod, lanes*rounds)
 	for i := range pods {
 		pods[i] = e.draPod(t, claimPodFile, fmt.Sprintf("claim-churn-%d", i), "sriov-net-one-vf")
@@ -153,10 +160,12 @@ func (e *env) claimChurn(ctx context.Context, t *testing.T) {
 	}
 	parallel(t, lanes, func(lane int) error {
 		for i := lane * rounds; i < (lane+1)*rounds; i++ {
+			start := time.Now()
 			pod, err := e.runPod(ctx, pods[i], 1)
 			if err != nil {
 				return err
 			}
+			running := time.Since(start)
 			statuses, err := parseNetworkStatus(pod)
 			if err != nil {
 				return err
@@ -167,6 +176,7 @@ func (e *env) claimChurn(ctx context.Context, t *testing.T) {
 			if err := e.deletePods(ctx, pod.Name); err != nil {
 				return err
 			}
+			t.Logf("pod %s: Running in %v, gone %v later", pod.Name, running.Round(time.Millisecond), (time.Since(start) - running).Round(time.Millisecond))
 		}
 		return nil
 	})

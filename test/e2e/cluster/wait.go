@@ -28,17 +28,22 @@ const (
 const logTailLines = 8
 
 // Poll calls check until it succeeds or timeout passes; the error names
-// what it waited for and check's last error.
+// what it waited for, which deadline ended the wait (timeout's or the
+// caller's, sooner) and check's last error.
 func Poll(ctx context.Context, timeout time.Duration, what string, check func(context.Context) error) error {
-	ctx, cancel := context.WithTimeout(ctx, timeout)
+	start := time.Now()
+	pollCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	for {
-		err := check(ctx)
+		err := check(pollCtx)
 		if err == nil {
 			return nil
 		}
 		select {
-		case <-ctx.Done():
+		case <-pollCtx.Done():
+			if ctx.Err() != nil {
+				return fmt.Errorf("waiting for %s: the caller's context ended after %v of %v: %w", what, time.Since(start).Round(time.Second), timeout, err)
+			}
 			return fmt.Errorf("waiting for %s: gave up after %v: %w", what, timeout, err)
 		case <-time.After(pollInterval):
 		}
