@@ -38,8 +38,11 @@ func NewStore(dir string) *Store {
 // Dir is the store's root.
 func (s *Store) Dir() string { return s.dir }
 
+// RecordsDir is the directory whose entries are the records.
+func (s *Store) RecordsDir() string { return filepath.Join(s.dir, "containers") }
+
 func (s *Store) recordPath(containerID string) string {
-	return filepath.Join(s.dir, "containers", containerID+".json")
+	return filepath.Join(s.RecordsDir(), containerID+".json")
 }
 
 // ValidateContainerID refuses IDs that could escape the store's directory.
@@ -153,7 +156,7 @@ func (s *Store) Modified(containerID string) (time.Time, error) {
 // compares Changed with what it last read, to skip reading the records
 // again, reads them again until the time settles.
 func (s *Store) Changed() (time.Time, error) {
-	fi, err := os.Stat(filepath.Join(s.dir, "containers"))
+	fi, err := os.Stat(s.RecordsDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return time.Time{}, nil
 	}
@@ -173,7 +176,7 @@ const changeGrain = time.Second
 
 // List returns the IDs of every container with a record.
 func (s *Store) List() ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(s.dir, "containers"))
+	entries, err := os.ReadDir(s.RecordsDir())
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
 	}

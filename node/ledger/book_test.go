@@ -639,6 +639,8 @@ type fakeRecords struct {
 
 func (f *fakeRecords) Changed() (time.Time, error) { return f.changed, nil }
 
+func (f *fakeRecords) RecordsDir() string { return "" }
+
 func (f *fakeRecords) List() ([]string, error) {
 	if f.unreadable == "" {
 		return nil, nil

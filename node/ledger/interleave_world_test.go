@@ -268,6 +268,8 @@ func (f *fileRecords) touch() { f.changed = f.changed.Add(time.Nanosecond) }
 
 func (f *fileRecords) Changed() (time.Time, error) { return f.changed, nil }
 
+func (f *fileRecords) RecordsDir() string { return f.dir }
+
 func (f *fileRecords) List() ([]string, error) {
 	entries, err := os.ReadDir(f.dir)
 	if err != nil {

@@ -27,6 +27,9 @@ type Records interface {
 	List() ([]string, error)
 	Load(containerID string) (*attachmentapi.Record, error)
 	Modified(containerID string) (time.Time, error)
+	// RecordsDir is the directory whose entries are the records, watched
+	// for another process's change; "" for none.
+	RecordsDir() string
 }
 
 // DefaultPodResourcesSocket is kubelet's PodResources API, where the

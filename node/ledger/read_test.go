@@ -210,6 +210,66 @@ func TestWatchNudged(t *testing.T) {
 	}
 }
 
+// TestWatchSeesSourcesChange: a source another process changes sends the
+// agent nothing, and an idle watch polls only when kubelet's answer goes
+// stale (minutes), so it follows the sources' directories: a device-info
+// file written, and a checkpoint in a driver's directory made after the
+// watch began, are each read without a nudge.
+func TestWatchSeesSourcesChange(t *testing.T) {
+	const vf, claimed = "0000:3b:02.0", "0000:3b:02.1"
+	for _, tc := range []struct {
+		name   string
+		change func(t *testing.T, kubelet *testkubelet.PodResources, src ledger.Sources)
+		device string
+	}{
+		{"device-info file", func(t *testing.T, kubelet *testkubelet.PodResources, src ledger.Sources) {
+			kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
+			if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
+				t.Fatal(err)
+			}
+		}, vf},
+		{"a new driver's checkpoint", func(t *testing.T, _ *testkubelet.PodResources, src ledger.Sources) {
+			cp := checkpoint.New()
+			cp.Claims["uid-c"] = &checkpoint.Claim{Namespace: "ns", Name: "claim", Pods: []string{"uid-p"}, Prepared: time.Now(),
+				Devices: []checkpoint.Device{{Device: "pci-0000-3b-02-1", Resource: "intel.com/vf", PCIAddress: claimed}}}
+			writeCheckpoint(t, filepath.Join(src.PluginsDir, "new.hwnet.io"), cp)
+		}, claimed},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			kubelet, src := newSources(t)
+			src.PluginsDir = t.TempDir()
+			r := ledger.NewReader(src)
+			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+			defer cancel()
+			seen := make(chan *ledger.Ledger, 16)
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				r.Watch(ctx, ledger.WatchOptions{Interval: time.Hour, Urgent: func() bool { return false }},
+					func(ctx context.Context, l *ledger.Ledger) {
+						select {
+						case seen <- l:
+						case <-ctx.Done():
+						}
+					})
+			}()
+			defer func() { cancel(); <-done }()
+			<-seen
+			tc.change(t, kubelet, src)
+			for {
+				select {
+				case l := <-seen:
+					if len(l.Holders(tc.device)) == 1 {
+						return
+					}
+				case <-ctx.Done():
+					t.Fatalf("the idle watch never read the hold of %s", tc.device)
+				}
+			}
+		})
+	}
+}
+
 // TestWatchNudgeBurst: every hand-out nudges the watch; a burst of them
 // (kubelet admitting a hundred pods) is read once per gap, not once per
 // hand-out, and what the last one changed is still read.

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -12,16 +13,18 @@ import (
 // have begun or ended: kubelet says nothing when one does, but Allocate
 // writes a device-info file, a teardown changes the records, and the
 // node's pods cache sees a pod end (Book.PodEnded); the directories'
-// times cost a stat. So an idle node costs a few stats per idlePoll and a
-// PodResources List per podsStale (podsStaleFollowed where the pods cache
-// tells of ends), whose holds, when they are the last answer's, are not
-// built again (Reader.sameAnswer).
+// times cost a stat. So an idle node costs a PodResources List per
+// podsStale (podsStaleFollowed where the pods cache tells of ends), whose
+// holds, when they are the last answer's, are not built again
+// (Reader.sameAnswer), and, while a source directory cannot be watched
+// (sourceWatch), a few stats per idlePoll.
 const (
 	// podsSettle is how long after a source changed kubelet is asked at
 	// every poll: a pod's allocation ends after its teardown.
 	podsSettle = 10 * time.Second
-	// idlePoll is the time between polls of an idle node: a checkpoint
-	// or record another process changed is seen within it.
+	// idlePoll is the time between polls of an idle node whose source
+	// directories are not all watched (sourceWatch): a checkpoint or
+	// record another process changed is seen within it.
 	idlePoll = 30 * time.Second
 	// podsStale is how old kubelet's answer may grow where nothing tells
 	// of a pod's end but kubelet itself; podsStaleFollowed where the
@@ -168,12 +171,18 @@ type WatchOptions struct {
 // Watch returns.
 func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.Context, *Ledger)) {
 	defer r.Close()
+	sources := newSourceWatch(r.src)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	watchCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	wg.Go(func() { sources.run(watchCtx) })
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	// due is when the timer fires; last when the last poll ended.
 	var due, last time.Time
 	for polled := false; ; polled = true {
-		if !waitPoll(ctx, o.Nudge, timer, &due, last) {
+		if !waitPoll(ctx, o.Nudge, sources.changed, timer, &due, last) {
 			return
 		}
 		if o.Latest != nil {
@@ -187,7 +196,7 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.C
 		last = time.Now()
 		// Asked after the poll: the poll may have found a source gone,
 		// which only polling often finds back.
-		next := idlePoll
+		next := r.idleFor(sources.watched.Load())
 		if o.Urgent() {
 			next = o.Interval
 		}
@@ -196,10 +205,10 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.C
 	}
 }
 
-// waitPoll waits until a poll is due: the timer fired, or a nudge came
-// nudgeGap or more after the last poll; a nudge sooner brings the timer
-// forward to then. It is false once ctx ends.
-func waitPoll(ctx context.Context, nudge <-chan struct{}, timer *time.Timer, due *time.Time, last time.Time) bool {
+// waitPoll waits until a poll is due: the timer fired, or a nudge or a
+// source's change came nudgeGap or more after the last poll; one sooner
+// brings the timer forward to then. It is false once ctx ends.
+func waitPoll(ctx context.Context, nudge, changed <-chan struct{}, timer *time.Timer, due *time.Time, last time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
@@ -207,14 +216,33 @@ func waitPoll(ctx context.Context, nudge <-chan struct{}, timer *time.Timer, due
 		case <-timer.C:
 			return true
 		case <-nudge:
-			at := last.Add(nudgeGap)
-			if !time.Now().Before(at) {
-				return true
-			}
-			if at.Before(*due) {
-				timer.Reset(time.Until(at))
-				*due = at
-			}
+		case <-changed:
+		}
+		at := last.Add(nudgeGap)
+		if !time.Now().Before(at) {
+			return true
+		}
+		if at.Before(*due) {
+			timer.Reset(time.Until(at))
+			*due = at
 		}
 	}
+}
+
+// idleFor is how long a watch that awaits no hold's end waits for its
+// next poll: while every source directory is watched (sourceWatch), a
+// change of a source sends an event, and only kubelet's answer ages, so
+// until that answer is stale; else idlePoll.
+func (r *Reader) idleFor(watched bool) time.Duration {
+	if !watched {
+		return idlePoll
+	}
+	stale := podsStaleFollowed
+	if r.src.PodResourcesSocket == "" {
+		return stale // nothing ages: a timer, not a spin
+	}
+	if !r.endsTold() || r.namesEnded() {
+		stale = podsStale
+	}
+	return max(r.podsAt.Add(stale).Sub(r.now()), nudgeGap)
 }
