@@ -84,7 +84,17 @@ func (r *Reader) stale(now time.Time) bool {
 	if age >= podsStaleFollowed-podsSlack {
 		return true
 	}
-	return age >= podsStale-podsSlack && (!r.endsTold() || r.namesEnded())
+	return age >= podsStale-podsSlack && r.staleAfter() == podsStale
+}
+
+// staleAfter is how old kubelet's answer may grow (stale): podsStale,
+// or podsStaleFollowed where the node's pods cache tells of ends and
+// holds every pod the answer names running.
+func (r *Reader) staleAfter() time.Duration {
+	if !r.endsTold() || r.namesEnded() {
+		return podsStale
+	}
+	return podsStaleFollowed
 }
 
 // endsTold reports whether the Book is told of each pod's end now.
@@ -237,12 +247,8 @@ func (r *Reader) idleFor(watched bool) time.Duration {
 	if !watched {
 		return idlePoll
 	}
-	stale := podsStaleFollowed
 	if r.src.PodResourcesSocket == "" {
-		return stale // nothing ages: a timer, not a spin
+		return podsStaleFollowed // nothing ages: a timer, not a spin
 	}
-	if !r.endsTold() || r.namesEnded() {
-		stale = podsStale
-	}
-	return max(r.podsAt.Add(stale).Sub(r.now()), nudgeGap)
+	return max(r.podsAt.Add(r.staleAfter()).Sub(r.now()), nudgeGap)
 }
