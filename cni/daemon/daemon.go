@@ -110,6 +110,9 @@ func Start(ctx context.Context, wg *sync.WaitGroup, o Options, deps Deps) error 
 		h = o.Wrap(h)
 	}
 	srv := server.New(h, log, cniAccess)
+	// As long as the shim's ADDs wait for an agent, its STATUS may say the
+	// plugin is ready while one restarts.
+	srv.LeaveRestartNotice(o.AgentWait)
 	wg.Go(func() {
 		if err := srv.Serve(ctx, o.SocketPath); err != nil {
 			log.Error("CNI socket", "err", err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/containernetworking/cni/pkg/types"
 
+	"github.com/hwnet-io/hwnet/api/agentrestart"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	"github.com/hwnet-io/hwnet/internal/nodesocket"
 )
@@ -41,7 +42,17 @@ type Server struct {
 	access  nodesocket.Access
 	// answered is when a request last got its answer (Unix nanoseconds).
 	answered atomic.Int64
+	// backWithin is how long after stopping the agent expects to serve
+	// again: Serve leaves a restart notice saying so; none when 0.
+	backWithin time.Duration
 }
+
+// LeaveRestartNotice makes Serve, once its context ends, leave a restart
+// notice (package agentrestart) expecting the agent back within d before
+// it removes the socket, and withdraw any notice once it listens. The
+// shim's STATUS reads it while the socket is gone, so that an agent's
+// restart does not turn the node NotReady. Call it before Serve.
+func (s *Server) LeaveRestartNotice(d time.Duration) { s.backWithin = d }
 
 // AnsweredWithin tells whether a CNI request was answered within d: the
 // socket served then, as a probe of it would show.
@@ -61,8 +72,9 @@ func New(h Handler, logger *slog.Logger, access nodesocket.Access) *Server {
 
 // Serve listens on socketPath (mode 0600, its directory made 0700 whoever
 // created it; 0660 and 0750 for the access's group; a stale socket
-// replaced) and serves until ctx ends; it then cancels the requests in
-// flight, waits briefly for them and removes the socket. A connection from
+// replaced) and serves until ctx ends; it then leaves its restart notice
+// (LeaveRestartNotice), cancels the requests in flight, waits briefly for
+// them and removes the socket. A connection from
 // a peer the access does not admit is closed before its request is read.
 func (s *Server) Serve(ctx context.Context, socketPath string) error {
 	ln, err := listen(socketPath, s.access)
@@ -70,6 +82,12 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		return err
 	}
 	defer ln.remove()
+	notice := agentrestart.Path(socketPath)
+	if s.backWithin > 0 {
+		if err := agentrestart.Withdraw(notice); err != nil {
+			s.logger.Error("CNI socket served, its predecessor's restart notice left", "path", notice, "err", err)
+		}
+	}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+wire.Path, s.serveCNI)
 	srv := &http.Server{
@@ -85,6 +103,7 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 		return fmt.Errorf("CNI socket %s: %w", socketPath, err)
 	case <-ctx.Done():
 	}
+	s.leaveNotice(notice)
 	graceCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), shutdownGrace)
 	defer cancel()
 	if err := srv.Shutdown(graceCtx); err != nil {
@@ -92,6 +111,19 @@ func (s *Server) Serve(ctx context.Context, socketPath string) error {
 	}
 	<-served
 	return nil
+}
+
+// leaveNotice writes the restart notice at path, if the server leaves one.
+// The notice goes before the socket: a STATUS between the two would find
+// neither and turn the node NotReady.
+func (s *Server) leaveNotice(path string) {
+	if s.backWithin <= 0 {
+		return
+	}
+	now := time.Now()
+	if err := agentrestart.Leave(path, &agentrestart.Notice{Stopped: now, Until: now.Add(s.backWithin)}); err != nil {
+		s.logger.Error("CNI socket stopping without a restart notice: the node turns NotReady until an agent serves", "path", path, "err", err)
+	}
 }
 
 func (s *Server) serveCNI(w http.ResponseWriter, r *http.Request) {

@@ -21,6 +21,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/cni/pkg/version"
 
+	"github.com/hwnet-io/hwnet/api/agentrestart"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
 	"github.com/hwnet-io/hwnet/cni/wire"
 	release "github.com/hwnet-io/hwnet/internal/version"
@@ -134,12 +135,34 @@ func (c *call) run(ctx context.Context) ([]byte, error) {
 			"socket", c.cfg.SocketPath, "containerID", c.req.ContainerID, "cacheDir", c.cfg.CacheDir, "err", err)
 		return nil, deleteFromRecord(ctx, c.cfg, c.req, c.logger)
 	case wire.CommandStatus:
-		return nil, types.NewError(types.ErrPluginNotAvailable,
-			fmt.Sprintf("hwnet-agent is not reachable at %s", c.cfg.SocketPath), c.agentHint(err))
+		return nil, c.statusWithoutAgent(err)
 	default:
 		return nil, types.NewError(types.ErrTryAgainLater,
 			fmt.Sprintf("GC needs hwnet-agent, which is not reachable at %s", c.cfg.SocketPath), c.agentHint(err))
 	}
+}
+
+// statusWithoutAgent is STATUS's answer while the agent's socket does not
+// answer (unreachable): ready while the agent's restart notice expects it
+// back, since ADDs wait for it meanwhile; the plugin not available
+// otherwise, which turns the node NotReady.
+func (c *call) statusWithoutAgent(unreachable error) error {
+	path := agentrestart.Path(c.cfg.SocketPath)
+	n, err := agentrestart.Load(path)
+	switch {
+	case err != nil:
+		c.logger.Warn("hwnet-agent's restart notice unreadable, so not counted", "path", path, "err", err)
+	case n != nil && n.Expects(time.Now()):
+		c.logger.Info("hwnet-agent restarting: STATUS ready while its ADDs wait for it",
+			"socket", c.cfg.SocketPath, "stopped", n.Stopped, "until", n.Until)
+		return nil
+	case n != nil:
+		return types.NewError(types.ErrPluginNotAvailable,
+			fmt.Sprintf("hwnet-agent is not reachable at %s, and not back by %s as it said when it stopped at %s",
+				c.cfg.SocketPath, n.Until.Format(time.RFC3339), n.Stopped.Format(time.RFC3339)), c.agentHint(unreachable))
+	}
+	return types.NewError(types.ErrPluginNotAvailable,
+		fmt.Sprintf("hwnet-agent is not reachable at %s", c.cfg.SocketPath), c.agentHint(unreachable))
 }
 
 // forward sends the request. ADD and CHECK retry with backoff while the

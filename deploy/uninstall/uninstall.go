@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hwnet-io/hwnet/api/agentrestart"
 	"github.com/hwnet-io/hwnet/cni/attachments"
 	"github.com/hwnet-io/hwnet/cni/daemon"
 	"github.com/hwnet-io/hwnet/cni/pluginconf"
@@ -209,10 +210,11 @@ func cdiSpecPaths(opts Options, held *ledger.Ledger) ([]string, error) {
 	return paths, nil
 }
 
-// cniPaths is the CNI side's configuration, shim, sockets, networks,
+// cniPaths is the CNI side's configuration, shim, sockets (and the last
+// agent's restart notice), networks,
 // records and the device-info files the records name.
 func cniPaths(o daemon.Options) ([]string, error) {
-	paths := []string{o.ConfPath(), o.SocketPath}
+	paths := []string{o.ConfPath(), o.SocketPath, agentrestart.Path(o.SocketPath)}
 	if o.BinDir != "" {
 		paths = append(paths, filepath.Join(o.BinDir, pluginconf.Type))
 	}

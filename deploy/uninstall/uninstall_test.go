@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/hwnet-io/hwnet/api/agentrestart"
 	"github.com/hwnet-io/hwnet/api/attachment"
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/cni/attachments"
@@ -79,7 +80,8 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 	poolSocket := filepath.Join(o.PluginDir, "intel.com_sriov_net.sock")
 	network := filepath.Join(o.CNI.NetworkDir, "default_net-a.json")
 	fence := filepath.Join(o.FenceDir, "vf-layout_0000_3b_00.0.json")
-	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, o.LastGoodConfig, o.CNI.NetworkAPISocket, network, fence} {
+	notice := agentrestart.Path(o.CNI.SocketPath)
+	for _, p := range []string{conf, shim, poolSocket, o.CNI.SocketPath, notice, o.LastGoodConfig, o.CNI.NetworkAPISocket, network, fence} {
 		os.MkdirAll(filepath.Dir(p), 0o755)
 		os.WriteFile(p, nil, 0o644)
 	}
@@ -88,7 +90,7 @@ func uninstallNode(t *testing.T) (Options, []string, []string) {
 	writeCDISpec(t, freeSpec, "0000:3b:02.6", "0000:3b:02.7")
 	writeCDISpec(t, heldSpec, "0000:3b:02.0", heldVF)
 	writeCDISpec(t, otherSpec, heldVF)
-	want := []string{conf, shim, o.CNI.SocketPath, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
+	want := []string{conf, shim, o.CNI.SocketPath, notice, poolSocket, filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", "0000:3b:02.0")),
 		o.LastGoodConfig, o.FenceDir, o.CNI.NetworkAPISocket, o.CNI.NetworkDir, cniInfo, o.CNI.CacheDir, freeSpec}
 	kept := []string{filepath.Join(o.DevinfoDir, devinfo.FileName("example.com/other", "0000:3b:02.0")),
 		filepath.Join(o.DevinfoDir, devinfo.FileName("intel.com/sriov_net", heldVF)), heldSpec, otherSpec}

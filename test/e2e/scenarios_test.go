@@ -394,7 +394,10 @@ func registeredSince(kubeletLog string, offset int64, pools Pools) error {
 // TestAgentRestart: with the hwnet-agent pod deleted and its DaemonSet's
 // new pod running (its device plugins serving kubelet again), running
 // pods keep their VFs and interfaces, and their DEL (from the records the
-// old agent wrote) still gives everything back.
+// old agent wrote) still gives everything back. The node stays Ready
+// throughout: the shim's CNI STATUS, which containerd 2.x makes the
+// node's network readiness, never fails while the agent restarts (it
+// did, and every agent rollout tainted the node not-ready).
 func TestAgentRestart(t *testing.T) {
 	e := setup(t)
 	ctx := testContext(t)
@@ -403,10 +406,12 @@ func TestAgentRestart(t *testing.T) {
 	pod := workloadPod("across-agent-restart", networks, map[corev1.ResourceName]int64{sriovResource: 1})
 	e.cleanupPods(t, pod.Name)
 	pid, linksBefore, held := e.runHolding(ctx, t, pod)
+	readySince, status := e.readySince(ctx, t), e.statusProbe(ctx, t)
 	e.restartAgent(ctx, t)
 	if err := WaitHwnetReady(ctx, e.c, e.pools, testWriter{t}); err != nil {
 		t.Fatal(err)
 	}
+	e.checkStayedReady(ctx, t, "the agent's restart", status, readySince)
 	e.waitKubeletDevices(ctx, t)
 	if got := podLinks(t, pid)["net1"]; got.MAC != "02:00:00:00:bb:01" || !slices.Equal(got.Addrs, []string{"10.56.3.1/24"}) {
 		t.Errorf("pod's net1 after the agent restart = %+v, want as before %+v", got, linksBefore["net1"])
