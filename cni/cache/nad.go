@@ -12,6 +12,8 @@ import (
 	nadinformers "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/client/informers/externalversions/k8s.cni.cncf.io/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 )
 
 // ResourceNameAnnotation names the device plugin resource whose devices a
@@ -68,7 +70,7 @@ type NADInformer struct {
 func NewNADInformer(client nadclient.Interface, logger *slog.Logger) *NADInformer {
 	n := &NADInformer{
 		logger:   logger,
-		informer: nadinformers.NewNetworkAttachmentDefinitionInformer(client, metav1.NamespaceAll, 0, cache.Indexers{}),
+		informer: nadinformers.NewFilteredNetworkAttachmentDefinitionInformer(client, metav1.NamespaceAll, 0, cache.Indexers{}, kubeclient.WithoutBookmarks),
 		changes:  newChanges(),
 	}
 	transformErr := n.informer.SetTransform(stripNAD)

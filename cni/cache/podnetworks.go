@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	mnv1 "github.com/hwnet-io/hwnet/api/multinetwork/v1alpha1"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 )
 
 // ErrPodNetworkNotFound says the PodNetwork or PodNetworkAttachment does
@@ -126,7 +127,7 @@ func (p *PodNetworkInformer) served() error {
 }
 
 func (p *PodNetworkInformer) informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	inf := dynamicinformer.NewFilteredDynamicInformer(p.dynamic, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, nil).Informer()
+	inf := dynamicinformer.NewFilteredDynamicInformer(p.dynamic, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, kubeclient.WithoutBookmarks).Informer()
 	go inf.RunWithContext(p.run)
 	return inf
 }

@@ -33,6 +33,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 )
 
 // Watcher follows the policy object and, from the first policy that
@@ -63,6 +64,7 @@ type Watcher struct {
 func New(client kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) *Watcher {
 	onlyHwnet := func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", vfpolicy.Name).String()
+		kubeclient.WithoutBookmarks(o)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -110,7 +112,7 @@ type labelWatch struct {
 // followLabels starts following the namespaces' labels, once.
 func (w *Watcher) followLabels() {
 	w.startLabels.Do(func() {
-		l := &labelWatch{informer: coreinformers.NewNamespaceInformer(w.client, 0, cache.Indexers{})}
+		l := &labelWatch{informer: coreinformers.NewFilteredNamespaceInformer(w.client, 0, cache.Indexers{}, kubeclient.WithoutBookmarks)}
 		// The namespaces' labels are all a rule reads of them.
 		errTransform := l.informer.SetTransform(stripNamespace)
 		var errHandler error
