@@ -17,7 +17,7 @@ import (
 // for; they stop with ctx.
 func (a *Agent) serveObservability(ctx context.Context, wg *sync.WaitGroup) error {
 	if a.opts.ProbeAddr != "" {
-		if err := probe.Serve(ctx, wg, a.log, "probes", a.opts.ProbeAddr, probe.Handler(a.notReady, a.readyNotes)); err != nil {
+		if err := probe.Serve(ctx, wg, a.log, "probes", a.opts.ProbeAddr, probe.Handler(a.log, a.notReady, a.readyNotes)); err != nil {
 			return err
 		}
 	}

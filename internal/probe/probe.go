@@ -43,12 +43,17 @@ func Serve(ctx context.Context, wg *sync.WaitGroup, log *slog.Logger, what, addr
 // Handler serves /healthz, which answers while the process serves HTTP,
 // and /readyz, which answers ok when notReady returns nil, followed by
 // notes (a line each: what a ready process still wants looked at), and
-// otherwise says why the process is not ready yet.
-func Handler(notReady func(context.Context) error, notes func() []string) http.Handler {
+// otherwise says why the process is not ready yet. Each change of that
+// answer is logged, since kubelet's probe event keeps only the status
+// code and an operator asks the log why a pod stays unready.
+func Handler(log *slog.Logger, notReady func(context.Context) error, notes func() []string) http.Handler {
+	changes := &readiness{log: log}
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /healthz", OK)
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		if err := notReady(r.Context()); err != nil {
+		err := notReady(r.Context())
+		changes.saw(err)
+		if err != nil {
 			http.Error(w, "not ready: "+err.Error(), http.StatusServiceUnavailable)
 			return
 		}
@@ -58,6 +63,32 @@ func Handler(notReady func(context.Context) error, notes func() []string) http.H
 		}
 	})
 	return mux
+}
+
+// readiness remembers the last answer /readyz gave, to log only changes.
+type readiness struct {
+	log  *slog.Logger
+	mu   sync.Mutex
+	seen bool
+	last string
+}
+
+func (r *readiness) saw(err error) {
+	why := ""
+	if err != nil {
+		why = err.Error()
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen && why == r.last {
+		return
+	}
+	r.seen, r.last = true, why
+	if err != nil {
+		r.log.Info("not ready", "why", why)
+		return
+	}
+	r.log.Info("ready")
 }
 
 // OK answers ok to every request: a process whose work is done and that

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/hwnet-io/hwnet/test/logtest"
 )
 
 // TestHandler: /healthz answers while the process serves, /readyz says
@@ -29,7 +31,7 @@ func TestHandler(t *testing.T) {
 		{"other method", "POST", "/readyz", nil, http.StatusMethodNotAllowed, ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			h := Handler(func(context.Context) error { return tt.err }, func() []string { return []string{"pool intel.com/empty has no device"} })
+			h := Handler(slog.New(slog.DiscardHandler), func(context.Context) error { return tt.err }, func() []string { return []string{"pool intel.com/empty has no device"} })
 			rec := httptest.NewRecorder()
 			h.ServeHTTP(rec, httptest.NewRequest(tt.method, tt.path, nil))
 			if rec.Code != tt.code || !strings.Contains(rec.Body.String(), tt.body) {
@@ -37,6 +39,40 @@ func TestHandler(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHandlerLogsChanges: each change of /readyz's answer is logged once,
+// with why, so an operator reads in the log why a pod stays unready
+// (kubelet's probe event keeps only the status code).
+func TestHandlerLogsChanges(t *testing.T) {
+	var buf logtest.Buffer
+	log := slog.New(slog.NewTextHandler(&buf, &slog.HandlerOptions{ReplaceAttr: dropTime}))
+	answers := []error{
+		errors.New("pools not registered"), errors.New("pools not registered"),
+		errors.New("DRA driver not registered"), nil, nil, errors.New("pools not registered"),
+	}
+	var next error
+	h := Handler(log, func(context.Context) error { return next }, func() []string { return nil })
+	for _, err := range answers {
+		next = err
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest("GET", "/readyz", nil))
+	}
+	want := []string{
+		`level=INFO msg="not ready" why="pools not registered"`,
+		`level=INFO msg="not ready" why="DRA driver not registered"`,
+		`level=INFO msg=ready`,
+		`level=INFO msg="not ready" why="pools not registered"`,
+	}
+	if got := buf.Lines(); strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func dropTime(_ []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey {
+		return slog.Attr{}
+	}
+	return a
 }
 
 // TestServeTakenPort: a port already taken fails Serve at once, naming
