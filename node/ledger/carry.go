@@ -70,9 +70,11 @@ func (r *Reader) settled(fi os.FileInfo) error {
 	if r.heard || r.src.KubeletSettle == 0 {
 		return nil
 	}
-	if age := r.now().Sub(fi.ModTime()); age < r.src.KubeletSettle {
-		return fmt.Errorf("kubelet started %s ago; until it has run %s its answer may leave out pods it runs",
-			age.Round(time.Second), r.src.KubeletSettle)
+	// The text names when, not how long ago: it is the same at every
+	// poll, so that the log and the readiness answer say it once.
+	if started := fi.ModTime(); r.now().Sub(started) < r.src.KubeletSettle {
+		return fmt.Errorf("kubelet started at %s (its PodResources socket's time); until it has run %s its answer may leave out pods it runs",
+			started.UTC().Format(time.RFC3339), r.src.KubeletSettle)
 	}
 	return nil
 }

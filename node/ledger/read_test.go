@@ -405,10 +405,16 @@ func TestStartedWithKubelet(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer b.Close()
-	if why := b.Snapshot().UnknownWhy(); !strings.Contains(why, "kubelet started 0s ago") {
+	if why := b.Snapshot().UnknownWhy(); !strings.Contains(why, "kubelet started at "+now.UTC().Format(time.RFC3339)) {
 		t.Fatalf("unknown %q, want kubelet starting named", why)
 	}
-	now = now.Add(31 * time.Second)
+	// The same wait reads the same at every poll (logged once).
+	first := b.Snapshot().UnknownWhy()
+	now = now.Add(5 * time.Second)
+	if why := b.Refresh(t.Context()).UnknownWhy(); why != first {
+		t.Fatalf("5 s later, unknown %q, want it as it read at first: %q", why, first)
+	}
+	now = now.Add(26 * time.Second)
 	if l := b.Refresh(t.Context()); !l.Complete() {
 		t.Fatalf("kubelet up 31 s: unknown %v", l.Unknown)
 	}
