@@ -63,6 +63,7 @@ const (
 	poolsKey         = "config.yaml"
 	cniBinDir        = "/opt/cni/bin"
 	deployWait       = 2 * time.Minute
+	logTailLines     = 40
 )
 
 // Where hwnet-agent runs and what it writes, as deploy/hwnet-agent.yaml
@@ -295,7 +296,8 @@ func WaitHwnetReady(ctx context.Context, c *cluster.Cluster, want Pools, progres
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("%w; see `kubectl -n %s describe ds/hwnet-agent` and kubelet's log in %s", err, AgentNamespace, c.LogDir())
+		return fmt.Errorf("%w; see `kubectl -n %s describe ds/hwnet-agent` and kubelet's log in %s%s",
+			err, AgentNamespace, c.LogDir(), agentLogTail(ctx, client, c.NodeName()))
 	}
 	progressf(progress, "hwnet: agent pod %s Running (%.1fs)", agent, time.Since(start).Seconds())
 	err = cluster.Poll(ctx, deployWait, "node allocatable "+want.String(), func(ctx context.Context) error {
@@ -331,6 +333,30 @@ func runningAgent(ctx context.Context, client kubernetes.Interface, node string)
 		seen = append(seen, fmt.Sprintf("%s is %s", p.Name, p.Status.Phase))
 	}
 	return "", fmt.Errorf("no hwnet-agent pod is Running and Ready (%s)", strings.Join(seen, ", "))
+}
+
+// agentLogTail is the end of the log of each hwnet-agent pod on node, for
+// an error that a pod did not get ready: the agent logs why (its /readyz
+// answer), kubelet's probe event only the status code.
+func agentLogTail(ctx context.Context, client kubernetes.Interface, node string) string {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	pods, err := client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return fmt.Sprintf("\n(listing the agent pods for their logs: %v)", err)
+	}
+	var b strings.Builder
+	tail := int64(logTailLines)
+	for _, p := range pods.Items {
+		raw, err := client.CoreV1().Pods(AgentNamespace).GetLogs(p.Name, &corev1.PodLogOptions{TailLines: &tail}).DoRaw(ctx)
+		if err != nil {
+			fmt.Fprintf(&b, "\n(%s's log: %v)", p.Name, err)
+			continue
+		}
+		fmt.Fprintf(&b, "\nthe last %d lines of %s's log:\n%s", tail, p.Name, raw)
+	}
+	return b.String()
 }
 
 func podReady(p *corev1.Pod) bool {
