@@ -11,6 +11,8 @@ import (
 	"k8s.io/client-go/metadata"
 	"k8s.io/client-go/metadata/metadatainformer"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 )
 
 // restoreDelay is how long after someone else's write to the slices the
@@ -40,7 +42,7 @@ type restorer struct {
 func (r *restorer) watch(ctx context.Context, client metadata.Interface, node, driver string) (func(string) *metav1.ObjectMeta, func(), error) {
 	selector := sliceSelector(node, driver).String()
 	factory := metadatainformer.NewFilteredSharedInformerFactory(client, 0, metav1.NamespaceAll,
-		func(o *metav1.ListOptions) { o.FieldSelector = selector })
+		func(o *metav1.ListOptions) { o.FieldSelector = selector; kubeclient.LongWatch(o) })
 	informer := factory.ForResource(resourceapi.SchemeGroupVersion.WithResource("resourceslices")).Informer()
 	if err := informer.SetTransform(dropManagedFields); err != nil {
 		return nil, nil, err

@@ -12,6 +12,8 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 )
 
 // InformerPods is a PodSource fed by an informer on the pods bound to one
@@ -31,6 +33,7 @@ type InformerPods struct {
 func NewInformerPods(client kubernetes.Interface, nodeName string, logger *slog.Logger) *InformerPods {
 	onNode := func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+		kubeclient.LongWatch(o)
 	}
 	p := &InformerPods{
 		nodeName: nodeName,

@@ -70,7 +70,7 @@ type NADInformer struct {
 func NewNADInformer(client nadclient.Interface, logger *slog.Logger) *NADInformer {
 	n := &NADInformer{
 		logger:   logger,
-		informer: nadinformers.NewFilteredNetworkAttachmentDefinitionInformer(client, metav1.NamespaceAll, 0, cache.Indexers{}, kubeclient.WithoutBookmarks),
+		informer: nadinformers.NewFilteredNetworkAttachmentDefinitionInformer(client, metav1.NamespaceAll, 0, cache.Indexers{}, kubeclient.QuietKind),
 		changes:  newChanges(),
 	}
 	transformErr := n.informer.SetTransform(stripNAD)

@@ -127,7 +127,7 @@ func (p *PodNetworkInformer) served() error {
 }
 
 func (p *PodNetworkInformer) informer(gvr schema.GroupVersionResource) cache.SharedIndexInformer {
-	inf := dynamicinformer.NewFilteredDynamicInformer(p.dynamic, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, kubeclient.WithoutBookmarks).Informer()
+	inf := dynamicinformer.NewFilteredDynamicInformer(p.dynamic, gvr, metav1.NamespaceAll, 0, cache.Indexers{}, kubeclient.QuietKind).Informer()
 	go inf.RunWithContext(p.run)
 	return inf
 }

@@ -64,7 +64,7 @@ type Watcher struct {
 func New(client kubernetes.Interface, dyn dynamic.Interface, log *slog.Logger) *Watcher {
 	onlyHwnet := func(o *metav1.ListOptions) {
 		o.FieldSelector = fields.OneTermEqualSelector("metadata.name", vfpolicy.Name).String()
-		kubeclient.WithoutBookmarks(o)
+		kubeclient.QuietKind(o)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -112,7 +112,7 @@ type labelWatch struct {
 // followLabels starts following the namespaces' labels, once.
 func (w *Watcher) followLabels() {
 	w.startLabels.Do(func() {
-		l := &labelWatch{informer: coreinformers.NewFilteredNamespaceInformer(w.client, 0, cache.Indexers{}, kubeclient.WithoutBookmarks)}
+		l := &labelWatch{informer: coreinformers.NewFilteredNamespaceInformer(w.client, 0, cache.Indexers{}, kubeclient.QuietKind)}
 		// The namespaces' labels are all a rule reads of them.
 		errTransform := l.informer.SetTransform(stripNamespace)
 		var errHandler error

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -96,11 +98,12 @@ func (w *watchRecorder) end(i int) {
 	w.bodies[i].end()
 }
 
-// TestWithoutBookmarks: an informer with the tweak streams its first list
-// as client-go does (sendInitialEvents, which needs bookmarks); the watch
-// it starts again once that one ends at its timeout asks for no
-// bookmarks; and it still follows the kind's changes.
-func TestWithoutBookmarks(t *testing.T) {
+// TestQuietKind: an informer with the tweak streams its first list as
+// client-go does (sendInitialEvents, which needs bookmarks); the watch it
+// starts again once that one ends at its timeout asks for no bookmarks;
+// every watch lasts 30-60 min, not client-go's 5-10; and it still follows
+// the kind's changes.
+func TestQuietKind(t *testing.T) {
 	s := kubeapi.Start(t)
 	cfg := s.Config()
 	rec := &watchRecorder{changed: make(chan struct{}, 1)}
@@ -108,7 +111,7 @@ func TestWithoutBookmarks(t *testing.T) {
 	client := kubernetes.NewForConfigOrDie(cfg)
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	inf := coreinformers.NewFilteredNamespaceInformer(client, 0, cache.Indexers{}, kubeclient.WithoutBookmarks)
+	inf := coreinformers.NewFilteredNamespaceInformer(client, 0, cache.Indexers{}, kubeclient.QuietKind)
 	go inf.RunWithContext(ctx)
 	if !cache.WaitForCacheSync(ctx.Done(), inf.HasSynced) {
 		t.Fatal("namespaces never synced")
@@ -117,14 +120,31 @@ func TestWithoutBookmarks(t *testing.T) {
 	if !containsAll(first, "sendInitialEvents=true", "allowWatchBookmarks=true") {
 		t.Errorf("the first watch %q does not stream the list with the bookmark that ends it", first)
 	}
+	checkLongWatch(t, first)
 	// A watch that ends at once with no event is an error to the
 	// reflector, which lists again; one that carried an event is not.
 	createAndSee(ctx, t, client, inf, "before-the-timeout")
 	rec.end(0)
-	if again := rec.await(ctx, t, 2); containsAll(again, "allowWatchBookmarks=true") || containsAll(again, "sendInitialEvents") {
+	again := rec.await(ctx, t, 2)
+	if containsAll(again, "allowWatchBookmarks=true") || containsAll(again, "sendInitialEvents") {
 		t.Errorf("the watch started again lists again or asks for bookmarks: %q", again)
 	}
+	checkLongWatch(t, again)
 	createAndSee(ctx, t, client, inf, "after-the-timeout")
+}
+
+// checkLongWatch fails t unless the watch request's query asks for a
+// timeout of 30-60 min.
+func checkLongWatch(t *testing.T, query string) {
+	t.Helper()
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secs, err := strconv.Atoi(q.Get("timeoutSeconds"))
+	if err != nil || secs < 1800 || secs > 3600 {
+		t.Errorf("watch %q: timeoutSeconds %q, want 1800-3600 (the API server's own default)", query, q.Get("timeoutSeconds"))
+	}
 }
 
 // createAndSee creates namespace name and waits until inf has it.
@@ -154,4 +174,40 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
+}
+
+// TestLongWatch: a watch's timeout goes from client-go's 5-10 min to
+// 30-60; a list, which names none, keeps none.
+func TestLongWatch(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		timeout   *int64
+		wantAfter *int64
+	}{
+		{"list", nil, nil},
+		{"shortest watch", ptr(300), ptr(1800)},
+		{"longest watch", ptr(599), ptr(3594)},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			o := metav1.ListOptions{TimeoutSeconds: tt.timeout}
+			before := deref(tt.timeout)
+			kubeclient.LongWatch(&o)
+			if deref(o.TimeoutSeconds) != deref(tt.wantAfter) {
+				t.Errorf("timeout %v -> %v, want %v", before, deref(o.TimeoutSeconds), deref(tt.wantAfter))
+			}
+			// The reflector's own variable is not the tweak's to change.
+			if deref(tt.timeout) != before {
+				t.Errorf("the reflector's timeout changed from %v to %v", before, deref(tt.timeout))
+			}
+		})
+	}
+}
+
+func ptr(v int64) *int64 { return &v }
+
+func deref(p *int64) any {
+	if p == nil {
+		return nil
+	}
+	return *p
 }
