@@ -756,7 +756,7 @@ func (c *podsCache) UIDOf(namespace, name string) string {
 }
 
 // TestWatchAsksKubeletWhenAPodEnds: kubelet says nothing when a pod's
-// devices are let go, and an idle watch asks it only every 2 minutes where
+// devices are let go, and an idle watch asks it only every 10 minutes where
 // the node's pods cache tells of ends. A pod the cache saw end has the
 // watch ask kubelet at once and at every Interval while kubelet still
 // names it, so its devices are seen free within an Interval of kubelet

@@ -125,7 +125,7 @@ func TestPollAsksKubeletOnlyWhenNeeded(t *testing.T) {
 
 // TestPollAsksKubeletLessWhereEndsAreTold: where the node's pods cache
 // tells the Book of each pod's end (Sources.PodEndsTold), an idle poll
-// lets kubelet's answer grow 2 minutes old, not 30 s, while the cache
+// lets kubelet's answer grow 10 minutes old, not 30 s, while the cache
 // holds every pod the answer names running; a pod it does not (one that
 // ended before the cache started, of which no end was told) has kubelet
 // asked every 30 s, and so does a cache that does not run.
@@ -137,6 +137,7 @@ func TestPollAsksKubeletLessWhereEndsAreTold(t *testing.T) {
 	src.PodRunning, src.PodEndsTold = cache.Running, func() bool { return told }
 	r, t0, now := clockedReader(t, src)
 	const vf, vf2, vf3 = "0000:3b:02.0", "0000:3b:02.1", "0000:3b:02.2"
+	const stale = 10 * time.Minute
 	for _, s := range []struct {
 		name   string
 		at     time.Duration
@@ -146,10 +147,11 @@ func TestPollAsksKubeletLessWhereEndsAreTold(t *testing.T) {
 	}{
 		{"first poll asks", 0, func() { kubelet.SetPod("ns", "cnf", "intel.com/vf", vf) }, false, []string{vf}},
 		{"answer 30 s old: stands", 30 * time.Second, func() { kubelet.SetPod("ns", "cnf", "intel.com/vf", vf, vf2) }, false, []string{vf}},
-		{"answer 2 min old: asks", 2 * time.Minute, func() {}, false, []string{vf, vf2}},
-		{"a pod the cache does not hold", 2*time.Minute + time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf", vf3) }, true, []string{vf, vf2, vf3}},
-		{"its answer 30 s old: asks", 2*time.Minute + 31*time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf") }, false, []string{vf, vf2}},
-		{"the cache stopped, answer 30 s old: asks", 3*time.Minute + time.Second, func() { told = false; kubelet.SetPod("ns", "cnf", "intel.com/vf", vf, vf2, vf3) }, false, []string{vf, vf2, vf3}},
+		{"answer 9 min old: stands", stale - time.Minute, func() {}, false, []string{vf}},
+		{"answer 10 min old: asks", stale, func() {}, false, []string{vf, vf2}},
+		{"a pod the cache does not hold", stale + time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf", vf3) }, true, []string{vf, vf2, vf3}},
+		{"its answer 30 s old: asks", stale + 31*time.Second, func() { kubelet.SetPod("ns", "old", "intel.com/vf") }, false, []string{vf, vf2}},
+		{"the cache stopped, answer 30 s old: asks", stale + time.Minute + time.Second, func() { told = false; kubelet.SetPod("ns", "cnf", "intel.com/vf", vf, vf2, vf3) }, false, []string{vf, vf2, vf3}},
 	} {
 		*now = t0.Add(s.at)
 		s.change()
