@@ -36,13 +36,15 @@ const watchTimeoutScale = 6
 // LongWatch has an informer's watches last 30-60 min rather than
 // client-go's 5-10. The API server ends a watch at its timeout and the
 // reflector starts another: on an idle agent, whose five informers did
-// that every 1.5 min between them, each new watch cost 12-15 ms of CPU,
-// most of what the agent spent idle. A dead connection is still found at
-// once (HTTP/2 health pings every 30 s without a frame); what a shorter
-// watch buys is an earlier move to another API server behind a load
-// balancer, which the API server's own default does not ask for either.
+// that every 1.5 min between them, each new watch cost 12-15 ms of CPU.
+// A dead connection is still found at once (HTTP/2 health pings every
+// 30 s without a frame); what a shorter watch buys is an earlier move to
+// another API server behind a load balancer, which the API server's own
+// default does not ask for either. The first watch, which streams the
+// list, keeps client-go's timeout: it asks for bookmarks (one a minute),
+// and a quiet kind's next watch does not.
 func LongWatch(o *metav1.ListOptions) {
-	if o.TimeoutSeconds != nil {
+	if o.TimeoutSeconds != nil && o.SendInitialEvents == nil {
 		longer := *o.TimeoutSeconds * watchTimeoutScale
 		o.TimeoutSeconds = &longer
 	}

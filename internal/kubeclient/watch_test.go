@@ -120,7 +120,10 @@ func TestQuietKind(t *testing.T) {
 	if !containsAll(first, "sendInitialEvents=true", "allowWatchBookmarks=true") {
 		t.Errorf("the first watch %q does not stream the list with the bookmark that ends it", first)
 	}
-	checkLongWatch(t, first)
+	// The streamed list asks for bookmarks: it keeps client-go's timeout.
+	if secs := timeoutOf(t, first); secs < 300 || secs > 600 {
+		t.Errorf("the first watch %q lasts %d s, want client-go's 300-600", first, secs)
+	}
 	// A watch that ends at once with no event is an error to the
 	// reflector, which lists again; one that carried an event is not.
 	createAndSee(ctx, t, client, inf, "before-the-timeout")
@@ -137,14 +140,23 @@ func TestQuietKind(t *testing.T) {
 // timeout of 30-60 min.
 func checkLongWatch(t *testing.T, query string) {
 	t.Helper()
+	if secs := timeoutOf(t, query); secs < 1800 || secs > 3600 {
+		t.Errorf("watch %q lasts %d s, want 1800-3600 (the API server's own default)", query, secs)
+	}
+}
+
+// timeoutOf is the timeoutSeconds a watch request's query asks for.
+func timeoutOf(t *testing.T, query string) int {
+	t.Helper()
 	q, err := url.ParseQuery(query)
 	if err != nil {
 		t.Fatal(err)
 	}
 	secs, err := strconv.Atoi(q.Get("timeoutSeconds"))
-	if err != nil || secs < 1800 || secs > 3600 {
-		t.Errorf("watch %q: timeoutSeconds %q, want 1800-3600 (the API server's own default)", query, q.Get("timeoutSeconds"))
+	if err != nil {
+		t.Fatalf("watch %q: timeoutSeconds: %v", query, err)
 	}
+	return secs
 }
 
 // createAndSee creates namespace name and waits until inf has it.
@@ -177,19 +189,25 @@ func containsAll(s string, parts ...string) bool {
 }
 
 // TestLongWatch: a watch's timeout goes from client-go's 5-10 min to
-// 30-60; a list, which names none, keeps none.
+// 30-60; a list, which names none, keeps none; the watch that streams
+// the list, with its bookmarks, keeps client-go's.
 func TestLongWatch(t *testing.T) {
 	for _, tt := range []struct {
 		name      string
 		timeout   *int64
+		streams   bool
 		wantAfter *int64
 	}{
-		{"list", nil, nil},
-		{"shortest watch", ptr(300), ptr(1800)},
-		{"longest watch", ptr(599), ptr(3594)},
+		{"list", nil, false, nil},
+		{"shortest watch", ptr(300), false, ptr(1800)},
+		{"longest watch", ptr(599), false, ptr(3594)},
+		{"the watch that streams the list", ptr(300), true, ptr(300)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := metav1.ListOptions{TimeoutSeconds: tt.timeout}
+			if tt.streams {
+				o.SendInitialEvents = &tt.streams
+			}
 			before := deref(tt.timeout)
 			kubeclient.LongWatch(&o)
 			if deref(o.TimeoutSeconds) != deref(tt.wantAfter) {
