@@ -99,10 +99,10 @@ func (w *watchRecorder) end(i int) {
 }
 
 // TestQuietKind: an informer with the tweak streams its first list as
-// client-go does (sendInitialEvents, which needs bookmarks); the watch it
-// starts again once that one ends at its timeout asks for no bookmarks;
-// every watch lasts 30-60 min, not client-go's 5-10; and it still follows
-// the kind's changes.
+// client-go does (sendInitialEvents, which needs bookmarks, within
+// client-go's 5-10 min); the watch it starts again once that one ends at
+// its timeout asks for no bookmarks and lasts 30-60 min; and it still
+// follows the kind's changes.
 func TestQuietKind(t *testing.T) {
 	s := kubeapi.Start(t)
 	cfg := s.Config()

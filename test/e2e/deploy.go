@@ -318,10 +318,15 @@ func WaitHwnetReady(ctx context.Context, c *cluster.Cluster, want Pools, progres
 	return nil
 }
 
+// agentPods are the hwnet-agent pods on node.
+func agentPods(ctx context.Context, client kubernetes.Interface, node string) (*corev1.PodList, error) {
+	return client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
+		LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + node})
+}
+
 // runningAgent names the hwnet-agent pod that runs and is ready on node.
 func runningAgent(ctx context.Context, client kubernetes.Interface, node string) (string, error) {
-	pods, err := client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + node})
+	pods, err := agentPods(ctx, client, node)
 	if err != nil {
 		return "", err
 	}
@@ -341,8 +346,7 @@ func runningAgent(ctx context.Context, client kubernetes.Interface, node string)
 func agentLogTail(ctx context.Context, client kubernetes.Interface, node string) string {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
-	pods, err := client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + node})
+	pods, err := agentPods(ctx, client, node)
 	if err != nil {
 		return fmt.Sprintf("\n(listing the agent pods for their logs: %v)", err)
 	}

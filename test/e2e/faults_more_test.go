@@ -165,8 +165,7 @@ func (e *env) setAgentArgs(ctx context.Context, args []string, ready bool) error
 		return err
 	}
 	return cluster.Poll(ctx, podTimeout, "hwnet-agent running with "+strings.Join(args, " "), func(ctx context.Context) error {
-		pods, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
-			LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + e.c.NodeName()})
+		pods, err := agentPods(ctx, e.client, e.c.NodeName())
 		if err != nil {
 			return err
 		}

@@ -313,8 +313,7 @@ func (e *env) seedAdminVLAN(ctx context.Context, t *testing.T) {
 
 // agentRestarts is the restart count of the node's hwnet-agent container.
 func (e *env) agentRestarts(ctx context.Context) (int32, error) {
-	agents, err := e.client.CoreV1().Pods(AgentNamespace).List(ctx, metav1.ListOptions{
-		LabelSelector: AgentSelector, FieldSelector: "spec.nodeName=" + e.c.NodeName()})
+	agents, err := agentPods(ctx, e.client, e.c.NodeName())
 	if err != nil {
 		return 0, err
 	}
