@@ -31,15 +31,11 @@ type InformerPods struct {
 // NewInformerPods returns a source of the pods whose spec.nodeName is
 // nodeName; Run feeds it.
 func NewInformerPods(client kubernetes.Interface, nodeName string, logger *slog.Logger) *InformerPods {
-	onNode := func(o *metav1.ListOptions) {
-		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
-		kubeclient.LongWatch(o)
-	}
 	p := &InformerPods{
 		nodeName: nodeName,
 		logger:   logger,
 		cache:    newPodCache(),
-		informer: coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, 0, cache.Indexers{}, onNode),
+		informer: coreinformers.NewFilteredPodInformer(client, metav1.NamespaceAll, 0, cache.Indexers{}, onNode(nodeName)),
 	}
 	// A busy node runs hundreds of pods whose specs and statuses nobody
 	// here reads.
@@ -51,6 +47,20 @@ func NewInformerPods(client kubernetes.Interface, nodeName string, logger *slog.
 	})
 	p.handler, p.err = handler, errors.Join(transformErr, handlerErr)
 	return p
+}
+
+// onNode tweaks the informer's requests to the pods bound to nodeName.
+// Their watch is a quiet kind's (kubeclient.QuietKind): an idle node's
+// pods change as seldom as its NetworkAttachmentDefinitions, and a
+// bookmark a minute woke the idle agent for nothing. Without them the
+// watch's resource version ages: on a busy cluster the watch started
+// again 30-60 min later may find it gone from the API server's watch
+// cache and list the node's pods again, once an hour against 30-60 wakes.
+func onNode(nodeName string) func(*metav1.ListOptions) {
+	return func(o *metav1.ListOptions) {
+		o.FieldSelector = fields.OneTermEqualSelector("spec.nodeName", nodeName).String()
+		kubeclient.QuietKind(o)
+	}
 }
 
 // Run follows the node's pods until ctx ends, then returns nil.

@@ -4,8 +4,8 @@ import metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 // QuietKind tweaks an informer's requests for a kind that seldom changes
 // (NetworkAttachmentDefinitions, PodNetworks, the VFSettingsPolicy,
-// namespaces): its watches ask for no bookmarks and last as long as the
-// API server's own default (LongWatch).
+// namespaces, and the pods of one node): its watches ask for no bookmarks
+// and last as long as the API server's own default (LongWatch).
 func QuietKind(o *metav1.ListOptions) {
 	withoutBookmarks(o)
 	LongWatch(o)
@@ -19,9 +19,8 @@ func QuietKind(o *metav1.ListOptions) {
 // after its timeout finds that version in the API server's watch cache; a
 // kind with few changes keeps its last change's version there, and one
 // gone from it costs a list of the kind again (the reflector's answer to
-// "too old"). Pods, which change all the time, keep them. A watch that
-// streams the first list (sendInitialEvents, client-go's WatchListClient)
-// needs them to end it.
+// "too old"). A watch that streams the first list (sendInitialEvents,
+// client-go's WatchListClient) needs them to end it.
 func withoutBookmarks(o *metav1.ListOptions) {
 	if o.SendInitialEvents == nil {
 		o.AllowWatchBookmarks = false
