@@ -13,10 +13,11 @@ import (
 )
 
 // asDeployed is the command line that starts hwnet-agent's binary with
-// the Go runtime settings (GOGC, GOMEMLIMIT) deploy/hwnet-agent.yaml gives
-// it, so that its memory is measured as the DaemonSet runs it; -agent-env
-// adds to them, to try others, and -agent-args gives the binary flags of
-// its own before the benchmark's (e.g. --pace-gc=false).
+// the runtime settings (GOGC, GOMEMLIMIT, HTTP2_READ_IDLE_TIMEOUT_SECONDS)
+// deploy/hwnet-agent.yaml gives it, so that its memory and idle CPU are
+// measured as the DaemonSet runs it; -agent-env adds to them, to try
+// others, and -agent-args gives the binary flags of its own before the
+// benchmark's (e.g. --pace-gc=false).
 func asDeployed(tb testing.TB, binary string) []string {
 	data, err := os.ReadFile("../../../deploy/hwnet-agent.yaml")
 	if err != nil {
@@ -37,7 +38,7 @@ func asDeployed(tb testing.TB, binary string) []string {
 		}
 		for _, c := range ds.Spec.Template.Spec.Containers {
 			for _, e := range c.Env {
-				if c.Name == "hwnet-agent" && strings.HasPrefix(e.Name, "GO") && e.Value != "" {
+				if c.Name == "hwnet-agent" && runtimeSetting(e.Name) && e.Value != "" {
 					args = append(args, e.Name+"="+e.Value)
 				}
 			}
@@ -51,6 +52,13 @@ func asDeployed(tb testing.TB, binary string) []string {
 		args = append(args, strings.Split(*agentArgs, ",")...)
 	}
 	return args
+}
+
+// runtimeSetting says whether a DaemonSet variable is one of the Go
+// runtime's (GOGC, GOMEMLIMIT) or client-go's HTTP/2 health check's,
+// which the benchmark's agent runs with as deployed.
+func runtimeSetting(name string) bool {
+	return strings.HasPrefix(name, "GO") || strings.HasPrefix(name, "HTTP2_")
 }
 
 // installAPIs makes the API server serve what `kubectl apply -k deploy`
