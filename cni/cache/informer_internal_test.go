@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
 )
 
 // TestOnNodeWatchIsQuiet: every request of the pods informer selects the
@@ -11,7 +12,6 @@ import (
 // that ends it and client-go's timeout, and a watch started again asks
 // for no bookmarks and lasts 30-60 min, as a quiet kind's does.
 func TestOnNodeWatchIsQuiet(t *testing.T) {
-	yes := true
 	for _, tt := range []struct {
 		name          string
 		in            metav1.ListOptions
@@ -19,8 +19,8 @@ func TestOnNodeWatchIsQuiet(t *testing.T) {
 		wantTimeout   int64
 	}{
 		{"list", metav1.ListOptions{}, false, 0},
-		{"the watch that streams the list", metav1.ListOptions{Watch: true, SendInitialEvents: &yes, AllowWatchBookmarks: true, TimeoutSeconds: ptr(int64(420))}, true, 420},
-		{"the watch started again", metav1.ListOptions{Watch: true, AllowWatchBookmarks: true, TimeoutSeconds: ptr(int64(420))}, false, 2520},
+		{"the watch that streams the list", metav1.ListOptions{Watch: true, SendInitialEvents: ptr.To(true), AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](420)}, true, 420},
+		{"the watch started again", metav1.ListOptions{Watch: true, AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](420)}, false, 2520},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := tt.in
@@ -41,5 +41,3 @@ func TestOnNodeWatchIsQuiet(t *testing.T) {
 		})
 	}
 }
-
-func ptr[T any](v T) *T { return &v }

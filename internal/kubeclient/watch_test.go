@@ -17,6 +17,7 @@ import (
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
 
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
@@ -199,9 +200,9 @@ func TestLongWatch(t *testing.T) {
 		wantAfter *int64
 	}{
 		{"list", nil, false, nil},
-		{"shortest watch", ptr(300), false, ptr(1800)},
-		{"longest watch", ptr(599), false, ptr(3594)},
-		{"the watch that streams the list", ptr(300), true, ptr(300)},
+		{"shortest watch", ptr.To[int64](300), false, ptr.To[int64](1800)},
+		{"longest watch", ptr.To[int64](599), false, ptr.To[int64](3594)},
+		{"the watch that streams the list", ptr.To[int64](300), true, ptr.To[int64](300)},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			o := metav1.ListOptions{TimeoutSeconds: tt.timeout}
@@ -220,8 +221,6 @@ func TestLongWatch(t *testing.T) {
 		})
 	}
 }
-
-func ptr(v int64) *int64 { return &v }
 
 func deref(p *int64) any {
 	if p == nil {
