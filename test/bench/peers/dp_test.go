@@ -150,12 +150,19 @@ func (r *dpRun) allocate(tb testing.TB, t *table, size, calls int) {
 // after the Allocates and then while nothing happens, and its RSS
 // afterwards.
 func (r *dpRun) idle(t *table, settle, window time.Duration, vfs int) {
-	settling, idle := restCPU(r.p.cmd.Process.Pid, settle, window)
-	t.add(fmt.Sprintf("CPU settling after the Allocates, at %d VFs", vfs), "ms/s", r.p.name, settling)
-	t.add(fmt.Sprintf("idle CPU at %d VFs", vfs), "ms/s", r.p.name, idle)
-	rss, _ := r.p.rssMB()
-	t.add(fmt.Sprintf("RSS idle at %d VFs", vfs), "MiB", r.p.name, rss)
-	addRSSSplit(t, r.p, r.p.name, "idle")
+	atRest(t, r.p, r.p.name, settle, window, fmt.Sprintf("after the Allocates, at %d VFs", vfs), fmt.Sprintf("at %d VFs", vfs))
+}
+
+// atRest records the CPU p burns per second while it settles and then
+// while nothing happens, and its resident set afterwards; after names the
+// requests it settles from, where the mode and size of the rows.
+func atRest(t *table, p *proc, tool string, settle, window time.Duration, after, where string) {
+	settling, idle := restCPU(p.cmd.Process.Pid, settle, window)
+	t.add("CPU settling "+after, "ms/s", tool, settling)
+	t.add("idle CPU "+where, "ms/s", tool, idle)
+	rss, _ := p.rssMB()
+	t.add("RSS idle "+where, "MiB", tool, rss)
+	addRSSSplit(t, p, tool, "idle "+where)
 }
 
 // addRSSSplit adds rows for the anonymous and the file-backed part of

@@ -98,6 +98,10 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 				if vfs == largest {
 					run.allocate(b, t, 1, *calls)
 					run.allocate(b, t, 4, *calls)
+					// Right after the burst, as the DRA mode's row
+					// after the prepares is taken.
+					rss, _ := run.p.rssMB()
+					t.add(fmt.Sprintf("RSS right after the Allocates at %d VFs", vfs), "MiB", run.p.name, rss)
 					run.idle(t, *settleFor, *idleFor, vfs)
 					if *profiles != "" {
 						saveSmaps(b, run.p.cmd.Process.Pid, run.p.name+"-dp-smaps-idle.txt")
@@ -115,8 +119,19 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 				t.add(fmt.Sprintf("RSS after the prepares (DRA) at %d VFs", vfs), "MiB", "hwnet", rss)
 				addRSSSplit(t, run.p, "hwnet", "after the prepares (DRA)")
 				if run.metrics != "" {
-					saveProfile(b, run.metrics, "heap", "hwnet-dra-heap-prepared.pb.gz")
 					saveSmaps(b, run.p.cmd.Process.Pid, "hwnet-dra-smaps-prepared.txt")
+				}
+				// At rest as the device plugin mode's idle rows are
+				// taken: the same settling and window after the
+				// last request, which is what the two modes' memory
+				// compares on a node between pod starts.
+				atRest(t, run.p, "hwnet", *settleFor, *idleFor, fmt.Sprintf("after the prepares (DRA), at %d VFs", vfs), fmt.Sprintf("after the prepares (DRA) at %d VFs", vfs))
+				// Last: a profile's symbols are read from the binary's
+				// function tables, pages the rows above must not count.
+				if run.metrics != "" {
+					saveSmaps(b, run.p.cmd.Process.Pid, "hwnet-dra-smaps-idle.txt")
+					saveProfile(b, run.metrics, "heap", "hwnet-dra-heap-idle.pb.gz")
+					saveProfile(b, run.metrics, "heap?debug=1", "hwnet-dra-memstats-idle.txt")
 				}
 				run.prepareRebound(b, t, de, node, *calls)
 				rss, _ = run.p.rssMB()
