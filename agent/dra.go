@@ -144,7 +144,7 @@ func (a *Agent) publishDRA(ctx context.Context) {
 		a.logChanges(run.res.FullName(), run.sent, run.next)
 		changed = changed || !sameHealth(run.sent, run.next)
 		run.sent = run.next
-		ps[i] = dra.Pool{Resource: run.res, Devices: draDevices(run.next, a.opts.DRA.EvictDeadPF)}
+		ps[i] = dra.Pool{Resource: run.res, Devices: run.next, EvictDeadPF: a.opts.DRA.EvictDeadPF}
 	}
 	if !changed {
 		return
@@ -162,14 +162,4 @@ func sameHealth(a, b []offer.State) bool {
 		return x.ID == y.ID && x.Healthy == y.Healthy && x.Reason == y.Reason && x.HeldBy == y.HeldBy && x.DeadPF == y.DeadPF &&
 			x.Fenced == y.Fenced && x.Unknown == y.Unknown
 	})
-}
-
-// draDevices are the states as the DRA driver publishes them; with
-// evictDeadPF, a dead PF's unhealthy VFs evict their pods.
-func draDevices(states []offer.State, evictDeadPF bool) []dra.Device {
-	out := make([]dra.Device, len(states))
-	for i, s := range states {
-		out[i] = dra.Device{State: s, Evict: evictDeadPF && s.DeadPF && !s.Healthy}
-	}
-	return out
 }

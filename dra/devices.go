@@ -76,19 +76,17 @@ const FencedTaintKey = "hwnet.io/fenced"
 // records): any device may be held by a holder the agent cannot see.
 const UnknownTaintKey = "hwnet.io/unknown"
 
-// Pool is a resource pool served through DRA and its devices.
+// Pool is a resource pool served through DRA, its devices and whether
+// pods may get each. The driver keeps Devices as they are given, shared
+// with the caller's list, which must not change them afterwards.
 type Pool struct {
 	Resource pools.Resource
-	Devices  []Device
-}
-
-// Device is a device of a pool and whether pods may get it.
-type Device struct {
-	offer.State
-	// Evict makes an unhealthy device's taint NoExecute: Kubernetes
-	// evicts the pods whose claims hold it (those that do not tolerate
-	// the taint) instead of only scheduling no new ones.
-	Evict bool
+	Devices  []offer.State
+	// EvictDeadPF makes the taint of an unhealthy VF whose PF is dead
+	// (offer.State.DeadPF) NoExecute: Kubernetes evicts the pods whose
+	// claims hold it (those that do not tolerate the taint) instead of
+	// only scheduling no new ones.
+	EvictDeadPF bool
 }
 
 // Node is what the mapping reads of the node beside the pools: the PFs'
@@ -122,7 +120,7 @@ func Devices(node Node, ps []Pool) ([]resourceapi.Device, error) {
 	var out []resourceapi.Device
 	for _, p := range ps {
 		devs := slices.Clone(p.Devices)
-		slices.SortFunc(devs, func(a, b Device) int { return strings.Compare(a.ID, b.ID) })
+		slices.SortFunc(devs, func(a, b offer.State) int { return strings.Compare(a.ID, b.ID) })
 		for i := range devs {
 			d := &devs[i]
 			if first, dup := seen[d.ID]; dup {
@@ -132,7 +130,7 @@ func Devices(node Node, ps []Pool) ([]resourceapi.Device, error) {
 			out = append(out, resourceapi.Device{
 				Name:       DeviceName(d.ID),
 				Attributes: attributes(node, &p.Resource, d, eswitch[d.PF]),
-				Taints:     taints(d),
+				Taints:     taints(d, p.EvictDeadPF && d.DeadPF),
 			})
 		}
 	}
@@ -154,7 +152,7 @@ func eswitchModes(inv *discovery.Inventory) map[string]string {
 // attributes are a device's attributes: the standard ones, hwnet's and
 // the NPWG's. Empty values are left out, as CEL tests presence with
 // "in"; a string longer than an attribute may hold is cut.
-func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
+func attributes(node Node, res *pools.Resource, d *offer.State, eswitch string) map[resourceapi.QualifiedName]resourceapi.DeviceAttribute {
 	fn := d.Function
 	a := map[resourceapi.QualifiedName]resourceapi.DeviceAttribute{}
 	standard(a, node, d)
@@ -200,7 +198,7 @@ func attributes(node Node, res *pools.Resource, d *Device, eswitch string) map[r
 // standard adds the Kubernetes standard attributes through the DRA
 // library's helpers: pciBusID, pcieRoot (from sysfs) and numaNode (left
 // out for a device without NUMA affinity, as the library asks).
-func standard(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node Node, d *Device) {
+func standard(a map[resourceapi.QualifiedName]resourceapi.DeviceAttribute, node Node, d *offer.State) {
 	add := func(attr deviceattribute.DeviceAttribute, err error) {
 		if err == nil {
 			a[attr.Name] = attr.Value
@@ -231,16 +229,16 @@ func cut(s string) string {
 	return s
 }
 
-// taints are a device's taints: NoSchedule (NoExecute with Evict) with
+// taints are a device's taints: NoSchedule (NoExecute with evict) with
 // the reason while it is unhealthy; NoSchedule with its holder while
 // something outside DRA holds it, with the fence's reason while fenced,
 // with the unreadable source while holders are unknown; none once it is
 // healthy, free and known.
-func taints(d *Device) []resourceapi.DeviceTaint {
+func taints(d *offer.State, evict bool) []resourceapi.DeviceTaint {
 	var out []resourceapi.DeviceTaint
 	if !d.Healthy {
 		effect := resourceapi.DeviceTaintEffectNoSchedule
-		if d.Evict {
+		if evict {
 			effect = resourceapi.DeviceTaintEffectNoExecute
 		}
 		out = append(out, resourceapi.DeviceTaint{Key: TaintKey, Value: labelValue(d.Reason), Effect: effect})

@@ -73,7 +73,7 @@ func newTestNodeOf(t testing.TB, spec *virtualnode.Spec, config string) *testNod
 	for _, p := range cfg.Match(inv).Pools {
 		dp := dra.Pool{Resource: p.Resource}
 		for _, d := range p.Devices {
-			dp.Devices = append(dp.Devices, dra.Device{State: offer.State{Device: d, Healthy: true}})
+			dp.Devices = append(dp.Devices, offer.State{Device: d, Healthy: true})
 		}
 		n.pools = append(n.pools, dp)
 	}
@@ -244,8 +244,8 @@ func TestTaints(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s evict=%t", tt.reason, tt.evict), func(t *testing.T) {
-			p := dra.Pool{Resource: pools.Resource{Prefix: "intel.com", Name: "x"}, Devices: []dra.Device{
-				{State: offer.State{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: &discovery.Function{NUMANode: -1}}, Reason: tt.reason}, Evict: tt.evict},
+			p := dra.Pool{Resource: pools.Resource{Prefix: "intel.com", Name: "x"}, EvictDeadPF: tt.evict, Devices: []offer.State{
+				{Device: pools.Device{ID: "0000:3b:01.0", VFIndex: -1, Function: &discovery.Function{NUMANode: -1}}, Reason: tt.reason, DeadPF: true},
 			}}
 			devs, err := dra.Devices(dra.Node{SysfsRoot: t.TempDir()}, []dra.Pool{p})
 			if err != nil {
@@ -268,10 +268,10 @@ func TestTaints(t *testing.T) {
 
 // TestDevicesInTwoPools: a device is served by one pool only.
 func TestDevicesInTwoPools(t *testing.T) {
-	d := dra.Device{State: offer.State{Device: pools.Device{ID: "0000:3b:01.0", Function: &discovery.Function{}}, Healthy: true}}
+	d := offer.State{Device: pools.Device{ID: "0000:3b:01.0", Function: &discovery.Function{}}, Healthy: true}
 	ps := []dra.Pool{
-		{Resource: pools.Resource{Prefix: "intel.com", Name: "a"}, Devices: []dra.Device{d}},
-		{Resource: pools.Resource{Prefix: "intel.com", Name: "b"}, Devices: []dra.Device{d}},
+		{Resource: pools.Resource{Prefix: "intel.com", Name: "a"}, Devices: []offer.State{d}},
+		{Resource: pools.Resource{Prefix: "intel.com", Name: "b"}, Devices: []offer.State{d}},
 	}
 	_, err := dra.Devices(dra.Node{}, ps)
 	if err == nil || err.Error() != "device 0000:3b:01.0: in pools intel.com/a and intel.com/b" {

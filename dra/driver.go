@@ -41,6 +41,7 @@ import (
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/handout"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/node/pcidriver"
 	"github.com/hwnet-io/hwnet/node/pools"
 	"github.com/hwnet-io/hwnet/node/vfadmin"
@@ -172,11 +173,13 @@ type published struct {
 	devices map[string]entry
 }
 
-// entry is one published device and what it hands out.
+// entry is one published device: pointers into the pools the last
+// Publish listed, which the driver keeps for rebuilding its slices. What
+// a device hands out is made at prepare, as Allocate makes it: kept for
+// every device, it was as much memory again as the pools.
 type entry struct {
-	res     *pools.Resource
-	dev     Device
-	handout *handout.Device
+	res *pools.Resource
+	dev *offer.State
 }
 
 // Start registers the driver with kubelet and serves it until ctx ends
@@ -311,9 +314,9 @@ func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, fu
 	entries := make(map[string]entry, len(devs))
 	for i := range ps {
 		res := &ps[i].Resource
-		maker := handout.NewMaker(res, d.opts.DevRoot)
-		for _, dev := range ps[i].Devices {
-			entries[DeviceName(dev.ID)] = entry{res: res, dev: dev, handout: maker.Make(&dev.Device)}
+		for j := range ps[i].Devices {
+			dev := &ps[i].Devices[j]
+			entries[DeviceName(dev.ID)] = entry{res: res, dev: dev}
 		}
 	}
 	d.current.Store(&published{devices: entries})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/offer"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -73,7 +74,7 @@ func TestHealthStream(t *testing.T) {
 	const reason = "link enp59s0f0v6 is up but has no carrier"
 	dropped := slices.Clone(n.pools)
 	for i := range dropped {
-		dropped[i].Devices = slices.DeleteFunc(slices.Clone(dropped[i].Devices), func(d dra.Device) bool { return d.ID == addr })
+		dropped[i].Devices = slices.DeleteFunc(slices.Clone(dropped[i].Devices), func(d offer.State) bool { return d.ID == addr })
 	}
 	for _, tt := range []struct {
 		name   string

@@ -123,8 +123,9 @@ func claimHolder(c *resourceapi.ResourceClaim) ledger.Holder {
 
 // claimDevice is one allocated device of a claim with what it hands out.
 type claimDevice struct {
-	result resourceapi.DeviceRequestAllocationResult
-	entry  entry
+	result  resourceapi.DeviceRequestAllocationResult
+	entry   entry
+	handout *handout.Device
 }
 
 // prepareClaim reserves a claim's devices, binds the VFs whose
@@ -146,7 +147,7 @@ func (d *Driver) prepareClaim(ctx context.Context, cp *checkpoint.Checkpoint, cu
 	}
 	ids := make([]string, len(devs))
 	for i, cd := range devs {
-		ids[i] = cd.entry.handout.ID
+		ids[i] = cd.handout.ID
 	}
 	if err := d.opts.Ledger.Reserve(ctx, ledger.Request{Devices: ids, Holder: claimHolder(c)}); err != nil {
 		return nil, err
@@ -177,7 +178,7 @@ func (d *Driver) writeClaim(ctx context.Context, c *resourceapi.ResourceClaim, d
 		CDISpec: d.specPath(c.UID), BootID: d.bootID}
 	spec := &cdispec.Spec{Version: handout.CDIVersion, Kind: d.opts.DriverName + "/" + cdiClass}
 	for i, cd := range devs {
-		h := cd.entry.handout
+		h := cd.handout
 		if err := devinfo.Write(d.opts.DevinfoDir, cd.entry.res.FullName(), h.ID, h.Info); err != nil {
 			return nil, fmt.Errorf("device %s: %w", h.ID, err)
 		}
@@ -214,7 +215,7 @@ func (d *Driver) claimDevices(cur *published, c *resourceapi.ResourceClaim) ([]c
 		if !ok || r.Pool != d.opts.NodeName {
 			return nil, fmt.Errorf("request %q: device %s of pool %s is not one this node publishes", r.Request, r.Device, r.Pool)
 		}
-		devs = append(devs, claimDevice{result: r, entry: e})
+		devs = append(devs, claimDevice{result: r, entry: e, handout: handout.NewMaker(e.res, d.opts.DevRoot).Make(&e.dev.Device)})
 	}
 	return devs, nil
 }
@@ -230,7 +231,7 @@ func claimEnv(devs []claimDevice) ([]string, error) {
 		if _, ok := byPool[name]; !ok {
 			order = append(order, cd)
 		}
-		byPool[name] = append(byPool[name], cd.entry.handout)
+		byPool[name] = append(byPool[name], cd.handout)
 	}
 	for _, cd := range order {
 		vars, err := handout.EnvVars(cd.entry.res, byPool[cd.entry.res.FullName()])

@@ -187,7 +187,7 @@ func (d *Driver) rebindClaim(ctx context.Context, cp *checkpoint.Checkpoint, c *
 			return d.unbindClaim(ctx, cp, c, fmt.Errorf("ResourceClaim %s/%s: %w", c.Namespace, c.Name, err))
 		}
 		d.log.Info("VF bound to the claim's driver", "claim", c.Namespace+"/"+c.Name, "device", cd.entry.dev.ID, "vfDriver", rebinds[i].Driver, "was", rebinds[i].WasDriver)
-		devs[i].entry.handout = d.reboundHandout(cd, rebinds[i].Driver)
+		devs[i].handout = d.reboundHandout(cd, rebinds[i].Driver)
 	}
 	return nil
 }
