@@ -138,18 +138,26 @@ func (a *Agent) publishDRA(ctx context.Context) {
 		}
 	})
 	slices.SortFunc(runs, func(x, y *draPool) int { return cmp.Compare(x.res.Index, y.res.Index) })
-	ps := make([]dra.Pool, len(runs))
 	changed := a.draDirty
-	for i, run := range runs {
+	for _, run := range runs {
 		a.logChanges(run.res.FullName(), run.sent, run.next)
 		changed = changed || !sameHealth(run.sent, run.next)
-		run.sent = run.next
-		ps[i] = dra.Pool{Resource: run.res, Devices: run.next, EvictDeadPF: a.opts.DRA.EvictDeadPF}
 	}
 	if !changed {
+		// The driver keeps the lists it last published; the same
+		// verdicts judged again are dropped, so that the node's device
+		// states are held once, not twice.
+		for _, run := range runs {
+			run.next = run.sent
+		}
 		return
 	}
 	a.draDirty = false
+	ps := make([]dra.Pool, len(runs))
+	for i, run := range runs {
+		run.sent = run.next
+		ps[i] = dra.Pool{Resource: run.res, Devices: run.next, EvictDeadPF: a.opts.DRA.EvictDeadPF}
+	}
 	if err := a.dra.Publish(ctx, dra.Node{Inventory: a.inv, SysfsRoot: a.opts.SysfsRoot}, ps); err != nil {
 		a.log.Error("DRA devices not published", "err", err)
 	}
