@@ -115,26 +115,76 @@ func DeviceName(id string) string {
 // pool order and then PCI address so that slices stay stable. A device
 // in two pools is an error naming both: one device is served once.
 func Devices(node Node, ps []Pool) ([]resourceapi.Device, error) {
-	eswitch := eswitchModes(node.Inventory)
+	l, err := newLayout(node, ps)
+	if err != nil {
+		return nil, err
+	}
+	return l.devices(l.order), nil
+}
+
+// layout is the pools' devices in the order the slices list them, each
+// mapped to a ResourceSlice device only when a slice of it is compared or
+// written: at 2048 VFs the mapped devices are about 12 MB, which made at
+// once set the heap's size for as long as the agent ran after.
+type layout struct {
+	node    Node
+	eswitch map[string]string
+	order   []placed
+}
+
+// placed is one device and its pool, both in the Pool list the layout
+// was made of, which must not change afterwards.
+type placed struct {
+	pool *Pool
+	dev  *offer.State
+}
+
+// newLayout orders ps's devices by pool and then PCI address, so that
+// slices stay stable; a device in two pools is an error naming both.
+func newLayout(node Node, ps []Pool) (*layout, error) {
+	l := &layout{node: node, eswitch: eswitchModes(node.Inventory)}
 	seen := map[string]string{}
-	var out []resourceapi.Device
-	for _, p := range ps {
-		devs := slices.Clone(p.Devices)
-		slices.SortFunc(devs, func(a, b offer.State) int { return strings.Compare(a.ID, b.ID) })
-		for i := range devs {
-			d := &devs[i]
-			if first, dup := seen[d.ID]; dup {
-				return nil, fmt.Errorf("device %s: in pools %s and %s", d.ID, first, p.Resource.FullName())
+	for i := range ps {
+		p := &ps[i]
+		start := len(l.order)
+		for j := range p.Devices {
+			l.order = append(l.order, placed{pool: p, dev: &p.Devices[j]})
+		}
+		slices.SortFunc(l.order[start:], func(a, b placed) int { return strings.Compare(a.dev.ID, b.dev.ID) })
+		for _, pd := range l.order[start:] {
+			if first, dup := seen[pd.dev.ID]; dup {
+				return nil, fmt.Errorf("device %s: in pools %s and %s", pd.dev.ID, first, p.Resource.FullName())
 			}
-			seen[d.ID] = p.Resource.FullName()
-			out = append(out, resourceapi.Device{
-				Name:       DeviceName(d.ID),
-				Attributes: attributes(node, &p.Resource, d, eswitch[d.PF]),
-				Taints:     taints(d, p.EvictDeadPF && d.DeadPF),
-			})
+			seen[pd.dev.ID] = p.Resource.FullName()
 		}
 	}
-	return out, nil
+	return l, nil
+}
+
+// slices is how many ResourceSlices the devices take, MaxSliceDevices
+// each; an empty pool has one empty slice, which says the driver runs
+// and has nothing to offer.
+func (l *layout) slices() int {
+	return max(1, (len(l.order)+MaxSliceDevices-1)/MaxSliceDevices)
+}
+
+// slice is the devices of slice i, made now: what sysfs says (each
+// function's PCIe root) is read anew each time.
+func (l *layout) slice(i int) []resourceapi.Device {
+	return l.devices(l.order[min(i*MaxSliceDevices, len(l.order)):min((i+1)*MaxSliceDevices, len(l.order))])
+}
+
+func (l *layout) devices(order []placed) []resourceapi.Device {
+	out := make([]resourceapi.Device, 0, len(order))
+	for _, pd := range order {
+		d := pd.dev
+		out = append(out, resourceapi.Device{
+			Name:       DeviceName(d.ID),
+			Attributes: attributes(l.node, &pd.pool.Resource, d, l.eswitch[d.PF]),
+			Taints:     taints(d, pd.pool.EvictDeadPF && d.DeadPF),
+		})
+	}
+	return out
 }
 
 // eswitchModes is each PF's eswitch mode by PCI address.

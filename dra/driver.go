@@ -32,7 +32,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/metadata"
 	"k8s.io/dynamic-resource-allocation/kubeletplugin"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 	"k8s.io/klog/v2"
 	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
@@ -275,11 +274,11 @@ func (d *Driver) Registered() bool {
 func (d *Driver) Publish(_ context.Context, node Node, ps []Pool) error {
 	d.publishing.Lock()
 	defer d.publishing.Unlock()
-	res, rebuild, err := d.update(node, ps)
+	l, err := d.update(node, ps)
 	if err != nil {
 		return err
 	}
-	d.slices.send(&res, rebuild)
+	d.slices.send(l)
 	return nil
 }
 
@@ -301,49 +300,23 @@ func (d *Driver) watchRegistration(ctx context.Context, req any, info *grpc.Unar
 
 // republish makes the publisher compare the slices with the last
 // published devices, made again, and write those that differ.
-func (d *Driver) republish(context.Context) { d.slices.send(nil, nil) }
+func (d *Driver) republish(context.Context) { d.slices.send(nil) }
 
-// update makes ps the devices prepare hands out and returns their slices,
-// and what makes them again.
-func (d *Driver) update(node Node, ps []Pool) (resourceslice.DriverResources, func() resourceslice.DriverResources, error) {
-	ps = slices.Clone(ps) // prepare keeps pointers to the resources
-	devs, err := Devices(node, ps)
+// update makes ps the devices prepare hands out and returns the layout
+// of their slices.
+func (d *Driver) update(node Node, ps []Pool) (*layout, error) {
+	ps = slices.Clone(ps) // prepare and the layout keep pointers into it
+	l, err := newLayout(node, ps)
 	if err != nil {
-		return resourceslice.DriverResources{}, nil, fmt.Errorf("DRA driver: %w", err)
+		return nil, fmt.Errorf("DRA driver: %w", err)
 	}
-	entries := make(map[string]entry, len(devs))
-	for i := range ps {
-		res := &ps[i].Resource
-		for j := range ps[i].Devices {
-			dev := &ps[i].Devices[j]
-			entries[DeviceName(dev.ID)] = entry{res: res, dev: dev}
-		}
+	entries := make(map[string]entry, len(l.order))
+	for _, pd := range l.order {
+		entries[DeviceName(pd.dev.ID)] = entry{res: &pd.pool.Resource, dev: pd.dev}
 	}
 	d.current.Store(&published{devices: entries})
 	d.health.set(entries, time.Now())
-	rebuild := func() resourceslice.DriverResources {
-		// The same node and pools made devices without error; only what
-		// sysfs says (each function's PCIe root) is read anew.
-		devs, _ := Devices(node, ps)
-		return Resources(d.opts.NodeName, devs)
-	}
-	return Resources(d.opts.NodeName, devs), rebuild, nil
-}
-
-// Resources is one pool, named after the node, with devs in slices of
-// at most MaxSliceDevices, in order; an empty pool has one empty slice,
-// which says the driver runs and has nothing to offer.
-func Resources(poolName string, devs []resourceapi.Device) resourceslice.DriverResources {
-	out := []resourceslice.Slice{{}}
-	for i := 0; i < len(devs); i += MaxSliceDevices {
-		chunk := devs[i:min(i+MaxSliceDevices, len(devs))]
-		if i == 0 {
-			out[0].Devices = chunk
-			continue
-		}
-		out = append(out, resourceslice.Slice{Devices: chunk})
-	}
-	return resourceslice.DriverResources{Pools: map[string]resourceslice.Pool{poolName: {Slices: out}}}
+	return l, nil
 }
 
 // HandleError logs what the library met in the background (its gRPC

@@ -8,7 +8,7 @@ func NewUnregistered(opts Options) (*Driver, error) { return newDriver(opts) }
 
 // SetDevices makes ps the devices prepare hands out, as Publish does.
 func (d *Driver) SetDevices(node Node, ps []Pool) error {
-	_, _, err := d.update(node, ps)
+	_, err := d.update(node, ps)
 	return err
 }
 

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	resourcev1client "k8s.io/client-go/kubernetes/typed/resource/v1"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
 // takeOverPage is how many slices a page of the takeover's list holds:
@@ -92,30 +91,18 @@ func sliceSelector(node, driver string) fields.Set {
 // sync makes the node's slices res's one pool: it takes over an earlier
 // agent's slices first, writes only the slices that differ, and bumps
 // the pool's generation as the library does.
-func (p *publisher) sync(ctx context.Context, res *resourceslice.DriverResources) error {
-	want, err := p.wanted(res)
-	if err != nil {
-		return err
-	}
+func (p *publisher) sync(ctx context.Context, want *layout) error {
 	if err := p.takeOver(ctx); err != nil {
 		return err
 	}
 	p.absorb()
-	pl := p.plan(want)
-	if err := p.apply(ctx, pl, want); err != nil {
+	taints := map[taintID]bool{}
+	pl := p.plan(want, taints)
+	if err := p.apply(ctx, pl, want, taints); err != nil {
 		return err
 	}
-	p.times.keep(want)
+	p.times.keep(taints)
 	return nil
-}
-
-// wanted is the one pool's slices, named after the node (Resources).
-func (p *publisher) wanted(res *resourceslice.DriverResources) ([]resourceslice.Slice, error) {
-	pool, ok := res.Pools[p.node]
-	if len(res.Pools) != 1 || !ok {
-		return nil, fmt.Errorf("DRA driver: %d pools to publish, want the one named %s", len(res.Pools), p.node)
-	}
-	return pool.Slices, nil
 }
 
 // takeOver reads, once, the slices an earlier agent left, a page at a
@@ -203,17 +190,21 @@ type plan struct {
 	update   []int
 }
 
-func (p *publisher) plan(want []resourceslice.Slice) plan {
-	pl := plan{width: indexWidth(len(want)), matched: map[int]string{}}
-	pl.obsolete = p.match(&pl, len(want))
-	numNew := len(want) - len(pl.matched)
+// plan compares each wanted slice that has one on the server with its
+// record, adding its devices' taints to taints.
+func (p *publisher) plan(want *layout, taints map[taintID]bool) plan {
+	n := want.slices()
+	pl := plan{width: indexWidth(n), matched: map[int]string{}}
+	pl.obsolete = p.match(&pl, n)
+	numNew := n - len(pl.matched)
 	// The library starts from the highest generation on the server; hwnet
 	// from the highest it ever wrote or found, so that a pool whose slices
 	// someone deleted does not start again at 1.
-	pl.pool = resourceapi.ResourcePool{Name: p.node, Generation: p.generation, ResourceSliceCount: int64(len(want))}
+	pl.pool = resourceapi.ResourcePool{Name: p.node, Generation: p.generation, ResourceSliceCount: int64(n)}
 	var changed []int
 	for _, i := range slices.Sorted(maps.Keys(pl.matched)) {
-		spec := p.spec(pl.pool, want[i].Devices)
+		spec := p.spec(pl.pool, want.slice(i))
+		addTaints(taints, spec.Devices)
 		if p.records[pl.matched[i]].differs(hashSpec(&spec)) {
 			changed = append(changed, i)
 		}
@@ -261,23 +252,27 @@ func (p *publisher) spec(pool resourceapi.ResourcePool, devs []resourceapi.Devic
 
 // apply writes pl as the library does: obsolete slices deleted first
 // (devices the node no longer has are withdrawn even if the rest fails),
-// then the matched slices updated, then the new ones created.
-func (p *publisher) apply(ctx context.Context, pl plan, want []resourceslice.Slice) error {
+// then the matched slices updated, then the new ones created, whose
+// devices' taints it adds to taints. Each slice's devices are made for
+// its write and dropped after it.
+func (p *publisher) apply(ctx context.Context, pl plan, want *layout, taints map[taintID]bool) error {
 	for _, name := range pl.obsolete {
 		if err := p.remove(ctx, name); err != nil {
 			return err
 		}
 	}
 	for _, i := range pl.update {
-		if err := p.update(ctx, pl.matched[i], p.spec(pl.pool, want[i].Devices)); err != nil {
+		if err := p.update(ctx, pl.matched[i], p.spec(pl.pool, want.slice(i))); err != nil {
 			return err
 		}
 	}
-	for i := range want {
+	for i := range want.slices() {
 		if _, ok := pl.matched[i]; ok {
 			continue
 		}
-		if err := p.create(ctx, sliceGenerateName(i, pl.width, p.driver, p.node), p.spec(pl.pool, want[i].Devices)); err != nil {
+		spec := p.spec(pl.pool, want.slice(i))
+		addTaints(taints, spec.Devices)
+		if err := p.create(ctx, sliceGenerateName(i, pl.width, p.driver, p.node), spec); err != nil {
 			return err
 		}
 	}

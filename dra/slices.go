@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
 // sliceSender gives the publisher the latest devices in one goroutine,
@@ -21,24 +20,23 @@ type sliceSender struct {
 	// kick wakes the goroutine; sends meanwhile are one send.
 	kick chan struct{}
 	mu   sync.Mutex
-	// pending is what the last Publish made until a sync wrote it;
-	// rebuild makes it again for a republish or a repair. Nothing keeps
-	// the devices once they are written: at thousands of VFs they are
-	// megabytes, for as long as the devices stay as they are.
-	pending *resourceslice.DriverResources
-	rebuild func() resourceslice.DriverResources
+	// latest is the layout the last Publish made, for every sync after
+	// it: a republish or a repair compares the same devices made again.
+	// It holds no ResourceSlice device: at thousands of VFs they are
+	// megabytes, each slice's made and dropped in turn.
+	latest *layout
 }
 
 func newSliceSender(log *slog.Logger) *sliceSender {
 	return &sliceSender{log: log, kick: make(chan struct{}, 1)}
 }
 
-// send makes res the latest devices, which rebuild makes again, or, with
-// nil, asks for the latest again, and wakes the goroutine.
-func (s *sliceSender) send(res *resourceslice.DriverResources, rebuild func() resourceslice.DriverResources) {
-	if res != nil {
+// send makes l the latest devices or, with nil, asks for the latest
+// again, and wakes the goroutine.
+func (s *sliceSender) send(l *layout) {
+	if l != nil {
 		s.mu.Lock()
-		s.pending, s.rebuild = res, rebuild
+		s.latest = l
 		s.mu.Unlock()
 	}
 	select {
@@ -47,25 +45,11 @@ func (s *sliceSender) send(res *resourceslice.DriverResources, rebuild func() re
 	}
 }
 
-// next is the devices to write: the pending ones, else the last ones
-// made again; nil before the first send.
-func (s *sliceSender) next() *resourceslice.DriverResources {
+// next is the devices to write; nil before the first send.
+func (s *sliceSender) next() *layout {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending == nil && s.rebuild != nil {
-		res := s.rebuild()
-		s.pending = &res
-	}
-	return s.pending
-}
-
-// taken drops res, once it is written, unless a newer send came.
-func (s *sliceSender) taken(res *resourceslice.DriverResources) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.pending == res {
-		s.pending = nil
-	}
+	return s.latest
 }
 
 // run publishes the latest devices each time send wakes it, retries a
@@ -149,7 +133,6 @@ func (l *sendLoop) once(ctx context.Context) {
 		l.retry = nil
 	}
 	l.backoff = retryBackoff()
-	l.s.taken(res)
 	if l.published != nil {
 		l.published()
 		l.published = nil

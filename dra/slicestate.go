@@ -9,7 +9,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
 // sliceRecord is all the publisher keeps of one slice on the API server
@@ -156,18 +155,18 @@ func (tt taintTimes) fill(devs []resourceapi.Device) {
 	}
 }
 
-// keep forgets the taints no longer in slices: one that comes back is
-// new, with a new time.
-func (tt taintTimes) keep(slices []resourceslice.Slice) {
-	wanted := map[taintID]bool{}
-	for _, s := range slices {
-		devs := s.Devices
-		for i := range devs {
-			for _, t := range devs[i].Taints {
-				wanted[taintID{devs[i].Name, t.Key, t.Value, t.Effect}] = true
-			}
+// addTaints adds devs' taints to set.
+func addTaints(set map[taintID]bool, devs []resourceapi.Device) {
+	for i := range devs {
+		for _, t := range devs[i].Taints {
+			set[taintID{devs[i].Name, t.Key, t.Value, t.Effect}] = true
 		}
 	}
+}
+
+// keep forgets the taints not wanted, those of no wanted slice: one that
+// comes back is new, with a new time.
+func (tt taintTimes) keep(wanted map[taintID]bool) {
 	for id := range tt {
 		if !wanted[id] {
 			delete(tt, id)

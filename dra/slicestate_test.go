@@ -6,7 +6,6 @@ import (
 
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/dynamic-resource-allocation/resourceslice"
 )
 
 // The slices' names are the library's: the index in hex, at least five
@@ -78,7 +77,9 @@ func TestTaintTimes(t *testing.T) {
 	if want[0].Taints[1].TimeAdded != nil || want[1].Taints[0].TimeAdded != nil {
 		t.Error("a new taint (another value, another device) got a time: the API server sets it")
 	}
-	times.keep([]resourceslice.Slice{{Devices: []resourceapi.Device{{Name: "b", Taints: []resourceapi.DeviceTaint{taint("down", nil)}}}}})
+	wanted := map[taintID]bool{}
+	addTaints(wanted, []resourceapi.Device{{Name: "b", Taints: []resourceapi.DeviceTaint{taint("down", nil)}}})
+	times.keep(wanted)
 	if len(times) != 0 {
 		t.Errorf("times %v kept for taints no longer published", times)
 	}
