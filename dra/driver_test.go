@@ -58,7 +58,9 @@ func TestDriverPublishes(t *testing.T) {
 		{"taint", false, "PF 0000:3b:00.0 link enp59s0f0 is down", 1},
 		{"untaint", true, "", 0},
 	} {
-		setHealth(n.pools, "0000:3b:01.6", tt.healthy, tt.reason)
+		// A new list each time, as the agent judges one: the driver
+		// keeps the list it was given.
+		n.pools = withHealth(n.pools, "0000:3b:01.6", tt.healthy, tt.reason)
 		start := time.Now()
 		if err := drv.Publish(ctx, node, n.pools); err != nil {
 			t.Fatal(err)
@@ -105,11 +107,7 @@ func TestDriverRepublishRacesNoPublish(t *testing.T) {
 	ctx := context.Background()
 	node := dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}
 	const vf = "pci-0000-3b-01-6"
-	tainted := slices.Clone(n.pools)
-	for i := range tainted {
-		tainted[i].Devices = slices.Clone(tainted[i].Devices)
-	}
-	setHealth(tainted, "0000:3b:01.6", false, "link down")
+	tainted := withHealth(n.pools, "0000:3b:01.6", false, "link down")
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -222,12 +220,18 @@ func runDriver(t *testing.T, api *kubeapi.Server, n *testNode, with ...func(*kub
 	return drv, stop
 }
 
-func setHealth(ps []dra.Pool, id string, healthy bool, reason string) {
-	for i := range ps {
-		for j := range ps[i].Devices {
-			if ps[i].Devices[j].ID == id {
-				ps[i].Devices[j].Healthy, ps[i].Devices[j].Reason = healthy, reason
+// withHealth is ps with device id's health set, ps unchanged, as the
+// agent judges a new list each time: the driver keeps the list it was
+// given.
+func withHealth(ps []dra.Pool, id string, healthy bool, reason string) []dra.Pool {
+	out := slices.Clone(ps)
+	for i := range out {
+		out[i].Devices = slices.Clone(out[i].Devices)
+		for j := range out[i].Devices {
+			if out[i].Devices[j].ID == id {
+				out[i].Devices[j].Healthy, out[i].Devices[j].Reason = healthy, reason
 			}
 		}
 	}
+	return out
 }

@@ -81,8 +81,8 @@ func TestHealthStream(t *testing.T) {
 		change func() []dra.Pool
 		want   string
 	}{
-		{"unhealthy", func() []dra.Pool { setHealth(n.pools, addr, false, reason); return n.pools }, "UNHEALTHY:" + reason},
-		{"healthy again", func() []dra.Pool { setHealth(n.pools, addr, true, ""); return n.pools }, "HEALTHY:"},
+		{"unhealthy", func() []dra.Pool { return withHealth(n.pools, addr, false, reason) }, "UNHEALTHY:" + reason},
+		{"healthy again", func() []dra.Pool { return withHealth(n.pools, addr, true, "") }, "HEALTHY:"},
 		{"no longer published", func() []dra.Pool { return dropped }, "UNKNOWN:hwnet no longer publishes this device: it left the node's DRA pools"},
 	} {
 		if err := drv.Publish(ctx, node, tt.change()); err != nil {

@@ -40,16 +40,6 @@ func publish(t *testing.T, drv *dra.Driver, n *testNode, ps []dra.Pool) {
 	}
 }
 
-// withHealth is ps with device id's health set, ps unchanged.
-func withHealth(ps []dra.Pool, id string, healthy bool, reason string) []dra.Pool {
-	out := slices.Clone(ps)
-	for i := range out {
-		out[i].Devices = slices.Clone(out[i].Devices)
-	}
-	setHealth(out, id, healthy, reason)
-	return out
-}
-
 // settled: the slices are one complete generation of the pool (every
 // slice of the same generation, as many as each says the pool has) and
 // hold the want devices.
