@@ -173,7 +173,7 @@ type published struct {
 }
 
 // entry is one published device: pointers into the pools the last
-// Publish listed, which the driver keeps for rebuilding its slices. What
+// Publish listed, which the driver keeps for its slices' layout. What
 // a device hands out is made at prepare, as Allocate makes it: kept for
 // every device, it was as much memory again as the pools.
 type entry struct {

@@ -88,7 +88,7 @@ func sliceSelector(node, driver string) fields.Set {
 	return fields.Set{resourceapi.ResourceSliceSelectorNodeName: node, resourceapi.ResourceSliceSelectorDriver: driver}
 }
 
-// sync makes the node's slices res's one pool: it takes over an earlier
+// sync makes the node's slices want's one pool: it takes over an earlier
 // agent's slices first, writes only the slices that differ, and bumps
 // the pool's generation as the library does.
 func (p *publisher) sync(ctx context.Context, want *layout) error {
