@@ -111,17 +111,6 @@ func DeviceName(id string) string {
 	return prefix + strings.NewReplacer(":", "-", ".", "-", "_", "-").Replace(strings.ToLower(id))
 }
 
-// Devices maps the pools' devices to ResourceSlice devices, sorted by
-// pool order and then PCI address so that slices stay stable. A device
-// in two pools is an error naming both: one device is served once.
-func Devices(node Node, ps []Pool) ([]resourceapi.Device, error) {
-	l, err := newLayout(node, ps)
-	if err != nil {
-		return nil, err
-	}
-	return l.devices(l.order), nil
-}
-
 // layout is the pools' devices in the order the slices list them, each
 // mapped to a ResourceSlice device only when a slice of it is compared or
 // written: at 2048 VFs the mapped devices are about 12 MB, which made at

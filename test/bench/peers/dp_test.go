@@ -155,7 +155,7 @@ func (r *dpRun) idle(t *table, settle, window time.Duration, vfs int) {
 
 // atRest records the CPU p burns per second while it settles and then
 // while nothing happens, and its resident set afterwards; after names the
-// requests it settles from, where the mode and size of the rows.
+// requests it settles from, where the mode and size the rows are of.
 func atRest(t *table, p *proc, tool string, settle, window time.Duration, after, where string) {
 	settling, idle := restCPU(p.cmd.Process.Pid, settle, window)
 	t.add("CPU settling "+after, "ms/s", tool, settling)
