@@ -168,20 +168,22 @@ func (e *env) waitNodeEvent(ctx context.Context, t *testing.T, reason string, pa
 	t.Helper()
 	var found string
 	mustPoll(ctx, t, fmt.Sprintf("a Node Event %s with %q", reason, parts), func(ctx context.Context) error {
+		// Every Event of the node, so that a timeout says what came
+		// instead (a layout waiting, failing).
 		list, err := e.client.CoreV1().Events("").List(ctx, metav1.ListOptions{
-			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + e.c.NodeName() + ",reason=" + reason})
+			FieldSelector: "involvedObject.kind=Node,involvedObject.name=" + e.c.NodeName()})
 		if err != nil {
 			return err
 		}
 		var seen []string
 		for _, ev := range list.Items {
-			if containsAll(ev.Message, parts) {
+			if ev.Reason == reason && containsAll(ev.Message, parts) {
 				found = ev.Message
 				return nil
 			}
-			seen = append(seen, ev.Message)
+			seen = append(seen, fmt.Sprintf("%s %s: %s", ev.LastTimestamp.UTC().Format(time.TimeOnly), ev.Reason, ev.Message))
 		}
-		return fmt.Errorf("events: %q", seen)
+		return fmt.Errorf("the node's Events: %q", seen[max(0, len(seen)-12):])
 	})
 	return found
 }
