@@ -433,18 +433,25 @@ func goMemory(tb testing.TB, url string) (heap, stacks float64) {
 // saveProfile saves a Go daemon's pprof profile (a path under
 // /debug/pprof/) under -profile-dir.
 func saveProfile(tb testing.TB, metricsURL, profile, name string) {
+	if err := fetchProfile(metricsURL, profile, name); err != nil {
+		tb.Fatal(err)
+	}
+}
+
+// fetchProfile is saveProfile, returning its error: for a profile taken
+// while the test's goroutine works.
+func fetchProfile(metricsURL, profile, name string) error {
 	resp, err := http.Get(strings.TrimSuffix(metricsURL, "/metrics") + "/debug/pprof/" + profile)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(resp.Body)
 	if err != nil {
-		tb.Fatal(err)
+		return err
 	}
-	if _, err := writeFile(*profiles, name, string(data)); err != nil {
-		tb.Fatal(err)
-	}
+	_, err = writeFile(*profiles, name, string(data))
+	return err
 }
 
 // saveSmaps saves a daemon's /proc/PID/smaps under -profile-dir: which

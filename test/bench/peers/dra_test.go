@@ -3,9 +3,11 @@ package peers
 import (
 	"context"
 	"fmt"
+	"hash/crc32"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,9 +16,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourceapi "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
 
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/internal/kubeclient"
 	"github.com/hwnet-io/hwnet/node/virtualnode"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 	"github.com/hwnet-io/hwnet/test/sockdir"
@@ -31,6 +35,10 @@ const draConfig = `{"resourceList": [{"resourceName": "bench_vfs", "mode": "dra"
 
 // rebindConfig is the opaque configuration of a claim whose VF is bound to
 // vfio-pci at prepare.
+// prepareTrace is how long traceWhile traces: about half of 300 one-device
+// calls, each unprepared again.
+const prepareTrace = time.Second
+
 const rebindConfig = `{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "driver": "vfio-pci"}`
 
 // draEnv is the API server the DRA runs share, started on first use:
@@ -39,6 +47,9 @@ const rebindConfig = `{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig
 type draEnv struct {
 	api        *kubeapi.Server
 	kubeconfig string
+	// claims reads claims as the agent's DRA library does: the agent's
+	// client settings, no client-side rate limit.
+	claims kubernetes.Interface
 }
 
 func (e *draEnv) start(tb testing.TB) {
@@ -48,6 +59,14 @@ func (e *draEnv) start(tb testing.TB) {
 	e.api = kubeapi.Start(tb)
 	installAPIs(tb, e.api)
 	e.kubeconfig = e.api.WriteKubeconfig(tb, sockdir.New(tb))
+	cfg, err := kubeclient.RESTConfig(e.kubeconfig)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	cfg.QPS, cfg.RateLimiter = -1, nil
+	if e.claims, err = kubernetes.NewForConfig(cfg); err != nil {
+		tb.Fatal(err)
+	}
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: benchNode}}
 	if _, err := e.api.Client().CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
 		tb.Fatal(err)
@@ -229,50 +248,136 @@ func (r *draRun) prepareRebound(tb testing.TB, t *table, e *draEnv, node *virtua
 	r.timePrepares(tb, t, e, 1, max(calls/10, 10), rebindConfig, "1 device rebound to vfio-pci")
 }
 
+// claims allocates n claims of size devices each, from devices, with the
+// opaque config, on the API server.
+func (r *draRun) claims(tb testing.TB, e *draEnv, devices []string, n, size int, config, prefix string) []*resourceapi.ResourceClaim {
+	tb.Helper()
+	claims := make([]*resourceapi.ResourceClaim, 0, n)
+	for i := 0; i+size <= len(devices) && len(claims) < n; i += size {
+		name := fmt.Sprintf("%s%d-%d-%d-%t", prefix, r.p.cmd.Process.Pid, size, i, config != "")
+		claims = append(claims, e.api.AllocatedClaim(tb, kubeapi.Allocation{Namespace: "default", Name: name,
+			Class: "hwnet-bench-vfs", Driver: dra.DefaultDriverName, Pool: benchNode, Devices: devices[i : i+size], Config: config}))
+	}
+	return claims
+}
+
+// prepareBeside is prepare with held claims of heldSize devices prepared
+// beforehand and kept prepared through the calls, as on a node whose
+// pods hold them: what each call costs grows with what the node holds
+// if the driver's work does. The held claims take the last devices,
+// which the calls' claims never reach.
+func (r *draRun) prepareBeside(tb testing.TB, t *table, e *draEnv, held, calls int) {
+	tb.Helper()
+	from := len(r.devices) - held*heldSize
+	if from < draClaims {
+		tb.Fatalf("%d held claims of %d devices leave %d of %d devices for the calls", held, heldSize, from, len(r.devices))
+	}
+	holds := r.claims(tb, e, r.devices[from:], held, heldSize, "", "h")
+	for _, c := range holds {
+		if err := r.call(c, true); err != nil {
+			tb.Fatalf("%s: %v\nlog:\n%s", r.p.name, err, r.p.tail())
+		}
+	}
+	r.timePrepares(tb, t, e, 1, calls, "", fmt.Sprintf("1 device, %d claims of %d held", held, heldSize))
+	for _, c := range holds {
+		if err := r.call(c, false); err != nil {
+			tb.Fatalf("%s: %v\nlog:\n%s", r.p.name, err, r.p.tail())
+		}
+	}
+}
+
+// heldSize is the devices of each claim prepareBeside holds: a CNF pod
+// of the cluster bench has four VF networks.
+const heldSize = 4
+
 // timePrepares times calls NodePrepareResources of claims of size
 // devices with the opaque config, and records them as what.
 func (r *draRun) timePrepares(tb testing.TB, t *table, e *draEnv, size, calls int, config, what string) {
 	tb.Helper()
-	claims := make([]*resourceapi.ResourceClaim, 0, draClaims)
-	for i := 0; i+size <= len(r.devices) && len(claims) < draClaims; i += size {
-		name := fmt.Sprintf("c%d-%d-%d-%t", r.p.cmd.Process.Pid, size, i, config != "")
-		claims = append(claims, e.api.AllocatedClaim(tb, kubeapi.Allocation{Namespace: "default", Name: name,
-			Class: "hwnet-bench-vfs", Driver: dra.DefaultDriverName, Pool: benchNode, Devices: r.devices[i : i+size], Config: config}))
-	}
-	lat := make(samples, 0, calls)
+	// Named by what: each set of calls has claims of its own.
+	claims := r.claims(tb, e, r.devices, draClaims, size, config, fmt.Sprintf("c%x-", crc32.ChecksumIEEE([]byte(what))))
+	stopTrace := r.traceWhile(tb, what)
+	lat, get := make(samples, 0, calls), make(samples, 0, calls)
 	for i := range calls {
-		took, err := r.prepareOnce(claims[i%len(claims)])
+		c := claims[i%len(claims)]
+		took, err := r.prepareOnce(c)
 		if err != nil {
 			tb.Fatalf("%s: %v\nlog:\n%s", r.p.name, err, r.p.tail())
 		}
 		lat = append(lat, ms(took))
+		if took, err = claimRead(e.claims, c); err != nil {
+			tb.Fatal(err)
+		}
+		get = append(get, ms(took))
 	}
+	stopTrace()
 	t.add("NodePrepareResources p50, "+what, "ms", "hwnet", lat.pct(50))
 	t.add("NodePrepareResources p99, "+what, "ms", "hwnet", lat.pct(99))
+	t.add("the claim's read alone p50, "+what, "ms", "hwnet", get.pct(50))
+}
+
+// claimRead times the read of the claim the DRA library makes before the
+// driver prepares it (a quorum GET): the API server's share of a call,
+// taken between the calls, on the same server and load.
+func claimRead(client kubernetes.Interface, c *resourceapi.ResourceClaim) (time.Duration, error) {
+	start := time.Now()
+	_, err := client.ResourceV1().ResourceClaims(c.Namespace).Get(context.Background(), c.Name, metav1.GetOptions{})
+	return time.Since(start), err
+}
+
+// traceWhile saves, under -profile-dir, an execution trace of the agent's
+// first prepareTrace of the calls that follow, as what: where a call's
+// time goes in the whole process, and what else the agent does beside
+// the calls. The returned func waits for it.
+func (r *draRun) traceWhile(tb testing.TB, what string) func() {
+	if r.metrics == "" {
+		return func() {}
+	}
+	name := "hwnet-dra-prepares-" + strings.ReplaceAll(what, " ", "-") + ".trace"
+	done := make(chan error, 1)
+	go func() {
+		done <- fetchProfile(r.metrics, fmt.Sprintf("trace?seconds=%d", int(prepareTrace.Seconds())), name)
+	}()
+	return func() {
+		if err := <-done; err != nil {
+			tb.Fatal(err)
+		}
+	}
 }
 
 // prepareOnce prepares the claim, then unprepares it, and returns how
 // long NodePrepareResources took.
 func (r *draRun) prepareOnce(c *resourceapi.ResourceClaim) (time.Duration, error) {
+	start := time.Now()
+	if err := r.call(c, true); err != nil {
+		return 0, err
+	}
+	took := time.Since(start)
+	return took, r.call(c, false)
+}
+
+// call prepares the claim, or unprepares it, as kubelet asks.
+func (r *draRun) call(c *resourceapi.ResourceClaim, prepare bool) error {
 	ctx := context.Background()
 	claims := []*drapb.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}}
-	start := time.Now()
-	resp, err := r.client.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claims})
-	took := time.Since(start)
-	if err == nil {
-		err = claimError(resp.Claims[string(c.UID)].GetError())
-	}
-	if err != nil {
-		return 0, fmt.Errorf("NodePrepareResources %s: %w", c.Name, err)
+	if prepare {
+		resp, err := r.client.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claims})
+		if err == nil {
+			err = claimError(resp.Claims[string(c.UID)].GetError())
+		}
+		if err != nil {
+			return fmt.Errorf("NodePrepareResources %s: %w", c.Name, err)
+		}
+		return nil
 	}
 	un, err := r.client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: claims})
 	if err == nil {
 		err = claimError(un.Claims[string(c.UID)].GetError())
 	}
 	if err != nil {
-		return 0, fmt.Errorf("NodeUnprepareResources %s: %w", c.Name, err)
+		return fmt.Errorf("NodeUnprepareResources %s: %w", c.Name, err)
 	}
-	return took, nil
+	return nil
 }
 
 func claimError(msg string) error {

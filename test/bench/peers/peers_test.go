@@ -17,19 +17,20 @@ import (
 )
 
 var (
-	binDir    = flag.String("hwnet-bin", "", "directory with hwnet-agent and hwnet as shipped (default: go build them, as the image does)")
-	sriovdp   = flag.String("sriovdp", "", "the SR-IOV network device plugin binary (empty: absent)")
-	multusDir = flag.String("multus", "", "directory with Multus's multus, multus-shim and multus-daemon (empty: absent)")
-	rounds    = flag.Int("rounds", 3, "interleaved rounds of every measurement")
-	sizes     = flag.String("sizes", "128,512,2048", "VFs of the nodes the device plugins start on")
-	idleFor   = flag.Duration("idle", 10*time.Second, "how long idle CPU is measured, per daemon and round")
-	settleFor = flag.Duration("idle-settle", 30*time.Second, "how long a daemon is left after its last request before its idle CPU is measured; the CPU it uses meanwhile is a row of its own")
-	calls     = flag.Int("allocs", 300, "Allocate calls per round and size")
-	pods      = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
-	parts     = flag.String("parts", "dp,dra,cni", "parts to run: dp (device plugins), dra (hwnet's DRA driver at the largest size), cni")
-	agentEnv  = flag.String("agent-env", "", "comma-separated NAME=VALUE given to hwnet-agent after deploy/hwnet-agent.yaml's Go settings (e.g. GOGC=25)")
-	agentArgs = flag.String("agent-args", "", "comma-separated flags given to hwnet-agent before the benchmark's own (e.g. --pace-gc=false)")
-	profiles  = flag.String("profile-dir", "", "save hwnet-agent's heap and goroutine profiles and smaps there with 100 pods attached, its smaps after the DRA prepares and its heap, memory statistics and smaps at rest after them, each device plugin's smaps when idle, and an idle trace and allocation profile (serves --pprof)")
+	binDir     = flag.String("hwnet-bin", "", "directory with hwnet-agent and hwnet as shipped (default: go build them, as the image does)")
+	sriovdp    = flag.String("sriovdp", "", "the SR-IOV network device plugin binary (empty: absent)")
+	multusDir  = flag.String("multus", "", "directory with Multus's multus, multus-shim and multus-daemon (empty: absent)")
+	rounds     = flag.Int("rounds", 3, "interleaved rounds of every measurement")
+	sizes      = flag.String("sizes", "128,512,2048", "VFs of the nodes the device plugins start on")
+	idleFor    = flag.Duration("idle", 10*time.Second, "how long idle CPU is measured, per daemon and round")
+	settleFor  = flag.Duration("idle-settle", 30*time.Second, "how long a daemon is left after its last request before its idle CPU is measured; the CPU it uses meanwhile is a row of its own")
+	calls      = flag.Int("allocs", 300, "Allocate calls per round and size")
+	heldClaims = flag.Int("held-claims", 100, "DRA: claims of 4 devices held prepared while 1-device prepares are timed once more (0: not)")
+	pods       = flag.Int("pods", 20, "pods per tool, round and network count in the CNI part")
+	parts      = flag.String("parts", "dp,dra,cni", "parts to run: dp (device plugins), dra (hwnet's DRA driver at the largest size), cni")
+	agentEnv   = flag.String("agent-env", "", "comma-separated NAME=VALUE given to hwnet-agent after deploy/hwnet-agent.yaml's Go settings (e.g. GOGC=25)")
+	agentArgs  = flag.String("agent-args", "", "comma-separated flags given to hwnet-agent before the benchmark's own (e.g. --pace-gc=false)")
+	profiles   = flag.String("profile-dir", "", "save hwnet-agent's heap and goroutine profiles and smaps there with 100 pods attached, its smaps after the DRA prepares and its heap, memory statistics and smaps at rest after them, each device plugin's smaps when idle, and an idle trace and allocation profile (serves --pprof)")
 )
 
 // BenchmarkPeers runs every measurement once (use -benchtime 1x) and
@@ -132,6 +133,11 @@ func benchDevicePlugins(b *testing.B, t *table, tools []dpTool, bins string) {
 					saveSmaps(b, run.p.cmd.Process.Pid, "hwnet-dra-smaps-idle.txt")
 					saveProfile(b, run.metrics, "heap", "hwnet-dra-heap-idle.pb.gz")
 					saveProfile(b, run.metrics, "heap?debug=1", "hwnet-dra-memstats-idle.txt")
+				}
+				// After the rows at rest, which compare with the
+				// device plugin mode's.
+				if *heldClaims > 0 {
+					run.prepareBeside(b, t, de, *heldClaims, *calls)
 				}
 				run.prepareRebound(b, t, de, node, *calls)
 				rss, _ = run.p.rssMB()
