@@ -11,6 +11,7 @@ import (
 	resourceapi "k8s.io/api/resource/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/api/netclaim"
 	"github.com/hwnet-io/hwnet/api/vfpolicy"
 	"github.com/hwnet-io/hwnet/api/vfsettings"
@@ -126,10 +127,13 @@ func reservedPods(c *resourceapi.ResourceClaim) []string {
 // a shared claim once, for its first pod, so prepare never hears of the
 // second.
 func (d *Driver) PodDevices(_ context.Context, pod netclaim.Pod) ([]netclaim.Device, error) {
-	cp, err := d.store.load()
-	if err != nil {
-		return nil, err
-	}
+	var out []netclaim.Device
+	err := d.store.view(func(cp *checkpoint.Checkpoint) { out = d.podDevices(cp, pod) })
+	return out, err
+}
+
+// podDevices are the pod's devices in cp, which they share nothing with.
+func (d *Driver) podDevices(cp *checkpoint.Checkpoint, pod netclaim.Pod) []netclaim.Device {
 	var claims []netclaim.ClaimRef
 	for uid, pc := range cp.Claims {
 		if slices.Contains(pc.Pods, pod.UID) || (pc.Namespace == pod.Namespace && slices.Contains(pod.Claims, pc.Name)) {
@@ -143,17 +147,18 @@ func (d *Driver) PodDevices(_ context.Context, pod netclaim.Pod) ([]netclaim.Dev
 	for _, ref := range claims {
 		for _, dev := range cp.Claims[types.UID(ref.UID)].Devices {
 			out = append(out, netclaim.Device{Claim: ref, Request: dev.Request, Driver: d.opts.DriverName, Pool: dev.Pool,
-				Device: dev.Device, Resource: dev.Resource, PCIAddress: dev.PCIAddress, Network: dev.Network, VF: appliedVF(dev.VF)})
+				Device: dev.Device, Resource: dev.Resource, PCIAddress: dev.PCIAddress, Network: slices.Clone(dev.Network), VF: appliedVF(dev.VF)})
 		}
 	}
-	return out, nil
+	return out
 }
 
-// appliedVF is the VF settings a device's record says were applied, for
-// the claim's status; nil when none were, or not all yet.
+// appliedVF is a copy of the VF settings a device's record says were
+// applied, for the claim's status; nil when none were, or not all yet.
 func appliedVF(r *vfsettings.Record) *vfsettings.Settings {
 	if r == nil || !r.Applied {
 		return nil
 	}
-	return &r.Settings
+	s := r.Settings
+	return &s
 }

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -134,5 +136,50 @@ func TestPodDevices_SharedClaim(t *testing.T) {
 		if err != nil || len(devs) != tt.want {
 			t.Errorf("pod %+v: devices %+v (%v), want %d", tt.pod, devs, err, tt.want)
 		}
+	}
+}
+
+// TestPodDevicesBesideCalls: the CNI side lists a pod's devices while
+// kubelet prepares and unprepares its claim; each answer is the claim's
+// device or none, never part of a call's change (run with -race: the
+// checkpoint kept between calls is read while the next call changes it).
+func TestPodDevicesBesideCalls(t *testing.T) {
+	n := newTestNode(t)
+	p := newPreparer(t, n, t.TempDir())
+	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	pod := netclaim.Pod{UID: "pod-1", Namespace: "ns", Claims: []string{"claim-a"}}
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	errs := make(chan error, 1)
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			devs, err := p.drv.PodDevices(ctx, pod)
+			if err == nil && len(devs) > 1 {
+				err = fmt.Errorf("%d devices, want the claim's one or none", len(devs))
+			}
+			if _, rerr := p.drv.Rebound(); err == nil {
+				err = rerr
+			}
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	for range 50 {
+		if res := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6"))); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		if err := p.unprepare(t, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Error(err)
 	}
 }

@@ -56,7 +56,7 @@ func (d *Driver) PrepareResourceClaims(ctx context.Context, claims []*resourceap
 
 // prepareClaims prepares the claims, timing each one's work on clock.
 func (d *Driver) prepareClaims(ctx context.Context, claims []*resourceapi.ResourceClaim, clock *claimClock) (map[types.UID]kubeletplugin.PrepareResult, error) {
-	cp, err := d.store.load()
+	cp, err := d.store.take()
 	if err != nil {
 		return nil, err
 	}
@@ -97,7 +97,7 @@ func (d *Driver) prepareClaims(ctx context.Context, claims []*resourceapi.Resour
 		d.log.Info("claim prepared", "claim", c.Namespace+"/"+c.Name, "devices", addresses(pc))
 	}
 	clock.switchTo("")
-	if err := d.store.save(cp); err != nil {
+	if err := d.store.saveAndKeep(cp); err != nil {
 		// No claim of this call is recorded: kubelet retries, or
 		// unprepares by UID, which finds none to give back.
 		for _, h := range reserved {
@@ -302,7 +302,7 @@ func (d *Driver) UnprepareResourceClaims(ctx context.Context, claims []kubeletpl
 
 // unprepareClaims unprepares the claims, timing each one's work on clock.
 func (d *Driver) unprepareClaims(ctx context.Context, claims []kubeletplugin.NamespacedObject, clock *claimClock) (map[types.UID]error, error) {
-	cp, err := d.store.load()
+	cp, err := d.store.take()
 	if err != nil {
 		return nil, err
 	}
@@ -324,7 +324,7 @@ func (d *Driver) unprepareClaims(ctx context.Context, claims []kubeletplugin.Nam
 		}
 	}
 	clock.switchTo("")
-	if err := d.store.save(cp); err != nil {
+	if err := d.store.saveAndKeep(cp); err != nil {
 		return nil, err
 	}
 	for _, h := range released {

@@ -3,9 +3,11 @@ package dra_test
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -16,7 +18,9 @@ import (
 	"k8s.io/utils/ptr"
 	cdispec "tags.cncf.io/container-device-interface/specs-go"
 
+	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/dra"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -352,6 +356,62 @@ func TestUnprepare_CheckpointVersions(t *testing.T) {
 			if left, _ := os.ReadDir(p.opts.CDIDir); len(left) != 0 {
 				t.Errorf("CDI specs left: %v", left)
 			}
+		})
+	}
+}
+
+// TestCheckpointChangedBetweenCalls: the checkpoint a kubelet call saved
+// is kept for the next call only while the file is the one it wrote: a
+// file edited, or replaced (another hwnet, a rollback, by hand), is what
+// the next call reads and changes.
+func TestCheckpointChangedBetweenCalls(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		change func(t *testing.T, path string)
+		check  func(t *testing.T, p *preparer, path string)
+	}{
+		{"edited in place", func(t *testing.T, path string) {
+			formattest.RewriteJSON(t, path, func(file map[string]any) { file["checksum"] = 1 })
+		}, func(t *testing.T, p *preparer, path string) {
+			_, err := p.drv.UnprepareResourceClaims(context.Background(),
+				[]kubeletplugin.NamespacedObject{{UID: "a", NamespacedName: types.NamespacedName{Namespace: "ns", Name: "claim-a"}}})
+			if err == nil || !strings.Contains(err.Error(), "checksum mismatch") {
+				t.Errorf("unprepare after the checkpoint was edited: %v, want its checksum mismatch", err)
+			}
+		}},
+		{"replaced", func(t *testing.T, path string) {
+			data, err := checkpoint.Encode(checkpoint.New())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := atomicfile.Write(path, data, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, func(t *testing.T, p *preparer, path string) {
+			if res := p.prepare(t, claim("b", alloc("r", "pci-0000-3b-01-7"))); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			cp, err := checkpoint.Load(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := cp.Claims["a"]; ok || len(cp.Claims) != 1 {
+				t.Errorf("after the checkpoint was replaced by an empty one, a prepare of b saved claims %v, want b alone", slices.Collect(maps.Keys(cp.Claims)))
+			}
+		}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := newTestNode(t)
+			p := newPreparer(t, n, t.TempDir())
+			if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+				t.Fatal(err)
+			}
+			if res := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6"))); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+			path := filepath.Join(p.opts.PluginDir, "checkpoint.json")
+			tt.change(t, path)
+			tt.check(t, p, path)
 		})
 	}
 }

@@ -270,17 +270,18 @@ func (d *Driver) RestingDrivers() map[string]string {
 // Rebound is, by PCI address, the binding each VF a prepared claim has on
 // another driver rests on.
 func (d *Driver) Rebound() (map[string]pcidriver.Binding, error) {
-	cp, err := d.store.load()
-	if err != nil {
-		return nil, err
-	}
 	out := map[string]pcidriver.Binding{}
-	for _, pc := range cp.Claims {
-		for _, dev := range pc.Devices {
-			if r := dev.Rebind; r != nil && r.WasDriver != "" {
-				out[dev.PCIAddress] = pcidriver.Binding{Driver: r.WasDriver, Override: r.WasOverride}
+	err := d.store.view(func(cp *checkpoint.Checkpoint) {
+		for _, pc := range cp.Claims {
+			for _, dev := range pc.Devices {
+				if r := dev.Rebind; r != nil && r.WasDriver != "" {
+					out[dev.PCIAddress] = pcidriver.Binding{Driver: r.WasDriver, Override: r.WasOverride}
+				}
 			}
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
 }
