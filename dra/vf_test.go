@@ -193,7 +193,7 @@ func TestVFSettings_KilledMidApply(t *testing.T) {
 				t.Errorf("calls after the restart %q, want %q", got, want)
 			}
 			data, _ := os.ReadFile(filepath.Join(p.opts.PluginDir, "checkpoint.json"))
-			if then == "prepare again" && !strings.Contains(string(data), `"applied": true`) {
+			if then == "prepare again" && !strings.Contains(string(data), `"applied":true`) {
 				t.Errorf("checkpoint %s, want the settings recorded as applied", data)
 			}
 		})

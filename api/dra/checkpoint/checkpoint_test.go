@@ -81,7 +81,7 @@ func TestDecode(t *testing.T) {
 				t.Errorf("claims: %v", cp.Claims)
 			}
 		}},
-		{"version 2, checksummed, without VF settings", bytes.Replace(encoded(t, withoutVF(sample())), []byte(`"version": 3`), []byte(`"version": 2`), 1),
+		{"version 2, checksummed, without VF settings", bytes.Replace(encoded(t, withoutVF(sample())), []byte(`"version":3`), []byte(`"version":2`), 1),
 			func(t *testing.T, cp *checkpoint.Checkpoint) {
 				c := cp.Claims["uid-a"]
 				if cp.Version != 2 || c == nil || len(c.Devices) != 1 || c.Devices[0].VF != nil || c.Devices[0].PCIAddress != "0000:3b:02.0" {
