@@ -360,22 +360,20 @@ func (r *draRun) prepareOnce(c *resourceapi.ResourceClaim) (time.Duration, error
 func (r *draRun) call(c *resourceapi.ResourceClaim, prepare bool) error {
 	ctx := context.Background()
 	claims := []*drapb.Claim{{Namespace: c.Namespace, Name: c.Name, Uid: string(c.UID)}}
+	op, msg, err := "NodeUnprepareResources", "", error(nil)
 	if prepare {
-		resp, err := r.client.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claims})
-		if err == nil {
-			err = claimError(resp.Claims[string(c.UID)].GetError())
-		}
-		if err != nil {
-			return fmt.Errorf("NodePrepareResources %s: %w", c.Name, err)
-		}
-		return nil
+		op = "NodePrepareResources"
+		resp, perr := r.client.NodePrepareResources(ctx, &drapb.NodePrepareResourcesRequest{Claims: claims})
+		msg, err = resp.GetClaims()[string(c.UID)].GetError(), perr
+	} else {
+		resp, uerr := r.client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: claims})
+		msg, err = resp.GetClaims()[string(c.UID)].GetError(), uerr
 	}
-	un, err := r.client.NodeUnprepareResources(ctx, &drapb.NodeUnprepareResourcesRequest{Claims: claims})
 	if err == nil {
-		err = claimError(un.Claims[string(c.UID)].GetError())
+		err = claimError(msg)
 	}
 	if err != nil {
-		return fmt.Errorf("NodeUnprepareResources %s: %w", c.Name, err)
+		return fmt.Errorf("%s %s: %w", op, c.Name, err)
 	}
 	return nil
 }
