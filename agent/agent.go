@@ -46,6 +46,9 @@ type Agent struct {
 	dra      *dra.Driver
 	draPools map[string]*draPool
 	draDirty bool
+	// draView is dra for the device ledger's reader, which runs on its
+	// own goroutine: the driver's checkpoint as it keeps it.
+	draView atomic.Pointer[dra.Driver]
 	// reported holds the match warnings already logged.
 	reported map[string]bool
 	// book is the device ledger, the one path a device takes to change

@@ -80,6 +80,7 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 		return err
 	}
 	a.dra = d
+	a.draView.Store(d)
 	// The first publication is made even with no pool in DRA mode: it
 	// replaces the slices a previous agent left, which name devices this
 	// one does not prepare.

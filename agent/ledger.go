@@ -31,6 +31,7 @@ func (a *Agent) newBook() *ledger.Book {
 	}
 	if d := a.opts.DRA; d != nil {
 		src.Checkpoint = dra.CheckpointPath(d.DriverName, d.PluginDir)
+		src.Driver = a.draViewer
 	}
 	if a.opts.CNI != nil {
 		src.Records = a.opts.CNI.Records()
@@ -41,6 +42,15 @@ func (a *Agent) newBook() *ledger.Book {
 	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
 		Logger: a.log, Metrics: a.metrics, Changed: a.ledgerChange, PendingGrace: a.opts.PendingGrace,
 		Present: a.probe.Present, PFUp: a.probe.PFUp})
+}
+
+// draViewer is the DRA driver for the device ledger's reader, nil until
+// it runs.
+func (a *Agent) draViewer() ledger.CheckpointViewer {
+	if d := a.draView.Load(); d != nil {
+		return d
+	}
+	return nil
 }
 
 // ledgerChange tells Run's loop and the collector that the ledger's

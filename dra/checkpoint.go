@@ -99,6 +99,14 @@ func (s *checkpointStore) view(read func(*checkpoint.Checkpoint)) error {
 	return nil
 }
 
+// ViewCheckpoint calls read with the driver's checkpoint as it is kept
+// between kubelet's calls while the file is the one saved, else as the
+// file holds it (the device ledger's Sources.ViewCheckpoint). read must
+// neither change it nor keep anything of it.
+func (d *Driver) ViewCheckpoint(read func(*checkpoint.Checkpoint)) error {
+	return d.store.view(read)
+}
+
 // load reads the checkpoint file, an empty checkpoint if there is none
 // yet.
 func (s *checkpointStore) load() (*checkpoint.Checkpoint, error) {

@@ -46,6 +46,10 @@ type Sources struct {
 	// Checkpoint is the running DRA driver's checkpoint file, read
 	// whatever it holds.
 	Checkpoint string
+	// Driver, when set, is the running DRA driver, nil until it runs:
+	// Checkpoint is read as the driver keeps it between kubelet's calls
+	// (or reads it), sparing a decode of the file it just wrote.
+	Driver func() CheckpointViewer
 	// PluginsDir is kubelet's DRA plugins directory: every hwnet
 	// checkpoint in a driver's directory under it (checkpoint.Owned) is
 	// read too, whatever the driver's name and with DRA on or off, so
@@ -80,6 +84,12 @@ type Sources struct {
 	Resets func(context.Context) ([]Withheld, error)
 	// Metrics counts the PodResources requests.
 	Metrics *metrics.Metrics
+}
+
+// CheckpointViewer is a DRA driver that shows its checkpoint: it calls
+// read with it, and read keeps nothing of what it is given.
+type CheckpointViewer interface {
+	ViewCheckpoint(read func(*checkpoint.Checkpoint)) error
 }
 
 // podResourcesTimeout bounds one read's talk with kubelet.
@@ -453,6 +463,15 @@ func (r *Reader) checkpoint(path string) (cachedCheckpoint, error) {
 	if last, ok := r.checkpoints[path]; ok && last.stamp == stamp {
 		return last, nil
 	}
+	if d := r.driver(path); d != nil {
+		var out map[string][]Holder
+		if err := d.ViewCheckpoint(func(cp *checkpoint.Checkpoint) { out = claimHolders(cp) }); err != nil {
+			return cachedCheckpoint{}, err
+		}
+		// Stamped as the stat before it found the file: a newer content
+		// is read again at the next poll.
+		return cachedCheckpoint{stamp: stamp, holders: out}, nil
+	}
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return cachedCheckpoint{}, err
@@ -464,12 +483,27 @@ func (r *Reader) checkpoint(path string) (cachedCheckpoint, error) {
 	if err != nil {
 		return cachedCheckpoint{}, fmt.Errorf("%s: %w", path, err)
 	}
+	return cachedCheckpoint{stamp: stamp, holders: claimHolders(cp)}, nil
+}
+
+// driver is the running DRA driver when path is its checkpoint, else
+// nil.
+func (r *Reader) driver(path string) CheckpointViewer {
+	if r.src.Driver == nil || path != filepath.Clean(r.src.Checkpoint) {
+		return nil
+	}
+	return r.src.Driver()
+}
+
+// claimHolders are the holds of cp's claims by device, sharing nothing
+// with cp.
+func claimHolders(cp *checkpoint.Checkpoint) map[string][]Holder {
 	out := map[string][]Holder{}
 	for uid, c := range cp.Claims {
 		for _, d := range c.Devices {
 			out[d.PCIAddress] = append(out[d.PCIAddress], Holder{Kind: Claim, Resource: d.Resource, UID: string(uid),
-				Namespace: c.Namespace, Name: c.Name, PodUIDs: c.Pods, Since: c.Prepared})
+				Namespace: c.Namespace, Name: c.Name, PodUIDs: slices.Clone(c.Pods), Since: c.Prepared})
 		}
 	}
-	return cachedCheckpoint{stamp: stamp, holders: out}, nil
+	return out
 }

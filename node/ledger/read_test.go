@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
@@ -578,5 +580,62 @@ func TestFollowedAnswerIsNotReused(t *testing.T) {
 	l := ledger.PollWatch(t.Context(), b, r, true)
 	if hs := l.Holders(vf0); len(hs) != 1 || len(l.Holders(vf1)) != 0 {
 		t.Errorf("after kubelet moved a back to %s: %s held by %v, %s by %v", vf0, vf0, hs, vf1, l.Holders(vf1))
+	}
+}
+
+// shownCheckpoint is a DRA driver showing cp as the checkpoint it keeps.
+type shownCheckpoint struct{ cp *checkpoint.Checkpoint }
+
+func (s shownCheckpoint) ViewCheckpoint(read func(*checkpoint.Checkpoint)) error {
+	read(s.cp)
+	return nil
+}
+
+// TestReadDriverCheckpoint: the running driver's checkpoint is read as
+// the driver shows it once it runs (it keeps the checkpoint it saved),
+// the file before; a claim's pods are the ledger's own copy.
+func TestReadDriverCheckpoint(t *testing.T) {
+	_, src := newSources(t)
+	claimOf := func(addr string) *checkpoint.Checkpoint {
+		cp := checkpoint.New()
+		cp.Claims[types.UID("uid-"+addr)] = &checkpoint.Claim{Namespace: "ns", Name: "claim", Pods: []string{"uid-p"},
+			Devices: []checkpoint.Device{{Device: "d", Resource: "intel.com/vf", PCIAddress: addr}}}
+		return cp
+	}
+	data, err := checkpoint.Encode(claimOf("0000:3b:02.1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(src.Checkpoint, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	shown := claimOf("0000:3b:02.2")
+	var running atomic.Bool
+	src.Driver = func() ledger.CheckpointViewer {
+		if running.Load() {
+			return shownCheckpoint{shown}
+		}
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, tt := range []struct {
+		running    bool
+		held, free string
+	}{{false, "0000:3b:02.1", "0000:3b:02.2"}, {true, "0000:3b:02.2", "0000:3b:02.1"}} {
+		running.Store(tt.running)
+		r := ledger.NewReader(src)
+		l := r.Read(ctx)
+		r.Close()
+		if hs := l.Holders(tt.held); len(hs) != 1 || len(l.Holders(tt.free)) != 0 {
+			t.Errorf("driver running %t: %s held by %+v, %s by %+v; want the first alone held", tt.running, tt.held, hs, tt.free, l.Holders(tt.free))
+			continue
+		}
+		if tt.running {
+			shown.Claims[types.UID("uid-"+tt.held)].Pods[0] = "changed"
+			if got := l.Holders(tt.held)[0].PodUIDs; got[0] != "uid-p" {
+				t.Errorf("the ledger's pods of the claim changed with the driver's: %v", got)
+			}
+		}
 	}
 }
