@@ -155,6 +155,12 @@ func Checksum(payload []byte) (uint32, error) {
 	return crc32.ChecksumIEEE(compact.Bytes()), nil
 }
 
+// ChecksumMarshaled is Checksum of a payload as json.Marshal writes it,
+// which has no insignificant white space: the same sum without the
+// compacting pass, for a file written often (the DRA checkpoint at every
+// kubelet call). Not for protojson's output, which adds white space.
+func ChecksumMarshaled(payload []byte) uint32 { return crc32.ChecksumIEEE(payload) }
+
 // Payload is the object's field that holds a format's payload, an error
 // wrapping ErrMalformed when it is absent.
 func Payload(object []byte, field string) (json.RawMessage, error) {
