@@ -1126,10 +1126,11 @@ func TestReserveProbesTheNetdev(t *testing.T) {
 	}
 }
 
-// TestSnapshotsEqual: a Book's snapshots say whether they hold the same,
-// whether published one after the other or apart, and a snapshot of
-// another Book is judged by what it holds.
-func TestSnapshotsEqual(t *testing.T) {
+// TestSnapshotsChanged: a Book's snapshots say which devices' holders
+// differ, and whether a fence or an unknown source makes every device
+// differ, whether published one after the other or apart; a snapshot of
+// another Book is judged by what it holds. Equal is none of either.
+func TestSnapshotsChanged(t *testing.T) {
 	kubelet, src := newSources(t)
 	kubelet.SetPod("ns", "a", "intel.com/vf", "0000:3b:02.0")
 	b := openBook(t, ledger.BookOptions{Sources: src})
@@ -1142,22 +1143,35 @@ func TestSnapshotsEqual(t *testing.T) {
 	held := b.Snapshot()
 	b.Release(t.Context(), claimC)
 	released := b.Refresh(t.Context())
+	if err := b.Fence(t.Context(), ledger.Fence{Key: "k", Devices: []string{"0000:3b:02.5"}, Reason: "switching"}, false); err != nil {
+		t.Fatal(err)
+	}
+	fenced := b.Snapshot()
 	other := openBook(t, ledger.BookOptions{Sources: src})
 	otherFirst := other.Refresh(t.Context())
+	unknown := ledger.New(map[string][]ledger.Holder{}, []string{"kubelet's PodResources: unreachable"})
 	for _, tc := range []struct {
-		name string
-		a, c *ledger.Ledger
-		want bool
+		name        string
+		a, c        *ledger.Ledger
+		wantDevices []string
+		wantEvery   bool
 	}{
-		{"read again, nothing changed", first, again, true},
-		{"a hold taken", again, held, false},
-		{"the hold released", held, released, false},
-		{"apart, the same holds", first, released, true},
-		{"another Book, the same holds", released, otherFirst, true},
-		{"another Book, other holds", held, otherFirst, false},
+		{"read again, nothing changed", first, again, nil, false},
+		{"a hold taken", again, held, []string{"0000:3b:02.1"}, false},
+		{"the hold released", held, released, []string{"0000:3b:02.1"}, false},
+		{"apart, the same holds", first, released, nil, false},
+		{"another Book, the same holds", released, otherFirst, nil, false},
+		{"another Book, other holds", held, otherFirst, []string{"0000:3b:02.1"}, false},
+		{"a fence", released, fenced, nil, true},
+		{"a source unknown", released, unknown, nil, true},
+		{"nothing read", nil, released, nil, true},
 	} {
-		if got := tc.a.Equal(tc.c); got != tc.want {
-			t.Errorf("%s: Equal %t, want %t", tc.name, got, tc.want)
+		devices, every := tc.a.Changed(tc.c)
+		if !slices.Equal(devices, tc.wantDevices) || every != tc.wantEvery {
+			t.Errorf("%s: Changed %v, %t, want %v, %t", tc.name, devices, every, tc.wantDevices, tc.wantEvery)
+		}
+		if got, want := tc.a.Equal(tc.c), tc.wantDevices == nil && !tc.wantEvery; got != want {
+			t.Errorf("%s: Equal %t, want %t", tc.name, got, want)
 		}
 	}
 }

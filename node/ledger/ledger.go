@@ -175,12 +175,18 @@ func (l *Ledger) Held() map[string]bool {
 		return nil
 	}
 	held := make(map[string]bool, len(l.byDevice))
-	for id, hs := range l.byDevice {
-		if slices.ContainsFunc(hs, func(h Holder) bool { return !h.Pending() }) {
+	for id := range l.byDevice {
+		if l.IsHeld(id) {
 			held[id] = true
 		}
 	}
 	return held
+}
+
+// IsHeld reports whether a pod, claim or sandbox holds the device, as
+// Held counts it.
+func (l *Ledger) IsHeld(device string) bool {
+	return slices.ContainsFunc(l.Holders(device), func(h Holder) bool { return !h.Pending() })
 }
 
 // Devices are the held devices' IDs, sorted.
@@ -193,20 +199,45 @@ func (l *Ledger) Devices() []string {
 
 // Equal reports whether two ledgers say the same.
 func (l *Ledger) Equal(o *Ledger) bool {
+	devices, every := l.Changed(o)
+	return !every && len(devices) == 0
+}
+
+// Changed names the devices whose holders differ between l and o, sorted,
+// and reports whether more than their holders differs: the sources
+// unknown or the fences, which bear on every device.
+func (l *Ledger) Changed(o *Ledger) (devices []string, every bool) {
 	if l == nil || o == nil {
-		return l == o
+		return nil, l != o
 	}
 	// A Book's snapshots of one version are equal: an idle node's poll
 	// compares none of its holders.
 	if l.book != nil && l.book == o.book && l.version == o.version {
-		return true
+		return nil, false
 	}
-	return slices.Equal(l.Unknown, o.Unknown) && slices.EqualFunc(l.fences, o.fences, Fence.equal) &&
-		maps.EqualFunc(l.byDevice, o.byDevice, func(a, b []Holder) bool {
-			return slices.EqualFunc(a, b, func(x, y Holder) bool {
-				return compareHolders(x, y) == 0 && x.Since.Equal(y.Since) && slices.Equal(x.PodUIDs, y.PodUIDs) && x.UID == y.UID
-			})
-		})
+	if !slices.Equal(l.Unknown, o.Unknown) || !slices.EqualFunc(l.fences, o.fences, Fence.equal) {
+		return nil, true
+	}
+	for id, hs := range l.byDevice {
+		if !sameHolders(hs, o.byDevice[id]) {
+			devices = append(devices, id)
+		}
+	}
+	for id := range o.byDevice {
+		if _, ok := l.byDevice[id]; !ok {
+			devices = append(devices, id)
+		}
+	}
+	slices.Sort(devices)
+	return devices, false
+}
+
+// sameHolders reports whether two lists of a device's holders say the
+// same, each in the stable order New sorts them in.
+func sameHolders(a, b []Holder) bool {
+	return slices.EqualFunc(a, b, func(x, y Holder) bool {
+		return compareHolders(x, y) == 0 && x.Since.Equal(y.Since) && slices.Equal(x.PodUIDs, y.PodUIDs) && x.UID == y.UID
+	})
 }
 
 // Counts are how many of the devices are free and held by each kind of
