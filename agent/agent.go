@@ -52,9 +52,11 @@ type Agent struct {
 	// reported holds the match warnings already logged.
 	reported map[string]bool
 	// book is the device ledger, the one path a device takes to change
-	// hands; holders is its snapshot the last judgment was made with.
+	// hands; holders is its last snapshot, judged the snapshot every
+	// pool's list was last judged with (or one that judges alike).
 	book    *ledger.Book
 	holders *ledger.Ledger
+	judged  *ledger.Ledger
 	// probe tells the book, at each hand-out, whether a device's netdev
 	// is still in the node's network namespace.
 	probe *devhealth.Probe

@@ -68,9 +68,7 @@ func (a *Agent) logChanges(name string, sent, next []offer.State) {
 		prev[d.ID] = d
 	}
 	added, unoffered, fenced := 0, 0, 0
-	ids := make([]string, len(next))
-	for i, d := range next {
-		ids[i] = d.ID
+	for _, d := range next {
 		if !d.Offered() {
 			unoffered++
 		}
@@ -93,7 +91,7 @@ func (a *Agent) logChanges(name string, sent, next []offer.State) {
 	}
 	a.metrics.SetPool(name, len(next), unoffered)
 	a.metrics.SetPoolFenced(name, fenced)
-	a.metrics.SetPoolHolders(name, holderCounts(a.holders, ids))
+	a.metrics.SetPoolHolders(name, holderCounts(a.holders, next))
 }
 
 func (a *Agent) logHealth(name string, p, d offer.State, changed bool) {
@@ -118,8 +116,13 @@ func (a *Agent) logHeld(name string, p, d offer.State) {
 	}
 }
 
-// holderCounts are the metrics' labels for the ledger's counts.
-func holderCounts(l *ledger.Ledger, ids []string) map[string]int {
+// holderCounts are the metrics' labels for the ledger's counts of the
+// listed devices.
+func holderCounts(l *ledger.Ledger, states []offer.State) map[string]int {
+	ids := make([]string, len(states))
+	for i, s := range states {
+		ids[i] = s.ID
+	}
 	out := map[string]int{}
 	for kind, n := range l.Counts(ids) {
 		out[string(kind)] = n

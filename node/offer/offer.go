@@ -188,6 +188,33 @@ func (p Pool) AwaitsRelease(v devhealth.View, l *ledger.Ledger, fe ledger.FrontE
 	})
 }
 
+// Unmoved reports whether States and AwaitsRelease under v say with the
+// ledger now what they said with was, when the two differ only in the
+// holders of changed (ledger.Ledger.Changed, not every): for each of the
+// pool's devices among them, the foreign holder, whether pods alone hold
+// it and, where its netdev is away, whether it is held, are as they were.
+// It weighs the changed devices only, where States weighs every one: a
+// claim prepared for a device of its own DRA pool moves no list.
+func (p Pool) Unmoved(v devhealth.View, was, now *ledger.Ledger, fe ledger.FrontEnd, changed []string) bool {
+	for i := range p.Matched {
+		d := &p.Matched[i]
+		if _, ok := slices.BinarySearch(changed, d.ID); !ok {
+			continue
+		}
+		wasBy, wasForeign := was.Foreign(d.ID, fe)
+		nowBy, nowForeign := now.Foreign(d.ID, fe)
+		switch {
+		case wasForeign != nowForeign || wasBy.String() != nowBy.String():
+			return false
+		case was.PodsOnly(d.ID) != now.PodsOnly(d.ID):
+			return false
+		case was.IsHeld(d.ID) != now.IsHeld(d.ID) && v.NetdevAway(d):
+			return false
+		}
+	}
+	return true
+}
+
 // Verdicts are what the states say of each device's health, for the
 // ledger's Judge.
 func Verdicts(states ...[]State) ledger.Verdicts {

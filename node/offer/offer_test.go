@@ -2,7 +2,10 @@ package offer_test
 
 import (
 	"context"
+	"fmt"
 	"maps"
+	"math/rand/v2"
+	"reflect"
 	"slices"
 	"testing"
 
@@ -136,4 +139,108 @@ func TestRematchSFs(t *testing.T) {
 	if got := reasons(gone); got[kept.ID] != "its PF "+pf+" disappeared from the PCI bus" {
 		t.Errorf("SF of a PF gone: %v", got)
 	}
+}
+
+// TestUnmovedJudgesAlike: wherever Unmoved says a ledger change moves no
+// list of a pool, States and AwaitsRelease with the new ledger are what
+// they were with the old, over random changes of random holders (pods of
+// the pool's resource and of another, claims, sandboxes of those pods or
+// of others, allocations kubelet has not reported) on devices two pools
+// of either front end share, with netdevs present, away or gone.
+func TestUnmovedJudgesAlike(t *testing.T) {
+	const seed, steps = 43, 4000
+	rng := rand.New(rand.NewPCG(seed, seed))
+	devs := make([]pools.Device, 6)
+	links := devhealth.LinkStates{"moved1": {Gone: true}}
+	memory := devhealth.NetdevMemory{}
+	for i := range devs {
+		devs[i] = device(fmt.Sprintf("0000:3b:02.%d", i), "")
+		devs[i].Function.Driver = "iavf"
+		switch i % 3 {
+		case 0: // its netdev is in the node's namespace
+			devs[i].Function.Netdev = &discovery.Netdev{Name: fmt.Sprintf("ens%d", i), Up: true, OperState: "up"}
+		case 1: // its netdev moved into a pod
+			devs[i].Function.Netdev = &discovery.Netdev{Name: fmt.Sprintf("moved%d", i), Elsewhere: true}
+		default: // it had a netdev, gone now
+			memory[devs[i].ID] = "iavf"
+		}
+	}
+	inv := &discovery.Inventory{}
+	frontEnds := []ledger.FrontEnd{{Resource: "intel.com/x"}, {Resource: "intel.com/y", DRA: true}}
+	pool := map[ledger.FrontEnd]offer.Pool{
+		frontEnds[0]: offer.Pool{}.Rematch(devs[:4], inv, nil),
+		frontEnds[1]: offer.Pool{}.Rematch(devs[2:], inv, nil),
+	}
+	holders := []ledger.Holder{
+		{Kind: ledger.Pod, Resource: "intel.com/x", Namespace: "ns", Name: "a", Container: "c", PodUIDs: []string{"ua"}},
+		{Kind: ledger.Pod, Resource: "intel.com/z", Namespace: "ns", Name: "b", Container: "c", PodUIDs: []string{"ub"}},
+		{Kind: ledger.Pod, Resource: "intel.com/x"}, // not reported by kubelet yet
+		{Kind: ledger.Claim, Namespace: "ns", Name: "claim", UID: "uc", PodUIDs: []string{"ud"}},
+		{Kind: ledger.Container, Namespace: "ns", Name: "a", Container: "sandbox-a", PodUIDs: []string{"ua"}},
+		{Kind: ledger.Container, Namespace: "ns", Name: "d", Container: "sandbox-d", PodUIDs: []string{"ud"}, UID: "uc"},
+		{Kind: ledger.Container, Namespace: "ns", Name: "e", Container: "sandbox-e", PodUIDs: []string{"ue"}},
+	}
+	randomLedger := func(from *ledger.Ledger) *ledger.Ledger {
+		byDevice := map[string][]ledger.Holder{}
+		for _, d := range devs {
+			hs := slices.Clone(from.Holders(d.ID))
+			if rng.IntN(3) == 0 { // most devices keep their holders
+				hs = nil
+				for _, h := range holders {
+					if rng.IntN(5) == 0 {
+						hs = append(hs, h)
+					}
+				}
+			}
+			if len(hs) > 0 {
+				byDevice[d.ID] = hs
+			}
+		}
+		var unknown []string
+		if rng.IntN(20) == 0 {
+			unknown = []string{"kubelet's PodResources: unreachable"}
+		}
+		return ledger.New(byDevice, unknown)
+	}
+	view := func(l *ledger.Ledger) devhealth.View {
+		return devhealth.View{Inv: inv, Links: links, Netdevs: memory, Held: l.Held()}
+	}
+	was := ledger.New(map[string][]ledger.Holder{}, nil)
+	unmoved, moved := 0, 0
+	for step := range steps {
+		now := randomLedger(was)
+		changed, every := was.Changed(now)
+		for _, fe := range frontEnds {
+			p := pool[fe]
+			if every || !p.Unmoved(view(now), was, now, fe, changed) {
+				moved++
+				continue
+			}
+			unmoved++
+			before, after := p.States(view(was), was, fe), p.States(view(now), now, fe)
+			if !reflect.DeepEqual(before, after) {
+				t.Fatalf("seed %d step %d, %v: Unmoved, but the states went from %+v to %+v (holders %v -> %v)",
+					seed, step, fe, before, after, holdersOf(was, devs), holdersOf(now, devs))
+			}
+			if a, b := p.AwaitsRelease(view(was), was, fe), p.AwaitsRelease(view(now), now, fe); a != b {
+				t.Fatalf("seed %d step %d, %v: Unmoved, but AwaitsRelease went from %t to %t", seed, step, fe, a, b)
+			}
+		}
+		was = now
+	}
+	// Neither answer may be the only one: the test would not test it.
+	if unmoved < steps/10 || moved < steps/10 {
+		t.Fatalf("Unmoved said yes %d times, no %d times, over %d steps: too few of one to tell", unmoved, moved, steps)
+	}
+}
+
+// holdersOf names each device's holders, for a failure's message.
+func holdersOf(l *ledger.Ledger, devs []pools.Device) map[string][]string {
+	out := map[string][]string{}
+	for _, d := range devs {
+		for _, h := range l.Holders(d.ID) {
+			out[d.ID] = append(out[d.ID], h.String())
+		}
+	}
+	return out
 }
