@@ -191,10 +191,11 @@ func (p Pool) AwaitsRelease(v devhealth.View, l *ledger.Ledger, fe ledger.FrontE
 // Unmoved reports whether States and AwaitsRelease under v say with the
 // ledger now what they said with was, when the two differ only in the
 // holders of changed (ledger.Ledger.Changed, not every): for each of the
-// pool's devices among them, the foreign holder, whether pods alone hold
-// it and, where its netdev is away, whether it is held, are as they were.
+// pool's devices among them, the foreign holder is as it was and, where
+// its netdev is away, whether it is held and whether pods alone hold it.
 // It weighs the changed devices only, where States weighs every one: a
-// claim prepared for a device of its own DRA pool moves no list.
+// claim prepared, or a pod allocated, a device of its own pool moves no
+// list.
 func (p Pool) Unmoved(v devhealth.View, was, now *ledger.Ledger, fe ledger.FrontEnd, changed []string) bool {
 	for i := range p.Matched {
 		d := &p.Matched[i]
@@ -203,12 +204,13 @@ func (p Pool) Unmoved(v devhealth.View, was, now *ledger.Ledger, fe ledger.Front
 		}
 		wasBy, wasForeign := was.Foreign(d.ID, fe)
 		nowBy, nowForeign := now.Foreign(d.ID, fe)
-		switch {
-		case wasForeign != nowForeign || wasBy.String() != nowBy.String():
+		if wasForeign != nowForeign || wasBy.String() != nowBy.String() {
 			return false
-		case was.PodsOnly(d.ID) != now.PodsOnly(d.ID):
-			return false
-		case was.IsHeld(d.ID) != now.IsHeld(d.ID) && v.NetdevAway(d):
+		}
+		// Who holds a device weighs on its health and on the wait for
+		// its release only while its netdev is away.
+		held := was.IsHeld(d.ID) != now.IsHeld(d.ID) || was.PodsOnly(d.ID) != now.PodsOnly(d.ID)
+		if held && v.NetdevAway(d) {
 			return false
 		}
 	}
