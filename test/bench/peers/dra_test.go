@@ -297,7 +297,11 @@ func (r *draRun) timePrepares(tb testing.TB, t *table, e *draEnv, size, calls in
 	// Named by what: each set of calls has claims of its own.
 	claims := r.claims(tb, e, r.devices, draClaims, size, config, fmt.Sprintf("c%x-", crc32.ChecksumIEEE([]byte(what))))
 	stopTrace := r.traceWhile(tb, what)
-	lat, get := make(samples, 0, calls), make(samples, 0, calls)
+	// beyond is each call less the read of its claim right after it: the
+	// driver's share of that call, with the API server's speed of the
+	// moment (which drifts over a run) taken out.
+	lat, get, beyond := make(samples, 0, calls), make(samples, 0, calls), make(samples, 0, calls)
+	cpu := r.p.cpu()
 	for i := range calls {
 		c := claims[i%len(claims)]
 		took, err := r.prepareOnce(c)
@@ -309,11 +313,18 @@ func (r *draRun) timePrepares(tb testing.TB, t *table, e *draEnv, size, calls in
 			tb.Fatal(err)
 		}
 		get = append(get, ms(took))
+		beyond = append(beyond, lat[i]-get[i])
 	}
+	cpu = r.p.cpu() - cpu
 	stopTrace()
 	t.add("NodePrepareResources p50, "+what, "ms", "hwnet", lat.pct(50))
 	t.add("NodePrepareResources p99, "+what, "ms", "hwnet", lat.pct(99))
 	t.add("the claim's read alone p50, "+what, "ms", "hwnet", get.pct(50))
+	t.add("NodePrepareResources less the claim's read after it, p50, "+what, "ms", "hwnet", beyond.pct(50))
+	// All the agent did meanwhile, beside the calls too (its ledger, its
+	// judgements of every device), shares the node's CPUs with the API
+	// server the calls wait for.
+	t.add("agent CPU per prepare and its unprepare, "+what, "ms", "hwnet", ms(cpu)/float64(calls))
 }
 
 // claimRead times the read of the claim the DRA library makes before the
