@@ -43,6 +43,10 @@ type checkpointStore struct {
 	// saved (keptAs); nil once taken, until the taker saves.
 	kept   *checkpoint.Checkpoint
 	keptAs fileID
+	// encoded is the last save's file content; encodeMu serializes the
+	// saves that reuse it.
+	encodeMu sync.Mutex
+	encoded  []byte
 }
 
 // fileID tells a file apart from the one written before it: each save
@@ -133,11 +137,17 @@ func (s *checkpointStore) load() (*checkpoint.Checkpoint, error) {
 	return cp, nil
 }
 
+// save writes cp to the file, encoded into the buffer the last save
+// used: the checkpoint grows with the claims a node holds, and a fresh
+// one each call was garbage of that size.
 func (s *checkpointStore) save(cp *checkpoint.Checkpoint) error {
-	data, err := checkpoint.Encode(cp)
+	s.encodeMu.Lock()
+	defer s.encodeMu.Unlock()
+	data, err := checkpoint.AppendEncode(s.encoded[:0], cp)
 	if err != nil {
 		return err
 	}
+	s.encoded = data
 	if err := atomicfile.Write(s.path, data, 0o600); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}

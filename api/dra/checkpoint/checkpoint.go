@@ -37,6 +37,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -161,28 +162,42 @@ func New() *Checkpoint {
 }
 
 // Encode is the checkpoint's file content in the current version, its
-// checksum computed. The claims are written as json.Marshal writes them,
-// with no insignificant white space (fileformat.ChecksumMarshaled), and
-// the envelope is written around them as they are. With 100 claims of 4 devices (156 kB), compacting them for
-// the checksum and once more inside an indented envelope took 1.7 ms of
-// Encode's 2.3 (2 vCPU AMD EPYC), and the driver encodes the checkpoint
-// at every kubelet call.
+// checksum computed (AppendEncode to a new slice).
 func Encode(cp *Checkpoint) ([]byte, error) {
-	claims, err := json.Marshal(cp.Claims)
-	if err != nil {
-		return nil, fmt.Errorf("DRA checkpoint: %w", err)
+	return AppendEncode(nil, cp)
+}
+
+// AppendEncode appends the checkpoint's file content in the current
+// version, its checksum computed, to dst and returns the extended slice.
+// The claims are written as json.Marshal writes them, with no
+// insignificant white space (fileformat.ChecksumMarshaled), and the
+// envelope is written around them as they are. With 100 claims of 4
+// devices (156 kB), compacting them for the checksum and once more
+// inside an indented envelope took 1.7 ms of Encode's 2.3 (2 vCPU AMD
+// EPYC). The driver encodes the checkpoint at every kubelet call: into
+// the slice its last save used, as json.Marshal's copies of a 109 kB
+// checkpoint were 243 kB of garbage a call, which a node's GC paid for.
+func AppendEncode(dst []byte, cp *Checkpoint) ([]byte, error) {
+	start := len(dst)
+	buf := bytes.NewBuffer(dst)
+	if err := json.NewEncoder(buf).Encode(cp.Claims); err != nil {
+		return dst, fmt.Errorf("DRA checkpoint: %w", err)
 	}
+	// Encode ends the value with a newline json.Marshal does not write.
+	out := buf.Bytes()
+	claims := out[start : len(out)-1]
 	head, err := json.Marshal(struct {
 		Format   string `json:"format"`
 		Version  int    `json:"version"`
 		Checksum uint32 `json:"checksum"`
 	}{Marker, Version, fileformat.ChecksumMarshaled(claims)})
 	if err != nil {
-		return nil, fmt.Errorf("DRA checkpoint: %w", err)
+		return dst, fmt.Errorf("DRA checkpoint: %w", err)
 	}
-	out := make([]byte, 0, len(head)+len(claims)+len(`,"claims":}`)+1)
-	out = append(out, head[:len(head)-1]...)
-	out = append(out, `,"claims":`...)
-	out = append(out, claims...)
+	prefix := append(head[:len(head)-1], `,"claims":`...)
+	n := len(claims)
+	out = slices.Grow(out[:start+n], len(prefix)+2)[:start+len(prefix)+n]
+	copy(out[start+len(prefix):], out[start:start+n])
+	copy(out[start:], prefix)
 	return append(out, "}\n"...), nil
 }

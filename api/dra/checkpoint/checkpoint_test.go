@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 
@@ -231,6 +234,52 @@ func TestOwned(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			if got := checkpoint.Owned(tt.data, tt.driver); got != tt.want {
 				t.Errorf("Owned = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAppendEncode checks that AppendEncode appends, whatever dst held
+// before and however large its spare capacity, exactly the file json.Marshal
+// writes the claims in, inside the envelope, and keeps dst's bytes.
+func TestAppendEncode(t *testing.T) {
+	many := checkpoint.New()
+	for i := range 40 {
+		c := *sample().Claims["uid-a"]
+		c.Name = strings.Repeat("n", i)
+		many.Claims[types.UID(strings.Repeat("u", i+1))] = &c
+	}
+	large := encoded(t, many)
+	for _, tc := range []struct {
+		name string
+		cp   *checkpoint.Checkpoint
+		dst  []byte
+	}{
+		{"empty into nil", checkpoint.New(), nil},
+		{"one claim into nil", sample(), nil},
+		{"one claim after a prefix", sample(), []byte("prefix")},
+		{"one claim into a larger file's buffer", sample(), large[:0]},
+		{"many claims into a smaller file's buffer", many, encoded(t, sample())[:0]},
+		{"many claims after a prefix with room", many, append(make([]byte, 0, 2*len(large)), "p"...)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			prefix := string(tc.dst)
+			got, err := checkpoint.AppendEncode(tc.dst, tc.cp)
+			if err != nil {
+				t.Fatal(err)
+			}
+			claims, err := json.Marshal(tc.cp.Claims)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf(`%s{"format":%q,"version":%d,"checksum":%d,"claims":%s}`+"\n",
+				prefix, checkpoint.Marker, checkpoint.Version, fileformat.ChecksumMarshaled(claims), claims)
+			if string(got) != want {
+				t.Fatalf("AppendEncode:\n got %s\nwant %s", got, want)
+			}
+			back, err := checkpoint.Decode(got[len(prefix):])
+			if err != nil || len(back.Claims) != len(tc.cp.Claims) {
+				t.Fatalf("Decode of what AppendEncode wrote: %d claims, %v; want %d", len(back.Claims), err, len(tc.cp.Claims))
 			}
 		})
 	}
