@@ -581,6 +581,24 @@ func TestEveryHwnetCheckpoint(t *testing.T) {
 	if hs := l.Holders(vfA0); len(hs) != 1 || hs[0].Name != "old" || hs[0].UID != "uid-old" {
 		t.Errorf("holders of %s %+v, want the renamed driver's claim", vfA0, hs)
 	}
+	// Two checkpoints holding devices: each device has the holds of both.
+	both := checkpoint.New()
+	both.Claims["uid-new"] = &checkpoint.Claim{Namespace: "ns", Name: "new", Devices: []checkpoint.Device{
+		{PCIAddress: vfA0, CDIDevice: "new.hwnet.io/net=x"}, {PCIAddress: vfA1, CDIDevice: "new.hwnet.io/net=y"}}}
+	writeCheckpoint(t, filepath.Join(plugins, "new.hwnet.io"), both)
+	l = b.Refresh(context.Background())
+	if hs := l.Holders(vfA0); len(hs) != 2 || hs[0].Name != "new" || hs[1].Name != "old" {
+		t.Errorf("holders of %s %+v, want both drivers' claims", vfA0, hs)
+	}
+	if hs := l.Holders(vfA1); len(hs) != 1 || hs[0].Name != "new" {
+		t.Errorf("holders of %s %+v, want the second driver's claim", vfA1, hs)
+	}
+	if err := os.Remove(filepath.Join(plugins, "new.hwnet.io", "checkpoint.json")); err != nil {
+		t.Fatal(err)
+	}
+	if hs := b.Refresh(context.Background()).Holders(vfA0); len(hs) != 1 || hs[0].Name != "old" {
+		t.Errorf("holders of %s %+v once the second checkpoint went, want the renamed driver's claim", vfA0, hs)
+	}
 	torn := filepath.Join(plugins, "torn.hwnet.io")
 	if err := os.MkdirAll(torn, 0o755); err != nil {
 		t.Fatal(err)

@@ -406,7 +406,6 @@ func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
 		return nil, err
 	}
 	next := make(map[string]cachedCheckpoint, len(paths))
-	out := map[string][]Holder{}
 	var errs []error
 	for _, path := range paths {
 		c, err := r.checkpoint(path)
@@ -415,14 +414,34 @@ func (r *Reader) claims(context.Context) (map[string][]Holder, error) {
 			c = r.checkpoints[path]
 		}
 		next[path] = c
-		for id, hs := range c.holders {
-			out[id] = append(out[id], hs...)
-		}
 	}
 	r.checkpoints = next
 	// The files read hold what they hold; one that cannot be read holds
 	// what it held when last read, and makes the source unknown.
-	return out, errors.Join(errs...)
+	return mergeHolders(next), errors.Join(errs...)
+}
+
+// mergeHolders is the holds of every checkpoint. Where one file alone
+// holds any, its holders are the answer as they are (no answer is ever
+// written): a node's hwnet checkpoint with 100 claims of 4 devices was
+// copied at each read, after every kubelet call.
+func mergeHolders(files map[string]cachedCheckpoint) map[string][]Holder {
+	var holding []map[string][]Holder
+	for _, c := range files {
+		if len(c.holders) > 0 {
+			holding = append(holding, c.holders)
+		}
+	}
+	if len(holding) == 1 {
+		return holding[0]
+	}
+	out := map[string][]Holder{}
+	for _, hs := range holding {
+		for id, h := range hs {
+			out[id] = append(out[id], h...)
+		}
+	}
+	return out
 }
 
 // checkpointPaths are the running driver's checkpoint and every other
