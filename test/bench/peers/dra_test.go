@@ -336,22 +336,30 @@ func claimRead(client kubernetes.Interface, c *resourceapi.ResourceClaim) (time.
 	return time.Since(start), err
 }
 
-// traceWhile saves, under -profile-dir, an execution trace of the agent's
-// first prepareTrace of the calls that follow, as what: where a call's
-// time goes in the whole process, and what else the agent does beside
-// the calls. The returned func waits for it.
+// traceWhile saves, under -profile-dir, an execution trace, a CPU
+// profile and the allocations of the agent over the first prepareTrace
+// of the calls that follow, as what: where a call's time goes in the
+// whole process, what else the agent does beside the calls, the
+// functions of that CPU (which the trace's stacks at each block only
+// group) and the garbage the calls leave. The returned func waits for
+// the three.
 func (r *draRun) traceWhile(tb testing.TB, what string) func() {
 	if r.metrics == "" {
 		return func() {}
 	}
-	name := "hwnet-dra-prepares-" + strings.ReplaceAll(what, " ", "-") + ".trace"
-	done := make(chan error, 1)
-	go func() {
-		done <- fetchProfile(r.metrics, fmt.Sprintf("trace?seconds=%d", int(prepareTrace.Seconds())), name)
-	}()
+	name := "hwnet-dra-prepares-" + strings.ReplaceAll(what, " ", "-")
+	profiles := []struct{ endpoint, suffix string }{{"trace", ".trace"}, {"profile", ".cpu.pprof"}, {"allocs", ".allocs.pprof"}}
+	done := make(chan error, len(profiles))
+	for _, p := range profiles {
+		go func() {
+			done <- fetchProfile(r.metrics, fmt.Sprintf("%s?seconds=%d", p.endpoint, int(prepareTrace.Seconds())), name+p.suffix)
+		}()
+	}
 	return func() {
-		if err := <-done; err != nil {
-			tb.Fatal(err)
+		for range profiles {
+			if err := <-done; err != nil {
+				tb.Fatal(err)
+			}
 		}
 	}
 }

@@ -30,7 +30,7 @@ var (
 	parts      = flag.String("parts", "dp,dra,cni", "parts to run: dp (device plugins), dra (hwnet's DRA driver at the largest size), cni")
 	agentEnv   = flag.String("agent-env", "", "comma-separated NAME=VALUE given to hwnet-agent after deploy/hwnet-agent.yaml's Go settings (e.g. GOGC=25)")
 	agentArgs  = flag.String("agent-args", "", "comma-separated flags given to hwnet-agent before the benchmark's own (e.g. --pace-gc=false)")
-	profiles   = flag.String("profile-dir", "", "save hwnet-agent's heap and goroutine profiles and smaps there with 100 pods attached, its smaps after the DRA prepares and its heap, memory statistics and smaps at rest after them, each device plugin's smaps when idle, and an idle trace and allocation profile (serves --pprof)")
+	profiles   = flag.String("profile-dir", "", "save hwnet-agent's heap and goroutine profiles and smaps there with 100 pods attached, its smaps after the DRA prepares and its heap, memory statistics and smaps at rest after them, a trace, CPU profile and allocations of each set of DRA prepares, each device plugin's smaps when idle, and an idle trace and allocation profile (serves --pprof)")
 )
 
 // BenchmarkPeers runs every measurement once (use -benchtime 1x) and
