@@ -79,7 +79,11 @@ func (d *Driver) prepareClaims(ctx context.Context, claims []*resourceapi.Resour
 			// Its CDI spec and files went with the node's restart.
 			ok = false
 		}
-		if !ok {
+		if ok {
+			// Prepared before: its VF settings and pods may change.
+			pc = claimCopy(pc)
+			cp.Claims[c.UID] = pc
+		} else {
 			if pc, err = d.prepareClaim(ctx, cp, cur, c); err != nil {
 				d.log.Warn("claim not prepared", "claim", c.Namespace+"/"+c.Name, "err", err)
 				out[c.UID] = kubeletplugin.PrepareResult{Err: err}

@@ -1,6 +1,7 @@
 package dra_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"maps"
@@ -9,6 +10,7 @@ import (
 	"reflect"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -413,5 +415,63 @@ func TestCheckpointChangedBetweenCalls(t *testing.T) {
 			tt.change(t, path)
 			tt.check(t, p, path)
 		})
+	}
+}
+
+// TestViewsBesideCalls: the device ledger views the driver's checkpoint
+// while kubelet's calls change it, among them a claim prepared again for
+// one more pod. A view reads the checkpoint the last call saved, which
+// the next call's claims share: under -race, a call that changed one of
+// them in place is a data race.
+func TestViewsBesideCalls(t *testing.T) {
+	n := newTestNode(t)
+	p := newPreparer(t, n, t.TempDir())
+	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			// Encode reads every field of every claim.
+			var encodeErr error
+			err := p.drv.ViewCheckpoint(func(cp *checkpoint.Checkpoint) { _, encodeErr = checkpoint.Encode(cp) })
+			err = cmp.Or(err, encodeErr)
+			if err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	pod := func(uid string) resourceapi.ResourceClaimConsumerReference {
+		return resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: uid, UID: types.UID(uid)}
+	}
+	for range 30 {
+		c := claim("a", alloc("r", "pci-0000-3b-01-6"))
+		c.Status.ReservedFor = []resourceapi.ResourceClaimConsumerReference{pod("pod-1")}
+		if res := p.prepare(t, c); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		c.Status.ReservedFor = append(c.Status.ReservedFor, pod("pod-2"))
+		if res := p.prepare(t, c); res.Err != nil {
+			t.Fatal(res.Err)
+		}
+		var pods []string
+		if err := p.drv.ViewCheckpoint(func(cp *checkpoint.Checkpoint) { pods = slices.Clone(cp.Claims["a"].Pods) }); err != nil {
+			t.Fatal(err)
+		}
+		if !slices.Equal(pods, []string{"pod-1", "pod-2"}) {
+			t.Fatalf("claim prepared again for pod-2: pods %v in the checkpoint, want both", pods)
+		}
+		if err := p.unprepare(t, "a"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	stop()
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		t.Error(err)
 	}
 }
