@@ -150,23 +150,15 @@ func TestPodDevicesBesideCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := netclaim.Pod{UID: "pod-1", Namespace: "ns", Claims: []string{"claim-a"}}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	errs := make(chan error, 1)
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			devs, err := p.drv.PodDevices(ctx, pod)
-			if err == nil && len(devs) > 1 {
-				err = fmt.Errorf("%d devices, want the claim's one or none", len(devs))
-			}
-			if _, rerr := p.drv.Rebound(); err == nil {
-				err = rerr
-			}
-			if err != nil {
-				errs <- err
-				return
-			}
+	stop := beside(t, func(ctx context.Context) error {
+		devs, err := p.drv.PodDevices(ctx, pod)
+		if err == nil && len(devs) > 1 {
+			err = fmt.Errorf("%d devices, want the claim's one or none", len(devs))
 		}
+		if _, rerr := p.drv.Rebound(); err == nil {
+			err = rerr
+		}
+		return err
 	})
 	for range 50 {
 		if res := p.prepare(t, claim("a", alloc("r", "pci-0000-3b-01-6"))); res.Err != nil {
@@ -177,9 +169,31 @@ func TestPodDevicesBesideCalls(t *testing.T) {
 		}
 	}
 	stop()
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Error(err)
-	}
+}
+
+// beside runs view again and again beside the test's calls until stop,
+// which waits for it and fails t with view's first error; a test that
+// fails first stops it at its cleanup.
+func beside(t *testing.T, view func(ctx context.Context) error) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	errs := make(chan error, 1)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		for ctx.Err() == nil {
+			if err := view(ctx); err != nil {
+				errs <- err
+				return
+			}
+		}
+	})
+	stop = sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		close(errs)
+		if err := <-errs; err != nil {
+			t.Error(err)
+		}
+	})
+	t.Cleanup(stop)
+	return stop
 }

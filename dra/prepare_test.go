@@ -10,7 +10,6 @@ import (
 	"reflect"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	resourceapi "k8s.io/api/resource/v1"
@@ -429,20 +428,11 @@ func TestViewsBesideCalls(t *testing.T) {
 	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
 		t.Fatal(err)
 	}
-	ctx, stop := context.WithCancel(context.Background())
-	errs := make(chan error, 1)
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		for ctx.Err() == nil {
-			// Encode reads every field of every claim.
-			var encodeErr error
-			err := p.drv.ViewCheckpoint(func(cp *checkpoint.Checkpoint) { _, encodeErr = checkpoint.Encode(cp) })
-			err = cmp.Or(err, encodeErr)
-			if err != nil {
-				errs <- err
-				return
-			}
-		}
+	stop := beside(t, func(context.Context) error {
+		// Encode reads every field of every claim.
+		var encodeErr error
+		err := p.drv.ViewCheckpoint(func(cp *checkpoint.Checkpoint) { _, encodeErr = checkpoint.Encode(cp) })
+		return cmp.Or(err, encodeErr)
 	})
 	pod := func(uid string) resourceapi.ResourceClaimConsumerReference {
 		return resourceapi.ResourceClaimConsumerReference{Resource: "pods", Name: uid, UID: types.UID(uid)}
@@ -469,9 +459,4 @@ func TestViewsBesideCalls(t *testing.T) {
 		}
 	}
 	stop()
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		t.Error(err)
-	}
 }
