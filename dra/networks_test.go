@@ -150,7 +150,7 @@ func TestPodDevicesBesideCalls(t *testing.T) {
 		t.Fatal(err)
 	}
 	pod := netclaim.Pod{UID: "pod-1", Namespace: "ns", Claims: []string{"claim-a"}}
-	stop := beside(t, func(ctx context.Context) error {
+	beside(t, func(ctx context.Context) error {
 		devs, err := p.drv.PodDevices(ctx, pod)
 		if err == nil && len(devs) > 1 {
 			err = fmt.Errorf("%d devices, want the claim's one or none", len(devs))
@@ -168,13 +168,12 @@ func TestPodDevicesBesideCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop()
 }
 
-// beside runs view again and again beside the test's calls until stop,
-// which waits for it and fails t with view's first error; a test that
-// fails first stops it at its cleanup.
-func beside(t *testing.T, view func(ctx context.Context) error) (stop func()) {
+// beside runs view again and again beside the test's calls; at the
+// test's cleanup, which comes before its driver's, it stops, waits for it
+// and fails t with view's first error.
+func beside(t *testing.T, view func(ctx context.Context) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	errs := make(chan error, 1)
 	var wg sync.WaitGroup
@@ -186,7 +185,7 @@ func beside(t *testing.T, view func(ctx context.Context) error) (stop func()) {
 			}
 		}
 	})
-	stop = sync.OnceFunc(func() {
+	t.Cleanup(func() {
 		cancel()
 		wg.Wait()
 		close(errs)
@@ -194,6 +193,4 @@ func beside(t *testing.T, view func(ctx context.Context) error) (stop func()) {
 			t.Error(err)
 		}
 	})
-	t.Cleanup(stop)
-	return stop
 }

@@ -428,7 +428,7 @@ func TestViewsBesideCalls(t *testing.T) {
 	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
 		t.Fatal(err)
 	}
-	stop := beside(t, func(context.Context) error {
+	beside(t, func(context.Context) error {
 		// Encode reads every field of every claim.
 		var encodeErr error
 		err := p.drv.ViewCheckpoint(func(cp *checkpoint.Checkpoint) { _, encodeErr = checkpoint.Encode(cp) })
@@ -458,5 +458,4 @@ func TestViewsBesideCalls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	stop()
 }
