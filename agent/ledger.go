@@ -64,7 +64,8 @@ func (a *Agent) ledgerChange() {
 // written there by hand, or by an agent before, is looked at without a
 // poll.
 func (a *Agent) watchCollected(ctx context.Context, changed chan<- watch.SocketEvent) (<-chan struct{}, error) {
-	dirs := []watch.Entries{{Dir: a.opts.DevinfoDir}, {Dir: a.opts.CDIDir}}
+	// The files' hidden temporaries say nothing the collector looks at.
+	dirs := []watch.Entries{{Dir: a.opts.DevinfoDir, Match: watch.Visible}, {Dir: a.opts.CDIDir, Match: watch.Visible}}
 	return watch.WatchAll(ctx, dirs, changed, func(dir string, err error) {
 		a.log.Warn("collected directory's watch ended; watching again", "dir", dir, "err", err)
 	})

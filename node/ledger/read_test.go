@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
+	"github.com/hwnet-io/hwnet/internal/atomicfile"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
@@ -217,31 +218,52 @@ func TestWatchNudged(t *testing.T) {
 // TestWatchSeesSourcesChange: a source another process changes sends the
 // agent nothing, and an idle watch polls only when kubelet's answer goes
 // stale (minutes), so it follows the sources' directories: a device-info
-// file written, and a checkpoint in a driver's directory made after the
-// watch began, are each read without a nudge.
+// file written, a checkpoint in a driver's directory made after the watch
+// began, and one replaced as a driver saves it (a hidden temporary
+// renamed over it, whose own events the watch leaves out), are each read
+// without a nudge.
 func TestWatchSeesSourcesChange(t *testing.T) {
 	const vf, claimed = "0000:3b:02.0", "0000:3b:02.1"
+	claim := func() *checkpoint.Checkpoint {
+		cp := checkpoint.New()
+		cp.Claims["uid-c"] = &checkpoint.Claim{Namespace: "ns", Name: "claim", Pods: []string{"uid-p"}, Prepared: time.Now(),
+			Devices: []checkpoint.Device{{Device: "pci-0000-3b-02-1", Resource: "intel.com/vf", PCIAddress: claimed}}}
+		return cp
+	}
 	for _, tc := range []struct {
-		name   string
+		name string
+		// before runs before the watch begins.
+		before func(t *testing.T, src ledger.Sources)
 		change func(t *testing.T, kubelet *testkubelet.PodResources, src ledger.Sources)
 		device string
 	}{
-		{"device-info file", func(t *testing.T, kubelet *testkubelet.PodResources, src ledger.Sources) {
+		{"device-info file", nil, func(t *testing.T, kubelet *testkubelet.PodResources, src ledger.Sources) {
 			kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
 			if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
 				t.Fatal(err)
 			}
 		}, vf},
-		{"a new driver's checkpoint", func(t *testing.T, _ *testkubelet.PodResources, src ledger.Sources) {
-			cp := checkpoint.New()
-			cp.Claims["uid-c"] = &checkpoint.Claim{Namespace: "ns", Name: "claim", Pods: []string{"uid-p"}, Prepared: time.Now(),
-				Devices: []checkpoint.Device{{Device: "pci-0000-3b-02-1", Resource: "intel.com/vf", PCIAddress: claimed}}}
-			writeCheckpoint(t, filepath.Join(src.PluginsDir, "new.hwnet.io"), cp)
+		{"a new driver's checkpoint", nil, func(t *testing.T, _ *testkubelet.PodResources, src ledger.Sources) {
+			writeCheckpoint(t, filepath.Join(src.PluginsDir, "new.hwnet.io"), claim())
+		}, claimed},
+		{"a driver's checkpoint replaced", func(t *testing.T, src ledger.Sources) {
+			writeCheckpoint(t, filepath.Join(src.PluginsDir, "old.hwnet.io"), checkpoint.New())
+		}, func(t *testing.T, _ *testkubelet.PodResources, src ledger.Sources) {
+			data, err := checkpoint.Encode(claim())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := atomicfile.Write(filepath.Join(src.PluginsDir, "old.hwnet.io", "checkpoint.json"), data, 0o600); err != nil {
+				t.Fatal(err)
+			}
 		}, claimed},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			kubelet, src := newSources(t)
 			src.PluginsDir = t.TempDir()
+			if tc.before != nil {
+				tc.before(t, src)
+			}
 			r := ledger.NewReader(src)
 			ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 			defer cancel()
@@ -258,6 +280,10 @@ func TestWatchSeesSourcesChange(t *testing.T) {
 					})
 			}()
 			defer func() { cancel(); <-done }()
+			// Two polls: the first (at once) and the one the source
+			// watch asks for once it watches; a change before then is
+			// read without any event.
+			<-seen
 			<-seen
 			tc.change(t, kubelet, src)
 			for {

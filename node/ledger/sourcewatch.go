@@ -62,7 +62,7 @@ func (s *sourceWatch) watchOnce(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	events := make(chan watch.SocketEvent, 1)
-	ended, err := watch.WatchAll(ctx, entries(dirs), events, nil)
+	ended, err := watch.WatchAll(ctx, entries(dirs, watch.Visible), events, nil)
 	if err != nil {
 		return err
 	}
@@ -73,7 +73,7 @@ func (s *sourceWatch) watchOnce(ctx context.Context) error {
 	var topEnded <-chan struct{}
 	if s.src.PluginsDir != "" {
 		top = make(chan watch.SocketEvent, 1)
-		if topEnded, err = watch.WatchAll(ctx, entries([]string{s.src.PluginsDir}), top, nil); err != nil {
+		if topEnded, err = watch.WatchAll(ctx, entries([]string{s.src.PluginsDir}, nil), top, nil); err != nil {
 			return err
 		}
 		defer func() { cancel(); <-topEnded }()
@@ -125,11 +125,14 @@ func (s *sourceWatch) dirs() []string {
 	return slices.Compact(dirs)
 }
 
-// entries watches every entry of each directory.
-func entries(dirs []string) []watch.Entries {
+// entries watches the entries of each directory that match, every one
+// for a nil match. A source's files are replaced through hidden
+// temporaries (watch.Visible): theirs are left out, the file renamed
+// over is reported written.
+func entries(dirs []string, match func(name string) bool) []watch.Entries {
 	out := make([]watch.Entries, len(dirs))
 	for i, d := range dirs {
-		out[i] = watch.Entries{Dir: d}
+		out[i] = watch.Entries{Dir: d, Match: match}
 	}
 	return out
 }

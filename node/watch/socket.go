@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 )
 
 // SocketEvent says an entry of a watched directory was created or removed
@@ -63,6 +64,15 @@ func WatchEntries(dir string, match func(name string) bool) (*SocketWatcher, err
 	return w, nil
 }
 
+// Visible reports whether an entry's name is not hidden. Writers that
+// replace a file atomically (package atomicfile, the device-info files)
+// write a hidden temporary and rename it over the file, which
+// WatchEntries reports as the file written: the temporary's own events
+// say nothing a reader of the file needs, and were most of the events
+// of the directories the agent writes to, each waking whoever watches
+// them.
+func Visible(name string) bool { return !strings.HasPrefix(name, ".") }
+
 // Close closes a watch that will not Run.
 func (w *SocketWatcher) Close() error { return w.dir.Close() }
 
@@ -97,7 +107,8 @@ func (w *SocketWatcher) entry(ev fileEvent, emit func(SocketEvent)) {
 	case ev.Op&(opRemove|opRename) != 0 && w.present[name]:
 		delete(w.present, name)
 		emit(SocketEvent{Name: name, Removed: true})
-	case w.writes && ev.Op&opWrite != 0 && w.present[name]:
+	case w.writes && ev.Op&(opWrite|opCreate) != 0 && w.present[name]:
+		// A create of an entry that exists is a file renamed over it.
 		emit(SocketEvent{Name: name, Written: true})
 	}
 }

@@ -153,6 +153,35 @@ func TestSocketWatcherAllEntries(t *testing.T) {
 	}
 }
 
+// TestWatchEntriesReplaced: a file replaced the way atomic writers do it
+// (a hidden temporary written, then renamed over the file) is reported
+// as written, once, and the temporary, which Visible leaves out, not at
+// all.
+func TestWatchEntriesReplaced(t *testing.T) {
+	dir := t.TempDir()
+	conf := filepath.Join(dir, "checkpoint.json")
+	write(t, conf, "{}")
+	w, err := WatchEntries(dir, Visible)
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := run(t, w.Run)
+	tmp := filepath.Join(dir, ".checkpoint.json.tmp-1")
+	write(t, tmp, `{"version": 2}`)
+	if err := os.Rename(tmp, conf); err != nil {
+		t.Fatal(err)
+	}
+	if ev := receive(t, events); ev != (SocketEvent{Name: "checkpoint.json", Written: true}) {
+		t.Errorf("event %+v, want checkpoint.json written", ev)
+	}
+	// Nothing of the temporary is pending: the next event is the next
+	// change.
+	remove(t, conf)
+	if ev := receive(t, events); ev != (SocketEvent{Name: "checkpoint.json", Removed: true}) {
+		t.Errorf("event %+v, want checkpoint.json removed", ev)
+	}
+}
+
 // TestWatchEntriesWrites: a file rewritten in place is reported, which
 // WatchSockets leaves out.
 func TestWatchEntriesWrites(t *testing.T) {
