@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -42,6 +43,33 @@ func TestWithKubeletPacedClaims(t *testing.T) {
 	}
 	if n := limiter.waits.Load(); n != 1 {
 		t.Errorf("a slice list waited for the client's rate limit %d times, want 1", n)
+	}
+}
+
+// TestPacedClaimGet: the claim read with no options, made as a bare
+// request, is the claim the generated client reads, allocation and
+// all; a read with options goes through the generated client.
+func TestPacedClaimGet(t *testing.T) {
+	s := kubeapi.Start(t)
+	s.CreateNamespace(t, "ns")
+	want := s.AllocatedClaim(t, kubeapi.Allocation{Namespace: "ns", Name: "claim", Class: "vfs", Driver: "sriov.hwnet.io",
+		Pool: "node-a", Devices: []string{"pci-0000-3b-02-0", "pci-0000-3b-02-1"}})
+	client := kubernetes.NewForConfigOrDie(s.Config())
+	paced, err := kubeclient.WithKubeletPacedClaims(client, s.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, opts := range []metav1.GetOptions{{}, {ResourceVersion: "0"}} {
+		got, err := paced.ResourceV1().ResourceClaims("ns").Get(ctx, "claim", opts)
+		if err != nil {
+			t.Fatalf("read with %+v: %v", opts, err)
+		}
+		// The API server fills the kind in neither answer.
+		got.TypeMeta, want.TypeMeta = metav1.TypeMeta{}, metav1.TypeMeta{}
+		if !equality.Semantic.DeepEqual(got, want) {
+			t.Errorf("read with %+v:\n%+v\nwant the claim as allocated:\n%+v", opts, got, want)
+		}
 	}
 }
 
