@@ -46,10 +46,10 @@ type checkpointStore struct {
 	// map, and replaces a claim it changes (claimCopy).
 	kept   *checkpoint.Checkpoint
 	keptAs fileID
-	// encoded is the last save's file content; encodeMu serializes the
-	// saves that reuse it.
+	// enc encodes every save into buffers it reuses, the kept claims
+	// as saveAndKeep encoded them; encodeMu serializes the saves.
 	encodeMu sync.Mutex
-	encoded  []byte
+	enc      checkpoint.Encoder
 }
 
 // fileID tells a file apart from the one written before it: each save
@@ -161,17 +161,22 @@ func (s *checkpointStore) load() (*checkpoint.Checkpoint, error) {
 	return cp, nil
 }
 
-// save writes cp to the file, encoded into the buffer the last save
-// used: the checkpoint grows with the claims a node holds, and a fresh
-// one each call was garbage of that size.
+// save writes cp to the file in the middle of a change: a claim of the
+// kept checkpoint is written as saveAndKeep encoded it (its claims are
+// never changed, only replaced), the others are encoded.
 func (s *checkpointStore) save(cp *checkpoint.Checkpoint) error {
+	return s.write(cp, false)
+}
+
+// write writes cp to the file through the store's encoder; with keep,
+// cp's claims are the encoder's kept ones from now on.
+func (s *checkpointStore) write(cp *checkpoint.Checkpoint, keep bool) error {
 	s.encodeMu.Lock()
 	defer s.encodeMu.Unlock()
-	data, err := checkpoint.AppendEncode(s.encoded[:0], cp)
+	data, err := s.enc.Encode(cp, keep)
 	if err != nil {
 		return err
 	}
-	s.encoded = data
 	if err := atomicfile.Write(s.path, data, 0o600); err != nil {
 		return fmt.Errorf("checkpoint: %w", err)
 	}
@@ -181,9 +186,11 @@ func (s *checkpointStore) save(cp *checkpoint.Checkpoint) error {
 // saveAndKeep is save, cp then kept for the next kubelet call: only at
 // the end of one, once cp changes no more. A later save by anyone else
 // (at the driver's start, in the middle of a call) writes another file,
-// and the next call reads that.
+// and the next call reads that. A call adds, replaces or removes a claim
+// or two: the others are written as this save encoded them
+// (checkpoint.Encoder).
 func (s *checkpointStore) saveAndKeep(cp *checkpoint.Checkpoint) error {
-	if err := s.save(cp); err != nil {
+	if err := s.write(cp, true); err != nil {
 		return err
 	}
 	id, ok := idOf(s.path)

@@ -1,10 +1,13 @@
 package dra_test
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -25,6 +28,7 @@ import (
 	"github.com/hwnet-io/hwnet/internal/fileformat/formattest"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
+	"github.com/hwnet-io/hwnet/node/vfadmin"
 )
 
 const nodeName = "node-a"
@@ -456,6 +460,54 @@ func TestViewsBesideCalls(t *testing.T) {
 		}
 		if err := p.unprepare(t, "a"); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// TestSavedCheckpointIsTheKept: through 200 random calls (a claim
+// prepared for a pod, prepared again for another, unprepared; one of
+// them with VF settings, saved once more in the middle of its prepare),
+// the file each call saves is exactly the encoding of the checkpoint the
+// driver keeps: the saves write the claims they kept as they encoded
+// them, which holds only while no call changes a kept claim in place.
+func TestSavedCheckpointIsTheKept(t *testing.T) {
+	n := newTestNode(t)
+	dir := t.TempDir()
+	p := newPreparer(t, n, dir, vfadmin.NewRecorder(filepath.Join(dir, "calls.jsonl")))
+	if err := p.drv.SetDevices(dra.Node{Inventory: n.inv, SysfsRoot: n.node.SysRoot()}, n.pools); err != nil {
+		t.Fatal(err)
+	}
+	claims := map[string]*resourceapi.ResourceClaim{"a": claim("a", alloc("r", "pci-0000-3b-01-6")),
+		"b": claim("b", alloc("r", "pci-0000-3b-01-7")), "c": claim("c", alloc("r", "pci-0000-3e-01-6")),
+		"v": vfConfig(claim("v", alloc("vfs", netdevVF)), `{"vlan":100}`)}
+	uids := slices.Sorted(maps.Keys(claims))
+	rng := rand.New(rand.NewPCG(4, 3))
+	for step := range 200 {
+		uid := uids[rng.IntN(len(uids))]
+		c := claims[uid]
+		switch prepared := len(c.Status.ReservedFor) > 0; {
+		case prepared && rng.IntN(2) == 0:
+			if err := p.unprepare(t, uid); err != nil {
+				t.Fatal(err)
+			}
+			c.Status.ReservedFor = nil
+		default:
+			c = forPod(c, fmt.Sprintf("pod-%d", step))
+			claims[uid] = c
+			if res := p.prepare(t, c); res.Err != nil {
+				t.Fatal(res.Err)
+			}
+		}
+		var want []byte
+		if err := p.drv.ViewCheckpoint(func(cp *checkpoint.Checkpoint) { want, _ = checkpoint.Encode(cp) }); err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(dra.CheckpointPath("", p.opts.PluginDir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("step %d (claim %s): the file holds\n%s\nthe kept checkpoint is\n%s", step, uid, got, want)
 		}
 	}
 }

@@ -36,8 +36,6 @@ package checkpoint
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -162,42 +160,13 @@ func New() *Checkpoint {
 }
 
 // Encode is the checkpoint's file content in the current version, its
-// checksum computed (AppendEncode to a new slice).
-func Encode(cp *Checkpoint) ([]byte, error) {
-	return AppendEncode(nil, cp)
-}
-
-// AppendEncode appends the checkpoint's file content in the current
-// version, its checksum computed, to dst and returns the extended slice.
-// The claims are written as json.Marshal writes them, with no
+// checksum computed: the claims as json.Marshal writes them, with no
 // insignificant white space (fileformat.ChecksumMarshaled), and the
-// envelope is written around them as they are. With 100 claims of 4
+// envelope written around them as they are. With 100 claims of 4
 // devices (156 kB), compacting them for the checksum and once more
 // inside an indented envelope took 1.7 ms of Encode's 2.3 (2 vCPU AMD
-// EPYC). The driver encodes the checkpoint at every kubelet call: into
-// the slice its last save used, as json.Marshal's copies of a 109 kB
-// checkpoint were 243 kB of garbage a call, which a node's GC paid for.
-func AppendEncode(dst []byte, cp *Checkpoint) ([]byte, error) {
-	start := len(dst)
-	buf := bytes.NewBuffer(dst)
-	if err := json.NewEncoder(buf).Encode(cp.Claims); err != nil {
-		return dst, fmt.Errorf("DRA checkpoint: %w", err)
-	}
-	// Encode ends the value with a newline json.Marshal does not write.
-	out := buf.Bytes()
-	claims := out[start : len(out)-1]
-	head, err := json.Marshal(struct {
-		Format   string `json:"format"`
-		Version  int    `json:"version"`
-		Checksum uint32 `json:"checksum"`
-	}{Marker, Version, fileformat.ChecksumMarshaled(claims)})
-	if err != nil {
-		return dst, fmt.Errorf("DRA checkpoint: %w", err)
-	}
-	prefix := append(head[:len(head)-1], `,"claims":`...)
-	n := len(claims)
-	out = slices.Grow(out[:start+n], len(prefix)+2)[:start+len(prefix)+n]
-	copy(out[start+len(prefix):], out[start:start+n])
-	copy(out[start:], prefix)
-	return append(out, "}\n"...), nil
+// EPYC). A writer that saves often keeps an Encoder instead.
+func Encode(cp *Checkpoint) ([]byte, error) {
+	var e Encoder
+	return e.Encode(cp, false)
 }

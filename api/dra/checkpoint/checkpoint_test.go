@@ -5,8 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -239,47 +242,113 @@ func TestOwned(t *testing.T) {
 	}
 }
 
-// TestAppendEncode checks that AppendEncode appends, whatever dst held
-// before and however large its spare capacity, exactly the file json.Marshal
-// writes the claims in, inside the envelope, and keeps dst's bytes.
-func TestAppendEncode(t *testing.T) {
+// TestEncode: the file is exactly the claims as json.Marshal writes them
+// inside the envelope, and so is what one Encoder writes for
+// checkpoints one after another, larger and smaller, into the buffers
+// it reuses.
+func TestEncode(t *testing.T) {
 	many := checkpoint.New()
 	for i := range 40 {
 		c := *sample().Claims["uid-a"]
 		c.Name = strings.Repeat("n", i)
 		many.Claims[types.UID(strings.Repeat("u", i+1))] = &c
 	}
-	large := encoded(t, many)
-	for _, tc := range []struct {
-		name string
-		cp   *checkpoint.Checkpoint
-		dst  []byte
-	}{
-		{"empty into nil", checkpoint.New(), nil},
-		{"one claim into nil", sample(), nil},
-		{"one claim after a prefix", sample(), []byte("prefix")},
-		{"one claim into a larger file's buffer", sample(), large[:0]},
-		{"many claims into a smaller file's buffer", many, encoded(t, sample())[:0]},
-		{"many claims after a prefix with room", many, append(make([]byte, 0, 2*len(large)), "p"...)},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			prefix := string(tc.dst)
-			got, err := checkpoint.AppendEncode(tc.dst, tc.cp)
-			if err != nil {
-				t.Fatal(err)
+	var e checkpoint.Encoder
+	for i, cp := range []*checkpoint.Checkpoint{checkpoint.New(), sample(), many, sample(), checkpoint.New(), many} {
+		claims, err := json.Marshal(cp.Claims)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := fmt.Sprintf(`{"format":%q,"version":%d,"checksum":%d,"claims":%s}`+"\n",
+			checkpoint.Marker, checkpoint.Version, fileformat.ChecksumMarshaled(claims), claims)
+		if got := encoded(t, cp); string(got) != want {
+			t.Fatalf("checkpoint %d: Encode:\n got %s\nwant %s", i, got, want)
+		}
+		got, err := e.Encode(cp, false)
+		if err != nil || string(got) != want {
+			t.Fatalf("checkpoint %d: Encoder.Encode (%v):\n got %s\nwant %s", i, err, got, want)
+		}
+		back, err := checkpoint.Decode(got)
+		if err != nil || len(back.Claims) != len(cp.Claims) {
+			t.Fatalf("checkpoint %d: Decode of what Encode wrote: %d claims, %v; want %d", i, len(back.Claims), err, len(cp.Claims))
+		}
+	}
+}
+
+// TestEncoderKeeps: an Encoder writes, through 3000 random changes (a
+// claim added or replaced by a changed copy, removed, nil, the same claim
+// under a second UID), each saved kept or not, exactly the file Encode
+// writes for the checkpoint: a kept claim's encoding stands
+// only for that claim under that UID.
+func TestEncoderKeeps(t *testing.T) {
+	rng := rand.New(rand.NewPCG(43, 24))
+	var e checkpoint.Encoder
+	kept := checkpoint.New()
+	for step := range 3000 {
+		next := &checkpoint.Checkpoint{Version: kept.Version, Claims: maps.Clone(kept.Claims)}
+		uid := types.UID(fmt.Sprintf("uid-%d", rng.IntN(12)))
+		switch rng.IntN(6) {
+		case 0:
+			delete(next.Claims, uid)
+		case 1:
+			next.Claims[uid] = nil
+		case 2:
+			for other, c := range next.Claims {
+				if other != uid {
+					next.Claims[uid] = c
+					break
+				}
 			}
-			claims, err := json.Marshal(tc.cp.Claims)
-			if err != nil {
-				t.Fatal(err)
+		default:
+			c := *sample().Claims["uid-a"]
+			c.Name, c.Pods = fmt.Sprintf("claim-%d", step), []string{fmt.Sprintf("pod-%d", rng.IntN(3))}
+			next.Claims[uid] = &c
+		}
+		keep := rng.IntN(4) > 0
+		got, err := e.Encode(next, keep)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := checkpoint.Encode(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("step %d (keep %t): Encoder wrote\n%s\nEncode writes\n%s", step, keep, got, want)
+		}
+		if keep {
+			kept = next
+		}
+	}
+}
+
+// BenchmarkEncode encodes a node's checkpoint of 100 claims of 4
+// devices with one claim replaced, as a kubelet call changes it, into
+// an Encoder's buffers: afresh (it kept nothing), and with the other 99
+// kept.
+func BenchmarkEncode(b *testing.B) {
+	held := checkpoint.New()
+	for i := range 100 {
+		c := *sample().Claims["uid-a"]
+		c.Devices = slices.Repeat(c.Devices, 4)
+		held.Claims[types.UID(fmt.Sprintf("uid-%03d", i))] = &c
+	}
+	next := func() *checkpoint.Checkpoint {
+		cp := &checkpoint.Checkpoint{Version: held.Version, Claims: maps.Clone(held.Claims)}
+		c := *held.Claims["uid-050"]
+		cp.Claims["uid-050"] = &c
+		return cp
+	}
+	for _, keep := range []bool{false, true} {
+		b.Run(map[bool]string{false: "afresh", true: "kept"}[keep], func(b *testing.B) {
+			var e checkpoint.Encoder
+			if _, err := e.Encode(held, keep); err != nil {
+				b.Fatal(err)
 			}
-			want := fmt.Sprintf(`%s{"format":%q,"version":%d,"checksum":%d,"claims":%s}`+"\n",
-				prefix, checkpoint.Marker, checkpoint.Version, fileformat.ChecksumMarshaled(claims), claims)
-			if string(got) != want {
-				t.Fatalf("AppendEncode:\n got %s\nwant %s", got, want)
-			}
-			back, err := checkpoint.Decode(got[len(prefix):])
-			if err != nil || len(back.Claims) != len(tc.cp.Claims) {
-				t.Fatalf("Decode of what AppendEncode wrote: %d claims, %v; want %d", len(back.Claims), err, len(tc.cp.Claims))
+			for b.Loop() {
+				if _, err := e.Encode(next(), false); err != nil {
+					b.Fatal(err)
+				}
 			}
 		})
 	}
