@@ -102,9 +102,13 @@ func BenchmarkNodePrepare(b *testing.B) {
 	b.Cleanup(func() { conn.Close() })
 	client := drapb.NewDRAPluginClient(conn)
 	vfs := []string{"pci-0000-3b-01-6", "pci-0000-3b-01-7", "pci-0000-3e-01-6", "pci-0000-3e-01-7"}
+	// Each run has claims of its own: -count runs a size again on the
+	// same API server.
+	runs := 0
 	for _, count := range []int{1, 4} {
 		b.Run(fmt.Sprintf("devices=%d", count), func(b *testing.B) {
-			c := api.AllocatedClaim(b, kubeapi.Allocation{Namespace: "ns", Name: fmt.Sprintf("claim-%d", count),
+			runs++
+			c := api.AllocatedClaim(b, kubeapi.Allocation{Namespace: "ns", Name: fmt.Sprintf("claim-%d-%d", count, runs),
 				Class: "hwnet-sriov-dpdk", Driver: dra.DefaultDriverName, Pool: nodeName, Devices: vfs[:count]})
 			var took []time.Duration
 			for b.Loop() {
