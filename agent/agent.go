@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,8 +50,10 @@ type Agent struct {
 	// draView is dra for the device ledger's reader, which runs on its
 	// own goroutine: the driver's checkpoint as it keeps it.
 	draView atomic.Pointer[dra.Driver]
-	// reported holds the match warnings already logged.
+	// reported holds the pool conflicts already logged; warnings holds
+	// the warnings standing, logged as they appear and clear.
 	reported map[string]bool
+	warnings standingWarnings
 	// book is the device ledger, the one path a device takes to change
 	// hands; holders is its last snapshot, judged the snapshot every
 	// pool's list was last judged with (or one that judges alike).
@@ -328,9 +331,7 @@ func (a *Agent) applyInventory(ctx context.Context, inv *discovery.Inventory, st
 	a.inv = inv
 	a.links.Since(start)
 	a.netdevs.Seed(inv)
-	for _, p := range inv.Problems {
-		a.reportOnce("discovery problem", p)
-	}
+	a.warnings.report(a.log, "discovery problem", inv.Problems)
 	a.rematch(ctx, false)
 }
 
@@ -428,17 +429,22 @@ func (a *Agent) reportMatch(res *pools.Result, fresh bool) {
 			a.log.Warn("device matched by more than one pool; the first one has it", "device", c.Device, "pools", c.Pools)
 		}
 	}
-	for _, w := range res.Warnings {
-		a.reportOnce("pool matching", w)
-	}
+	a.warnings.report(a.log, "pool matching", a.matchWarnings(res))
 }
 
-// reportOnce logs a warning the first time it is seen.
-func (a *Agent) reportOnce(what, warning string) {
-	if !a.reported[warning] {
-		a.reported[warning] = true
-		a.log.Warn(what, "warning", warning)
+// matchWarnings is res's warnings and, with the DRA driver off, one for
+// each pool in DRA mode, whose devices then nothing serves.
+func (a *Agent) matchWarnings(res *pools.Result) []string {
+	if a.dra != nil {
+		return res.Warnings
 	}
+	warnings := slices.Clone(res.Warnings)
+	for _, p := range res.Pools {
+		if p.Resource.Mode == pools.DRA {
+			warnings = append(warnings, p.Resource.FullName()+": mode dra, but the DRA driver is off (--dra): its devices are not served")
+		}
+	}
+	return warnings
 }
 
 // ensurePool returns the pool's plugin, or a new one, not yet running

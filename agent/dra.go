@@ -91,8 +91,7 @@ func (a *Agent) startDRA(ctx context.Context, wg *sync.WaitGroup) error {
 // matchDRA takes a DRA-mode pool's newly matched devices.
 func (a *Agent) matchDRA(p *pools.Pool, fresh bool, pooled map[string]bool) {
 	name := p.Resource.FullName()
-	if a.dra == nil {
-		a.reportOnce("pool matching", fmt.Sprintf("%s: mode dra, but the DRA driver is off (--dra): its devices are not served", name))
+	if a.dra == nil { // reportMatch warns of it
 		return
 	}
 	run, ok := a.draPools[name]

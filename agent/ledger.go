@@ -189,9 +189,7 @@ func (a *Agent) countHolders() {
 }
 
 func (a *Agent) reportLedger(l *ledger.Ledger) {
-	for _, u := range l.Unknown {
-		a.reportOnce("device ledger: a source cannot be read; no device is handed out or offered until it is", u)
-	}
+	a.warnings.report(a.log, "device ledger: a source cannot be read; no device is handed out or offered until it is", l.Unknown)
 }
 
 // modeSwitchFence is the key of the fence a configuration change takes

@@ -47,9 +47,7 @@ func (a *Agent) showLedger(ctx context.Context) {
 // take makes the agent unready while it stands.
 func (a *Agent) updateVFLayouts() {
 	layouts, warnings := a.cfg.Layouts(a.inv)
-	for _, w := range warnings {
-		a.reportOnce("VF layouts", w)
-	}
+	a.warnings.report(a.log, "VF layouts", warnings)
 	a.setUnfitLayouts(layouts)
 	if a.vfs != nil {
 		a.vfs.Update(layouts)
