@@ -2,6 +2,7 @@ package agent
 
 import (
 	"bytes"
+	"encoding/json"
 	"log/slog"
 	"slices"
 	"strings"
@@ -30,30 +31,26 @@ func TestLedgerWarningsStand(t *testing.T) {
 		{unknown: []string{kubelet}, want: []string{"WARN " + kubelet}},
 	}
 	var logs bytes.Buffer
-	a := &Agent{log: slog.New(slog.NewTextHandler(&logs, nil)), reported: map[string]bool{}}
+	a := &Agent{log: slog.New(slog.NewJSONHandler(&logs, nil))}
 	for i, step := range steps {
 		logs.Reset()
 		a.reportLedger(&ledger.Ledger{Unknown: step.unknown})
-		if got := logged(logs.String()); !slices.Equal(got, step.want) {
+		if got := logged(t, logs.String()); !slices.Equal(got, step.want) {
 			t.Fatalf("step %d (unknown %q): logged %q, want %q", i, step.unknown, got, step.want)
 		}
 	}
 }
 
-// logged is each line of a text handler's output as its level and its
+// logged is each record a JSON handler wrote as its level and its
 // warning attribute.
-func logged(out string) []string {
+func logged(t *testing.T, out string) []string {
 	var lines []string
 	for line := range strings.Lines(out) {
-		level := field(line, "level=")
-		_, warning, _ := strings.Cut(line, "warning=")
-		lines = append(lines, level+" "+strings.Trim(strings.TrimSpace(warning), `"`))
+		var r struct{ Level, Warning string }
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		lines = append(lines, r.Level+" "+r.Warning)
 	}
 	return lines
-}
-
-func field(line, key string) string {
-	_, rest, _ := strings.Cut(line, key)
-	v, _, _ := strings.Cut(rest, " ")
-	return v
 }
