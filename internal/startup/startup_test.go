@@ -2,6 +2,8 @@ package startup
 
 import (
 	"bytes"
+	"encoding/binary"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -54,6 +56,86 @@ func TestReleaseExecutablePages(t *testing.T) {
 	if after := rssFileKB(t); after >= before {
 		t.Errorf("file-backed RSS %d kB after release, was %d kB", after, before)
 	}
+}
+
+// TestReleaseDropsCachedExecutable: after the release the kernel caches
+// few of the executable's pages that the agent does not map. A fault maps
+// the cached pages around the one it needs, and a large folio whole: an
+// earlier run of the same binary, or a read of it, left it cached.
+func TestReleaseDropsCachedExecutable(t *testing.T) {
+	exe, err := os.Open("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer exe.Close()
+	// A binary the build has just written is dirty in the cache, which
+	// the kernel does not drop: one that runs on a node was written long
+	// before.
+	if err := exe.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	// Released, the test maps few of its pages; read, it is cached whole.
+	if _, err := ReleaseExecutablePages(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(io.Discard, exe); err != nil {
+		t.Fatal(err)
+	}
+	before, pages := cachedUnmapped(t)
+	if before < pages/4 {
+		t.Skipf("skip-ok: %d of the executable's %d mapped pages cached and not faulted in right after a read: nothing to drop", before, pages)
+	}
+	if _, err := ReleaseExecutablePages(); err != nil {
+		t.Fatal(err)
+	}
+	// Not all: a large folio stays cached whole while one of its pages is
+	// mapped (a third of before on Linux 6.18, ext4).
+	if after, _ := cachedUnmapped(t); after > before/2 {
+		t.Errorf("%d of the executable's %d mapped pages cached and not faulted in after the release, %d before", after, pages, before)
+	}
+}
+
+// cachedUnmapped counts the pages of the executable's read-only mappings
+// that the page cache holds and this process has not faulted in, and all
+// their pages.
+func cachedUnmapped(t *testing.T) (cached, pages int) {
+	t.Helper()
+	exe, err := os.Readlink("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps, err := os.ReadFile("/proc/self/maps")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pagemap, err := os.Open("/proc/self/pagemap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pagemap.Close()
+	for line := range strings.Lines(string(maps)) {
+		start, end, ok := readOnlyMapping(line, exe)
+		if !ok {
+			continue
+		}
+		n := int(end-start) / os.Getpagesize()
+		resident := make([]byte, n)
+		if _, _, errno := unix.Syscall(unix.SYS_MINCORE, uintptr(start), uintptr(end-start), uintptr(unsafe.Pointer(&resident[0]))); errno != 0 {
+			t.Fatalf("mincore %x-%x: %v", start, end, errno)
+		}
+		entries := make([]byte, 8*n)
+		if _, err := pagemap.ReadAt(entries, int64(start)/int64(os.Getpagesize())*8); err != nil {
+			t.Fatal(err)
+		}
+		for i := range n {
+			present := binary.LittleEndian.Uint64(entries[8*i:])>>63 == 1
+			if resident[i]&1 == 1 && !present {
+				cached++
+			}
+		}
+		pages += n
+	}
+	return cached, pages
 }
 
 func rssFileKB(t *testing.T) int {
