@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	drapb "k8s.io/kubelet/pkg/apis/dra/v1"
+	registerapi "k8s.io/kubelet/pkg/apis/pluginregistration/v1"
 
 	"github.com/hwnet-io/hwnet/dra"
 	"github.com/hwnet-io/hwnet/internal/kubeclient"
@@ -33,12 +34,12 @@ import (
 const draConfig = `{"resourceList": [{"resourceName": "bench_vfs", "mode": "dra", "claimDrivers": ["vfio-pci"],
   "selectors": {"vendors": ["8086"], "devices": ["1889"], "drivers": ["iavf", "vfio-pci"]}}]}`
 
-// rebindConfig is the opaque configuration of a claim whose VF is bound to
-// vfio-pci at prepare.
 // prepareTrace is how long traceWhile traces: about half of 300 one-device
 // calls, each unprepared again.
 const prepareTrace = time.Second
 
+// rebindConfig is the opaque configuration of a claim whose VF is bound to
+// vfio-pci at prepare.
 const rebindConfig = `{"apiVersion": "hwnet.io/v1alpha1", "kind": "NetworkConfig", "driver": "vfio-pci"}`
 
 // draEnv is the API server the DRA runs share, started on first use:
@@ -83,9 +84,13 @@ func (e *draEnv) stop(tb testing.TB) {
 // draRun is one start of hwnet-agent serving its pool through the DRA
 // driver, up to the node's ResourceSlices listing every VF.
 type draRun struct {
-	p       *proc
-	client  drapb.DRAPluginClient
-	conn    *grpc.ClientConn
+	p      *proc
+	client drapb.DRAPluginClient
+	conn   *grpc.ClientConn
+	// reg is the driver's registration service, on a gRPC server the DRA
+	// library runs in the same process as the plugin's.
+	reg     registerapi.RegistrationClient
+	regConn *grpc.ClientConn
 	devices []string
 	// metrics is the agent's metrics URL, served under -profile-dir only.
 	metrics string
@@ -157,11 +162,21 @@ func (e *draEnv) startDRA(tb testing.TB, t *table, node *virtualnode.Node, bins 
 	if err := waitSocket(ctx, socket); err != nil {
 		tb.Fatalf("hwnet-agent --dra: %v\nlog:\n%s", err, p.tail())
 	}
+	regSocket := filepath.Join(dir, "registry", dra.DefaultDriverName+"-reg.sock")
+	if err := waitSocket(ctx, regSocket); err != nil {
+		tb.Fatalf("hwnet-agent --dra: %v\nlog:\n%s", err, p.tail())
+	}
 	conn, err := grpc.NewClient("unix://"+socket, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
 		tb.Fatal(err)
 	}
-	run := &draRun{p: p, client: drapb.NewDRAPluginClient(conn), conn: conn, devices: devices}
+	regConn, err := grpc.NewClient("unix://"+regSocket, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		conn.Close()
+		tb.Fatal(err)
+	}
+	run := &draRun{p: p, client: drapb.NewDRAPluginClient(conn), conn: conn,
+		reg: registerapi.NewRegistrationClient(regConn), regConn: regConn, devices: devices}
 	if metricsAddr != "" {
 		run.metrics = "http://" + metricsAddr + "/metrics"
 	}
@@ -317,10 +332,13 @@ func (r *draRun) timePrepares(tb testing.TB, t *table, e *draEnv, size, calls in
 	}
 	cpu = r.p.cpu() - cpu
 	stopTrace()
+	empty := r.emptyCalls(tb, e, claims, calls)
 	t.add("NodePrepareResources p50, "+what, "ms", "hwnet", lat.pct(50))
 	t.add("NodePrepareResources p99, "+what, "ms", "hwnet", lat.pct(99))
 	t.add("the claim's read alone p50, "+what, "ms", "hwnet", get.pct(50))
 	t.add("NodePrepareResources less the claim's read after it, p50, "+what, "ms", "hwnet", beyond.pct(50))
+	t.add("a call that does nothing (the registration's GetInfo) p50, "+what, "ms", "hwnet", empty.pct(50))
+	t.add("NodePrepareResources less the read and that call (p50s), "+what, "ms", "hwnet", beyond.pct(50)-empty.pct(50))
 	// All the agent did meanwhile, beside the calls too (its ledger, its
 	// judgements of every device), shares the node's CPUs with the API
 	// server the calls wait for.
@@ -334,6 +352,29 @@ func claimRead(client kubernetes.Interface, c *resourceapi.ResourceClaim) (time.
 	start := time.Now()
 	_, err := client.ResourceV1().ResourceClaims(c.Namespace).Get(context.Background(), c.Name, metav1.GetOptions{})
 	return time.Since(start), err
+}
+
+// emptyCalls times calls of the driver's registration GetInfo: a unary
+// call on a gRPC server the DRA library runs in the agent as it runs the
+// plugin's, through the same interceptors, with no work behind it (the
+// transport's share of a call, which kubelet pays too). Each follows a
+// read of a claim, as a prepare follows the last one's: the API server
+// then still shares the CPUs. They come after the prepares, whose CPU
+// they would add to.
+func (r *draRun) emptyCalls(tb testing.TB, e *draEnv, claims []*resourceapi.ResourceClaim, calls int) samples {
+	tb.Helper()
+	took := make(samples, 0, calls)
+	for i := range calls {
+		if _, err := claimRead(e.claims, claims[i%len(claims)]); err != nil {
+			tb.Fatal(err)
+		}
+		start := time.Now()
+		if _, err := r.reg.GetInfo(context.Background(), &registerapi.InfoRequest{}); err != nil {
+			tb.Fatal(err)
+		}
+		took = append(took, ms(time.Since(start)))
+	}
+	return took
 }
 
 // traceWhile saves, under -profile-dir, an execution trace, a CPU
@@ -406,5 +447,6 @@ func claimError(msg string) error {
 
 func (r *draRun) stop() {
 	r.conn.Close()
+	r.regConn.Close()
 	r.p.stop()
 }
