@@ -237,8 +237,13 @@ func pciAddress(st nadv1.NetworkStatus) string {
 	return st.DeviceInfo.Pci.PciAddress
 }
 
+// workloadEnvEnd is the line `/workload env` prints after the environment
+// (test/e2e/workload's envEnd): the log has each line as soon as it is
+// written, so a log read meanwhile has only some.
+const workloadEnvEnd = "-- end of environment --"
+
 // podEnv is the container's environment as `/workload env` printed it
-// to its log.
+// to its log, once the log has all of it.
 func (e *env) podEnv(ctx context.Context, t *testing.T, pod string) map[string]string {
 	t.Helper()
 	vars := map[string]string{}
@@ -249,14 +254,14 @@ func (e *env) podEnv(ctx context.Context, t *testing.T, pod string) map[string]s
 		}
 		scanner := bufio.NewScanner(bytes.NewReader(logs))
 		for scanner.Scan() {
+			if scanner.Text() == workloadEnvEnd {
+				return nil
+			}
 			if k, v, ok := strings.Cut(scanner.Text(), "="); ok {
 				vars[k] = v
 			}
 		}
-		if vars["PATH"] == "" {
-			return fmt.Errorf("log has no environment yet: %q", logs)
-		}
-		return nil
+		return fmt.Errorf("log has not the whole environment yet: %q", logs)
 	})
 	if err != nil {
 		t.Fatal(err)

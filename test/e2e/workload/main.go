@@ -9,7 +9,8 @@
 // Usage:
 //
 //	workload             wait
-//	workload env         print the environment as sorted KEY=VALUE lines, then wait
+//	workload env         print the environment as sorted KEY=VALUE lines and
+//	                     the line envEnd after them, then wait
 //	workload serve PORT  answer each TCP connection on PORT with the pod's
 //	                     hostname and a newline, while it waits
 //	workload dial ADDR   connect to ADDR (host:port), print the answer and
@@ -113,10 +114,15 @@ func dial(addr string, w io.Writer) error {
 	return err
 }
 
+// envEnd ends the environment `workload env` prints: its lines reach the
+// pod's log one by one, and whoever reads the log knows it has them all
+// only once this line is there.
+const envEnd = "-- end of environment --"
+
 func printEnv(w io.Writer, environ []string) error {
 	sorted := slices.Sorted(slices.Values(environ))
-	for _, kv := range sorted {
-		if _, err := fmt.Fprintln(w, kv); err != nil {
+	for _, line := range append(sorted, envEnd) {
+		if _, err := fmt.Fprintln(w, line); err != nil {
 			return fmt.Errorf("print environment: %w", err)
 		}
 	}

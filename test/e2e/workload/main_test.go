@@ -67,24 +67,26 @@ func startWorkload(t *testing.T, attr *syscall.SysProcAttr, args ...string) *wor
 	return w
 }
 
-// env reads the environment `workload env` prints: as many lines as the
-// workload was given variables. Once it printed one, it handles signals.
+// env reads the environment `workload env` prints: the lines before
+// envEnd. Once it printed them, it handles signals.
 func (w *workload) env(t *testing.T) []string {
 	t.Helper()
 	var env []string
 	timeout := time.After(10 * time.Second)
-	for len(env) < len(w.cmd.Environ()) {
+	for {
 		select {
 		case line, ok := <-w.stdout:
-			if !ok {
-				t.Fatalf("workload %v ended its output after %d lines, want %d", w.cmd.Args[1:], len(env), len(w.cmd.Environ()))
+			switch {
+			case !ok:
+				t.Fatalf("workload %v ended its output after %d lines, before %q", w.cmd.Args[1:], len(env), envEnd)
+			case line == envEnd:
+				return env
 			}
 			env = append(env, line)
 		case <-timeout:
-			t.Fatalf("workload %v printed %d lines of its environment within 10s, want %d", w.cmd.Args[1:], len(env), len(w.cmd.Environ()))
+			t.Fatalf("workload %v printed %d lines and no %q within 10s", w.cmd.Args[1:], len(env), envEnd)
 		}
 	}
-	return env
 }
 
 func (w *workload) wait(t *testing.T, within time.Duration) error {
