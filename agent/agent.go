@@ -65,11 +65,7 @@ type Agent struct {
 	probe *devhealth.Probe
 	// awaitingRelease tells the ledger's watch to ask kubelet at every
 	// poll (awaitsRelease); set by Run's goroutine at each refresh.
-	// ledgerNudge has the watch poll at once; ledgerChanged says the
-	// book's snapshot changed.
 	awaitingRelease atomic.Bool
-	ledgerNudge     chan struct{}
-	ledgerChanged   chan struct{}
 	// publishNow has Run's goroutine show every front end the ledger at
 	// once, unthrottled, and close the channel it sent.
 	publishNow chan chan struct{}
@@ -137,7 +133,7 @@ func New(opts Options) (*Agent, error) {
 	}
 	a := &Agent{opts: opts, log: opts.Logger, db: db, cfg: st.Config, configAtStart: configAtStart, links: devhealth.LinkStates{}, netdevs: devhealth.NetdevMemory{}, pools: map[string]*poolRun{}, draPools: map[string]*draPool{}, reported: map[string]bool{}, metrics: opts.Metrics,
 		collector: &ledger.Collector{Dir: opts.DevinfoDir, Logger: opts.Logger}}
-	a.ledgerNudge, a.ledgerChanged, a.publishNow = make(chan struct{}, 1), make(chan struct{}, 1), make(chan chan struct{})
+	a.publishNow = make(chan chan struct{})
 	if a.probe, err = devhealth.NewProbe(opts.Netns); err != nil {
 		return nil, err
 	}
@@ -299,12 +295,16 @@ func (a *Agent) loop(ctx context.Context, ev signals) {
 			a.reloadConfig(ctx)
 		case <-ev.kubelet:
 			a.kubeletStarted()
-		case <-a.ledgerChanged:
+		case <-a.book.Changes().C():
 			if ledgerRefresh.now() {
 				a.applyLedger()
+			} else {
+				// The refresh scheduled sees every change until then.
+				a.book.Changes().Hold()
 			}
 		case <-ledgerRefresh.due():
 			ledgerRefresh.fired()
+			a.book.Changes().Release()
 			a.applyLedger()
 		case done := <-a.publishNow:
 			a.applyLedger()

@@ -40,7 +40,7 @@ func (a *Agent) newBook() *ledger.Book {
 		src.Resets = a.opts.CNI.Resets(a.opts.VFAdmin, a.log)
 	}
 	return ledger.NewBook(ledger.BookOptions{Sources: src, SysfsRoot: a.opts.SysfsRoot, FenceDir: a.opts.FenceDir,
-		Logger: a.log, Metrics: a.metrics, Changed: a.ledgerChange, PendingGrace: a.opts.PendingGrace,
+		Logger: a.log, Metrics: a.metrics, Changed: a.collector.Wake, PendingGrace: a.opts.PendingGrace,
 		Present: a.probe.Present, PFUp: a.probe.PFUp})
 }
 
@@ -51,13 +51,6 @@ func (a *Agent) draViewer() ledger.CheckpointViewer {
 		return d
 	}
 	return nil
-}
-
-// ledgerChange tells Run's loop and the collector that the ledger's
-// holds changed: a released device's files may go.
-func (a *Agent) ledgerChange() {
-	signal(a.ledgerChanged)
-	a.collector.Wake()
 }
 
 // watchCollected watches the directories the collector looks in: a file
@@ -114,7 +107,7 @@ func (a *Agent) refreshLedger(ctx context.Context) {
 // device-info files nothing holds.
 func (a *Agent) watchLedger(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() {
-		o := ledger.WatchOptions{Interval: a.opts.LedgerInterval, Urgent: a.awaitingRelease.Load, Nudge: a.ledgerNudge}
+		o := ledger.WatchOptions{Interval: a.opts.LedgerInterval, Urgent: a.awaitingRelease.Load}
 		a.book.Watch(ctx, o)
 	})
 	wg.Go(func() { a.collector.Run(ctx, a.opts.GCInterval, a.opts.DevinfoGrace, a.book.Snapshot) })
@@ -130,7 +123,7 @@ func (a *Agent) setAwaitingRelease(awaits bool) {
 
 // nudgeLedger has the ledger's watch poll at once: a source may have
 // changed. It never blocks.
-func (a *Agent) nudgeLedger() { signal(a.ledgerNudge) }
+func (a *Agent) nudgeLedger() { a.book.Nudge() }
 
 // applyLedger judges every pool again with who holds what now: a device
 // whose holder ended is free, or lost, at once; a fence withdraws its

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/hwnet-io/hwnet/internal/metrics"
+	"github.com/hwnet-io/hwnet/internal/wakeup"
 )
 
 // BookOptions configure a Book.
@@ -29,7 +30,8 @@ type BookOptions struct {
 	Logger   *slog.Logger
 	Metrics  *metrics.Metrics
 	// Changed is called, without the Book's lock, after each change of
-	// what Snapshot says; it must not block.
+	// what Snapshot says; it must not block. Book.Changes signals the
+	// same changes.
 	Changed func()
 	// PendingGrace is how long a device plugin allocation kubelet does not
 	// report yet is kept; 0 means DefaultPendingGrace.
@@ -80,10 +82,13 @@ type Book struct {
 	pfs  map[string]string
 	snap atomic.Pointer[Ledger]
 	now  func() time.Time
-	// wake has Watch poll at once after a change: a hold kubelet must
-	// report may have begun. recheck makes that poll ask kubelet.
-	wake    chan struct{}
+	// wake has Watch poll at once after a change (a hold kubelet must
+	// report may have begun), or as soon as it may. recheck makes that
+	// poll ask kubelet.
+	wake    *wakeup.Signal
 	recheck atomic.Bool
+	// changes is Changes.
+	changes *wakeup.Signal
 	// podEnded is when a pod of the node last ended (PodEnded), in
 	// nanoseconds of now's clock; 0 for never.
 	podEnded atomic.Int64
@@ -105,7 +110,7 @@ func NewBook(o BookOptions) *Book {
 	o.PendingGrace = cmp.Or(o.PendingGrace, DefaultPendingGrace)
 	b := &Book{o: o, log: o.Logger, files: fenceFiles{dir: o.FenceDir}, reader: NewReader(o.Sources),
 		fences: map[string]Fence{}, pfs: map[string]string{}, now: time.Now,
-		wake: make(chan struct{}, 1)}
+		wake: wakeup.New(), changes: wakeup.New()}
 	b.sourced = New(map[string][]Holder{}, []string{"the device ledger: not read yet"})
 	b.snap.Store(b.sourced)
 	return b
@@ -258,10 +263,8 @@ func (b *Book) changed(changed bool) {
 	l := b.snap.Load()
 	b.o.Metrics.SetLedgerUnknown(len(l.Unknown))
 	b.o.Metrics.SetLedgerFences(len(l.fences))
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.wake.Send()
+	b.changes.Send()
 	if b.o.Changed != nil {
 		b.o.Changed()
 	}
@@ -569,17 +572,16 @@ func (b *Book) Unfence(key string) error {
 // to the Book, with a reader of its own: a slow kubelet holds no Reserve
 // up. It polls every o.Interval, not only when o.Urgent, while a source
 // is unknown (to serve again as soon as it is back) or an allocation
-// waits for kubelet to report it. The reader is closed when Watch
-// returns.
+// waits for kubelet to report it. Its nudge is the Book's own (Nudge,
+// and every change of the Book's holds): o.Nudge is not used. The reader
+// is closed when Watch returns.
 func (b *Book) Watch(ctx context.Context, o WatchOptions) {
 	r := b.newWatchReader()
 	urgent := o.Urgent
 	o.Urgent = func() bool {
 		return b.recheck.Swap(false) || b.Unsettled() || r.awaitsEnd(b.lastPodEnd()) || (urgent != nil && urgent())
 	}
-	nudge := make(chan struct{}, 1)
-	go forward(ctx, nudge, o.Nudge, b.wake)
-	o.Nudge = nudge
+	o.Nudge = b.wake
 	o.Latest = b.sourcedNow
 	r.Watch(ctx, o, b.Apply)
 }
@@ -592,32 +594,21 @@ func (b *Book) newWatchReader() *Reader {
 	return r
 }
 
-// forward signals out, without blocking, for every signal on a or c,
-// until ctx ends.
-func forward(ctx context.Context, out chan<- struct{}, a, c <-chan struct{}) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-a:
-		case <-c:
-		}
-		select {
-		case out <- struct{}{}:
-		default:
-		}
-	}
-}
+// Changes is sent on after each change of what Snapshot says. Its one
+// receiver may hold it while a look at the Book is scheduled, and must
+// release it before that look.
+func (b *Book) Changes() *wakeup.Signal { return b.changes }
+
+// Nudge has Watch poll at once, or as soon as it may: a source may have
+// changed, or Urgent turned true. It never blocks.
+func (b *Book) Nudge() { b.wake.Send() }
 
 // Recheck has Watch read every source, kubelet's PodResources included,
 // at once: kubelet came back, and may have let pods go while it was down,
 // or a collection waits for an answer newer than a file it left.
 func (b *Book) Recheck() {
 	b.recheck.Store(true)
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.wake.Send()
 }
 
 // PodEnded tells the Book that a pod of the node ended or went, as the
@@ -628,10 +619,7 @@ func (b *Book) Recheck() {
 // podsSettle after the last end.
 func (b *Book) PodEnded() {
 	b.podEnded.Store(b.now().UnixNano())
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.wake.Send()
 }
 
 // lastPodEnd is when PodEnded was last told, zero for never.

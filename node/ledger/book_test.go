@@ -678,14 +678,14 @@ func (f *fakeRecords) Modified(string) (time.Time, error) { return f.changed, ni
 func TestWatchPollsWhileUnknown(t *testing.T) {
 	kubelet, src := newSources(t)
 	b := openBook(t, ledger.BookOptions{Sources: src})
-	ctx, nudge := watchBook(t, b)
+	ctx := watchBook(t, b)
 	kubelet.Close()
 	// A device-info file written, as by Allocate: the next poll asks
 	// kubelet, and finds it gone.
 	if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vfA0, devinfo.NewPCI(devinfo.PCI{PCIAddress: vfA0})); err != nil {
 		t.Fatal(err)
 	}
-	nudge <- struct{}{}
+	b.Nudge()
 	waitSnapshot(ctx, t, b, "kubelet's PodResources unknown", func(l *ledger.Ledger) bool { return !l.Complete() })
 	back, err := testkubelet.ServePodResources(src.PodResourcesSocket)
 	if err != nil {
@@ -695,17 +695,16 @@ func TestWatchPollsWhileUnknown(t *testing.T) {
 	waitSnapshot(ctx, t, b, "kubelet's PodResources read again", (*ledger.Ledger).Complete)
 }
 
-// watchBook runs the Book's watch, polling every 10 ms and when nudged,
+// watchBook runs the Book's watch, polling every 10 ms and when nudged (Nudge),
 // until the test ends or 20 s pass, and waits for its first poll.
-func watchBook(t *testing.T, b *ledger.Book) (context.Context, chan<- struct{}) {
+func watchBook(t *testing.T, b *ledger.Book) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	t.Cleanup(cancel)
-	nudge := make(chan struct{}, 1)
 	loaded := b.Snapshot().ReadAt
-	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge})
+	go b.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }})
 	waitSnapshot(ctx, t, b, "the watch's first poll", func(l *ledger.Ledger) bool { return l.ReadAt.After(loaded) })
-	return ctx, nudge
+	return ctx
 }
 
 // waitSnapshot waits until the Book's snapshot satisfies cond.
@@ -734,7 +733,7 @@ func TestRecheckAsksKubeletAtOnce(t *testing.T) {
 	kubelet, src := newSources(t)
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
 	b := openBook(t, ledger.BookOptions{Sources: src})
-	ctx, _ := watchBook(t, b)
+	ctx := watchBook(t, b)
 	kubelet.SetPod("ns", "cnf", "intel.com/vf")
 	b.Recheck()
 	waitSnapshot(ctx, t, b, "the pod's hold gone", func(l *ledger.Ledger) bool { return len(l.Holders(vfA0)) == 0 })
@@ -786,7 +785,7 @@ func TestWatchAsksKubeletWhenAPodEnds(t *testing.T) {
 	src.PodRunning, src.PodUID, src.PodEndsTold = pods.Running, pods.UIDOf, func() bool { return true }
 	kubelet.SetPod("ns", "cnf", "intel.com/vf", vfA0)
 	b := openBook(t, ledger.BookOptions{Sources: src})
-	ctx, _ := watchBook(t, b)
+	ctx := watchBook(t, b)
 	pods.set("ns", "cnf", "uid-1", false)
 	asked := kubelet.Lists()
 	b.PodEnded()
@@ -853,7 +852,7 @@ func TestWatchSeesAnyCheckpointChange(t *testing.T) {
 	_, src := newSources(t)
 	src.PluginsDir = t.TempDir()
 	b := openBook(t, ledger.BookOptions{Sources: src})
-	ctx, nudge := watchBook(t, b)
+	ctx := watchBook(t, b)
 	torn := filepath.Join(src.PluginsDir, "old.hwnet.io")
 	if err := os.MkdirAll(torn, 0o755); err != nil {
 		t.Fatal(err)
@@ -861,7 +860,7 @@ func TestWatchSeesAnyCheckpointChange(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(torn, "checkpoint.json"), []byte(`{"format": "`+checkpoint.Marker+`", "version": 3, "claims": {`), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	nudge <- struct{}{}
+	b.Nudge()
 	waitSnapshot(ctx, t, b, "the torn checkpoint seen", func(l *ledger.Ledger) bool { return !l.Complete() })
 }
 
@@ -1190,6 +1189,46 @@ func TestSnapshotsChanged(t *testing.T) {
 		}
 		if got, want := tc.a.Equal(tc.c), tc.wantDevices == nil && !tc.wantEvery; got != want {
 			t.Errorf("%s: Equal %t, want %t", tc.name, got, want)
+		}
+	}
+}
+
+// TestChangesSignalled: every change of what Snapshot says is sent on
+// Changes, unless its receiver holds it (a look is scheduled); a read
+// that changes nothing sends nothing.
+func TestChangesSignalled(t *testing.T) {
+	_, src := newSources(t)
+	b := openBook(t, ledger.BookOptions{Sources: src})
+	b.Refresh(t.Context())
+	changes := b.Changes()
+	drain := func() bool {
+		select {
+		case <-changes.C():
+			return true
+		default:
+			return false
+		}
+	}
+	drain()
+	reserve := func(addr string) {
+		if err := b.Reserve(t.Context(), ledger.Request{Devices: []string{addr}, Holder: claimC}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	steps := []struct {
+		name string
+		do   func()
+		want bool
+	}{
+		{"read again, nothing changed", func() { b.Refresh(t.Context()) }, false},
+		{"a hold taken", func() { reserve("0000:3b:02.1") }, true},
+		{"released while held", func() { changes.Hold(); b.Release(t.Context(), claimC) }, false},
+		{"taken after release", func() { changes.Release(); reserve("0000:3b:02.2") }, true},
+	}
+	for _, s := range steps {
+		s.do()
+		if got := drain(); got != s.want {
+			t.Errorf("%s: signalled %t, want %t", s.name, got, s.want)
 		}
 	}
 }

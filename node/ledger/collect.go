@@ -11,6 +11,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hwnet-io/hwnet/internal/wakeup"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/watch"
 )
@@ -42,24 +43,21 @@ type Collector struct {
 
 	mu        sync.Mutex
 	resources map[string]bool
-	wake      chan struct{}
+	// wake is held while Run has a round scheduled, which sees every
+	// change woken for before it.
+	wake *wakeup.Signal
 }
 
 // Wake has Run collect: what a round judges by may have changed (the
 // ledger's holds, the pools served). It never blocks.
-func (c *Collector) Wake() {
-	select {
-	case c.wakes() <- struct{}{}:
-	default:
-	}
-}
+func (c *Collector) Wake() { c.wakes().Send() }
 
-// wakes is Wake's channel.
-func (c *Collector) wakes() chan struct{} {
+// wakes is Wake's signal.
+func (c *Collector) wakes() *wakeup.Signal {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.wake == nil {
-		c.wake = make(chan struct{}, 1)
+		c.wake = wakeup.New()
 	}
 	return c.wake
 }
@@ -74,11 +72,10 @@ func (c *Collector) Add(resource string) {
 		c.resources = map[string]bool{}
 	}
 	c.resources[resource] = true
-	// Not Wake, which makes the channel: only a Run already running is
+	// Not Wake, which makes the signal: only a Run already running is
 	// woken, since Run collects when it starts.
-	select {
-	case c.wake <- struct{}{}:
-	default:
+	if c.wake != nil {
+		c.wake.Send()
 	}
 }
 
@@ -198,6 +195,7 @@ func (d dirStamp) same(o dirStamp) bool {
 func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, latest func() *Ledger) {
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	wake := c.wakes()
 	changed := make(chan watch.SocketEvent, 1)
 	var watched <-chan struct{}
 	var last *settled
@@ -207,13 +205,14 @@ func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, late
 		select {
 		case <-ctx.Done():
 			return
-		case <-c.wakes():
+		case <-wake.C():
 			owed = true
 		case <-changed:
 			owed = true
 		case <-watched:
 			watched, owed = nil, true
 		case <-timer.C:
+			wake.Release()
 			if watched == nil {
 				watched = c.watch(ctx, changed)
 			}
@@ -221,7 +220,9 @@ func (c *Collector) Run(ctx context.Context, interval, grace time.Duration, late
 			owed = last == nil || watched == nil
 		}
 		if owed {
+			// A wake meanwhile could bring the round no sooner.
 			timer.Reset(time.Until(lastRound.Add(interval)))
+			wake.Hold()
 		}
 	}
 }

@@ -3,8 +3,10 @@ package ledger_test
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,6 +17,7 @@ import (
 
 	"github.com/hwnet-io/hwnet/api/dra/checkpoint"
 	"github.com/hwnet-io/hwnet/internal/atomicfile"
+	"github.com/hwnet-io/hwnet/internal/wakeup"
 	"github.com/hwnet-io/hwnet/node/devinfo"
 	"github.com/hwnet-io/hwnet/node/ledger"
 	"github.com/hwnet-io/hwnet/test/testkubelet"
@@ -186,31 +189,65 @@ func clockedReader(t *testing.T, src ledger.Sources) (*ledger.Reader, time.Time,
 // Allocate that wrote its device-info file, which kubelet then recorded)
 // has it poll at once and see the new hold.
 func TestWatchNudged(t *testing.T) {
-	kubelet, src := newSources(t)
-	r := ledger.NewReader(src)
-	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
-	defer cancel()
-	nudge := make(chan struct{}, 1)
-	seen := make(chan *ledger.Ledger, 16)
-	go r.Watch(ctx, ledger.WatchOptions{Interval: 10 * time.Millisecond, Urgent: func() bool { return false }, Nudge: nudge},
-		func(_ context.Context, l *ledger.Ledger) { seen <- l })
-	if l := <-seen; len(l.Devices()) != 0 {
+	w := startNudgedWatch(t, 10*time.Millisecond)
+	if l := <-w.seen; len(l.Devices()) != 0 {
 		t.Fatalf("first ledger holds %v, want nothing", l.Devices())
 	}
 	const vf = "0000:3b:02.0"
-	if err := devinfo.Write(src.DevinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
+	w.write(t, vf)
+	w.kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
+	w.nudge.Send()
+	w.waitHeld(t, vf, "the nudged watch never saw the pod's hold")
+}
+
+// nudgedWatch is a watch of fresh sources, nudged by the test.
+type nudgedWatch struct {
+	ctx     context.Context
+	kubelet *testkubelet.PodResources
+	src     ledger.Sources
+	nudge   *wakeup.Signal
+	// seen has the latest ledger the watch applied.
+	seen chan *ledger.Ledger
+}
+
+// startNudgedWatch starts a watch that polls every interval unless
+// nudged, until the test ends or 20 s passed.
+func startNudgedWatch(t *testing.T, interval time.Duration) *nudgedWatch {
+	kubelet, src := newSources(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
+	t.Cleanup(cancel)
+	w := &nudgedWatch{ctx: ctx, kubelet: kubelet, src: src, nudge: wakeup.New(), seen: make(chan *ledger.Ledger, 1)}
+	o := ledger.WatchOptions{Interval: interval, Urgent: func() bool { return false }, Nudge: w.nudge}
+	go ledger.NewReader(src).Watch(ctx, o, func(_ context.Context, l *ledger.Ledger) {
+		select {
+		case <-w.seen:
+		default:
+		}
+		w.seen <- l
+	})
+	return w
+}
+
+// write writes a device-info file for vf.
+func (w *nudgedWatch) write(t *testing.T, vf string) {
+	t.Helper()
+	if err := devinfo.Write(w.src.DevinfoDir, "intel.com/vf", vf, devinfo.NewPCI(devinfo.PCI{PCIAddress: vf})); err != nil {
 		t.Fatal(err)
 	}
-	kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
-	nudge <- struct{}{}
+}
+
+// waitHeld waits until the watch applied a ledger in which vf has a
+// holder; failure says why not.
+func (w *nudgedWatch) waitHeld(t *testing.T, vf, failure string) {
+	t.Helper()
 	for {
 		select {
-		case l := <-seen:
+		case l := <-w.seen:
 			if len(l.Holders(vf)) == 1 {
 				return
 			}
-		case <-ctx.Done():
-			t.Fatal("the nudged watch never saw the pod's hold")
+		case <-w.ctx.Done():
+			t.Fatal(failure)
 		}
 	}
 }
@@ -308,7 +345,7 @@ func TestWatchNudgeBurst(t *testing.T) {
 	r := ledger.NewReader(src)
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	nudge := make(chan struct{})
+	nudge := wakeup.New()
 	var polls atomic.Int32
 	seen := make(chan *ledger.Ledger, 1)
 	go r.Watch(ctx, ledger.WatchOptions{Interval: time.Hour, Urgent: func() bool { return false }, Nudge: nudge},
@@ -330,7 +367,7 @@ func TestWatchNudgeBurst(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		nudge <- struct{}{}
+		nudge.Send()
 	}
 	burst := time.Since(start)
 	for read := false; !read; {
@@ -344,6 +381,33 @@ func TestWatchNudgeBurst(t *testing.T) {
 	// The first nudge is read at once, then one read per gap at most.
 	if n, most := polls.Load()-1, int32(burst/ledger.NudgeGap)+2; n > most {
 		t.Fatalf("a burst of 200 nudges in %v made %d polls, want at most %d", burst, n, most)
+	}
+}
+
+// TestWatchNudgesAndChangesInterleaved: nudges and changes of the
+// sources' directories come in random interleavings, and the watch holds
+// its nudge while a poll is scheduled, dropping the nudges meanwhile:
+// after every round, its last change is read, well before the idle
+// watch's next poll (30 s).
+func TestWatchNudgesAndChangesInterleaved(t *testing.T) {
+	w := startNudgedWatch(t, time.Hour)
+	<-w.seen
+	for round := range 30 {
+		for range 5 + rand.IntN(30) {
+			if rand.IntN(2) == 0 {
+				w.nudge.Send()
+			} else {
+				w.write(t, fmt.Sprintf("0000:5e:%02x.%d", rand.IntN(32), rand.IntN(8)))
+			}
+			if rand.IntN(3) == 0 {
+				runtime.Gosched()
+			}
+		}
+		vf := fmt.Sprintf("0000:3b:%02x.0", round+2)
+		w.kubelet.SetPod("ns", "cnf", "intel.com/vf", vf)
+		w.write(t, vf)
+		w.nudge.Send()
+		w.waitHeld(t, vf, fmt.Sprintf("round %d: the watch never read the round's last change", round))
 	}
 }
 

@@ -67,7 +67,7 @@ func TestPendingResetWithholds(t *testing.T) {
 	if err := b.Reserve(ctx, ledger.Request{Devices: []string{vfA1}, Holder: claimD}); err != nil {
 		t.Errorf("Reserve of another VF: %v", err)
 	}
-	wctx, _ := watchBook(t, b)
+	wctx := watchBook(t, b)
 	if err := os.MkdirAll(filepath.Join(devices, vfA0, "net", "eth0"), 0o755); err != nil { // the netdev is back
 		t.Fatal(err)
 	}

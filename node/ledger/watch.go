@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/hwnet-io/hwnet/internal/wakeup"
 )
 
 // Between the reads of Read, kubelet is asked only when an allocation may
@@ -173,8 +175,10 @@ type WatchOptions struct {
 	// Urgent says whether a hold's end is awaited.
 	Urgent func() bool
 	// Nudge says a source may have changed (an Allocate, a CNI request, a
-	// prepare) or Urgent may have turned true: Watch polls at once.
-	Nudge <-chan struct{}
+	// prepare) or Urgent may have turned true: Watch polls at once, or
+	// nudgeGap after the last poll. Watch holds it while that poll is
+	// scheduled, which sees every change made before a nudge it dropped.
+	Nudge *wakeup.Signal
 	// Latest is the newest read of the sources, whose answer of kubelet
 	// the reader follows before each poll if it is newer than its own
 	// (Reader.follow); nil for none.
@@ -186,6 +190,9 @@ type WatchOptions struct {
 // Watch returns.
 func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.Context, *Ledger)) {
 	defer r.Close()
+	if o.Nudge == nil {
+		o.Nudge = wakeup.New()
+	}
 	sources := newSourceWatch(r.src)
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -222,25 +229,31 @@ func (r *Reader) Watch(ctx context.Context, o WatchOptions, apply func(context.C
 
 // waitPoll waits until a poll is due: the timer fired, or a nudge or a
 // source's change came nudgeGap or more after the last poll; one sooner
-// brings the timer forward to then. It is false once ctx ends.
-func waitPoll(ctx context.Context, nudge, changed <-chan struct{}, timer *time.Timer, due *time.Time, last time.Time) bool {
+// brings the timer forward to then, and the nudge is held until it fires:
+// a nudge meanwhile could bring the poll no sooner. It is false once ctx
+// ends.
+func waitPoll(ctx context.Context, nudge *wakeup.Signal, changed <-chan struct{}, timer *time.Timer, due *time.Time, last time.Time) bool {
 	for {
 		select {
 		case <-ctx.Done():
 			return false
 		case <-timer.C:
+			nudge.Release()
 			return true
-		case <-nudge:
+		case <-nudge.C():
 		case <-changed:
 		}
 		at := last.Add(nudgeGap)
 		if !time.Now().Before(at) {
+			// Held or not, the poll is now.
+			nudge.Release()
 			return true
 		}
 		if at.Before(*due) {
 			timer.Reset(time.Until(at))
 			*due = at
 		}
+		nudge.Hold()
 	}
 }
 
