@@ -45,11 +45,12 @@ func ReleasePages(log *slog.Logger) {
 //
 // The kernel neither pages out nor drops a page under writeback, and an
 // executable written shortly before it runs (a build, a package, a copy
-// onto the host) is written back up to 30 s later. test/bench/peers
-// (-parts cni) starts the agent it has just built: its binary's pages with
-// 100 pods attached were 20.0, 22.6 and 24.2 MiB, and 14.9 and 14.3 with
-// the file written back first. Writing back a clean file does nothing; a
-// file of an overlayfs lower layer (an image's) is not synced by its
+// onto the host) is written back up to 30 s later. Started right after
+// its build (test/bench/peers -parts cni, before the bench wrote its
+// binaries back), the agent's binary pages with 100 pods attached were
+// 20.0, 22.6 and 24.2 MiB, and 14.3, 14.9 and 17.5 with the file written
+// back first. Writing back a clean file does nothing; a file of an
+// overlayfs lower layer (an image's) is not written back through its
 // overlay.
 func ReleaseExecutablePages() (uint64, error) {
 	f, err := os.Open("/proc/self/exe")
