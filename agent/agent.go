@@ -139,13 +139,24 @@ func New(opts Options) (*Agent, error) {
 	}
 	a.book = a.newBook()
 	a.collector.Also, a.collector.AskAgain, a.collector.Watch = a.collectCDISpecs, a.book.Recheck, a.watchCollected
+	served := opts.ConfigFile
 	if st.Rejected != nil {
 		a.log.Error("configuration rejected at start; serving the last good one", "file", opts.ConfigFile, "lastGood", opts.LastGoodConfig, "err", st.Rejected)
 		a.setRejected(st.Rejected)
+		served = opts.LastGoodConfig
 	}
+	a.serving("configuration served", served, st.Config)
 	a.keptLastGood(st.Unkept)
 	a.logWarnings(st.Config)
 	return a, nil
+}
+
+// serving logs and exports which configuration is served, read from file:
+// an admin compares its SHA-256 with the ConfigMap's to tell the nodes
+// that took a change from those that did not yet.
+func (a *Agent) serving(msg, file string, cfg *pools.Config) {
+	a.metrics.SetConfigServed(cfg.SHA256)
+	a.log.Info(msg, "file", file, "sha256", cfg.SHA256, "resources", len(cfg.Resources))
 }
 
 // keptLastGood reports whether the configuration served was kept for the
@@ -524,7 +535,7 @@ func (a *Agent) reloadConfig(ctx context.Context) {
 	}
 	a.setRejected(nil)
 	a.keptLastGood(pools.KeepLastGood(a.opts.LastGoodConfig, data))
-	a.log.Info("configuration reloaded", "file", a.opts.ConfigFile, "resources", len(cfg.Resources))
+	a.serving("configuration reloaded", a.opts.ConfigFile, cfg)
 	a.logWarnings(cfg)
 	a.cfg = cfg
 	res := cfg.MatchRebound(a.inv, a.dra.RestingDrivers())

@@ -2,6 +2,8 @@ package agent_test
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"io"
 	"net"
 	"net/http"
@@ -135,8 +137,8 @@ func waitHTTP(t *testing.T, url string, code int, text string) {
 // TestAgentBadConfigAndRestart: a bad pool configuration plus a restart
 // does not take the node's pools away (a CrashLoopBackOff with every pool
 // at 0 before): the agent starts on the last good configuration it kept,
-// says why in the log and on /readyz, and is ready again once the file is
-// fixed.
+// says why in the log and on /readyz, names the copy it serves, and is
+// ready again once the file is fixed.
 func TestAgentBadConfigAndRestart(t *testing.T) {
 	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
 	f.opts.LastGoodConfig = filepath.Join(t.TempDir(), "last-good")
@@ -150,6 +152,7 @@ func TestAgentBadConfigAndRestart(t *testing.T) {
 	f.start(t)
 	f.wait(t, netdevice, "the last good pools registered again", counts(12, 12))
 	f.waitLog(t, "configuration rejected at start; serving the last good one")
+	f.waitLog(t, `msg="configuration served" file=`+f.opts.LastGoodConfig+` sha256=`+sha256Hex(defaultConfig))
 	waitHTTP(t, probes+"/readyz", http.StatusServiceUnavailable, "rejected, serving the last good one")
 
 	f.writeConfig(t, defaultConfig)
@@ -194,6 +197,9 @@ func TestAgentSeesAConfigChangedBeforeItsWatch(t *testing.T) {
 // crash loop with every pool at 0). The log says why with the error, and
 // hwnet_config_last_good_unkept says so to whoever watches the metrics, at
 // start and at each reload that cannot keep its copy.
+// The log and hwnet_config_info name each configuration served by the
+// SHA-256 of its file, at start and at each reload: what an admin checks
+// a changed ConfigMap against.
 func TestAgentServesWhenLastGoodCannotBeKept(t *testing.T) {
 	f := newFixture(t, virtualnode.DefaultSpec(), defaultConfig)
 	f.opts.LastGoodConfig = filepath.Join(t.TempDir(), "missing", "last-good")
@@ -207,13 +213,29 @@ func TestAgentServesWhenLastGoodCannotBeKept(t *testing.T) {
 	scrape := httptest.NewServer(f.opts.Metrics.Handler(false))
 	t.Cleanup(scrape.Close)
 	waitHTTP(t, scrape.URL+"/metrics", http.StatusOK, "hwnet_config_last_good_unkept 1")
+	waitHTTP(t, scrape.URL+"/metrics", http.StatusOK, configInfo(defaultConfig))
+	f.waitLog(t, `msg="configuration served" file=`+f.opts.ConfigFile+` sha256=`+sha256Hex(defaultConfig))
 
 	if err := os.MkdirAll(filepath.Dir(f.opts.LastGoodConfig), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	f.writeConfig(t, strings.Replace(defaultConfig, "resourceName: empty", "resourceName: empty2", 1))
+	reloaded := strings.Replace(defaultConfig, "resourceName: empty", "resourceName: empty2", 1)
+	f.writeConfig(t, reloaded)
 	waitHTTP(t, scrape.URL+"/metrics", http.StatusOK, "hwnet_config_last_good_unkept 0")
+	waitHTTP(t, scrape.URL+"/metrics", http.StatusOK, configInfo(reloaded))
+	f.waitLog(t, `msg="configuration reloaded" file=`+f.opts.ConfigFile+` sha256=`+sha256Hex(reloaded))
 	if kept, err := os.ReadFile(f.opts.LastGoodConfig); err != nil || !strings.Contains(string(kept), "empty2") {
 		t.Errorf("the reloaded configuration was not kept: %q, %v", kept, err)
 	}
+}
+
+// sha256Hex is the hex SHA-256 of config, as sha256sum prints it.
+func sha256Hex(config string) string {
+	sum := sha256.Sum256([]byte(config))
+	return hex.EncodeToString(sum[:])
+}
+
+// configInfo is the hwnet_config_info sample of config served.
+func configInfo(config string) string {
+	return `hwnet_config_info{sha256="` + sha256Hex(config) + `"} 1`
 }

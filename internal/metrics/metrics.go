@@ -1,10 +1,11 @@
 // Package metrics is hwnet-agent's Prometheus instrumentation: CNI request
 // latency, attach failures, pool sizes, discovery and refresh durations,
 // kubelet PodResources and API server requests, connections its node
-// sockets refused, a pool configuration not kept for the next start,
-// declarative VF changes, the DRA driver's prepare and unprepare latency,
-// and build information, on registries of its own (hwnet's, and the Go
-// runtime's and the process's) served together by Handler.
+// sockets refused, the pool configuration served and whether it was kept
+// for the next start, declarative VF changes, the DRA driver's prepare
+// and unprepare latency, and build information, on registries of its own
+// (hwnet's, and the Go runtime's and the process's) served together by
+// Handler.
 package metrics
 
 import (
@@ -13,6 +14,7 @@ import (
 	"net/http"
 	"net/http/pprof"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
@@ -46,9 +48,15 @@ type Metrics struct {
 	apiRequests          *prometheus.CounterVec
 	socketRefused        *prometheus.CounterVec
 	lastGoodUnkept       prometheus.Gauge
-	vfLayout             vfLayoutMetrics
-	ledger               ledgerMetrics
-	dra                  draMetrics
+	configServed         *prometheus.GaugeVec
+	// servedMu guards served, the configServed label set now: a scrape
+	// between a reload's two writes sees the old or the new one, never
+	// none.
+	servedMu sync.Mutex
+	served   string
+	vfLayout vfLayoutMetrics
+	ledger   ledgerMetrics
+	dra      draMetrics
 }
 
 // CNI requests take from a millisecond (DEL of nothing) to tens of
@@ -88,6 +96,9 @@ func New() *Metrics {
 			[]string{"socket"}),
 		lastGoodUnkept: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "config", Name: "last_good_unkept",
 			Help: "1 when the pool configuration served could not be kept as the last good copy (--last-good-config) for the next start, else 0."}),
+		configServed: prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Subsystem: "config", Name: "info",
+			Help: "The pool configuration served, by the SHA-256 of its file as sha256sum prints it (the last good copy's while a file is rejected); always 1."},
+			[]string{"sha256"}),
 		vfLayout: newVFLayoutMetrics(),
 		ledger:   newLedgerMetrics(),
 		dra:      newDRAMetrics(),
@@ -97,7 +108,7 @@ func New() *Metrics {
 	v := version.Get()
 	buildInfo.WithLabelValues(v.Version, v.Revision, v.GoVersion).Set(1)
 	m.reg.MustRegister(m.cniDuration, m.attachFailures, m.poolCapacity, m.poolAllocatable, m.poolUnhealthy, m.poolFenced, m.poolHeld,
-		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, buildInfo)
+		m.discoveryDuration, m.refreshDuration, m.podResourcesRequests, m.apiRequests, m.socketRefused, m.lastGoodUnkept, m.configServed, buildInfo)
 	m.runtime.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.reg.MustRegister(m.vfLayout.collectors()...)
 	m.reg.MustRegister(m.ledger.collectors()...)
@@ -254,6 +265,21 @@ func (m *Metrics) SetLastGoodUnkept(unkept bool) {
 		v = 1
 	}
 	m.lastGoodUnkept.Set(v)
+}
+
+// SetConfigServed names the pool configuration served by its SHA-256,
+// in place of the one before.
+func (m *Metrics) SetConfigServed(sha256 string) {
+	if m == nil {
+		return
+	}
+	m.servedMu.Lock()
+	defer m.servedMu.Unlock()
+	m.configServed.WithLabelValues(sha256).Set(1)
+	if m.served != "" && m.served != sha256 {
+		m.configServed.DeleteLabelValues(m.served)
+	}
+	m.served = sha256
 }
 
 // RefusedConnection counts a connection to a node socket ("cni",

@@ -42,6 +42,8 @@ func TestScrape(t *testing.T) {
 	m.ObserveDRAPrepare(3*time.Millisecond, nil)
 	m.ObserveDRAPrepare(12*time.Second, errors.New("rebind timed out"))
 	m.ObserveDRAUnprepare(time.Millisecond, nil)
+	m.SetConfigServed("0bad")
+	m.SetConfigServed("c0ffee")
 	code, body := scrape(t, m.Handler(false), "/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("GET /metrics: %d", code)
@@ -71,6 +73,7 @@ func TestScrape(t *testing.T) {
 		`hwnet_podresources_requests_total{result="success"} 1`,
 		`hwnet_podresources_requests_total{result="error"} 1`,
 		`hwnet_socket_refused_connections_total{socket="cni"} 1`,
+		`hwnet_config_info{sha256="c0ffee"} 1`,
 		`hwnet_build_info{`,
 		`go_goroutines `,
 		`process_start_time_seconds `,
@@ -79,9 +82,9 @@ func TestScrape(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	for _, unwanted := range []string{`intel.com/gone`, `reason="internal"`} {
+	for _, unwanted := range []string{`intel.com/gone`, `reason="internal"`, `0bad`} {
 		if strings.Contains(body, unwanted) {
-			t.Errorf("/metrics has %s: a deleted pool, or a DEL counted as an attach failure", unwanted)
+			t.Errorf("/metrics has %s: a deleted pool, a DEL counted as an attach failure, or a configuration no longer served", unwanted)
 		}
 	}
 }
@@ -170,6 +173,7 @@ func TestNilRecordsNothing(t *testing.T) {
 	m.ObserveDiscovery(time.Second)
 	m.ObserveRefresh(time.Second)
 	m.PodResourcesRequest(nil)
+	m.SetConfigServed("c0ffee")
 	if rt := m.WrapTransport(http.DefaultTransport); rt != http.DefaultTransport {
 		t.Error("a nil Metrics wrapped the transport")
 	}

@@ -6,6 +6,8 @@
 package pools
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -42,6 +44,10 @@ type Config struct {
 	// such as selecting by DDP profile: the selector objects concerned
 	// match no device.
 	Warnings []string
+	// SHA256 is the hex SHA-256 of the bytes parsed, as sha256sum prints
+	// it for the file: an admin compares it with what each node's agent
+	// says it serves to tell which nodes took a changed ConfigMap.
+	SHA256 string
 }
 
 // Tag is an admin NIC tag: the functions its selectors match carry it, and
@@ -123,6 +129,8 @@ func Parse(data []byte) (*Config, error) {
 		return nil, errors.Join(p.errs...)
 	}
 	cfg.Warnings = p.warnings
+	sum := sha256.Sum256(data)
+	cfg.SHA256 = hex.EncodeToString(sum[:])
 	return cfg, nil
 }
 

@@ -1,6 +1,8 @@
 package pools
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"os"
 	"path/filepath"
 	"strings"
@@ -19,7 +21,8 @@ const (
 // back to the last good copy, saying why, and without a copy it is an
 // error. A valid file whose copy cannot be written is served all the same
 // (a DaemonSet's unwritable /var/lib/hwnet was a crash loop with every
-// pool at 0), saying why it is not kept.
+// pool at 0), saying why it is not kept. The configuration served names
+// the SHA-256 of the file it came from.
 func TestStartConfig(t *testing.T) {
 	db, err := hwdb.Open()
 	if err != nil {
@@ -67,6 +70,13 @@ func TestStartConfig(t *testing.T) {
 			}
 			if got := st.Config.Resources[0].Name; got != tt.want || (st.Rejected != nil) != tt.rejected {
 				t.Errorf("serves %s, rejected %v; want %s, rejected %t", got, st.Rejected, tt.want, tt.rejected)
+			}
+			served := tt.file
+			if tt.rejected {
+				served = tt.lastGood
+			}
+			if sum := sha256.Sum256([]byte(served)); st.Config.SHA256 != hex.EncodeToString(sum[:]) {
+				t.Errorf("SHA256 %q, want the served file's %x", st.Config.SHA256, sum)
 			}
 			if (st.Unkept != nil) != tt.unkept {
 				t.Errorf("unkept %v, want an error %t", st.Unkept, tt.unkept)
