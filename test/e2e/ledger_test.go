@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"cmp"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -110,6 +113,54 @@ func (e *env) switchPools(ctx context.Context, t *testing.T, config []byte) {
 	t.Helper()
 	e.putPools(ctx, t, config)
 	e.restartAgent(ctx, t)
+	e.waitConfigServed(ctx, t, config)
+}
+
+// waitConfigServed waits until each node's running agent says in its log
+// that it serves config: kubelet can start a pod with a ConfigMap's
+// content from before an update its cache has not seen yet, and brings
+// the volume up to date a minute or more later, when the agent reloads
+// (docs/operations.md). TestSwitchdevRepresentor waited 2 minutes for a
+// layout the agent, started on the old content, never had (2026-12-06).
+func (e *env) waitConfigServed(ctx context.Context, t *testing.T, config []byte) {
+	t.Helper()
+	sum := sha256.Sum256(config)
+	want := hex.EncodeToString(sum[:])
+	for _, n := range e.c.Nodes() {
+		mustPoll(ctx, t, fmt.Sprintf("node %s's agent serving the pool configuration %.12s", n.NodeName(), want), func(ctx context.Context) error {
+			name, err := runningAgent(ctx, e.client, n.NodeName())
+			if err != nil {
+				return err
+			}
+			log, err := e.client.CoreV1().Pods(AgentNamespace).GetLogs(name, &corev1.PodLogOptions{}).DoRaw(ctx)
+			if err != nil {
+				return err
+			}
+			if got := lastServed(log); got != want {
+				return fmt.Errorf("%s serves the configuration %.12s", name, got)
+			}
+			return nil
+		})
+	}
+}
+
+// lastServed is the SHA-256 of the pool configuration an agent's JSON log
+// says it serves last; "" when it says none.
+func lastServed(log []byte) string {
+	var served string
+	for line := range bytes.Lines(log) {
+		if !bytes.Contains(line, []byte(`"sha256":`)) {
+			continue
+		}
+		var rec struct {
+			Msg    string `json:"msg"`
+			SHA256 string `json:"sha256"`
+		}
+		if json.Unmarshal(line, &rec) == nil && strings.HasPrefix(rec.Msg, "configuration ") {
+			served = rec.SHA256
+		}
+	}
+	return served
 }
 
 // putPools puts config in the hwnet-pools ConfigMap: the next agent reads

@@ -34,11 +34,13 @@ func Poll(ctx context.Context, timeout time.Duration, what string, check func(co
 	start := time.Now()
 	pollCtx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var err error
 	for {
-		err := check(pollCtx)
-		if err == nil {
+		cerr := check(pollCtx)
+		if cerr == nil {
 			return nil
 		}
+		err = lastCheck(pollCtx, err, cerr)
 		select {
 		case <-pollCtx.Done():
 			if ctx.Err() != nil {
@@ -56,11 +58,13 @@ func Poll(ctx context.Context, timeout time.Duration, what string, check func(co
 func waitFor(ctx context.Context, what string, p *process, timeout time.Duration, check func(context.Context) error) error {
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
+	var err error
 	for {
-		err := check(ctx)
-		if err == nil {
+		cerr := check(ctx)
+		if cerr == nil {
 			return nil
 		}
+		err = lastCheck(ctx, err, cerr)
 		if !p.running() {
 			return fmt.Errorf("waiting for %s: %s exited (last check: %w); log: %s%s", what, p.Name, err, p.Log, logTail(p.Log))
 		}
@@ -70,6 +74,18 @@ func waitFor(ctx context.Context, what string, p *process, timeout time.Duration
 		case <-time.After(pollInterval):
 		}
 	}
+}
+
+// lastCheck is the check's error a failed wait reports: err, this one,
+// unless the wait's deadline cut it short and an earlier one (before)
+// says what was still missing. A check cut short says only that its
+// request ran out of time (an API server's "unexpected error when
+// reading response body").
+func lastCheck(ctx context.Context, before, err error) error {
+	if ctx.Err() == nil || before == nil {
+		return err
+	}
+	return fmt.Errorf("%w (the last check, cut short: %v)", before, err)
 }
 
 // logTail returns the last lines of a log, indented, for an error message.
