@@ -21,6 +21,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	podresv1 "k8s.io/kubelet/pkg/apis/podresources/v1"
 
+	"github.com/hwnet-io/hwnet/test/e2e/cluster"
 	"github.com/hwnet-io/hwnet/test/kubeapi"
 )
 
@@ -121,13 +122,14 @@ func (e *env) switchPools(ctx context.Context, t *testing.T, config []byte) {
 // content from before an update its cache has not seen yet, and brings
 // the volume up to date a minute or more later, when the agent reloads
 // (docs/operations.md). TestSwitchdevRepresentor waited 2 minutes for a
-// layout the agent, started on the old content, never had (2026-12-06).
+// layout the agent, started on the old content, never had (2026-12-06):
+// the wait allows kubelet a test's whole time, not a pod's.
 func (e *env) waitConfigServed(ctx context.Context, t *testing.T, config []byte) {
 	t.Helper()
 	sum := sha256.Sum256(config)
 	want := hex.EncodeToString(sum[:])
 	for _, n := range e.c.Nodes() {
-		mustPoll(ctx, t, fmt.Sprintf("node %s's agent serving the pool configuration %.12s", n.NodeName(), want), func(ctx context.Context) error {
+		err := cluster.Poll(ctx, testTimeout, fmt.Sprintf("node %s's agent serving the pool configuration %.12s", n.NodeName(), want), func(ctx context.Context) error {
 			name, err := runningAgent(ctx, e.client, n.NodeName())
 			if err != nil {
 				return err
@@ -141,6 +143,9 @@ func (e *env) waitConfigServed(ctx context.Context, t *testing.T, config []byte)
 			}
 			return nil
 		})
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
