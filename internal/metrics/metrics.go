@@ -49,14 +49,14 @@ type Metrics struct {
 	socketRefused        *prometheus.CounterVec
 	lastGoodUnkept       prometheus.Gauge
 	configServed         *prometheus.GaugeVec
-	// servedMu guards served, the configServed label set now: a scrape
-	// between a reload's two writes sees the old or the new one, never
-	// none.
+	vfLayout             vfLayoutMetrics
+	ledger               ledgerMetrics
+	dra                  draMetrics
+	// servedMu guards served, configServed's label now: a scrape between
+	// a reload's two writes sees the old configuration or the new one,
+	// never none.
 	servedMu sync.Mutex
 	served   string
-	vfLayout vfLayoutMetrics
-	ledger   ledgerMetrics
-	dra      draMetrics
 }
 
 // CNI requests take from a millisecond (DEL of nothing) to tens of

@@ -39,8 +39,11 @@ func TestSwitchdevRepresentor(t *testing.T) {
 		defer cancel()
 		e.restoreVFs(ctx, t, original, secondE810)
 	})
-	// Once timed out on a loaded 2-core machine waiting for the layout's
-	// event (2026-12-02): the agent's side of a failure.
+	// Timed out on a loaded 2-core machine waiting for the layout's event
+	// (2026-12-02, 2026-12-06): the agent's side of a failure. The second
+	// log showed an agent that never had the layout, started on the
+	// ConfigMap's content from before it; switchPools now waits for the
+	// agent to serve the new one.
 	e.agentLogOnFailure(t)
 	switchdev := func(config []byte) []byte {
 		return withESwitch(withVFLayout(config, secondE810, len(secondE810.vfs), secondE810.drivers), "switchdev")
